@@ -1,0 +1,436 @@
+"""The dispatcher process: the seed's ``sys_message_queue`` and
+``sys_msg_dispatcher_func``, with the tracer state behind a real rwlock.
+
+Three threads, each with its own ZeroMQ sockets:
+
+* ingest (the ``smq_mtx`` side): takes batches off the PULL socket in arrival
+  order, which *is* the queue order.  It applies process-table events at
+  once, and for each message takes the timestamp and, for
+  ``profile_scheduler``, the active-scheduler count, then appends it to the
+  queue.  The message body stays pickled: only port receivers open it.
+* dispatch (reader of the state): swaps the whole queue out, as the seed
+  does, and decides each message with ``smp.dispatch.resolve``, sending pid
+  deliveries in batches to the owning scheduler's inbox and writing port
+  deliveries in the external term format.
+* control (writer of the state): serves the controller's requests: BIFs on
+  the state, register, hold/release, statistics, the queue listing, trace
+  ports.
+
+Every state change is published (PUB) as a versioned snapshot to the
+schedulers' replicas.
+"""
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+import threading
+import time
+import traceback
+from collections import Counter, deque
+
+import dill
+import zmq
+
+from smp import messages as M
+from smp.clock import Clock
+from smp.dispatch import DELIVER_PID, DELIVER_PORT, disp_failure, resolve
+from smp.errors import BadArg
+from smp.state import NIL, TracerState
+from smp.terms import Atom, Pid, Port
+
+from .table import PidTable
+
+__all__ = ["dispatcher_main", "Dispatcher"]
+
+_PICKLE = pickle.HIGHEST_PROTOCOL
+am_active, am_error_logger = Atom("active"), Atom("error_logger")
+LATENCY_SAMPLES = 200_000
+
+
+def _owner(pid: Pid, nsched: int) -> int:
+    return (pid.number + (pid.serial << 15) - 80) % nsched + 1
+
+
+class Dispatcher:
+    def __init__(self, nsched: int, endpoints: dict):
+        self.nsched = nsched
+        self.ep = endpoints
+        self.ctx = zmq.Context()
+        self.table = PidTable()
+        self.state = TracerState(liveness=self.table, on_change=self._on_state_change)
+        self.clock = Clock()
+        self.smq = threading.Condition(threading.Lock())   # smq_mtx + smq_cnd
+        self.queue: deque = deque()
+        self.held = False
+        self.dispatching = False
+        self.stop = threading.Event()
+        self.made: Counter = Counter()
+        self.delivered: Counter = Counter()
+        self.dropped: Counter = Counter()
+        self.ingested = [0] * (nsched + 1)
+        self.ingested_items = [0] * (nsched + 1)
+        self.delivered_to = [0] * (nsched + 1)
+        self.bad_frames = 0
+        self.last_bad_frame = ""
+        self.latencies: deque = deque(maxlen=LATENCY_SAMPLES)
+        self.stderr_lines: list[str] = []
+        self._tls = threading.local()
+        self._port_counter = 0
+        self._markers: dict = {}
+        self.ingest_sock = self.ctx.socket(zmq.PULL)
+        self.ingest_sock.bind(endpoints["ingest"])
+        self.ctl_sock = self.ctx.socket(zmq.ROUTER)
+        self.ctl_sock.bind(endpoints["disp_ctl"])
+        self.pubs = {}
+        for i, name in enumerate(("ingest", "dispatch", "control")):
+            s = self.ctx.socket(zmq.PUB)
+            s.setsockopt(zmq.LINGER, 1000)
+            s.bind(endpoints["pub"][i])
+            self.pubs[name] = s
+
+    # ------------------------------------------------------------- publishing
+    def _pub(self, obj) -> None:
+        sock = self.pubs[getattr(self._tls, "name", "control")]
+        sock.send(pickle.dumps(obj, _PICKLE))
+
+    def _on_state_change(self, snap) -> None:
+        self.clock.cpu = snap.default_cpu_timestamp
+        self._pub(("snap", snap))
+
+    # ------------------------------------------------------------- ingest
+    def ingest_loop(self) -> None:
+        self._tls.name = "ingest"
+        sock = self.ingest_sock
+        inboxes: dict[int, zmq.Socket] = {}
+        while not self.stop.is_set():
+            if not sock.poll(100):
+                continue
+            raw = sock.recv()
+            try:
+                obj = pickle.loads(raw)
+                kind = obj[0]
+                if kind == "b":
+                    self._ingest_batch(obj[1], obj[2])
+                elif kind == "fin":
+                    k = obj[1]
+                    s = inboxes.get(k)
+                    if s is None:
+                        s = inboxes[k] = self.ctx.socket(zmq.PUSH)
+                        s.setsockopt(zmq.LINGER, 1000)
+                        s.connect(self.ep["inbox"].format(k))
+                    s.send(dill.dumps(("fin-ack",)))
+                else:
+                    raise ValueError(f"unknown frame kind {kind!r}")
+            except Exception as e:  # a malformed frame is counted, never fatal
+                self.bad_frames += 1
+                self.last_bad_frame = f"{type(e).__name__}: {e}"
+        for s in inboxes.values():
+            s.close()
+
+    def _ingest_batch(self, sched: int, items) -> None:
+        events_dead: list = []
+        events_tracer: list = []
+        reg_changed = False
+        with self.smq:
+            self.ingested_items[sched] += len(items)
+            for item in items:
+                if item[0] == "m":
+                    _, type_, from_, to, ts_kind, body, made_ns = item
+                    ts = self.clock.now() if ts_kind else None
+                    active = 0
+                    if ts_kind == M.TS_SCHED:
+                        self.state.active_sched += 1 if to is am_active else -1
+                        active = self.state.active_sched
+                        to = NIL
+                    self.queue.append((type_, from_, to, ts_kind, body, ts, active, made_ns))
+                    self.made[type_] += 1
+                    self.ingested[sched] += 1
+                else:
+                    ev = item[1]
+                    if ev == "spawn":
+                        self.table.spawned(item[2])
+                    elif ev == "exit":
+                        names = self.table.exited(item[2])
+                        reg_changed |= bool(names)
+                        events_dead.append(item[2])
+                        self.state.trace_check_exiting(item[2], smp=True)
+                    elif ev == "tracer":
+                        self.table.mark_tracer(item[2])
+                        events_tracer.append(item[2])
+                    elif ev == "unregister":
+                        self.table.unregister(item[2])
+                        reg_changed = True
+            self.smq.notify()
+        if events_dead:
+            self._pub(("dead", events_dead))
+        if events_tracer:
+            self._pub(("tracer", events_tracer))
+        if reg_changed:
+            self._pub(("reg", dict(self.table.registry)))
+
+    # ------------------------------------------------------------- dispatch
+    def dispatch_loop(self) -> None:
+        self._tls.name = "dispatch"
+        inboxes: dict[int, zmq.Socket] = {}
+        for k in range(1, self.nsched + 1):
+            s = self.ctx.socket(zmq.PUSH)
+            s.setsockopt(zmq.LINGER, 2000)
+            s.connect(self.ep["inbox"].format(k))
+            inboxes[k] = s
+        while not self.stop.is_set():
+            with self.smq:
+                while (not self.queue or self.held) and not self.stop.is_set():
+                    self.dispatching = False
+                    self.smq.notify_all()
+                    self.smq.wait(0.1)
+                if self.stop.is_set():
+                    break
+                local = self.queue
+                self.queue = deque()
+                self.dispatching = True
+            self._dispatch(local, inboxes)
+        for s in inboxes.values():
+            s.close()
+
+    def _dispatch(self, local, inboxes) -> None:
+        out: dict[int, list] = {}
+        state, table = self.state, self.table
+        nsched = self.nsched
+        now_ns = time.monotonic_ns
+        lat = self.latencies
+        for item in local:
+            type_, from_, to, ts_kind, body, ts, active, made_ns = item
+            if type_ == M.SYS_MSG_TYPE_PROC_MSG and type(body) is tuple and body[0] == "marker":
+                self._markers[body[1]].set()
+                continue
+            m = M.SysMsg(type_, from_, to, None, ts_kind)
+            d = resolve(m, state, table)
+            if d.action == DELIVER_PID:
+                owner = _owner(d.receiver, nsched)
+                out.setdefault(owner, []).append((d.receiver, body, ts_kind, ts, active))
+                self.delivered[type_] += 1
+                self.delivered_to[owner] += 1
+                lat.append(now_ns() - made_ns)
+            elif d.action == DELIVER_PORT:
+                from smp.etf import encode
+                msg = M.complete(pickle.loads(body), ts_kind, ts, active)
+                table.ports[d.receiver].write(encode(msg))
+                self.delivered[type_] += 1
+                lat.append(now_ns() - made_ns)
+            else:
+                if d.failure:
+                    if type_ == M.SYS_MSG_TYPE_ERRLGR:
+                        m = m._replace(msg=pickle.loads(body))
+                    disp_failure(m, d.receiver, state, self._stderr)
+                self.dropped[(type_, d.reason)] += 1
+        for owner, deliveries in out.items():
+            inboxes[owner].send(dill.dumps(("d", deliveries)))
+
+    def _stderr(self, line: str) -> None:
+        self.stderr_lines.append(line)
+        os.write(2, line.encode())
+
+    # ------------------------------------------------------------- control
+    def control_loop(self) -> None:
+        self._tls.name = "control"
+        sock = self.ctl_sock
+        while not self.stop.is_set():
+            if not sock.poll(100):
+                continue
+            ident, raw = sock.recv_multipart()
+            try:
+                req_id, cmd, args = dill.loads(raw)
+            except Exception as e:
+                self.bad_frames += 1
+                self.last_bad_frame = f"control: {type(e).__name__}: {e}"
+                continue
+            try:
+                value, ok = self.command(cmd, args), True
+            except BaseException as e:
+                value, ok = e, False
+            sock.send_multipart([ident, dill.dumps(("r", req_id, ok, value))])
+            if cmd == "stop":
+                self.stop.set()
+
+    def command(self, cmd: str, args):
+        st = self.state
+        if cmd == "state":
+            op, a = args
+            if op == "change_default_tracing":
+                on, bits, tracer, cpu = a
+                return st.change_default_tracing(on, bits, tracer, cpu)
+            return getattr(st, op)(*a)
+        if cmd == "is_alive":
+            return self.table.is_alive(args[0])
+        if cmd == "valid_port":
+            return self.table.is_valid_tracer_port(args[0])
+        if cmd == "register":
+            ok = self.table.register(*args)
+            if ok:
+                self._pub(("reg", dict(self.table.registry)))
+            return ok
+        if cmd == "unregister":
+            ok = self.table.unregister(args[0])
+            self._pub(("reg", dict(self.table.registry)))
+            return ok
+        if cmd == "whereis":
+            return self.table.whereis(args[0])
+        if cmd == "hold":
+            with self.smq:
+                self.held = True
+                while self.dispatching:
+                    self.smq.wait(0.1)
+            return True
+        if cmd == "release":
+            with self.smq:
+                self.held = False
+                self.smq.notify_all()
+            return True
+        if cmd == "wait_ingested":
+            deadline = time.monotonic() + 10
+            with self.smq:
+                while any(self.ingested_items[k] < n for k, n in enumerate(args[0])):
+                    if time.monotonic() > deadline:
+                        raise TimeoutError("dispatcher did not receive every scheduler batch")
+                    self.smq.wait(0.01)
+            return True
+        if cmd == "status":
+            with self.smq:
+                return {"ingested": list(self.ingested), "delivered_to": list(self.delivered_to),
+                        "queued": len(self.queue), "held": self.held,
+                        "dispatching": self.dispatching, "bad_frames": self.bad_frames}
+        if cmd == "stats":
+            return self.statistics()
+        if cmd == "queue_list":
+            return self.foreach_sys_msg_in_q()
+        if cmd == "open_trace_port":
+            from smp.tracerports import open_tracer_port
+            kind, a, kw = args
+            self._port_counter += 1
+            port_id = Port((self.nsched + 1) * self._port_counter)
+            self.table.ports[port_id] = open_tracer_port(kind, *a, **kw)
+            self._pub(("ports", [p for p, tp in self.table.ports.items() if not tp.closed]))
+            return port_id
+        if cmd == "trace_port_call":
+            port_id, method, a = args
+            tp = self.table.ports.get(port_id)
+            if tp is None:
+                raise BadArg(f"no trace port {port_id!r}")
+            if method == "terms":
+                return tp.terms() if hasattr(tp, "terms") else None
+            if method == "close":
+                with self.smq:   # not in the middle of a write
+                    tp.close()
+                self._pub(("ports", [p for p, t in self.table.ports.items() if not t.closed]))
+                st.trace_check_exiting(port_id, smp=True)
+                return True
+            if method == "info":
+                return {"kind": tp.kind, "closed": tp.closed, **tp.stats,
+                        **({"port": tp.port} if hasattr(tp, "port") else {})}
+            return getattr(tp, method)(*a)
+        if cmd == "trace_delivered":
+            return self.trace_delivered(*args)
+        if cmd == "latencies":
+            return list(self.latencies)
+        if cmd == "stop":
+            for tp in self.table.ports.values():
+                try:
+                    tp.flush(2)
+                    tp.close()
+                except Exception:
+                    pass
+            return self.statistics()
+        raise BadArg(f"unknown dispatcher command {cmd!r}")
+
+    def trace_delivered(self, caller, what, ref):
+        """Queue ``{trace_delivered, What, Ref}`` behind everything queued now."""
+        msg = (Atom("trace_delivered"), what, ref)
+        if caller is not None:
+            with self.smq:
+                self.queue.append((M.SYS_MSG_TYPE_PROC_MSG, caller, caller, M.TS_NONE,
+                                   pickle.dumps(msg, _PICKLE), None, 0, time.monotonic_ns()))
+                self.made[M.SYS_MSG_TYPE_PROC_MSG] += 1
+                self.smq.notify()
+            return ref
+        ev = threading.Event()
+        self._markers[ref] = ev
+        with self.smq:
+            self.queue.append((M.SYS_MSG_TYPE_PROC_MSG, NIL, NIL, M.TS_NONE, ("marker", ref),
+                               None, 0, 0))
+            self.smq.notify()
+        if not ev.wait(30):
+            raise TimeoutError("trace_delivered: dispatcher is held or stuck")
+        del self._markers[ref]
+        return msg
+
+    def foreach_sys_msg_in_q(self) -> list:
+        """``erts_foreach_sys_msg_in_q``: (from, to, msg) of each queued message."""
+        out = []
+        with self.smq:
+            items = list(self.queue)
+        st = self.state
+        for type_, from_, to, ts_kind, body, ts, active, _ in items:
+            if type_ == M.SYS_MSG_TYPE_PROC_MSG and type(body) is tuple:
+                continue
+            if type_ == M.SYS_MSG_TYPE_SEQTRACE:
+                to = st.get_system_seq_tracer()
+            elif type_ == M.SYS_MSG_TYPE_SYSMON:
+                to = st.get_system_monitor()
+            elif type_ == M.SYS_MSG_TYPE_SYSPROF:
+                to = st.get_system_profile()
+            elif type_ == M.SYS_MSG_TYPE_ERRLGR:
+                to = am_error_logger
+            out.append((from_, to, M.complete(pickle.loads(body), ts_kind, ts, active)))
+        return out
+
+    def statistics(self) -> dict:
+        with self.smq:
+            queued = Counter(item[0] for item in self.queue
+                             if not (type(item[4]) is tuple))
+            made = Counter(self.made)
+            delivered = Counter(self.delivered)
+            dropped = Counter(self.dropped)
+        by_reason: dict = {}
+        for (t, r), n in sorted(dropped.items()):
+            by_reason.setdefault(r, {})[M.TYPE_NAMES[t]] = n
+        return {
+            "made": sum(made.values()),
+            "made_by_type": {M.TYPE_NAMES[t]: n for t, n in sorted(made.items())},
+            "delivered": sum(delivered.values()),
+            "delivered_by_type": {M.TYPE_NAMES[t]: n for t, n in sorted(delivered.items())},
+            "dropped": sum(dropped.values()), "dropped_by_reason": by_reason,
+            "queued": sum(queued.values()),
+            "bad_frames": self.bad_frames, "last_bad_frame": self.last_bad_frame,
+            "stderr_lines": list(self.stderr_lines),
+        }
+
+    # ------------------------------------------------------------- main
+    def serve(self) -> None:
+        threads = [threading.Thread(target=f, name=n, daemon=True) for n, f in (
+            ("ingest", self.ingest_loop), ("dispatch", self.dispatch_loop))]
+        for t in threads:
+            t.start()
+        try:
+            self.control_loop()
+        finally:
+            self.stop.set()
+            with self.smq:
+                self.smq.notify_all()
+            for t in threads:
+                t.join(5)
+            for s in [self.ingest_sock, self.ctl_sock] + list(self.pubs.values()):
+                s.close(linger=1000)
+            self.ctx.term()
+
+
+def dispatcher_main(nsched: int, endpoints: dict, ready) -> None:
+    """Entry point of the dispatcher OS process."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        d = Dispatcher(nsched, endpoints)
+    except Exception:
+        traceback.print_exc()
+        raise SystemExit(3)
+    ready.set()
+    d.serve()

@@ -1,0 +1,79 @@
+"""The dispatcher's view of the process table (alive pids, tracer marks,
+registered names, open tracer ports).
+
+Runs in the dispatcher process.  Schedulers report spawns, exits and tracer
+marks on the ingest socket in the order they happen, interleaved with the
+system messages they make, so a message made before its receiver died is
+decided against the table as the seed's dispatcher finds it: live at the time
+of dispatch or not.  Pid numbers are never reused.
+"""
+from __future__ import annotations
+
+import threading
+
+from smp.terms import Atom, Pid, Port
+
+__all__ = ["PidTable"]
+
+
+class PidTable:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.alive: set[Pid] = set()
+        self.dead: set[Pid] = set()
+        self.tracers: set[Pid] = set()
+        self.registry: dict[Atom, Pid] = {}
+        self.ports: dict[Port, object] = {}
+
+    # ProcTable / Liveness
+    def is_alive(self, pid) -> bool:
+        return pid in self.alive
+
+    def is_tracer(self, pid) -> bool:
+        return pid in self.tracers and pid in self.alive
+
+    def whereis(self, name):
+        pid = self.registry.get(name)
+        if pid is not None and pid not in self.alive:
+            return None
+        return pid
+
+    def is_valid_tracer_port(self, port) -> bool:
+        tp = self.ports.get(port)
+        return tp is not None and not tp.closed
+
+    # events
+    def spawned(self, pid: Pid) -> None:
+        with self.lock:
+            self.alive.add(pid)
+
+    def exited(self, pid: Pid) -> list:
+        """Returns the names that pid held."""
+        with self.lock:
+            self.alive.discard(pid)
+            self.dead.add(pid)
+            self.tracers.discard(pid)
+            names = [n for n, p in self.registry.items() if p == pid]
+            for n in names:
+                del self.registry[n]
+            return names
+
+    def mark_tracer(self, pid: Pid) -> None:
+        with self.lock:
+            if pid in self.alive:
+                self.tracers.add(pid)
+
+    def register(self, name: Atom, pid) -> bool:
+        with self.lock:
+            if self.whereis(name) is not None:
+                return False
+            if type(pid) is Pid and pid not in self.alive:
+                return False
+            if pid in self.registry.values():
+                return False
+            self.registry[name] = pid
+            return True
+
+    def unregister(self, name: Atom) -> bool:
+        with self.lock:
+            return self.registry.pop(name, None) is not None

@@ -1,0 +1,61 @@
+"""The BIF backend of a nonsmp scheduler: everything is local and synchronous."""
+from __future__ import annotations
+
+from smp.messages import SYS_MSG_TYPE_PROC_MSG
+from smp.state import NIL
+from smp.terms import Atom
+
+__all__ = ["LocalBackend"]
+
+am_trace_delivered = Atom("trace_delivered")
+
+
+class LocalBackend:
+    """Runs in the nonsmp scheduler process."""
+
+    def __init__(self, node):
+        self.node = node
+
+    def bk_is_alive(self, pid) -> bool:
+        return self.node.is_alive(pid)
+
+    def bk_valid_tracer_port(self, port) -> bool:
+        return self.node.is_valid_tracer_port(port)
+
+    def bk_trace_apply(self, spec, how, bits, tracer) -> int:
+        return self.node.set_trace_local(spec, how, bits, tracer)
+
+    def bk_mark_tracer(self, tracer) -> None:
+        self.node.mark_tracer(tracer)
+
+    def bk_state(self, op: str, *args):
+        st = self.node.state
+        if op == "change_default_tracing":
+            on, bits, tracer, cpu = args
+            r = st.change_default_tracing(on, bits, tracer, cpu)
+            self.node.clock.cpu = st.default_cpu_timestamp
+            return r
+        if op == "set_system_profile" and args[1] and args[-1] is not None:
+            # the scheduler's own activity counts as active only while it runs
+            args = args[:-1] + (1 if self.node.active else 0,)
+        return getattr(st, op)(*args)
+
+    def bk_trace_info(self, what, item):
+        return self.node.trace_info_local(what, item)
+
+    def bk_pattern(self, mfa, ms, kind, meta_tracer, enable) -> int:
+        return self.node.set_pattern_local(mfa, ms, kind, meta_tracer, enable)
+
+    def bk_active_schedulers(self) -> int:
+        return 1 if self.node.active else 0
+
+    def bk_make_ref(self):
+        return self.node.make_ref()
+
+    def bk_trace_delivered(self, caller, what, ref):
+        msg = (am_trace_delivered, what, ref)
+        if caller is None:
+            # nonsmp delivers synchronously: everything is delivered already
+            return msg
+        self.node.erts_send_sys_msg_proc(caller, caller, msg)
+        return ref

@@ -1,0 +1,270 @@
+"""The emulated Erlang process: its record and the operations its body awaits.
+
+A process body is ``async def body(proc, *args)``.  Every operation is awaited:
+it does its work in the scheduler that runs the process (``proc.node``) and
+then yields an ``_Op`` to that scheduler, which counts reductions and may
+schedule the process out (a preemption point), or parks it (``receive``).
+The scheduler drives the coroutine with ``send``; no asyncio loop.
+"""
+from __future__ import annotations
+
+import time
+from collections import deque
+
+from smp.errors import BadArg, Error
+from smp.terms import Atom
+
+__all__ = ["Proc", "Op", "REDS", "WAIT", "SUSPEND", "RPC", "RUNNABLE", "WAITING",
+           "EXITING", "EXITED", "SUSPENDED"]
+
+REDS, WAIT, SUSPEND, RPC = 0, 1, 2, 3
+RUNNABLE, WAITING, EXITING, EXITED, SUSPENDED = "runnable", "waiting", "exiting", "exited", "suspended"
+am_true, am_false = Atom("true"), Atom("false")
+
+
+class Op:
+    __slots__ = ("kind", "arg")
+
+    def __init__(self, kind: int, arg=None):
+        self.kind = kind
+        self.arg = arg
+
+    def __await__(self):
+        return (yield self)
+
+
+_ONE_RED = Op(REDS, 1)
+
+
+class Proc:
+    """An emulated process.  Runs in its scheduler's OS process."""
+
+    __slots__ = (
+        "pid", "node", "coro", "mailbox", "status", "links", "trap_exit", "flags", "tracer",
+        "token", "seq_clock", "seq_lastcnt", "current", "initial", "reg_name", "heap",
+        "exit_reason", "stack", "deadline", "timer_gen", "in_runq", "resume", "pending_exit",
+        "saved_calls", "saved_calls_n", "slice_start", "busy_ms", "in_mfa", "rpc_result",
+        "group_leader", "ports", "kept",
+    )
+
+    def __init__(self, node, pid, initial):
+        from .heap import Heap
+        self.pid = pid
+        self.node = node
+        self.coro = None
+        self.mailbox: deque = deque()
+        self.status = RUNNABLE
+        self.links: set = set()
+        self.trap_exit = False
+        self.flags = 0
+        self.tracer = None
+        self.token = None
+        self.seq_clock = 0
+        self.seq_lastcnt = 0
+        self.current = initial
+        self.initial = initial
+        self.reg_name = None
+        self.heap = Heap()
+        self.exit_reason = None
+        self.stack: list = []
+        self.deadline = None
+        self.timer_gen = 0
+        self.in_runq = False
+        self.resume = None
+        self.pending_exit = None
+        self.saved_calls = None
+        self.saved_calls_n = 0
+        self.slice_start = 0.0
+        self.busy_ms = 0
+        self.in_mfa = None
+        self.rpc_result = None
+        self.group_leader = None
+        self.ports: set = set()
+        self.kept: list | None = None
+
+    def __repr__(self) -> str:
+        return f"<Proc {self.pid!r} {self.status}>"
+
+    # -- identity ------------------------------------------------------------
+    def self(self):
+        """``self()``."""
+        return self.pid
+
+    # -- messages ----------------------------------------------------------------
+    async def send(self, to, msg):
+        """``To ! Msg``: to a pid, a registered name, or ``{Name, Node}`` locally."""
+        self.node.op_send(self, to, msg)
+        await _ONE_RED
+        return msg
+
+    async def receive(self, timeout=None, match=None):
+        """Selective receive.  Returns the first message for which ``match``
+        (a predicate) is true, or ``None`` when ``timeout`` ms pass first (the
+        VM's ``after`` clause, traced as ``{trace, Pid, 'receive', timeout}``)."""
+        if timeout is not None and (not isinstance(timeout, int) or timeout < 0):
+            raise Error(Atom("timeout_value"))
+        node = self.node
+        deadline = None if timeout is None else time.monotonic() + timeout / 1000
+        idx = 0
+        while True:
+            mb = self.mailbox
+            while idx < len(mb):
+                entry = mb[idx]
+                if match is None or match(entry[0]):
+                    del mb[idx]
+                    node.on_message_removed(self, entry)
+                    await _ONE_RED
+                    return entry[0]
+                idx += 1
+            if deadline is not None and time.monotonic() >= deadline:
+                node.on_receive_timeout(self)
+                await _ONE_RED
+                return None
+            await Op(WAIT, deadline)
+
+    async def sleep(self, ms: int):
+        """``timer:sleep(Ms)``: a receive that matches nothing, with ``after``."""
+        await self.receive(timeout=ms, match=_nothing)
+
+    # -- processes ----------------------------------------------------------------
+    async def spawn(self, fun, *args, scheduler=None, link=False):
+        pid = self.node.op_spawn(self, fun, args, link=link, scheduler=scheduler)
+        await _ONE_RED
+        return pid
+
+    async def spawn_link(self, fun, *args, scheduler=None):
+        return await self.spawn(fun, *args, scheduler=scheduler, link=True)
+
+    async def link(self, pid):
+        self.node.op_link(self, pid)
+        await _ONE_RED
+        return am_true
+
+    async def unlink(self, pid):
+        self.node.op_unlink(self, pid)
+        await _ONE_RED
+        return am_true
+
+    async def exit(self, *args):
+        """``exit(Reason)`` (one argument) or ``exit(Pid, Reason)`` (two)."""
+        from smp.errors import Exit
+        if len(args) == 1:
+            raise Exit(args[0])
+        if len(args) != 2:
+            raise BadArg("exit takes (reason) or (pid, reason)")
+        self.node.op_exit_signal(self, args[0], args[1])
+        await _ONE_RED
+        return am_true
+
+    async def register(self, name, pid=None):
+        await self.node.op_register(self, name, self.pid if pid is None else pid)
+        await _ONE_RED
+        return am_true
+
+    async def unregister(self, name):
+        await self.node.op_unregister(self, name)
+        await _ONE_RED
+        return am_true
+
+    async def whereis(self, name):
+        r = self.node.whereis(name)
+        await _ONE_RED
+        return Atom("undefined") if r is None else r
+
+    async def process_flag(self, flag, value):
+        old = self.node.op_process_flag(self, flag, value)
+        await _ONE_RED
+        return old
+
+    async def make_ref(self):
+        await _ONE_RED
+        return self.node.make_ref()
+
+    # -- calls -------------------------------------------------------------------
+    async def call(self, module, function, args=(), local=False):
+        """Call an emulated function registered with ``Emulator.define``."""
+        return await self.node.op_call(self, module, function, list(args), local)
+
+    # -- memory and time -------------------------------------------------------------
+    async def allocate(self, words: int, keep: bool = False, binary: int = 0):
+        """Allocate ``words`` on the heap (``keep`` = live data); GC when full."""
+        self.node.op_allocate(self, words, keep, binary)
+        await _ONE_RED
+
+    async def garbage_collect(self):
+        self.node.op_gc(self)
+        await _ONE_RED
+        return am_true
+
+    async def busy(self, ms: int):
+        """Run for ``ms`` without yielding: counted as scheduled time."""
+        self.busy_ms += ms
+        await _ONE_RED
+
+    async def yield_(self):
+        """``erlang:yield()``: give up the rest of the time slice."""
+        await Op(REDS, 1 << 30)
+
+    # -- ports -------------------------------------------------------------------
+    async def open_port(self, driver: str, **options):
+        port = self.node.op_open_port(self, driver, options)
+        await _ONE_RED
+        return port
+
+    async def port_command(self, port, data):
+        while not self.node.op_port_command(self, port, data):
+            await Op(SUSPEND, port)
+        await _ONE_RED
+        return am_true
+
+    async def port_close(self, port):
+        self.node.op_port_close(self, port)
+        await _ONE_RED
+        return am_true
+
+    # -- seq_trace ---------------------------------------------------------------
+    async def seq_trace(self, flag, value):
+        old = self.node.op_seq_trace(self, flag, value)
+        await _ONE_RED
+        return old
+
+    async def seq_trace_print(self, *args):
+        """``seq_trace:print(Msg)`` or ``seq_trace:print(Label, Msg)``."""
+        r = self.node.op_seq_trace_print(self, *args)
+        await _ONE_RED
+        return r
+
+    async def get_token(self):
+        await _ONE_RED
+        return [] if self.token is None else tuple(self.token)
+
+    async def set_token(self, token):
+        old = self.node.op_set_token(self, token)
+        await _ONE_RED
+        return old
+
+    # -- BIFs where the caller matters ------------------------------------------------
+    async def bif(self, name: str, *args):
+        """Call a trace BIF as this process (the caller is the default tracer etc.)."""
+        result = await self.node.op_bif(self, name, args)
+        await _ONE_RED
+        return result
+
+    async def trace(self, pid_spec, how, flags):
+        return await self.bif("trace", pid_spec, how, flags)
+
+    async def trace_delivered(self, what):
+        return await self.bif("trace_delivered", what)
+
+    async def set_system_seq_tracer(self, tracer):
+        return await self.bif("set_system_seq_tracer", tracer)
+
+    async def system_monitor(self, *args):
+        return await self.bif("system_monitor", *args)
+
+    async def system_profile(self, *args):
+        return await self.bif("system_profile", *args)
+
+
+def _nothing(_msg) -> bool:
+    return False

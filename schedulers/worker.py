@@ -1,0 +1,388 @@
+"""The scheduler OS process: a ``Node`` and the ZeroMQ loop that feeds it.
+
+Runs in each scheduler process (started with ``multiprocess``).  Sockets,
+each created here after the fork:
+
+* ``ctl``   DEALER to the controller's ROUTER: commands and replies;
+* smp only: ``sys`` PUSH to the dispatcher's ingest PULL (batched system
+  messages and process-table events, in the order they were made);
+  ``inbox`` PULL: messages and signals from other schedulers, and the system
+  messages the dispatcher delivers; ``state`` SUB: the tracer-state replica
+  and the dead/tracer notices; one PUSH per peer scheduler, made on first use.
+
+Outside ``run()`` the controller has paused the scheduler: it serves commands
+but runs no process.  Batches are flushed before the loop blocks, so nothing
+waits in a buffer while the scheduler sleeps.
+"""
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+import sys
+import time
+import traceback
+
+import dill
+import zmq
+
+from smp.errors import BadArg
+from smp.terms import Atom
+
+from .engine import Node, pid_owner
+from .process import RPC, Op
+
+__all__ = ["scheduler_main", "SmpTransport"]
+
+BATCH = 256
+_PICKLE = pickle.HIGHEST_PROTOCOL
+
+
+class SmpTransport:
+    """The scheduler side of the smp wiring.  Runs in the scheduler process."""
+
+    def __init__(self, worker):
+        self.w = worker
+        self.sys_out: list = []
+        self.peer_out: dict[int, list] = {}
+        self.rpc_seq = 0
+        self.sys_made = 0
+        self.sys_items = 0
+
+    def sys(self, m) -> None:
+        self.sys_out.append(("m", m.type, m.from_, m.to, m.ts_kind, pickle.dumps(m.msg, _PICKLE),
+                             time.monotonic_ns()))
+        self.sys_made += 1
+        self.sys_items += 1
+        if len(self.sys_out) >= BATCH:
+            self.w.flush_sys()
+
+    def table_event(self, ev) -> None:
+        self.sys_out.append(("e",) + ev)
+        self.sys_items += 1
+
+    def peer(self, owner: int, signal_) -> None:
+        self.peer_out.setdefault(owner, []).append(signal_)
+
+    async def rpc(self, p, *request):
+        self.rpc_seq += 1
+        self.w.send_ctl(("rpc", p.pid, request))
+        result = await Op(RPC)
+        if isinstance(result, BaseException):
+            raise result
+        return result
+
+
+class Worker:
+    def __init__(self, sched_id, nsched, smp, endpoints, options):
+        self.sched_id = sched_id
+        self.nsched = nsched
+        self.smp = smp
+        self.ep = endpoints
+        self.ctx = zmq.Context()
+        self.ctl = self.ctx.socket(zmq.DEALER)
+        self.ctl.setsockopt(zmq.IDENTITY, f"s{sched_id}".encode())
+        self.ctl.setsockopt(zmq.LINGER, 2000)
+        self.ctl.connect(endpoints["ctl"])
+        self.poller = zmq.Poller()
+        self.poller.register(self.ctl, zmq.POLLIN)
+        self.transport = SmpTransport(self) if smp else None
+        self.node = Node(sched_id, nsched, smp=smp, transport=self.transport, **options)
+        self.running = False
+        self.stopping = False
+        self.peers: dict[int, zmq.Socket] = {}
+        self.peer_sent = [0] * (nsched + 1)
+        self.peer_recv = 0
+        self.sys_batches = 0
+        self.deliveries = 0
+        if smp:
+            self.sys_sock = self.ctx.socket(zmq.PUSH)
+            self.sys_sock.setsockopt(zmq.LINGER, 5000)
+            self.sys_sock.connect(endpoints["ingest"])
+            self.inbox = self.ctx.socket(zmq.PULL)
+            self.inbox.bind(endpoints["inbox"].format(sched_id))
+            self.sub = self.ctx.socket(zmq.SUB)
+            self.sub.setsockopt(zmq.SUBSCRIBE, b"")
+            for ep in endpoints["pub"]:
+                self.sub.connect(ep)
+            self.poller.register(self.inbox, zmq.POLLIN)
+            self.poller.register(self.sub, zmq.POLLIN)
+
+    # ------------------------------------------------------------------ io
+    def send_ctl(self, obj) -> None:
+        self.ctl.send(dill.dumps(obj))
+
+    def flush_sys(self) -> None:
+        t = self.transport
+        if t is not None and t.sys_out:
+            self.sys_sock.send(pickle.dumps(("b", self.sched_id, t.sys_out), _PICKLE))
+            self.sys_batches += 1
+            t.sys_out = []
+
+    def flush(self) -> None:
+        t = self.transport
+        if t is None:
+            return
+        self.flush_sys()
+        for owner, sigs in t.peer_out.items():
+            if not sigs:
+                continue
+            sock = self.peers.get(owner)
+            if sock is None:
+                sock = self.ctx.socket(zmq.PUSH)
+                sock.setsockopt(zmq.LINGER, 5000)
+                sock.connect(self.ep["inbox"].format(owner))
+                self.peers[owner] = sock
+            sock.send(dill.dumps(("p", sigs)))
+            self.peer_sent[owner] += len(sigs)
+        t.peer_out = {}
+
+    # ------------------------------------------------------------------ inbound
+    def handle_inbox(self, raw: bytes) -> None:
+        obj = dill.loads(raw)
+        node = self.node
+        kind = obj[0]
+        if kind == "p":
+            self.peer_recv += len(obj[1])
+            for sig in obj[1]:
+                self.handle_signal(sig)
+        elif kind == "d":   # deliveries from the dispatcher
+            from smp.messages import complete
+            for to, body, ts_kind, ts, active in obj[1]:
+                self.deliveries += 1
+                node.deliver_sys(to, complete(pickle.loads(body), ts_kind, ts, active))
+        elif kind == "fin-ack":
+            self.fin_acked = True
+
+    def handle_signal(self, sig) -> None:
+        node = self.node
+        k = sig[0]
+        if k == "msg":
+            node.deliver_remote(sig[1], sig[2], sig[3])
+        elif k == "spawn":
+            _, pid, fun, args, link_to, inherit = sig
+            node.spawn_local(pid, fun, args, None, link_to, inherit)
+        elif k == "link":
+            t = node.procs.get(sig[1])
+            if t is None:
+                node.transport.peer(pid_owner(sig[2], self.nsched),
+                                    ("exit", sig[2], sig[1], Atom("noproc"), True, None))
+            else:
+                node.link_arrived(t, sig[2], sig[3])
+        elif k == "unlink":
+            t = node.procs.get(sig[1])
+            if t is not None:
+                node.unlink_arrived(t, sig[2])
+        elif k == "exit":
+            _, to, from_, reason, link, token = sig
+            t = node.procs.get(to)
+            if t is not None:
+                node.exit_signal_arrived(t, from_, reason, link, token)
+
+    def handle_state(self, raw: bytes) -> None:
+        obj = pickle.loads(raw)
+        node = self.node
+        if obj[0] == "snap":
+            node.apply_snapshot(obj[1])
+        elif obj[0] == "dead":
+            node.dead_remote.update(obj[1])
+        elif obj[0] == "tracer":
+            node.remote_tracers.update(obj[1])
+        elif obj[0] == "ports":
+            node.remote_tracer_ports = set(obj[1])
+        elif obj[0] == "reg":
+            node.registry = dict(obj[1])
+
+    # ------------------------------------------------------------------ commands
+    def command(self, cmd: str, args):
+        node = self.node
+        if cmd == "spawn":
+            fun, fargs, kept = args
+            pid = node.new_pid()
+            node.spawn_local(pid, fun, fargs, kept=kept)
+            return pid
+        if cmd == "define":
+            m, f, arity, fn = args
+            node.functions[(m, f, arity)] = fn
+            return True
+        if cmd == "resume":
+            self.running = True
+            return True
+        if cmd == "pause":
+            self.running = False
+            self.flush()
+            return True
+        if cmd == "status":
+            return self.status()
+        if cmd == "stats":
+            d = node.stats.as_dict()
+            d["processes"] = sum(1 for p in node.procs.values() if p.status != "exited")
+            return d
+        if cmd == "messages":
+            p = node.procs.get(args[0])
+            if p is None or p.kept is None:
+                raise BadArg(f"{args[0]!r} is not a collector")
+            return list(p.kept)
+        if cmd == "process_info":
+            p = node.procs.get(args[0])
+            if p is None or p.status == "exited":
+                return None
+            return {"status": p.status, "links": sorted(p.links, key=repr),
+                    "trap_exit": p.trap_exit, "registered_name": p.reg_name,
+                    "message_queue_len": len(p.mailbox), "current_function": p.current,
+                    "last_calls": list(p.saved_calls) if p.saved_calls is not None else None,
+                    "exit_reason": p.exit_reason, "heap": p.heap.gc_values(),
+                    "token": tuple(p.token) if p.token else []}
+        if cmd == "alive":
+            return node.is_alive(args[0])
+        if cmd == "exit":
+            return node.kill_from_outside(*args)
+        if cmd == "register":
+            node.register(*args)
+            return True
+        if cmd == "set_reg":
+            name, pid = args
+            t = node.procs.get(pid)
+            if t is not None:
+                t.reg_name = name
+            node.registry[name] = pid
+            return True
+        if cmd == "whereis":
+            return node.whereis(args[0])
+        if cmd == "bif":
+            from smp.bifs import call_bif
+            from .backend import LocalBackend
+            return call_bif(LocalBackend(node), None, *args)
+        if cmd == "trace_apply":
+            return node.set_trace_local(*args)
+        if cmd == "mark_tracer":
+            return node.mark_tracer(args[0])
+        if cmd == "trace_info":
+            return node.trace_info_local(*args)
+        if cmd == "pattern":
+            return node.set_pattern_local(*args)
+        if cmd == "open_trace_port":
+            from smp.tracerports import open_tracer_port
+            kind, a, kw = args
+            port_id = node.new_port_id()
+            port_id = type(port_id)(port_id.number - self.sched_id)  # owner 0: trace ports
+            node.trace_ports[port_id] = open_tracer_port(kind, *a, **kw)
+            return port_id
+        if cmd == "trace_port_call":
+            port_id, method, a = args
+            tp = node.trace_ports.get(port_id)
+            if tp is None:
+                raise BadArg(f"no trace port {port_id!r}")
+            if method == "terms":
+                return tp.terms() if hasattr(tp, "terms") else None
+            if method == "close":
+                tp.close()
+                node.state.trace_check_exiting(port_id, smp=False)
+                return True
+            if method == "info":
+                return {"kind": tp.kind, "closed": tp.closed, **tp.stats,
+                        **({"port": tp.port} if hasattr(tp, "port") else {})}
+            return getattr(tp, method)(*a)
+        if cmd == "reply":
+            pid, value = args
+            p = node.procs.get(pid)
+            if p is not None and p.status == "waiting":
+                p.resume = value
+                node._make_runnable(p)
+            return None
+        if cmd == "stop":
+            self.stopping = True
+            return True
+        raise BadArg(f"unknown scheduler command {cmd!r}")
+
+    def status(self) -> dict:
+        node = self.node
+        nd = node.next_deadline()
+        return {"idle": not node.runq, "timer": nd is not None,
+                "timer_in": None if nd is None else max(0.0, nd - time.monotonic()),
+                "peer_sent": list(self.peer_sent), "peer_recv": self.peer_recv,
+                "sys_made": self.transport.sys_made if self.transport else 0,
+                "sys_items": self.transport.sys_items if self.transport else 0,
+                "deliveries": self.deliveries, "procs": len(node.procs),
+                "runq": len(node.runq), "busy": [repr(p.pid) for p in list(node.runq)[:5]]}
+
+    def handle_ctl(self, raw: bytes) -> None:
+        req_id, cmd, args = dill.loads(raw)
+        try:
+            value = self.command(cmd, args)
+            ok = True
+        except BaseException as e:  # sent back to the caller, never kills the scheduler
+            value, ok = e, False
+        if req_id is not None:
+            self.flush()
+            try:
+                self.ctl.send(dill.dumps(("r", req_id, ok, value)))
+            except Exception:
+                self.ctl.send(dill.dumps(("r", req_id, False, RuntimeError(traceback.format_exc()))))
+
+    # ------------------------------------------------------------------ loop
+    def loop(self) -> None:
+        node = self.node
+        self.send_ctl(("ready", self.sched_id, os.getpid()))
+        while not self.stopping:
+            if self.running:
+                node.run_some(32)
+            busy = self.running and node.runq
+            if not busy:
+                self.flush()
+            timeout = 0
+            if not busy:
+                timeout = 100
+                if self.running:
+                    nd = node.next_deadline()
+                    if nd is not None:
+                        timeout = max(0, min(100, int((nd - time.monotonic()) * 1000) + 1))
+            events = dict(self.poller.poll(timeout))
+            if self.ctl in events:
+                for _ in range(64):
+                    try:
+                        raw = self.ctl.recv(zmq.NOBLOCK)
+                    except zmq.Again:
+                        break
+                    self.handle_ctl(raw)
+            if self.smp:
+                if self.sub in events:
+                    for _ in range(256):
+                        try:
+                            self.handle_state(self.sub.recv(zmq.NOBLOCK))
+                        except zmq.Again:
+                            break
+                if self.inbox in events and self.running:
+                    for _ in range(64):
+                        try:
+                            self.handle_inbox(self.inbox.recv(zmq.NOBLOCK))
+                        except zmq.Again:
+                            break
+        self.shutdown()
+
+    def shutdown(self) -> None:
+        """Hand over explicitly: the last batch is acknowledged before exit."""
+        self.flush()
+        if self.smp:
+            self.fin_acked = False
+            self.sys_sock.send(pickle.dumps(("fin", self.sched_id, self.sys_batches), _PICKLE))
+            deadline = time.monotonic() + 5
+            while not self.fin_acked and time.monotonic() < deadline:
+                if self.inbox.poll(100):
+                    self.handle_inbox(self.inbox.recv())
+        self.send_ctl(("bye", self.sched_id, self.node.stats.as_dict()))
+        for s in [self.ctl] + list(self.peers.values()) + (
+                [self.sys_sock, self.inbox, self.sub] if self.smp else []):
+            s.close(linger=2000)
+        self.ctx.term()
+
+
+def scheduler_main(sched_id, nsched, smp, endpoints, options) -> None:
+    """Entry point of a scheduler OS process."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)   # the controller decides when we stop
+    try:
+        w = Worker(sched_id, nsched, smp, endpoints, options)
+    except Exception:
+        traceback.print_exc()
+        sys.exit(3)
+    w.loop()

@@ -1,0 +1,20 @@
+"""An emulator of the Erlang VM's SMP trace subsystem (``erl_trace.c``).
+
+``smp.Emulator(mode="nonsmp")`` runs one scheduler OS process with synchronous
+delivery; ``smp.Emulator(mode="smp", schedulers=N)`` runs N scheduler
+processes and a dispatcher process that delivers or drops every trace,
+seq_trace, system_monitor and system_profile message as the SMP build does.
+"""
+from .dbgfmt import format_dbg
+from .emulator import Emulator
+from .errors import (BadArg, DecodeError, EmulatorTimeout, Error, ErlangException, Exit,
+                     ProtocolError, ScenarioError, SmpError, StartupError, Throw, TracePortError)
+from .reader import read_trace
+from .terms import A, Atom, ImproperList, Pid, Port, Ref, atom, charlist, format_term
+
+__all__ = [
+    "Emulator", "Atom", "Pid", "Port", "Ref", "ImproperList", "A", "atom", "charlist",
+    "format_term", "format_dbg", "read_trace",
+    "SmpError", "BadArg", "EmulatorTimeout", "StartupError", "DecodeError", "TracePortError",
+    "ProtocolError", "ScenarioError", "ErlangException", "Error", "Throw", "Exit",
+]

@@ -1,0 +1,4 @@
+"""``python -m smp``: the built-in demo workload, traced, printed as dbg does."""
+from .demo import main
+
+main()

@@ -1,0 +1,615 @@
+"""``smp.Emulator``: the public API, and the controller that supervises the
+scheduler and dispatcher processes.
+
+Runs in the user's process.  It starts the OS processes with ``multiprocess``
+(the schedulers; in smp mode also the dispatcher), talks to them over
+ZeroMQ, and between ``run()`` calls keeps them paused, so everything set up
+between runs takes effect before any emulated process executes.  ``run()``
+resumes the schedulers and returns once the whole system is quiet: every
+scheduler idle with no timer pending, every message between schedulers
+received, every system message taken by the dispatcher and dispatched (or
+parked behind ``hold_dispatcher()``), checked twice with the same counts.
+It also serves the BIFs that processes call in smp mode.
+"""
+from __future__ import annotations
+
+import inspect
+import itertools
+import os
+import shutil
+import sys
+import tempfile
+import time
+from typing import Any
+
+import dill
+import multiprocess
+import psutil
+import zmq
+
+from .bifs import call_bif
+from .errors import BadArg, EmulatorTimeout, Error, SmpError, StartupError
+from .state import NIL
+from .terms import Atom, Pid, Port, Ref
+
+__all__ = ["Emulator"]
+
+am_all, am_existing, am_new, am_true = Atom("all"), Atom("existing"), Atom("new"), Atom("true")
+
+
+def _atom(x):
+    return Atom(x) if isinstance(x, str) else x
+
+
+def _flags(flags):
+    out = []
+    for f in flags:
+        if isinstance(f, str):
+            out.append(Atom(f))
+        elif isinstance(f, tuple) and len(f) == 2 and isinstance(f[0], str):
+            out.append((Atom(f[0]), f[1]))
+        else:
+            out.append(f)
+    return out
+
+
+def _spec(x):
+    if isinstance(x, str):
+        return Atom(x)
+    return x
+
+
+async def collector(proc):
+    """A process that receives forever; the emulator keeps what it receives."""
+    while True:
+        await proc.receive()
+
+
+class Emulator:
+    """An emulated VM: ``mode="nonsmp"`` (one scheduler, no dispatcher) or
+    ``mode="smp"`` with ``schedulers=N`` and a dispatcher process."""
+
+    def __init__(self, mode: str = "nonsmp", schedulers: int | None = None, *,
+                 reductions: int = 200, placement: str = "round_robin",
+                 start_timeout: float = 10.0, endpoint_dir: str | None = None):
+        if mode not in ("smp", "nonsmp"):
+            raise BadArg(f"mode must be 'smp' or 'nonsmp', not {mode!r}")
+        if schedulers is None:
+            schedulers = 1 if mode == "nonsmp" else 2
+        if type(schedulers) is not int or schedulers < 1:
+            raise BadArg(f"schedulers must be >= 1, not {schedulers!r}")
+        if mode == "nonsmp" and schedulers != 1:
+            raise BadArg("nonsmp mode has exactly one scheduler")
+        if type(reductions) is not int or reductions < 1:
+            raise BadArg(f"reductions must be >= 1, not {reductions!r}")
+        if placement not in ("round_robin", "local"):
+            raise BadArg(f"placement must be 'round_robin' or 'local', not {placement!r}")
+        self.mode = mode
+        self.smp = mode == "smp"
+        self.nsched = schedulers
+        self._closed = False
+        self._closing = False
+        self._req = itertools.count(1)
+        self._replies: dict[int, tuple] = {}
+        self._rpcs: list = []
+        self._byes: dict[int, dict] = {}
+        self._refs = itertools.count(1)
+        self._rr = 0
+        self._procs: list = []
+        self._run_count = 0
+        self._dir = tempfile.mkdtemp(prefix="smp-emu-", dir=endpoint_dir)
+        os.chmod(self._dir, 0o700)
+        d = self._dir
+        self.endpoints = {
+            "ctl": f"ipc://{d}/ctl", "ingest": f"ipc://{d}/ingest",
+            "disp_ctl": f"ipc://{d}/disp", "pub": [f"ipc://{d}/pub{i}" for i in range(3)],
+            "inbox": f"ipc://{d}/s{{}}",
+        }
+        self.ctx = zmq.Context()
+        self.ctl = self.ctx.socket(zmq.ROUTER)
+        self.ctl.setsockopt(zmq.LINGER, 1000)
+        self.ctl.setsockopt(zmq.ROUTER_MANDATORY, 1)
+        self.ctl.bind(self.endpoints["ctl"])
+        self.disp = None
+        try:
+            self._start(start_timeout, {"reductions": reductions, "placement": placement})
+        except BaseException:
+            self.close()
+            raise
+
+    # ================================================================ processes
+    def _start(self, timeout: float, options: dict) -> None:
+        mp = multiprocess.get_context("fork")
+        if self.smp:
+            from dispatcher.server import dispatcher_main
+            ready = mp.Event()
+            p = mp.Process(target=dispatcher_main, args=(self.nsched, self.endpoints, ready),
+                           name="smp-dispatcher", daemon=True)
+            p.start()
+            self._procs.append(p)
+            if not ready.wait(timeout):
+                raise StartupError(f"dispatcher did not start within {timeout:g} s")
+            self.disp = self.ctx.socket(zmq.DEALER)
+            self.disp.setsockopt(zmq.LINGER, 1000)
+            self.disp.connect(self.endpoints["disp_ctl"])
+        from schedulers.worker import scheduler_main
+        for k in range(1, self.nsched + 1):
+            p = mp.Process(target=scheduler_main,
+                           args=(k, self.nsched, self.smp, self.endpoints, options),
+                           name=f"smp-scheduler-{k}", daemon=True)
+            p.start()
+            self._procs.append(p)
+        ready: set[int] = set()
+        deadline = time.monotonic() + timeout
+        while len(ready) < self.nsched:
+            left = deadline - time.monotonic()
+            if left <= 0 or not self.ctl.poll(int(left * 1000) + 1):
+                dead = [p.name for p in self._procs if not p.is_alive()]
+                raise StartupError(f"{self.nsched - len(ready)} scheduler(s) did not start within "
+                                   f"{timeout:g} s" + (f" (died: {', '.join(dead)})" if dead else ""))
+            ident, raw = self.ctl.recv_multipart()
+            msg = dill.loads(raw)
+            if msg[0] == "ready":
+                ready.add(msg[1])
+        if self.smp:
+            # every scheduler's SUB must be connected before the first snapshot
+            self._disp_call("state", "change_default_tracing", (True, 0, ..., None))
+
+    @property
+    def os_pids(self) -> list[int]:
+        """The OS pids of the scheduler and dispatcher processes."""
+        return [p.pid for p in self._procs if p.pid is not None]
+
+    def close(self) -> None:
+        """Stop every OS process of this emulator; safe to call twice."""
+        if self._closed or self._closing:
+            return
+        self._closing = True
+        try:
+            for k in range(1, self.nsched + 1):
+                try:
+                    self._send_sched(k, None, "stop", ())
+                except Exception:
+                    pass
+            deadline = time.monotonic() + 10
+            while len(self._byes) < self.nsched and time.monotonic() < deadline:
+                if any(not p.is_alive() for p in self._procs if p.name.startswith("smp-sched")):
+                    if all(not p.is_alive() for p in self._procs if p.name.startswith("smp-sched")):
+                        break
+                self._pump(0.05)
+            if self.disp is not None:
+                try:
+                    self._disp_call("stop", timeout=5)
+                except Exception:
+                    pass
+        finally:
+            procs = []
+            for p in self._procs:
+                p.join(3)
+                if p.pid is not None:
+                    try:
+                        procs.append(psutil.Process(p.pid))
+                    except psutil.NoSuchProcess:
+                        pass
+            alive = [q for q in procs if q.is_running() and q.status() != psutil.STATUS_ZOMBIE]
+            for q in alive:
+                try:
+                    q.terminate()
+                except psutil.NoSuchProcess:
+                    pass
+            _, alive = psutil.wait_procs(alive, timeout=3)
+            for q in alive:
+                try:
+                    q.kill()
+                except psutil.NoSuchProcess:
+                    pass
+            for p in self._procs:
+                p.join(1)
+            for s in (self.ctl, self.disp):
+                if s is not None:
+                    s.close(linger=0)
+            self.ctx.term()
+            shutil.rmtree(self._dir, ignore_errors=True)
+            self._closed = True
+
+    def __enter__(self) -> "Emulator":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    # ================================================================ wire
+    def _check_open(self) -> None:
+        if self._closed:
+            raise SmpError("emulator is closed")
+
+    def _send_sched(self, k: int, req_id, cmd: str, args) -> None:
+        self.ctl.send_multipart([f"s{k}".encode(), dill.dumps((req_id, cmd, args))])
+
+    def _pump(self, timeout: float) -> None:
+        """Take whatever the schedulers sent: replies, process BIF requests, goodbyes."""
+        if not self.ctl.poll(int(timeout * 1000)):
+            return
+        while True:
+            try:
+                ident, raw = self.ctl.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            msg = dill.loads(raw)
+            kind = msg[0]
+            if kind == "r":
+                self._replies[msg[1]] = (msg[2], msg[3])
+            elif kind == "rpc":
+                self._rpcs.append((int(ident[1:]), msg[1], msg[2]))
+            elif kind == "bye":
+                self._byes[msg[1]] = msg[2]
+
+    def _sched_call(self, k: int, cmd: str, *args, timeout: float = 30.0):
+        self._check_open()
+        req = next(self._req)
+        self._send_sched(k, req, cmd, args)
+        deadline = time.monotonic() + timeout
+        while req not in self._replies:
+            if time.monotonic() > deadline:
+                raise SmpError(f"scheduler {k} did not answer {cmd!r} within {timeout:g} s")
+            self._pump(0.5)
+            if req not in self._replies and not self._procs[self.smp + k - 1].is_alive():
+                raise SmpError(f"scheduler {k} died")
+        ok, value = self._replies.pop(req)
+        if not ok:
+            raise value
+        return value
+
+    def _all_scheds(self, cmd: str, *args) -> list:
+        reqs = {}
+        for k in range(1, self.nsched + 1):
+            req = next(self._req)
+            self._send_sched(k, req, cmd, args)
+            reqs[k] = req
+        out = []
+        deadline = time.monotonic() + 30
+        for k, req in reqs.items():
+            while req not in self._replies:
+                if time.monotonic() > deadline:
+                    raise SmpError(f"scheduler {k} did not answer {cmd!r}")
+                self._pump(0.5)
+            ok, value = self._replies.pop(req)
+            if not ok:
+                raise value
+            out.append(value)
+        return out
+
+    def _disp_call(self, cmd: str, *args, timeout: float = 30.0):
+        self._check_open()
+        req = next(self._req)
+        self.disp.send(dill.dumps((req, cmd, args)))
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or not self.disp.poll(int(left * 1000) + 1):
+                raise SmpError(f"dispatcher did not answer {cmd!r} within {timeout:g} s")
+            _, rid, ok, value = dill.loads(self.disp.recv())
+            if rid == req:
+                break
+        if not ok:
+            raise value
+        return value
+
+    def _owner(self, x) -> int:
+        if type(x) is Pid:
+            return (x.number + (x.serial << 15) - 80) % self.nsched + 1
+        if type(x) is Port:
+            return x.number % (self.nsched + 1)
+        raise BadArg(f"not a pid or port: {x!r}")
+
+    def _sync_dispatcher(self) -> None:
+        """Wait until the dispatcher has taken every batch the schedulers sent."""
+        if not self.smp:
+            return
+        items = [0] + [s["sys_items"] for s in self._all_scheds("status")]
+        self._disp_call("wait_ingested", items)
+
+    # ================================================================ backend (smp)
+    def bk_is_alive(self, pid) -> bool:
+        return type(pid) is Pid and bool(self._sched_call(self._owner(pid), "alive", pid))
+
+    def bk_valid_tracer_port(self, port) -> bool:
+        if self.smp:
+            return bool(self._disp_call("valid_port", port))
+        return False
+
+    def bk_trace_apply(self, spec, how, bits, tracer) -> int:
+        if type(spec) is Pid:
+            return self._sched_call(self._owner(spec), "trace_apply", spec, how, bits, tracer)
+        if type(spec) is Port:
+            owner = self._owner(spec)
+            if owner == 0:
+                raise BadArg(f"{spec!r} is a trace port and cannot be traced")
+            return self._sched_call(owner, "trace_apply", spec, how, bits, tracer)
+        return sum(self._all_scheds("trace_apply", spec, how, bits, tracer))
+
+    def bk_mark_tracer(self, tracer) -> None:
+        self._sched_call(self._owner(tracer), "mark_tracer", tracer)
+        self._sync_dispatcher()
+
+    def bk_state(self, op: str, *args):
+        self._sync_dispatcher()
+        return self._disp_call("state", op, args)
+
+    def bk_trace_info(self, what, item):
+        owner = self._owner(what)
+        if owner == 0:
+            return Atom("undefined")
+        return self._sched_call(owner, "trace_info", what, item)
+
+    def bk_pattern(self, mfa, ms, kind, meta_tracer, enable) -> int:
+        return self._all_scheds("pattern", mfa, ms, kind, meta_tracer, enable)[0]
+
+    def bk_active_schedulers(self) -> int:
+        return sum(1 for s in self._all_scheds("status") if not s["idle"]) if self._running else 0
+
+    def bk_make_ref(self):
+        return Ref((next(self._refs), 0, 0))
+
+    def bk_trace_delivered(self, caller, what, ref):
+        self._sync_dispatcher()
+        return self._disp_call("trace_delivered", caller, what, ref)
+
+    _running = False
+
+    def _bif(self, name: str, *args, caller=None):
+        if self.smp:
+            return call_bif(self, caller, name, args)
+        return self._sched_call(1, "bif", name, args)
+
+    # ================================================================ public API
+    def spawn(self, fun, *args, scheduler: int | None = None) -> Pid:
+        """Spawn ``fun(proc, *args)``; placed round-robin or on ``scheduler``."""
+        if not inspect.iscoroutinefunction(fun):
+            raise BadArg(f"process body must be an async def function, not {fun!r}")
+        return self._sched_call(self._place(scheduler), "spawn", fun, args, False)
+
+    def spawn_collector(self, scheduler: int | None = None) -> Pid:
+        """A process that receives forever; ``messages(pid)`` lists what it got."""
+        return self._sched_call(self._place(scheduler), "spawn", collector, (), True)
+
+    def _place(self, scheduler) -> int:
+        if scheduler is not None:
+            if type(scheduler) is not int or not 1 <= scheduler <= self.nsched:
+                raise BadArg(f"scheduler must be in 1..{self.nsched}, not {scheduler!r}")
+            return scheduler
+        self._rr = self._rr % self.nsched + 1
+        return self._rr
+
+    def messages(self, pid: Pid) -> list:
+        """What the collector ``pid`` received, in arrival order."""
+        return self._sched_call(self._owner(pid), "messages", pid)
+
+    def process_info(self, pid: Pid) -> dict | None:
+        return self._sched_call(self._owner(pid), "process_info", pid)
+
+    def is_alive(self, pid: Pid) -> bool:
+        return self.bk_is_alive(pid)
+
+    def define(self, module, function, fn) -> None:
+        """Register ``async def fn(proc, *args)`` as the emulated ``module:function/arity``."""
+        if not inspect.iscoroutinefunction(fn):
+            raise BadArg(f"{module}:{function} must be an async def function")
+        arity = len(inspect.signature(fn).parameters) - 1
+        if arity < 0:
+            raise BadArg(f"{module}:{function} must take the process handle first")
+        self._all_scheds("define", _atom(module), _atom(function), arity, fn)
+
+    def trace(self, pid_spec, how, flags, tracer=None) -> int:
+        """``erlang:trace/3``; ``tracer=`` adds ``{tracer, T}`` to the flags."""
+        flags = _flags(flags)
+        if tracer is not None:
+            flags.append((Atom("tracer"), tracer))
+        return self._bif("trace", _spec(pid_spec), how, flags)
+
+    def trace_info(self, what, item):
+        return self._bif("trace_info", _spec(what), _atom(item))
+
+    def trace_pattern(self, mfa, match_spec, flags=()) -> int:
+        mfa = tuple(_atom(x) for x in mfa)
+        return self._bif("trace_pattern", mfa, match_spec, list(_flags(flags)))
+
+    def set_system_seq_tracer(self, tracer):
+        return self._bif("set_system_seq_tracer", tracer)
+
+    def get_system_seq_tracer(self):
+        return self._bif("get_system_seq_tracer")
+
+    def system_monitor(self, *args):
+        return self._bif("system_monitor", *[_flags(a) if isinstance(a, list) else a for a in args])
+
+    def system_profile(self, *args):
+        return self._bif("system_profile", *[_flags(a) if isinstance(a, list) else a for a in args])
+
+    def trace_delivered(self, what) -> tuple:
+        """Returns ``{trace_delivered, What, Ref}`` once everything traced
+        before the call is delivered (the API has no mailbox to wait in)."""
+        return self._bif("trace_delivered", _spec(what))
+
+    def register(self, name, pid) -> Atom:
+        name = _atom(name)
+        if type(name) is not Atom:
+            raise BadArg(f"registered name must be an atom, not {name!r}")
+        if self.smp:
+            if not self.bk_is_alive(pid):
+                raise BadArg(f"cannot register {name!r}: {pid!r} is not alive")
+            self._sync_dispatcher()
+            if not self._disp_call("register", name, pid):
+                raise BadArg(f"cannot register {name!r}: the name or {pid!r} is already registered")
+            self._sched_call(self._owner(pid), "set_reg", name, pid)
+            self._all_scheds("set_reg", name, pid)
+        else:
+            try:
+                self._sched_call(1, "register", name, pid)
+            except Error:
+                raise BadArg(f"cannot register {name!r} for {pid!r}") from None
+        return am_true
+
+    def whereis(self, name):
+        name = _atom(name)
+        r = self._disp_call("whereis", name) if self.smp else self._sched_call(1, "whereis", name)
+        return Atom("undefined") if r is None else r
+
+    def exit(self, pid: Pid, reason) -> Atom:
+        """``exit(Pid, Reason)`` sent from outside the emulated processes."""
+        if type(pid) is not Pid:
+            raise BadArg(f"exit/2 needs a pid, not {pid!r}")
+        self._sched_call(self._owner(pid), "exit", pid, _atom(reason))
+        return am_true
+
+    def open_trace_port(self, kind: str, *args, **kw) -> Port:
+        """A tracer port: ``file`` (path, wrap=...), ``ip`` (port, queue_size=...),
+        ``memory`` (heavy_every=N) or ``null``."""
+        if self.smp:
+            return self._disp_call("open_trace_port", kind, args, kw)
+        return self._sched_call(1, "open_trace_port", kind, args, kw)
+
+    def _port_call(self, port: Port, method: str, *args):
+        if self.smp:
+            return self._disp_call("trace_port_call", port, method, args)
+        return self._sched_call(1, "trace_port_call", port, method, args)
+
+    def trace_port_terms(self, port: Port) -> list:
+        """The terms written so far to a ``memory`` trace port."""
+        return self._port_call(port, "terms")
+
+    def trace_port_info(self, port: Port) -> dict:
+        return self._port_call(port, "info")
+
+    def flush_trace_port(self, port: Port, timeout: float = 5.0):
+        return self._port_call(port, "flush", timeout)
+
+    def close_trace_port(self, port: Port) -> None:
+        self._port_call(port, "close")
+
+    # -- races ---------------------------------------------------------------
+    def hold_dispatcher(self) -> None:
+        """smp: let messages queue up in the dispatcher without dispatching them."""
+        if not self.smp:
+            raise SmpError("hold_dispatcher needs smp mode (nonsmp has no dispatcher)")
+        self._disp_call("hold")
+
+    def release_dispatcher(self) -> None:
+        if not self.smp:
+            raise SmpError("release_dispatcher needs smp mode (nonsmp has no dispatcher)")
+        self._disp_call("release")
+
+    def queued_messages(self) -> list:
+        """``erts_foreach_sys_msg_in_q``: ``(From, To, Msg)`` of each queued message."""
+        if not self.smp:
+            return []
+        self._sync_dispatcher()
+        return self._disp_call("queue_list")
+
+    def latencies_ns(self) -> list[int]:
+        """smp: make-to-dispatch latencies of recent messages, in ns."""
+        return self._disp_call("latencies") if self.smp else []
+
+    # -- statistics ----------------------------------------------------------
+    def statistics(self) -> dict:
+        """made = delivered + dropped (by reason) + queued, per type and in all."""
+        scheds = self._all_scheds("stats")
+        if self.smp:
+            self._sync_dispatcher()
+            d = self._disp_call("stats")
+        else:
+            s = scheds[0]
+            d = {k: s[k] for k in ("made", "made_by_type", "delivered", "delivered_by_type",
+                                   "dropped", "dropped_by_reason")}
+            d.update(queued=0, bad_frames=0, stderr_lines=[])
+        suppressed: dict = {}
+        for s in scheds:
+            for reason, by_type in s["suppressed_by_reason"].items():
+                for t, n in by_type.items():
+                    suppressed.setdefault(reason, {}).setdefault(t, 0)
+                    suppressed[reason][t] += n
+        d["suppressed"] = sum(s["suppressed"] for s in scheds)
+        d["suppressed_by_reason"] = suppressed
+        d["fake_schedule_pairs"] = sum(s["fake_schedule_pairs"] for s in scheds)
+        d["tracer_checks_reset"] = sum(s["tracer_checks_reset"] for s in scheds)
+        d["messages_sent"] = sum(s["messages_sent"] for s in scheds)
+        d["processes"] = sum(s["processes"] for s in scheds)
+        d["schedulers"] = scheds
+        d["mode"] = self.mode
+        return d
+
+    # ================================================================ run
+    def run(self, timeout: float = 10.0) -> None:
+        """Run until quiet; raises ``EmulatorTimeout`` naming what is still busy."""
+        self._check_open()
+        deadline = time.monotonic() + timeout
+        self._all_scheds("resume")
+        self._running = True
+        stable = None
+        try:
+            while True:
+                self._serve_rpcs()
+                sts = self._all_scheds("status")
+                quiet = all(s["idle"] and not s["timer"] for s in sts)
+                snap = tuple((s["peer_recv"], s["sys_made"], s["deliveries"]) for s in sts)
+                if quiet and self.smp:
+                    d = self._disp_call("status")
+                    sent_to = [0] * (self.nsched + 1)
+                    for s in sts:
+                        for j, n in enumerate(s["peer_sent"]):
+                            sent_to[j] += n
+                    quiet = (
+                        all(sent_to[k] == sts[k - 1]["peer_recv"] for k in range(1, self.nsched + 1))
+                        and all(d["ingested"][k] == sts[k - 1]["sys_made"]
+                                for k in range(1, self.nsched + 1))
+                        and (d["held"] or (d["queued"] == 0 and not d["dispatching"]))
+                        and (d["held"] or all(d["delivered_to"][k] == sts[k - 1]["deliveries"]
+                                              for k in range(1, self.nsched + 1))))
+                    snap = snap + (tuple(d["ingested"]), tuple(d["delivered_to"]), d["queued"])
+                if quiet and not self._rpcs and snap == stable:
+                    break
+                stable = snap if quiet else None
+                if time.monotonic() > deadline:
+                    busy = [f"scheduler {k}: {s['runq']} runnable ({', '.join(s['busy'])})"
+                            + (", timers pending" if s["timer"] else "")
+                            for k, s in enumerate(sts, 1) if not s["idle"] or s["timer"]]
+                    raise EmulatorTimeout(
+                        f"run() not quiet after {timeout:g} s: "
+                        + ("; ".join(busy) or "messages still in flight"))
+                if not quiet:
+                    waits = [s["timer_in"] for s in sts if s["timer_in"] is not None and s["idle"]]
+                    pause = min([0.02] + waits) if all(s["idle"] for s in sts) else 0.002
+                    self._pump(pause)
+        finally:
+            self._running = False
+            self._all_scheds("pause")
+        self._run_count += 1
+
+    def _serve_rpcs(self) -> None:
+        """Serve the BIFs emulated processes called (smp mode)."""
+        while self._rpcs:
+            k, pid, request = self._rpcs.pop(0)
+            try:
+                kind = request[0]
+                if kind == "bif":
+                    value = call_bif(self, pid, request[1], request[2])
+                elif kind == "register":
+                    name, target = request[1], request[2]
+                    self._sync_dispatcher()
+                    value = bool(self._disp_call("register", name, target))
+                    if value:
+                        self._all_scheds("set_reg", name, target)
+                elif kind == "unregister":
+                    self._sync_dispatcher()
+                    value = self._disp_call("unregister", request[1])
+                else:
+                    value = BadArg(f"unknown request {kind!r}")
+            except BaseException as e:
+                value = e
+            self._send_sched(k, None, "reply", (pid, value))

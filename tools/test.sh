@@ -1,0 +1,15 @@
+#!/bin/sh
+# Install what the test suite needs (Python test extras and, for the interop
+# tests, a real Erlang node from Debian's erlang-nox), then run the suite.
+set -e
+cd "$(dirname "$0")/.."
+if ! command -v erl >/dev/null 2>&1; then
+    if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq erlang-nox >/dev/null
+    else
+        echo "warning: erl not found and cannot install erlang-nox: interop tests will skip" >&2
+    fi
+fi
+python3 -m pip install -q -e '.[test]'
+exec python3 -m pytest -n 2 "$@"
