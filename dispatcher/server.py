@@ -83,6 +83,7 @@ class Dispatcher:
         self.ctl_sock = self.ctx.socket(zmq.ROUTER)
         self.ctl_sock.bind(endpoints["disp_ctl"])
         self.pubs = {}
+        self.pub_seq = [0, 0, 0]
         for i, name in enumerate(("ingest", "dispatch", "control")):
             s = self.ctx.socket(zmq.PUB)
             s.setsockopt(zmq.LINGER, 1000)
@@ -91,8 +92,12 @@ class Dispatcher:
 
     # ------------------------------------------------------------- publishing
     def _pub(self, obj) -> None:
-        sock = self.pubs[getattr(self._tls, "name", "control")]
-        sock.send(pickle.dumps(obj, _PICKLE))
+        """Publish on this thread's PUB socket.  Each socket numbers what it
+        sends, so a scheduler can tell it has seen everything up to a point."""
+        name = getattr(self._tls, "name", "control")
+        i = ("ingest", "dispatch", "control").index(name)
+        self.pub_seq[i] += 1
+        self.pubs[name].send(pickle.dumps((i, self.pub_seq[i], obj), _PICKLE))
 
     def _on_state_change(self, snap) -> None:
         self.clock.cpu = snap.default_cpu_timestamp
@@ -261,6 +266,17 @@ class Dispatcher:
                 on, bits, tracer, cpu = a
                 return st.change_default_tracing(on, bits, tracer, cpu)
             return getattr(st, op)(*a)
+        if cmd == "hello":
+            # publish on every socket (from its own thread's point of view the
+            # socket is only used under the GIL here: the other threads are idle
+            # at start-up), so schedulers can prove their SUB is connected
+            for name in ("ingest", "dispatch", "control"):
+                self._tls.name = name
+                self._pub(("hello",))
+            self._tls.name = "control"
+            return list(self.pub_seq)
+        if cmd == "pub_seq":
+            return list(self.pub_seq)
         if cmd == "is_alive":
             return self.table.is_alive(args[0])
         if cmd == "valid_port":

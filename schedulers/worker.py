@@ -94,6 +94,7 @@ class Worker:
         self.peer_sent = [0] * (nsched + 1)
         self.peer_recv = 0
         self.sys_batches = 0
+        self.pub_seen = [0, 0, 0]
         self.deliveries = 0
         if smp:
             self.sys_sock = self.ctx.socket(zmq.PUSH)
@@ -180,7 +181,8 @@ class Worker:
                 node.exit_signal_arrived(t, from_, reason, link, token)
 
     def handle_state(self, raw: bytes) -> None:
-        obj = pickle.loads(raw)
+        i, seq, obj = pickle.loads(raw)
+        self.pub_seen[i] = seq
         node = self.node
         if obj[0] == "snap":
             node.apply_snapshot(obj[1])
@@ -206,8 +208,12 @@ class Worker:
             node.functions[(m, f, arity)] = fn
             return True
         if cmd == "resume":
+            if self.smp and args:
+                self.wait_published(args[0])
             self.running = True
             return True
+        if cmd == "wait_published":
+            return self.wait_published(*args)
         if cmd == "pause":
             self.running = False
             self.flush()
@@ -294,6 +300,19 @@ class Worker:
             self.stopping = True
             return True
         raise BadArg(f"unknown scheduler command {cmd!r}")
+
+    def wait_published(self, seqs, timeout: float = 10.0) -> bool:
+        """Take state publications until each PUB socket's ``seqs`` is seen,
+        so the replica is current before any process runs."""
+        deadline = time.monotonic() + timeout
+        while any(self.pub_seen[i] < n for i, n in enumerate(seqs)):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"scheduler {self.sched_id}: state replica behind "
+                                   f"({self.pub_seen} < {list(seqs)})")
+            if self.sub.poll(int(left * 1000) + 1):
+                self.handle_state(self.sub.recv())
+        return True
 
     def status(self) -> dict:
         node = self.node

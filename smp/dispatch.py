@@ -25,6 +25,8 @@ am_error_logger = Atom("error_logger")
 #: Every reason a message can be dropped for, named for statistics().
 DROP_REASONS = (
     "sender_is_receiver",   # SYSMON/SYSPROF from the monitor/profiler itself
+    "nil_sender_nil_receiver",  # from NIL and receiver reset to NIL: the seed's
+                                # from == receiver test drops it without failure
     "error_logger_self",    # ERRLGR sent by the error logger itself
     "no_receiver",          # seq tracer false, no monitor/profiler, bad receiver
     "receiver_dead",        # pid receiver not alive
@@ -59,11 +61,13 @@ def resolve(m: SysMsg, state: TracerState, table: ProcTable) -> Decision:
     elif t == SYS_MSG_TYPE_SYSMON:
         receiver = state.get_system_monitor()
         if m.from_ == receiver:
-            return Decision(DROP, receiver, "sender_is_receiver")
+            return Decision(DROP, receiver, "sender_is_receiver" if receiver is not NIL
+                            else "nil_sender_nil_receiver")
     elif t == SYS_MSG_TYPE_SYSPROF:
         receiver = state.get_system_profile()
         if m.from_ == receiver:
-            return Decision(DROP, receiver, "sender_is_receiver")
+            return Decision(DROP, receiver, "sender_is_receiver" if receiver is not NIL
+                            else "nil_sender_nil_receiver")
     elif t == SYS_MSG_TYPE_ERRLGR:
         proc = table.whereis(am_error_logger)
         if proc is None:

@@ -152,8 +152,18 @@ class Emulator:
             if msg[0] == "ready":
                 ready.add(msg[1])
         if self.smp:
-            # every scheduler's SUB must be connected before the first snapshot
-            self._disp_call("state", "change_default_tracing", (True, 0, ..., None))
+            # PUB/SUB joins late: publish until every scheduler's SUB has
+            # seen something on each of the dispatcher's three PUB sockets
+            deadline = time.monotonic() + timeout
+            while True:
+                seqs = self._disp_call("hello")
+                try:
+                    self._all_scheds("wait_published", seqs, 0.5)
+                    break
+                except TimeoutError:
+                    if time.monotonic() > deadline:
+                        raise StartupError("schedulers did not subscribe to the dispatcher's "
+                                           f"state within {timeout:g} s") from None
 
     @property
     def os_pids(self) -> list[int]:
@@ -549,7 +559,10 @@ class Emulator:
         """Run until quiet; raises ``EmulatorTimeout`` naming what is still busy."""
         self._check_open()
         deadline = time.monotonic() + timeout
-        self._all_scheds("resume")
+        if self.smp:
+            self._all_scheds("resume", self._disp_call("pub_seq"))
+        else:
+            self._all_scheds("resume")
         self._running = True
         stable = None
         try:
