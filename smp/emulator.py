@@ -93,6 +93,9 @@ class Emulator:
         self._replies: dict[int, tuple] = {}
         self._rpcs: list = []
         self._byes: dict[int, dict] = {}
+        #: After close(): each scheduler's last statistics, and the dispatcher's.
+        self.final_statistics: dict[int, dict] = self._byes
+        self.final_dispatcher_statistics: dict | None = None
         self._refs = itertools.count(1)
         self._rr = 0
         self._procs: list = []
@@ -189,7 +192,7 @@ class Emulator:
                 self._pump(0.05)
             if self.disp is not None:
                 try:
-                    self._disp_call("stop", timeout=5)
+                    self.final_dispatcher_statistics = self._disp_call("stop", timeout=5)
                 except Exception:
                     pass
         finally:

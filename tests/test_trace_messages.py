@@ -1,0 +1,468 @@
+"""Every TRACE row of DESIGN.md section 3, reached from a workload, in both modes.
+
+Each test runs a small emulated workload, reads what the tracer received and
+compares whole Erlang terms built from the pids the API returned.  Across
+schedulers only per-sender order is promised, so messages about different
+tracees are compared per tracee.
+"""
+from __future__ import annotations
+
+import pytest
+
+from smp import Error, Exit, Throw
+from smp.terms import A, Atom, Pid, Port
+
+T, TS = A.trace, A.trace_ts
+
+
+def check_counts(vm) -> dict:
+    s = vm.statistics()
+    assert s["made"] == s["delivered"] + s["dropped"] + s["queued"]
+    return s
+
+
+def mfa(fun, arity: int = 0) -> tuple:
+    return (Atom(fun.__module__), Atom(fun.__name__), arity)
+
+
+def by_tracee(msgs: list, who) -> list:
+    return [m for m in msgs if m[1] == who]
+
+
+def assert_ts(ts) -> None:
+    assert type(ts) is tuple and len(ts) == 3 and all(type(x) is int for x in ts)
+
+
+def assert_increasing(stamps: list) -> None:
+    for ts in stamps:
+        assert_ts(ts)
+    assert all(a < b for a, b in zip(stamps, stamps[1:])), stamps
+
+
+# ---------------------------------------------------------------- bodies
+async def yielder(proc):
+    await proc.yield_()
+
+
+async def exits_normally(proc):
+    await proc.send(proc.pid, A.hello)
+    await proc.receive()
+
+
+async def noop(proc):
+    return None
+
+
+async def sender(proc, to, msg):
+    await proc.send(to, msg)
+
+
+async def receiver(proc, n):
+    for _ in range(n):
+        await proc.receive()
+
+
+async def times_out(proc):
+    assert await proc.receive(timeout=1) is None
+
+
+async def slow_port_user(proc):
+    port = await proc.open_port("slow", cost_ms=20)
+    await proc.port_command(port, b"x")
+    await proc.receive()
+
+
+async def double(proc, x):
+    return 2 * x
+
+
+async def fails(proc, cls):
+    if cls == 1:
+        raise Error(A.badarg)
+    if cls == 2:
+        raise Throw(A.thrown)
+    raise Exit(A.bye)
+
+
+async def caller(proc, x):
+    await proc.call("m", "double", [x])
+
+
+async def local_caller(proc, x):
+    await proc.call("m", "double", [x], local=True)
+
+
+async def exception_caller(proc):
+    for cls in (1, 2, 3):
+        try:
+            await proc.call("m", "fails", [cls])
+        except (Error, Throw, Exit):
+            pass
+
+
+async def linker(proc, other):
+    await proc.link(other)
+    await proc.unlink(other)
+    await proc.register(A.linker_name)
+    await proc.unregister(A.linker_name)
+
+
+async def waiter(proc):
+    await proc.receive()
+
+
+async def spawner(proc, report):
+    child = await proc.spawn(noop_args, 1, A.two)
+    await proc.send(report, child)
+
+
+async def noop_args(proc, a, b):
+    return None
+
+
+async def gc_body(proc):
+    await proc.allocate(100, keep=True)
+    await proc.garbage_collect()
+
+
+async def port_owner(proc):
+    port = await proc.open_port("echo")
+    await proc.port_command(port, b"hi")
+    await proc.receive()
+    await proc.port_close(port)
+
+
+# ---------------------------------------------------------------- trace_sched
+def test_trace_sched_in_out(vm):
+    t = vm.spawn_collector()
+    p = vm.spawn(yielder)
+    assert vm.trace(p, True, ["running"], tracer=t) == 1
+    vm.run()
+    f = mfa(yielder)
+    assert vm.messages(t) == [(T, p, A["in"], f), (T, p, A.out, f), (T, p, A["in"], f)]
+    check_counts(vm)
+
+
+def test_trace_sched_scheduler_id(vm):
+    sid = vm.nsched
+    t = vm.spawn_collector(scheduler=1)
+    p = vm.spawn(yielder, scheduler=sid)
+    vm.trace(p, True, ["running", "scheduler_id"], tracer=t)
+    vm.run()
+    f = mfa(yielder)
+    assert vm.messages(t) == [(T, p, A["in"], sid, f), (T, p, A.out, sid, f),
+                              (T, p, A["in"], sid, f)]
+    check_counts(vm)
+
+
+def test_trace_sched_exiting(vm):
+    t = vm.spawn_collector()
+    p = vm.spawn(noop)
+    vm.trace(p, True, ["exiting"], tracer=t)
+    vm.run()
+    assert vm.messages(t) == [(T, p, A.out_exiting, 0), (T, p, A.in_exiting, 0),
+                              (T, p, A.out_exited, 0)]
+    check_counts(vm)
+
+
+def test_trace_sched_running_and_exiting(vm):
+    t = vm.spawn_collector()
+    p = vm.spawn(noop)
+    vm.trace(p, True, ["running", "exiting"], tracer=t)
+    vm.run()
+    assert vm.messages(t) == [(T, p, A["in"], mfa(noop)), (T, p, A.out_exiting, 0),
+                              (T, p, A.in_exiting, 0), (T, p, A.out_exited, 0)]
+    check_counts(vm)
+
+
+def test_trace_sched_running_procs(vm):
+    t = vm.spawn_collector()
+    p = vm.spawn(yielder)
+    vm.trace(p, True, ["running_procs"], tracer=t)
+    vm.run()
+    f = mfa(yielder)
+    assert vm.messages(t) == [(T, p, A["in"], f), (T, p, A.out, f), (T, p, A["in"], f)]
+    check_counts(vm)
+
+
+def test_trace_sched_timestamps_increase(vm):
+    t = vm.spawn_collector()
+    p = vm.spawn(yielder)
+    vm.trace(p, True, ["running", "timestamp"], tracer=t)
+    vm.run()
+    msgs = vm.messages(t)
+    f = mfa(yielder)
+    assert [m[:4] for m in msgs] == [(TS, p, A["in"], f), (TS, p, A.out, f), (TS, p, A["in"], f)]
+    assert all(len(m) == 5 for m in msgs)
+    assert_increasing([m[4] for m in msgs])
+    check_counts(vm)
+
+
+def test_trace_virtual_sched_slow_port(vm):
+    t = vm.spawn_collector()
+    p = vm.spawn(slow_port_user)
+    vm.trace(p, True, ["running"], tracer=t)
+    vm.run()
+    f = mfa(slow_port_user)
+    # the virtual out/in pair around the synchronous port command; the reply
+    # is queued already, so the receive does not schedule out
+    assert vm.messages(t) == [(T, p, A["in"], f), (T, p, A.out, f), (T, p, A["in"], f)]
+    check_counts(vm)
+
+
+# ---------------------------------------------------------------- send / receive
+def test_trace_send_and_receive(vm):
+    t = vm.spawn_collector()
+    r = vm.spawn(receiver, 1)
+    s = vm.spawn(sender, r, (A.hello, [1, 2]))
+    vm.trace(s, True, ["send"], tracer=t)
+    vm.trace(r, True, ["receive"], tracer=t)
+    vm.run()
+    msgs = vm.messages(t)
+    assert sorted(msgs, key=len) == [(T, r, A["receive"], (A.hello, [1, 2])),
+                                     (T, s, A.send, (A.hello, [1, 2]), r)]
+    check_counts(vm)
+
+
+def test_trace_send_to_non_existing_process(vm):
+    t = vm.spawn_collector()
+    dead = vm.spawn(noop)
+    vm.run()
+    assert not vm.is_alive(dead)
+    s = vm.spawn(sender, dead, A.ping)
+    vm.trace(s, True, ["send"], tracer=t)
+    vm.run()
+    assert vm.messages(t) == [(T, s, A.send_to_non_existing_process, A.ping, dead)]
+    check_counts(vm)
+
+
+def test_trace_receive_timeout(vm):
+    t = vm.spawn_collector()
+    p = vm.spawn(times_out)
+    vm.trace(p, True, ["receive"], tracer=t)
+    vm.run()
+    assert vm.messages(t) == [(T, p, A["receive"], A.timeout)]
+    assert not vm.is_alive(p)   # the assert in the body held
+    check_counts(vm)
+
+
+# ---------------------------------------------------------------- call tracing
+def test_call_trace_args(vm):
+    vm.define("m", "double", double)
+    t = vm.spawn_collector()
+    p = vm.spawn(caller, 21)
+    vm.trace(p, True, ["call"], tracer=t)
+    assert vm.trace_pattern(("m", "double", 1), True) == 1
+    vm.run()
+    assert vm.messages(t) == [(T, p, A.call, (A.m, A.double, [21]))]
+    check_counts(vm)
+
+
+def test_call_trace_arity(vm):
+    vm.define("m", "double", double)
+    t = vm.spawn_collector()
+    p = vm.spawn(caller, 21)
+    vm.trace(p, True, ["call", "arity"], tracer=t)
+    vm.trace_pattern(("m", "double", 1), True)
+    vm.run()
+    assert vm.messages(t) == [(T, p, A.call, (A.m, A.double, 1))]
+    check_counts(vm)
+
+
+def test_call_trace_match_spec_message(vm):
+    vm.define("m", "double", double)
+    t = vm.spawn_collector()
+    p = vm.spawn(caller, 21)
+    q = vm.spawn(caller, 5)
+    vm.trace(p, True, ["call"], tracer=t)
+    vm.trace(q, True, ["call"], tracer=t)
+    ms = [([A["$1"]], [(A[">"], A["$1"], 10)], [(A.message, (A.big, A["$1"]))])]
+    vm.trace_pattern(("m", "double", 1), ms)
+    vm.run()
+    # q's argument fails the guard: no message at all
+    assert vm.messages(t) == [(T, p, A.call, (A.m, A.double, [21]), (A.big, 21))]
+    check_counts(vm)
+
+
+def test_call_trace_return_and_exception(vm):
+    vm.define("m", "double", double)
+    vm.define("m", "fails", fails)
+    t = vm.spawn_collector()
+    p = vm.spawn(caller, 4)
+    q = vm.spawn(exception_caller)
+    vm.trace(p, True, ["call"], tracer=t)
+    vm.trace(q, True, ["call", "arity"], tracer=t)
+    ms = [(A["_"], [], [(A.exception_trace,)])]
+    assert vm.trace_pattern(("m", "_", "_"), ms) == 2
+    vm.run()
+    msgs = vm.messages(t)
+    f1 = (A.m, A.fails, 1)
+    assert by_tracee(msgs, p) == [(T, p, A.call, (A.m, A.double, [4])),
+                                  (T, p, A.return_from, (A.m, A.double, 1), 8)]
+    assert by_tracee(msgs, q) == [
+        (T, q, A.call, f1), (T, q, A.exception_from, f1, (A.error, A.badarg)),
+        (T, q, A.call, f1), (T, q, A.exception_from, f1, (A.throw, A.thrown)),
+        (T, q, A.call, f1), (T, q, A.exception_from, f1, (A.exit, A.bye))]
+    check_counts(vm)
+
+
+def test_call_trace_return_trace_only(vm):
+    vm.define("m", "fails", fails)
+    t = vm.spawn_collector()
+    q = vm.spawn(exception_caller)
+    vm.trace(q, True, ["call", "arity"], tracer=t)
+    vm.trace_pattern(("m", "fails", 1), [(A["_"], [], [(A.return_trace,)])])
+    vm.run()
+    # return_trace alone gives no exception_from
+    assert vm.messages(t) == [(T, q, A.call, (A.m, A.fails, 1))] * 3
+    check_counts(vm)
+
+
+def test_call_trace_meta(vm):
+    vm.define("m", "double", double)
+    meta = vm.spawn_collector()
+    p = vm.spawn(caller, 3)     # not traced at all: meta trace needs no flags
+    vm.trace_pattern(("m", "double", 1), [(A["_"], [], [(A.return_trace,)])],
+                     [("meta", meta)])
+    vm.run()
+    msgs = vm.messages(meta)
+    assert [m[:-1] for m in msgs] == [(TS, p, A.call, (A.m, A.double, [3])),
+                                      (TS, p, A.return_from, (A.m, A.double, 1), 6)]
+    assert_increasing([m[-1] for m in msgs])
+    check_counts(vm)
+
+
+def test_call_trace_silent(vm):
+    vm.define("m", "double", double)
+    t = vm.spawn_collector()
+    p = vm.spawn(caller, 3)
+    q = vm.spawn(caller, 4)
+    vm.trace(p, True, ["call", "silent", "send"], tracer=t)
+    vm.trace(q, True, ["call"], tracer=t)
+    vm.trace_pattern(("m", "double", 1), True)
+    vm.run()
+    assert vm.messages(t) == [(T, q, A.call, (A.m, A.double, [4]))]
+    check_counts(vm)
+
+
+def test_call_trace_silent_by_match_spec(vm):
+    vm.define("m", "double", double)
+    t = vm.spawn_collector()
+    p = vm.spawn(caller, 3)
+    vm.trace(p, True, ["call"], tracer=t)
+    vm.trace_pattern(("m", "double", 1), [(A["_"], [], [(A.silent, A.true)])])
+    vm.run()
+    assert vm.messages(t) == []
+    assert A.silent in vm.trace_info(p, "flags")[1] if vm.is_alive(p) else True
+    check_counts(vm)
+
+
+def test_call_trace_return_to(vm):
+    vm.define("m", "double", double)
+    t = vm.spawn_collector()
+    p = vm.spawn(local_caller, 2)
+    vm.trace(p, True, ["call", "return_to", "arity"], tracer=t)
+    vm.trace_pattern(("m", "double", 1), True, ["local"])
+    vm.run()
+    assert vm.messages(t) == [(T, p, A.call, (A.m, A.double, 1)),
+                              (T, p, A.return_to, mfa(local_caller, 1))]
+    check_counts(vm)
+
+
+def test_call_trace_pattern_off(vm):
+    vm.define("m", "double", double)
+    t = vm.spawn_collector()
+    p = vm.spawn(caller, 3)
+    vm.trace(p, True, ["call"], tracer=t)
+    vm.trace_pattern(("m", "double", 1), True)
+    assert vm.trace_pattern(("m", "double", 1), False) == 1
+    vm.run()
+    assert vm.messages(t) == []
+    check_counts(vm)
+
+
+# ---------------------------------------------------------------- procs
+def test_trace_proc_link_unlink_register_exit(vm):
+    t = vm.spawn_collector()
+    w = vm.spawn(waiter)
+    p = vm.spawn(linker, w)
+    vm.trace(p, True, ["procs"], tracer=t)
+    vm.trace(w, True, ["procs"], tracer=t)
+    vm.run()
+    msgs = vm.messages(t)
+    assert by_tracee(msgs, p) == [
+        (T, p, A.link, w), (T, p, A.unlink, w), (T, p, A.register, A.linker_name),
+        (T, p, A.unregister, A.linker_name), (T, p, A.exit, A.normal)]
+    assert by_tracee(msgs, w) == [(T, w, A.getting_linked, p), (T, w, A.getting_unlinked, p)]
+    assert vm.whereis("linker_name") == A.undefined
+    check_counts(vm)
+
+
+def test_trace_proc_spawn(vm):
+    t = vm.spawn_collector()
+    report = vm.spawn_collector()
+    p = vm.spawn(spawner, report)
+    vm.trace(p, True, ["procs"], tracer=t)
+    vm.run()
+    [child] = vm.messages(report)
+    assert type(child) is Pid and child != p
+    assert vm.messages(t) == [
+        (T, p, A.spawn, child, (Atom(noop_args.__module__), A.noop_args, [1, A.two])),
+        (T, p, A.exit, A.normal)]
+    check_counts(vm)
+
+
+def test_trace_proc_exit_reason(vm):
+    t = vm.spawn_collector()
+    p = vm.spawn(waiter)
+    vm.trace(p, True, ["procs"], tracer=t)
+    vm.run()
+    vm.exit(p, "shutdown")
+    vm.run()
+    assert vm.messages(t) == [(T, p, A.exit, A.shutdown)]
+    check_counts(vm)
+
+
+# ---------------------------------------------------------------- gc
+def test_trace_gc_items_in_seed_order(vm):
+    t = vm.spawn_collector()
+    p = vm.spawn(gc_body)
+    vm.trace(p, True, ["garbage_collection"], tracer=t)
+    vm.run()
+    tags = [A.old_heap_block_size, A.heap_block_size, A.mbuf_size, A.recent_size,
+            A.stack_size, A.old_heap_size, A.heap_size, A.bin_vheap_size,
+            A.bin_vheap_block_size, A.bin_old_vheap_size, A.bin_old_vheap_block_size]
+    before = [0, 233, 0, 0, 10, 0, 100, 0, 46422, 0, 46422]
+    after = [233, 233, 0, 100, 10, 100, 0, 0, 46422, 0, 46422]
+    assert vm.messages(t) == [(T, p, A.gc_start, list(zip(tags, before))),
+                              (T, p, A.gc_end, list(zip(tags, after)))]
+    check_counts(vm)
+
+
+# ---------------------------------------------------------------- ports
+def test_trace_ports_open_sched_closed(vm):
+    t = vm.spawn_collector()
+    assert vm.trace("new", True, ["ports", "running_ports"], tracer=t) == 0
+    p = vm.spawn(port_owner)
+    vm.run()
+    msgs = vm.messages(t)
+    assert len(msgs) == 4
+    port = msgs[0][3]
+    assert type(port) is Port
+    assert msgs == [(T, p, A.open, port, A.echo),
+                    (T, port, A["in"], A.command), (T, port, A.out, A.command),
+                    (T, port, A.closed, A.normal)]
+    check_counts(vm)
+
+
+def test_trace_ports_scheduler_id(vm):
+    t = vm.spawn_collector()
+    vm.trace("new", True, ["running_ports", "scheduler_id"], tracer=t)
+    p = vm.spawn(port_owner, scheduler=vm.nsched)
+    vm.run()
+    msgs = vm.messages(t)
+    assert len(msgs) == 2
+    port = msgs[0][1]
+    sid = vm.nsched
+    assert msgs == [(T, port, A["in"], sid, A.command), (T, port, A.out, sid, A.command)]
+    check_counts(vm)
