@@ -46,6 +46,46 @@ __all__ = ["dispatcher_main", "Dispatcher"]
 _PICKLE = pickle.HIGHEST_PROTOCOL
 am_active, am_error_logger = Atom("active"), Atom("error_logger")
 LATENCY_SAMPLES = 200_000
+MAX_QUEUE = 200_000      # queued messages before ingest stops taking (push-back)
+HWM = 1000
+
+
+_ITEM_LEN = {"m": 7, "e": None}
+_EVENTS = {"spawn": 3, "exit": 3, "tracer": 3, "unregister": 4}
+
+
+def _check_batch(obj, nsched: int) -> None:
+    """Validate a whole batch before accepting any of it (all or nothing)."""
+    if type(obj) is not tuple or len(obj) != 3:
+        raise ValueError("batch frame is not ('b', scheduler, items)")
+    sched, items = obj[1], obj[2]
+    if type(sched) is not int or not 1 <= sched <= nsched:
+        raise ValueError(f"bad scheduler id {sched!r}")
+    if type(items) is not list:
+        raise ValueError("batch items are not a list")
+    for i, it in enumerate(items):
+        if type(it) is not tuple or not it:
+            raise ValueError(f"item {i} is not a tuple")
+        if it[0] == "m":
+            if (len(it) != 7 or type(it[1]) is not int or not 1 <= it[1] <= 6
+                    or type(it[4]) is not int or not 0 <= it[4] <= 3 or type(it[5]) is not bytes):
+                raise ValueError(f"item {i} is not a well-formed system message")
+        elif it[0] == "e":
+            if len(it) < 2 or _EVENTS.get(it[1]) != len(it):
+                raise ValueError(f"item {i} is not a well-formed table event")
+        else:
+            raise ValueError(f"item {i} has unknown kind {it[0]!r}")
+
+
+def _sender_of(raw: bytes) -> str:
+    """Name the sender of a rejected frame as well as the frame allows."""
+    try:
+        obj = pickle.loads(raw)
+        if type(obj) is tuple and len(obj) >= 2 and type(obj[1]) is int:
+            return f"scheduler {obj[1]}"
+    except Exception:
+        pass
+    return "an unknown sender"
 
 
 def _owner(pid: Pid, nsched: int) -> int:
@@ -79,6 +119,7 @@ class Dispatcher:
         self._port_counter = 0
         self._markers: dict = {}
         self.ingest_sock = self.ctx.socket(zmq.PULL)
+        self.ingest_sock.setsockopt(zmq.RCVHWM, HWM)
         self.ingest_sock.bind(endpoints["ingest"])
         self.ctl_sock = self.ctx.socket(zmq.ROUTER)
         self.ctl_sock.bind(endpoints["disp_ctl"])
@@ -116,6 +157,7 @@ class Dispatcher:
                 obj = pickle.loads(raw)
                 kind = obj[0]
                 if kind == "b":
+                    _check_batch(obj, self.nsched)
                     self._ingest_batch(obj[1], obj[2])
                 elif kind == "fin":
                     k = obj[1]
@@ -129,11 +171,19 @@ class Dispatcher:
                     raise ValueError(f"unknown frame kind {kind!r}")
             except Exception as e:  # a malformed frame is counted, never fatal
                 self.bad_frames += 1
-                self.last_bad_frame = f"{type(e).__name__}: {e}"
+                sender = _sender_of(raw)
+                self.last_bad_frame = (f"rejected ingest frame of {len(raw)} bytes from {sender}: "
+                                       f"{type(e).__name__}: {e}")
+                os.write(2, f"dispatcher: {self.last_bad_frame}\n".encode())
         for s in inboxes.values():
             s.close()
 
     def _ingest_batch(self, sched: int, items) -> None:
+        # push-back: while the queue is full (and not held on purpose) stop
+        # taking frames; ZeroMQ's buffers fill and the schedulers wait
+        with self.smq:
+            while len(self.queue) >= MAX_QUEUE and not self.held and not self.stop.is_set():
+                self.smq.wait(0.05)
         events_dead: list = []
         events_tracer: list = []
         reg_changed = False
@@ -181,6 +231,8 @@ class Dispatcher:
         for k in range(1, self.nsched + 1):
             s = self.ctx.socket(zmq.PUSH)
             s.setsockopt(zmq.LINGER, 2000)
+            s.setsockopt(zmq.SNDHWM, HWM)
+            s.setsockopt(zmq.SNDTIMEO, 100)
             s.connect(self.ep["inbox"].format(k))
             inboxes[k] = s
         while not self.stop.is_set():
@@ -230,7 +282,14 @@ class Dispatcher:
                     disp_failure(m, d.receiver, state, self._stderr)
                 self.dropped[(type_, d.reason)] += 1
         for owner, deliveries in out.items():
-            inboxes[owner].send(dill.dumps(("d", deliveries)))
+            frame = dill.dumps(("d", deliveries))
+            while True:   # a full inbox pushes back on the dispatch thread
+                try:
+                    inboxes[owner].send(frame)
+                    break
+                except zmq.Again:
+                    if self.stop.is_set():
+                        return
 
     def _stderr(self, line: str) -> None:
         self.stderr_lines.append(line)

@@ -22,6 +22,7 @@ import signal
 import sys
 import time
 import traceback
+from collections import deque
 
 import dill
 import zmq
@@ -35,6 +36,7 @@ from .process import RPC, Op
 __all__ = ["scheduler_main", "SmpTransport"]
 
 BATCH = 256
+HWM = 1000           # frames (batches) a socket buffers before push-back
 _PICKLE = pickle.HIGHEST_PROTOCOL
 
 
@@ -95,12 +97,17 @@ class Worker:
         self.peer_recv = 0
         self.sys_batches = 0
         self.pub_seen = [0, 0, 0]
+        self.pending: dict = {}
+        self.bad_frames = 0
+        self.backpressure_waits = 0
         self.deliveries = 0
         if smp:
             self.sys_sock = self.ctx.socket(zmq.PUSH)
             self.sys_sock.setsockopt(zmq.LINGER, 5000)
+            self.sys_sock.setsockopt(zmq.SNDHWM, HWM)
             self.sys_sock.connect(endpoints["ingest"])
             self.inbox = self.ctx.socket(zmq.PULL)
+            self.inbox.setsockopt(zmq.RCVHWM, HWM)
             self.inbox.bind(endpoints["inbox"].format(sched_id))
             self.sub = self.ctx.socket(zmq.SUB)
             self.sub.setsockopt(zmq.SUBSCRIBE, b"")
@@ -113,10 +120,36 @@ class Worker:
     def send_ctl(self, obj) -> None:
         self.ctl.send(dill.dumps(obj))
 
+    def _queue_frame(self, sock, frame: bytes) -> None:
+        """Send without blocking; what the socket will not take now waits here,
+        in order, and the scheduler stops running processes until it is gone
+        (lossless push-back when the dispatcher or a peer cannot keep up)."""
+        q = self.pending.get(sock)
+        if q is None:
+            q = self.pending[sock] = deque()
+        q.append(frame)
+        self._drain(sock, q)
+
+    def _drain(self, sock, q) -> None:
+        while q:
+            try:
+                sock.send(q[0], zmq.NOBLOCK)
+            except zmq.Again:
+                self.backpressure_waits += 1
+                return
+            q.popleft()
+
+    def drain_all(self) -> bool:
+        """Try every backlog; True when nothing is left waiting."""
+        for sock, q in self.pending.items():
+            if q:
+                self._drain(sock, q)
+        return not any(self.pending.values())
+
     def flush_sys(self) -> None:
         t = self.transport
         if t is not None and t.sys_out:
-            self.sys_sock.send(pickle.dumps(("b", self.sched_id, t.sys_out), _PICKLE))
+            self._queue_frame(self.sys_sock, pickle.dumps(("b", self.sched_id, t.sys_out), _PICKLE))
             self.sys_batches += 1
             t.sys_out = []
 
@@ -132,9 +165,10 @@ class Worker:
             if sock is None:
                 sock = self.ctx.socket(zmq.PUSH)
                 sock.setsockopt(zmq.LINGER, 5000)
+                sock.setsockopt(zmq.SNDHWM, HWM)
                 sock.connect(self.ep["inbox"].format(owner))
                 self.peers[owner] = sock
-            sock.send(dill.dumps(("p", sigs)))
+            self._queue_frame(sock, dill.dumps(("p", sigs)))
             self.peer_sent[owner] += len(sigs)
         t.peer_out = {}
 
@@ -323,7 +357,9 @@ class Worker:
                 "sys_made": self.transport.sys_made if self.transport else 0,
                 "sys_items": self.transport.sys_items if self.transport else 0,
                 "deliveries": self.deliveries, "procs": len(node.procs),
-                "runq": len(node.runq), "busy": [repr(p.pid) for p in list(node.runq)[:5]]}
+                "runq": len(node.runq), "busy": [repr(p.pid) for p in list(node.runq)[:5]],
+                "backlog": sum(len(q) for q in self.pending.values()),
+                "backpressure_waits": self.backpressure_waits, "bad_frames": self.bad_frames}
 
     def handle_ctl(self, raw: bytes) -> None:
         req_id, cmd, args = dill.loads(raw)
@@ -344,18 +380,19 @@ class Worker:
         node = self.node
         self.send_ctl(("ready", self.sched_id, os.getpid()))
         while not self.stopping:
-            if self.running:
+            clear = self.drain_all() if self.pending else True
+            if self.running and clear:
                 node.run_some(32)
-            busy = self.running and node.runq
+            busy = self.running and clear and node.runq
             if not busy:
                 self.flush()
             timeout = 0
             if not busy:
-                timeout = 100
+                timeout = 100 if clear else 5
                 if self.running:
                     nd = node.next_deadline()
                     if nd is not None:
-                        timeout = max(0, min(100, int((nd - time.monotonic()) * 1000) + 1))
+                        timeout = max(0, min(timeout, int((nd - time.monotonic()) * 1000) + 1))
             events = dict(self.poller.poll(timeout))
             if self.ctl in events:
                 for _ in range(64):
@@ -374,21 +411,35 @@ class Worker:
                 if self.inbox in events and self.running:
                     for _ in range(64):
                         try:
-                            self.handle_inbox(self.inbox.recv(zmq.NOBLOCK))
+                            raw = self.inbox.recv(zmq.NOBLOCK)
                         except zmq.Again:
                             break
+                        self.handle_inbox_safely(raw)
         self.shutdown()
+
+    def handle_inbox_safely(self, raw: bytes) -> None:
+        try:
+            self.handle_inbox(raw)
+        except Exception as e:   # a malformed frame is counted and logged, never fatal
+            self.bad_frames += 1
+            msg = (f"scheduler {self.sched_id}: rejected inbox frame of {len(raw)} bytes: "
+                   f"{type(e).__name__}: {e}\n")
+            os.write(2, msg.encode())
 
     def shutdown(self) -> None:
         """Hand over explicitly: the last batch is acknowledged before exit."""
         self.flush()
+        deadline = time.monotonic() + 10
+        while not self.drain_all() and time.monotonic() < deadline:
+            if self.smp and self.inbox.poll(5):
+                self.handle_inbox_safely(self.inbox.recv())
         if self.smp:
             self.fin_acked = False
             self.sys_sock.send(pickle.dumps(("fin", self.sched_id, self.sys_batches), _PICKLE))
             deadline = time.monotonic() + 5
             while not self.fin_acked and time.monotonic() < deadline:
                 if self.inbox.poll(100):
-                    self.handle_inbox(self.inbox.recv())
+                    self.handle_inbox_safely(self.inbox.recv())
         self.send_ctl(("bye", self.sched_id, self.node.stats.as_dict()))
         for s in [self.ctl] + list(self.peers.values()) + (
                 [self.sys_sock, self.inbox, self.sub] if self.smp else []):

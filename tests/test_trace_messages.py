@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import pytest
 
+import smp
+
 from smp import Error, Exit, Throw
 from smp.terms import A, Atom, Pid, Port
 
@@ -473,4 +475,155 @@ def test_trace_ports_scheduler_id(vm):
     port = msgs[0][1]
     sid = vm.nsched
     assert msgs == [(T, port, A["in"], sid, A.command), (T, port, A.out, sid, A.command)]
+    check_counts(vm)
+
+
+async def global_caller_local_pattern(proc, x):
+    await proc.call("m", "double", [x])     # a remote call, but the pattern is local
+
+
+def test_call_trace_return_to_with_local_breakpoint(vm):
+    """``erts_call_trace``'s ``local`` is the breakpoint's kind: a local
+    pattern traces remote calls too, and return_to comes with it."""
+    vm.define("m", "double", double)
+    t = vm.spawn_collector()
+    p = vm.spawn(global_caller_local_pattern, 2)
+    vm.trace(p, True, ["call", "return_to", "arity"], tracer=t)
+    vm.trace_pattern(("m", "double", 1), True, ["local"])
+    vm.run()
+    assert vm.messages(t) == [(T, p, A.call, (A.m, A.double, 1)),
+                              (T, p, A.return_to, mfa(global_caller_local_pattern, 1))]
+    check_counts(vm)
+
+
+def test_call_trace_global_pattern_no_return_to(vm):
+    vm.define("m", "double", double)
+    t = vm.spawn_collector()
+    p = vm.spawn(caller, 2)
+    vm.trace(p, True, ["call", "return_to", "arity"], tracer=t)
+    vm.trace_pattern(("m", "double", 1), True, ["global"])
+    vm.run()
+    assert vm.messages(t) == [(T, p, A.call, (A.m, A.double, 1))]
+    check_counts(vm)
+
+
+# ---------------------------------------------------------------- error logger
+async def crasher(proc):
+    raise Error(A.badarg)
+
+
+async def thrower(proc):
+    raise Throw(A.oops)
+
+
+def test_error_logger_message(vm):
+    el = vm.spawn_collector()
+    vm.register("error_logger", el)
+    p = vm.spawn(crasher)
+    q = vm.spawn(thrower)
+    vm.run()
+    fmt = [ord(c) for c in "Error in process ~p with exit value:~n~p~n"]
+    gl = Pid(0)
+    r1 = (A.badarg, [(Atom(crasher.__module__), A.crasher, 0, [])])
+    r2 = ((A.nocatch, A.oops), [(Atom(thrower.__module__), A.thrower, 0, [])])
+    got = vm.messages(el)
+    assert sorted(got, key=lambda m: m[1][2][0]) == [
+        (A.notify, (A.error, gl, (p, fmt, [p, r1]))),
+        (A.notify, (A.error, gl, (q, fmt, [q, r2])))]
+    s = check_counts(vm)
+    assert s["made_by_type"]["ERRLGR"] == 2
+    assert s["delivered_by_type"]["ERRLGR"] == 2
+
+
+async def exits_with(proc, reason):
+    await proc.exit(reason)
+
+
+def test_error_logger_not_told_of_exit_class(vm):
+    el = vm.spawn_collector()
+    vm.register("error_logger", el)
+    vm.spawn(exits_with, A.bye)
+    vm.run()
+    assert vm.messages(el) == []
+    check_counts(vm)
+
+
+@pytest.mark.parametrize("mode", ["nonsmp", "smp"])
+def test_no_error_logger_prints_to_stderr(mode, capfd):
+    """The emulator is started in the test body, not in a fixture: capfd
+    swaps its capture file between the setup and call phases, and the
+    scheduler and dispatcher processes keep the fd 2 they were started with."""
+    with smp.Emulator(mode=mode, schedulers=1 if mode == "nonsmp" else 2) as vm:
+        _no_error_logger(vm, capfd)
+
+
+def _no_error_logger(vm, capfd):
+    p = vm.spawn(crasher)
+    vm.run()
+    s = check_counts(vm)
+    assert s["dropped_by_reason"] == {"no_error_logger": {"ERRLGR": 1}}
+    err = capfd.readouterr().err
+    assert f"(no error logger present) error: {p!r}\n" in err
+
+
+# ---------------------------------------------------------------- trace_delivered (PROC_MSG)
+async def asks_trace_delivered(proc, report, target):
+    ref = await proc.trace_delivered(target)
+    msg = await proc.receive()
+    await proc.send(report, (ref, msg))
+
+
+def test_trace_delivered_from_process(vm):
+    report = vm.spawn_collector()
+    tracee = vm.spawn(waiter)
+    p = vm.spawn(asks_trace_delivered, report, tracee)
+    vm.run()
+    [(ref, msg)] = vm.messages(report)
+    assert msg == (A.trace_delivered, tracee, ref)
+    s = check_counts(vm)
+    assert s["delivered_by_type"]["PROC_MSG"] == 1
+    assert vm.is_alive(p) is False
+
+
+def test_trace_delivered_all_from_api(vm):
+    t = vm.spawn_collector()
+    p = vm.spawn(yielder)
+    vm.trace(p, True, ["running"], tracer=t)
+    vm.run()
+    reply = vm.trace_delivered("all")
+    assert reply[:2] == (A.trace_delivered, A.all)
+    assert len(vm.messages(t)) == 3
+    check_counts(vm)
+
+
+# ---------------------------------------------------------------- save_calls
+async def saves_calls(proc, peer):
+    await proc.process_flag(A.save_calls, 10)
+    await proc.call("m", "double", [1])
+    await proc.send(peer, A.hi)
+    await proc.send(proc.pid, A.me)
+    await proc.receive()
+    await proc.receive(timeout=0)
+    await proc.call("m", "double", [2])
+    await proc.receive()
+
+
+async def saves_few_calls(proc):
+    await proc.process_flag(A.save_calls, 2)
+    for i in range(3):
+        await proc.call("m", "double", [i])
+    await proc.send(proc.pid, A.me)
+    await proc.receive()
+    await proc.receive()
+
+
+def test_save_calls(vm):
+    vm.define("m", "double", double)
+    peer = vm.spawn_collector()
+    p = vm.spawn(saves_calls, peer)
+    q = vm.spawn(saves_few_calls)
+    vm.run()
+    d = (A.m, A.double, 1)
+    assert vm.process_info(p)["last_calls"] == [d, A.send, A.send, A["receive"], A.timeout, d]
+    assert vm.process_info(q)["last_calls"] == [A.send, A["receive"]]
     check_counts(vm)

@@ -122,15 +122,16 @@ def feeder_main(endpoint: str, sched_id: int, nframes: int, distinct: int, sende
     for _, a, b in plan:
         to_pids += a
         to_port += b
+    out.put(("plan", sched_id, to_pids, to_port))
     ready.set()
     go.wait()
     t0 = time.monotonic()
     send = s.send
     for f, _, _ in plan:
         send(f)
-    out.put({"sched": sched_id, "to_pids": to_pids, "to_port": to_port,
+    out.put(("done", {"sched": sched_id, "to_pids": to_pids, "to_port": to_port,
              "frames": nframes, "bytes": sum(len(f) for f, _, _ in plan),
-             "t_send": time.monotonic() - t0})
+             "t_send": time.monotonic() - t0}))
     s.close()
     ctx.term()
 
