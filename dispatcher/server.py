@@ -113,6 +113,7 @@ class Dispatcher:
         self.delivered_to = [0] * (nsched + 1)
         self.bad_frames = 0
         self.last_bad_frame = ""
+        self.lost: set[int] = set()
         self.latencies: deque = deque(maxlen=LATENCY_SAMPLES)
         self.stderr_lines: list[str] = []
         self._tls = threading.local()
@@ -263,6 +264,9 @@ class Dispatcher:
                 continue
             m = M.SysMsg(type_, from_, to, None, ts_kind)
             d = resolve(m, state, table)
+            if self.lost and type(d.receiver) is Pid and _owner(d.receiver, nsched) in self.lost:
+                if d.action == DELIVER_PID or d.reason == "receiver_dead":
+                    d = d._replace(action=2, reason="scheduler_lost", failure=True)
             if d.action == DELIVER_PID:
                 owner = _owner(d.receiver, nsched)
                 out.setdefault(owner, []).append((d.receiver, body, ts_kind, ts, active))
@@ -299,8 +303,11 @@ class Dispatcher:
     def control_loop(self) -> None:
         self._tls.name = "control"
         sock = self.ctl_sock
+        parent = os.getppid()
         while not self.stop.is_set():
             if not sock.poll(100):
+                if os.getppid() != parent:    # the controller is gone: never linger
+                    self.stop.set()
                 continue
             ident, raw = sock.recv_multipart()
             try:
@@ -370,9 +377,20 @@ class Dispatcher:
                         raise TimeoutError("dispatcher did not receive every scheduler batch")
                     self.smq.wait(0.01)
             return True
+        if cmd == "scheduler_lost":
+            k = args[0]
+            with self.smq:
+                self.lost.add(k)
+                pids = [p for p in list(self.table.alive) if _owner(p, self.nsched) == k]
+                for pid in pids:
+                    self.table.exited(pid)
+                    self.state.trace_check_exiting(pid, smp=True)
+            self._pub(("dead", pids))
+            self._pub(("reg", dict(self.table.registry)))
+            return pids
         if cmd == "status":
             with self.smq:
-                return {"ingested": list(self.ingested), "delivered_to": list(self.delivered_to),
+                return {"settled": sum(self.delivered.values()) + sum(self.dropped.values()),"ingested": list(self.ingested), "delivered_to": list(self.delivered_to),
                         "queued": len(self.queue), "held": self.held,
                         "dispatching": self.dispatching, "bad_frames": self.bad_frames}
         if cmd == "stats":

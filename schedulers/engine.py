@@ -62,6 +62,7 @@ am_busy_port, am_busy_dist_port, am_error_logger = (
     _a("busy_port"), _a("busy_dist_port"), _a("error_logger"))
 am_badarg, am_nocatch, am_error, am_throw = _a("badarg"), _a("nocatch"), _a("error"), _a("throw")
 am_undef, am_trace_delivered = _a("undef"), _a("trace_delivered")
+am_receive = _a("receive")
 
 GROUP_LEADER = Pid(0)
 
@@ -643,6 +644,7 @@ class Node:
             raise Error(am_badarg)
         if p.tracer is not NIL:
             self.trace_send(p, dest, msg)
+        self.save_calls(p, am_send)
         token = None
         if p.token is not None:
             token = self._seq_send(p, dest, msg)
@@ -684,8 +686,8 @@ class Node:
     def on_message_removed(self, p: Proc, entry) -> None:
         """A receive took ``entry`` out of the queue: seq_trace token handling."""
         token = entry[1]
-        if p.token is not None:
-            self.save_calls(p, ("receive",))
+        # beam_emu remove_message: saved whether or not there is a token
+        self.save_calls(p, am_receive)
         if token is None:
             p.token = None
             return
@@ -699,8 +701,7 @@ class Node:
     def on_receive_timeout(self, p: Proc) -> None:
         if p.tracer is not NIL and are_trace_flags_on(p.flags, F_TRACE_RECEIVE):
             self.trace_receive(p, am_timeout)
-        if p.token is not None:
-            self.save_calls(p, ("timeout",))
+        self.save_calls(p, am_timeout)
 
     # ---------------------------------------------------------------- process_flag
     def op_process_flag(self, p: Proc, flag, value):
@@ -730,7 +731,8 @@ class Node:
         raise Error(am_badarg)
 
     def save_calls(self, p: Proc, entry) -> None:
-        """``save_calls``: the ring of the most recent calls (``process_info(P, last_calls)``)."""
+        """``save_calls``: the ring of the most recent calls (``process_info(P, last_calls)``):
+        ``{M,F,A}`` for a call, the atoms ``send``, ``'receive'``, ``timeout``."""
         if p.saved_calls is not None:
             p.saved_calls.append(entry)
 
@@ -742,15 +744,20 @@ class Node:
         fn = self.functions.get(mfa)
         if fn is None:
             raise Error(am_undef)
-        self.save_calls(p, mfa)
+        if not local:
+            # the VM saves export calls only (process_flag(save_calls) docs)
+            self.save_calls(p, mfa)
         pat = self.patterns.get(mfa)
         rf = mrf = 0
         if pat is not None:
+            # erts_call_trace's 'local' is the breakpoint's kind (beam_bp.c:
+            # ERTS_BPF_LOCAL_TRACE), not the call site's: a local pattern
+            # traces remote calls too and gives return_to for them.
             if (pat["local"] or (pat["global"] and not local)) and p.tracer is not NIL:
-                rf = self.erts_call_trace(p, mfa, pat["ms"], args, local, p)
+                rf = self.erts_call_trace(p, mfa, pat["ms"], args, pat["local"], p)
             meta = pat.get("meta")
             if meta is not None and meta.tracer is not NIL:
-                mrf = self.erts_call_trace(p, mfa, pat["meta_ms"], args, local, meta)
+                mrf = self.erts_call_trace(p, mfa, pat["meta_ms"], args, False, meta)
         caller = p.current
         p.stack.append(mfa)
         p.current = mfa
@@ -1049,7 +1056,6 @@ class Node:
     def _seq_send(self, p: Proc, to, msg, exitfrom=None) -> tuple:
         self.seq_trace_update_send(p)
         self.seq_trace_output(p.token, msg, M.SEQ_TRACE_SEND, to, p, exitfrom)
-        self.save_calls(p, ("send",))
         return tuple(p.token)
 
     def seq_trace_output(self, token, msg, seq_type, receiver, process: Proc | None,

@@ -25,6 +25,7 @@ import traceback
 from collections import deque
 
 import dill
+import psutil
 import zmq
 
 from smp.errors import BadArg
@@ -94,9 +95,13 @@ class Worker:
         self.stopping = False
         self.peers: dict[int, zmq.Socket] = {}
         self.peer_sent = [0] * (nsched + 1)
-        self.peer_recv = 0
+        self.peer_recv = [0] * (nsched + 1)
+        self.lost: set[int] = set()
         self.sys_batches = 0
         self.pub_seen = [0, 0, 0]
+        self.parent_pid = os.getppid()
+        self.dispatcher_pid = endpoints.get("dispatcher_pid")
+        self._next_watch = 0.0
         self.pending: dict = {}
         self.bad_frames = 0
         self.backpressure_waits = 0
@@ -161,6 +166,9 @@ class Worker:
         for owner, sigs in t.peer_out.items():
             if not sigs:
                 continue
+            if owner in self.lost:
+                self.node.stats.messages_to_dead += len(sigs)
+                continue
             sock = self.peers.get(owner)
             if sock is None:
                 sock = self.ctx.socket(zmq.PUSH)
@@ -168,7 +176,7 @@ class Worker:
                 sock.setsockopt(zmq.SNDHWM, HWM)
                 sock.connect(self.ep["inbox"].format(owner))
                 self.peers[owner] = sock
-            self._queue_frame(sock, dill.dumps(("p", sigs)))
+            self._queue_frame(sock, dill.dumps(("p", self.sched_id, sigs)))
             self.peer_sent[owner] += len(sigs)
         t.peer_out = {}
 
@@ -178,8 +186,9 @@ class Worker:
         node = self.node
         kind = obj[0]
         if kind == "p":
-            self.peer_recv += len(obj[1])
-            for sig in obj[1]:
+            sender, sigs = obj[1], obj[2]
+            self.peer_recv[sender] += len(sigs)
+            for sig in sigs:
                 self.handle_signal(sig)
         elif kind == "d":   # deliveries from the dispatcher
             from smp.messages import complete
@@ -333,7 +342,26 @@ class Worker:
         if cmd == "stop":
             self.stopping = True
             return True
+        if cmd == "scheduler_lost":
+            k, pids = args
+            self.scheduler_lost(k, pids)
+            return True
         raise BadArg(f"unknown scheduler command {cmd!r}")
+
+    def scheduler_lost(self, k: int, pids) -> None:
+        """Scheduler ``k`` died: its processes are gone; links to them fire."""
+        self.lost.add(k)
+        sock = self.peers.pop(k, None)
+        if sock is not None:
+            self.pending.pop(sock, None)
+            sock.close(linger=0)
+        node = self.node
+        gone = set(pids)
+        node.dead_remote.update(gone)
+        node.remote_tracers.difference_update(gone)
+        for p in list(node.procs.values()):
+            for pid in p.links & gone:
+                node.exit_signal_arrived(p, pid, Atom("killed"), True)
 
     def wait_published(self, seqs, timeout: float = 10.0) -> bool:
         """Take state publications until each PUB socket's ``seqs`` is seen,
@@ -376,10 +404,25 @@ class Worker:
                 self.ctl.send(dill.dumps(("r", req_id, False, RuntimeError(traceback.format_exc()))))
 
     # ------------------------------------------------------------------ loop
+    def peers_alive(self) -> bool:
+        """Heartbeat check: stop when the controller or the dispatcher is gone,
+        so a run never leaves a scheduler behind."""
+        if os.getppid() != self.parent_pid:
+            return False
+        if self.dispatcher_pid is not None and not _pid_alive(self.dispatcher_pid):
+            return False
+        return True
+
     def loop(self) -> None:
         node = self.node
         self.send_ctl(("ready", self.sched_id, os.getpid()))
         while not self.stopping:
+            now = time.monotonic()
+            if now >= self._next_watch:
+                self._next_watch = now + 0.25
+                if not self.peers_alive():
+                    self.dispatcher_gone = True
+                    break
             clear = self.drain_all() if self.pending else True
             if self.running and clear:
                 node.run_some(32)
@@ -430,14 +473,16 @@ class Worker:
         """Hand over explicitly: the last batch is acknowledged before exit."""
         self.flush()
         deadline = time.monotonic() + 10
-        while not self.drain_all() and time.monotonic() < deadline:
+        while (not self.drain_all() and time.monotonic() < deadline
+               and not getattr(self, "dispatcher_gone", False)):
             if self.smp and self.inbox.poll(5):
                 self.handle_inbox_safely(self.inbox.recv())
-        if self.smp:
+        if self.smp and not getattr(self, "dispatcher_gone", False):
             self.fin_acked = False
             self.sys_sock.send(pickle.dumps(("fin", self.sched_id, self.sys_batches), _PICKLE))
             deadline = time.monotonic() + 5
-            while not self.fin_acked and time.monotonic() < deadline:
+            while (not self.fin_acked and time.monotonic() < deadline
+                   and _pid_alive(self.dispatcher_pid)):
                 if self.inbox.poll(100):
                     self.handle_inbox_safely(self.inbox.recv())
         self.send_ctl(("bye", self.sched_id, self.node.stats.as_dict()))
@@ -445,6 +490,15 @@ class Worker:
                 [self.sys_sock, self.inbox, self.sub] if self.smp else []):
             s.close(linger=2000)
         self.ctx.term()
+
+
+def _pid_alive(pid) -> bool:
+    if pid is None:
+        return True
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
 
 
 def scheduler_main(sched_id, nsched, smp, endpoints, options) -> None:

@@ -8,7 +8,8 @@ seq_trace, system_monitor and system_profile message as the SMP build does.
 from .dbgfmt import format_dbg
 from .emulator import Emulator
 from .errors import (BadArg, DecodeError, EmulatorTimeout, Error, ErlangException, Exit,
-                     ProtocolError, ScenarioError, SmpError, StartupError, Throw, TracePortError)
+                     ProtocolError, ScenarioError, SmpError, StartupError, Throw, TracePortError,
+                     SchedulerLost, DispatcherLost)
 from .reader import read_trace
 from .terms import A, Atom, ImproperList, Pid, Port, Ref, atom, charlist, format_term
 
@@ -16,5 +17,5 @@ __all__ = [
     "Emulator", "Atom", "Pid", "Port", "Ref", "ImproperList", "A", "atom", "charlist",
     "format_term", "format_dbg", "read_trace",
     "SmpError", "BadArg", "EmulatorTimeout", "StartupError", "DecodeError", "TracePortError",
-    "ProtocolError", "ScenarioError", "ErlangException", "Error", "Throw", "Exit",
+    "ProtocolError", "ScenarioError", "SchedulerLost", "DispatcherLost", "ErlangException", "Error", "Throw", "Exit",
 ]

@@ -28,7 +28,8 @@ import psutil
 import zmq
 
 from .bifs import call_bif
-from .errors import BadArg, EmulatorTimeout, Error, SmpError, StartupError
+from .errors import (BadArg, DispatcherLost, EmulatorTimeout, Error, SchedulerLost,
+                     SmpError, StartupError)
 from .state import NIL
 from .terms import Atom, Pid, Port, Ref
 
@@ -100,6 +101,9 @@ class Emulator:
         self._rr = 0
         self._procs: list = []
         self._run_count = 0
+        #: Schedulers that died, with why: {scheduler id: description}.
+        self.lost_schedulers: dict[int, str] = {}
+        self._new_losses: list[str] = []
         self._dir = tempfile.mkdtemp(prefix="smp-emu-", dir=endpoint_dir)
         os.chmod(self._dir, 0o700)
         d = self._dir
@@ -132,6 +136,7 @@ class Emulator:
             self._procs.append(p)
             if not ready.wait(timeout):
                 raise StartupError(f"dispatcher did not start within {timeout:g} s")
+            self.endpoints["dispatcher_pid"] = p.pid
             self.disp = self.ctx.socket(zmq.DEALER)
             self.disp.setsockopt(zmq.LINGER, 1000)
             self.disp.connect(self.endpoints["disp_ctl"])
@@ -190,7 +195,7 @@ class Emulator:
                     if all(not p.is_alive() for p in self._procs if p.name.startswith("smp-sched")):
                         break
                 self._pump(0.05)
-            if self.disp is not None:
+            if self.disp is not None and self._procs[0].is_alive():
                 try:
                     self.final_dispatcher_statistics = self._disp_call("stop", timeout=5)
                 except Exception:
@@ -263,8 +268,16 @@ class Emulator:
             elif kind == "bye":
                 self._byes[msg[1]] = msg[2]
 
+    def _sched_proc(self, k: int):
+        return self._procs[self.smp + k - 1]
+
+    def _live(self) -> list[int]:
+        return [k for k in range(1, self.nsched + 1) if k not in self.lost_schedulers]
+
     def _sched_call(self, k: int, cmd: str, *args, timeout: float = 30.0):
         self._check_open()
+        if k in self.lost_schedulers:
+            raise SchedulerLost(f"scheduler {k} is lost: {self.lost_schedulers[k]}")
         req = next(self._req)
         self._send_sched(k, req, cmd, args)
         deadline = time.monotonic() + timeout
@@ -272,31 +285,80 @@ class Emulator:
             if time.monotonic() > deadline:
                 raise SmpError(f"scheduler {k} did not answer {cmd!r} within {timeout:g} s")
             self._pump(0.5)
-            if req not in self._replies and not self._procs[self.smp + k - 1].is_alive():
-                raise SmpError(f"scheduler {k} died")
+            if req not in self._replies and not self._sched_proc(k).is_alive():
+                self._scheduler_lost(k)
+                raise SchedulerLost(f"scheduler {k} is lost: {self.lost_schedulers[k]}")
         ok, value = self._replies.pop(req)
         if not ok:
             raise value
         return value
 
-    def _all_scheds(self, cmd: str, *args) -> list:
+    def _all_scheds(self, cmd: str, *args) -> dict[int, Any]:
+        """Ask every live scheduler; returns {scheduler id: answer}."""
         reqs = {}
-        for k in range(1, self.nsched + 1):
+        for k in self._live():
             req = next(self._req)
             self._send_sched(k, req, cmd, args)
             reqs[k] = req
-        out = []
+        out = {}
         deadline = time.monotonic() + 30
         for k, req in reqs.items():
             while req not in self._replies:
+                if not self._sched_proc(k).is_alive():
+                    self._scheduler_lost(k)
+                    break
                 if time.monotonic() > deadline:
                     raise SmpError(f"scheduler {k} did not answer {cmd!r}")
-                self._pump(0.5)
+                self._pump(0.2)
+            if req not in self._replies:
+                continue
             ok, value = self._replies.pop(req)
             if not ok:
                 raise value
-            out.append(value)
+            out[k] = value
         return out
+
+    def _check_processes(self) -> None:
+        """Supervision: notice a dead scheduler or dispatcher (run() calls this
+        every few milliseconds, so a death is noticed well within a second)."""
+        if self.smp and not self._procs[0].is_alive():
+            self._dispatcher_lost()
+        for k in self._live():
+            if not self._sched_proc(k).is_alive():
+                self._scheduler_lost(k)
+
+    def _scheduler_lost(self, k: int) -> None:
+        if k in self.lost_schedulers:
+            return
+        proc = self._sched_proc(k)
+        code = proc.exitcode
+        why = (f"os pid {proc.pid} died" + (f" by signal {-code}" if code is not None and code < 0
+                                            else f" with exit code {code}"))
+        self.lost_schedulers[k] = why
+        pids: list = []
+        if self.smp:
+            pids = self._disp_call("scheduler_lost", k)
+            self._all_scheds("scheduler_lost", k, pids)
+        self._new_losses.append(f"scheduler {k} ({why}): {len(pids)} process(es) on it treated "
+                                "as exited, messages for them dropped as scheduler_lost")
+
+    def _dispatcher_lost(self) -> None:
+        proc = self._procs[0]
+        code = proc.exitcode
+        made = sum(s["sys_made"] for s in self._all_scheds("status").values())
+        last = getattr(self, "_last_disp_status", None)
+        settled = 0 if last is None else last["settled"]
+        for k in self._live():
+            try:
+                self._send_sched(k, None, "stop", ())
+            except Exception:
+                pass
+        self._closing_after_loss = True
+        raise DispatcherLost(
+            f"dispatcher (os pid {proc.pid}) died"
+            + (f" by signal {-code}" if code is not None and code < 0 else f" with exit code {code}")
+            + f": {made} system message(s) made by the schedulers, {settled} known delivered or "
+            f"dropped, so up to {made - settled} lost; the emulator must be closed")
 
     def _disp_call(self, cmd: str, *args, timeout: float = 30.0):
         self._check_open()
@@ -305,8 +367,12 @@ class Emulator:
         deadline = time.monotonic() + timeout
         while True:
             left = deadline - time.monotonic()
-            if left <= 0 or not self.disp.poll(int(left * 1000) + 1):
-                raise SmpError(f"dispatcher did not answer {cmd!r} within {timeout:g} s")
+            if left <= 0 or not self.disp.poll(min(200, int(left * 1000) + 1)):
+                if not self._procs[0].is_alive() and not self._closing:
+                    self._dispatcher_lost()
+                if left <= 0:
+                    raise SmpError(f"dispatcher did not answer {cmd!r} within {timeout:g} s")
+                continue
             _, rid, ok, value = dill.loads(self.disp.recv())
             if rid == req:
                 break
@@ -325,12 +391,16 @@ class Emulator:
         """Wait until the dispatcher has taken every batch the schedulers sent."""
         if not self.smp:
             return
-        items = [0] + [s["sys_items"] for s in self._all_scheds("status")]
+        items = [0] * (self.nsched + 1)
+        for k, st in self._all_scheds("status").items():
+            items[k] = st["sys_items"]
         self._disp_call("wait_ingested", items)
 
     # ================================================================ backend (smp)
     def bk_is_alive(self, pid) -> bool:
-        return type(pid) is Pid and bool(self._sched_call(self._owner(pid), "alive", pid))
+        if type(pid) is not Pid or self._owner(pid) in self.lost_schedulers:
+            return False
+        return bool(self._sched_call(self._owner(pid), "alive", pid))
 
     def bk_valid_tracer_port(self, port) -> bool:
         if self.smp:
@@ -345,7 +415,7 @@ class Emulator:
             if owner == 0:
                 raise BadArg(f"{spec!r} is a trace port and cannot be traced")
             return self._sched_call(owner, "trace_apply", spec, how, bits, tracer)
-        return sum(self._all_scheds("trace_apply", spec, how, bits, tracer))
+        return sum(self._all_scheds("trace_apply", spec, how, bits, tracer).values())
 
     def bk_mark_tracer(self, tracer) -> None:
         self._sched_call(self._owner(tracer), "mark_tracer", tracer)
@@ -357,15 +427,17 @@ class Emulator:
 
     def bk_trace_info(self, what, item):
         owner = self._owner(what)
-        if owner == 0:
+        if owner == 0 or owner in self.lost_schedulers:
             return Atom("undefined")
         return self._sched_call(owner, "trace_info", what, item)
 
     def bk_pattern(self, mfa, ms, kind, meta_tracer, enable) -> int:
-        return self._all_scheds("pattern", mfa, ms, kind, meta_tracer, enable)[0]
+        return next(iter(self._all_scheds("pattern", mfa, ms, kind, meta_tracer, enable).values()))
 
     def bk_active_schedulers(self) -> int:
-        return sum(1 for s in self._all_scheds("status") if not s["idle"]) if self._running else 0
+        if not self._running:
+            return 0
+        return sum(1 for s in self._all_scheds("status").values() if not s["idle"])
 
     def bk_make_ref(self):
         return Ref((next(self._refs), 0, 0))
@@ -532,7 +604,7 @@ class Emulator:
     # -- statistics ----------------------------------------------------------
     def statistics(self) -> dict:
         """made = delivered + dropped (by reason) + queued, per type and in all."""
-        scheds = self._all_scheds("stats")
+        scheds = list(self._all_scheds("stats").values())
         if self.smp:
             self._sync_dispatcher()
             d = self._disp_call("stats")
@@ -555,11 +627,14 @@ class Emulator:
         d["processes"] = sum(s["processes"] for s in scheds)
         d["schedulers"] = scheds
         d["mode"] = self.mode
+        d["lost_schedulers"] = dict(self.lost_schedulers)
         return d
 
     # ================================================================ run
     def run(self, timeout: float = 10.0) -> None:
-        """Run until quiet; raises ``EmulatorTimeout`` naming what is still busy."""
+        """Run until quiet; raises ``EmulatorTimeout`` naming what is still busy,
+        ``SchedulerLost`` (after the rest became quiet) when a scheduler died,
+        ``DispatcherLost`` when the dispatcher died."""
         self._check_open()
         deadline = time.monotonic() + timeout
         if self.smp:
@@ -570,23 +645,24 @@ class Emulator:
         stable = None
         try:
             while True:
+                self._check_processes()
                 self._serve_rpcs()
                 sts = self._all_scheds("status")
-                quiet = all(s["idle"] and not s["timer"] for s in sts)
-                snap = tuple((s["peer_recv"], s["sys_made"], s["deliveries"]) for s in sts)
+                live = sorted(sts)
+                quiet = all(s["idle"] and not s["timer"] and not s["backlog"]
+                            for s in sts.values())
+                snap = tuple((k, tuple(s["peer_recv"]), s["sys_made"], s["deliveries"])
+                             for k, s in sorted(sts.items()))
                 if quiet and self.smp:
                     d = self._disp_call("status")
-                    sent_to = [0] * (self.nsched + 1)
-                    for s in sts:
-                        for j, n in enumerate(s["peer_sent"]):
-                            sent_to[j] += n
+                    self._last_disp_status = d
                     quiet = (
-                        all(sent_to[k] == sts[k - 1]["peer_recv"] for k in range(1, self.nsched + 1))
-                        and all(d["ingested"][k] == sts[k - 1]["sys_made"]
-                                for k in range(1, self.nsched + 1))
+                        all(sts[j]["peer_sent"][k] == sts[k]["peer_recv"][j]
+                            for j in live for k in live)
+                        and all(d["ingested"][k] == sts[k]["sys_made"] for k in live)
                         and (d["held"] or (d["queued"] == 0 and not d["dispatching"]))
-                        and (d["held"] or all(d["delivered_to"][k] == sts[k - 1]["deliveries"]
-                                              for k in range(1, self.nsched + 1))))
+                        and (d["held"] or all(d["delivered_to"][k] == sts[k]["deliveries"]
+                                              for k in live)))
                     snap = snap + (tuple(d["ingested"]), tuple(d["delivered_to"]), d["queued"])
                 if quiet and not self._rpcs and snap == stable:
                     break
@@ -594,18 +670,26 @@ class Emulator:
                 if time.monotonic() > deadline:
                     busy = [f"scheduler {k}: {s['runq']} runnable ({', '.join(s['busy'])})"
                             + (", timers pending" if s["timer"] else "")
-                            for k, s in enumerate(sts, 1) if not s["idle"] or s["timer"]]
+                            + (f", {s['backlog']} frame(s) waiting to be sent" if s["backlog"] else "")
+                            for k, s in sorted(sts.items())
+                            if not s["idle"] or s["timer"] or s["backlog"]]
                     raise EmulatorTimeout(
                         f"run() not quiet after {timeout:g} s: "
                         + ("; ".join(busy) or "messages still in flight"))
                 if not quiet:
-                    waits = [s["timer_in"] for s in sts if s["timer_in"] is not None and s["idle"]]
-                    pause = min([0.02] + waits) if all(s["idle"] for s in sts) else 0.002
+                    waits = [s["timer_in"] for s in sts.values()
+                             if s["timer_in"] is not None and s["idle"]]
+                    all_idle = all(s["idle"] for s in sts.values())
+                    pause = min([0.02] + waits) if all_idle else 0.002
                     self._pump(pause)
         finally:
             self._running = False
-            self._all_scheds("pause")
+            if not getattr(self, "_closing_after_loss", False):
+                self._all_scheds("pause")
         self._run_count += 1
+        if self._new_losses:
+            report, self._new_losses = self._new_losses, []
+            raise SchedulerLost("; ".join(report))
 
     def _serve_rpcs(self) -> None:
         """Serve the BIFs emulated processes called (smp mode)."""

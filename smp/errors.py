@@ -9,6 +9,7 @@ from __future__ import annotations
 
 __all__ = [
     "SmpError", "BadArg", "EmulatorTimeout", "StartupError", "DecodeError",
+    "SchedulerLost", "DispatcherLost",
     "TracePortError", "ProtocolError", "ScenarioError",
     "ErlangException", "Error", "Throw", "Exit",
 ]
@@ -24,6 +25,14 @@ class BadArg(SmpError, ValueError):
 
 class EmulatorTimeout(SmpError, TimeoutError):
     """``run()`` did not become quiet in time; the message names what is busy."""
+
+
+class SchedulerLost(SmpError):
+    """A scheduler process died; the message says which, and what it cost."""
+
+
+class DispatcherLost(SmpError):
+    """The dispatcher process died; the message counts what may be lost."""
 
 
 class StartupError(SmpError):

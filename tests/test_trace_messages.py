@@ -605,6 +605,7 @@ async def saves_calls(proc, peer):
     await proc.receive()
     await proc.receive(timeout=0)
     await proc.call("m", "double", [2])
+    await proc.call("m", "double", [3], local=True)     # local calls are not saved
     await proc.receive()
 
 

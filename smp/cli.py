@@ -1,0 +1,443 @@
+"""``smp-emu``: run, compare, read, report and stress scenarios from the shell.
+
+Runs in the user's process.  Data goes to stdout (the trace, JSON); progress
+and tables go to stderr, and only when stderr is a terminal.  Exit codes:
+0 success, 1 a failed run or a violated invariant, 2 a usage error (click's
+own, and bad scenario files), 130 interrupted (Ctrl-C stops the run cleanly:
+the Emulator context manager stops every OS process, and what was measured
+is still printed).
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+from typing import Any
+
+import click
+
+from .dbgfmt import format_dbg
+from .errors import DecodeError, ScenarioError, SmpError
+from .terms import Atom, ImproperList, Pid, Port, Ref, format_term
+
+__all__ = ["main", "cli", "term_to_json"]
+
+EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 1, 2, 130
+
+
+# ---------------------------------------------------------------- output helpers
+def term_to_json(t: Any):
+    """A JSON value for an Erlang term: atoms as strings, tuples as {"tuple": [...]}."""
+    if type(t) is Atom:
+        return t.name
+    if type(t) in (Pid, Port, Ref):
+        return repr(t)
+    if type(t) is tuple:
+        return {"tuple": [term_to_json(x) for x in t]}
+    if type(t) is list:
+        return [term_to_json(x) for x in t]
+    if type(t) is ImproperList:
+        return {"improper": [term_to_json(x) for x in t.elements], "tail": term_to_json(t.tail)}
+    if type(t) is bytes:
+        return {"binary": t.hex()}
+    if t is None or type(t) in (int, float, str, bool):
+        return t
+    return repr(t)
+
+
+class _TraceWriter:
+    def __init__(self, fmt: str, stream, with_tracer: bool):
+        self.fmt, self.stream, self.with_tracer = fmt, stream, with_tracer
+        self.lines = 0
+
+    def __call__(self, tracer: str, term) -> None:
+        if self.stream is None:
+            return
+        if self.fmt == "json":
+            line = json.dumps({"kind": "trace", "tracer": tracer, "term": term_to_json(term),
+                               "text": format_term(term)}) + "\n"
+        elif self.fmt == "terms":
+            line = format_term(term) + ".\n"
+        else:
+            line = format_dbg(term)
+            if not line:
+                return
+        self.stream.write(line)
+        self.stream.flush()
+        self.lines += 1
+
+
+def _stderr_tty() -> bool:
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def _console():
+    from rich.console import Console
+    return Console(stderr=True)
+
+
+def _print_summary_table(s: dict) -> None:
+    from rich.table import Table
+    con = _console()
+    st = s["stats"]
+    title = f"{s['scenario']}: {s['mode']}, {s['schedulers']} scheduler(s)" + (
+        " (interrupted)" if s["interrupted"] else "")
+    t = Table(title=title)
+    t.add_column("type")
+    t.add_column("made", justify="right")
+    t.add_column("delivered", justify="right")
+    t.add_column("dropped", justify="right")
+    dropped: dict = {}
+    for reason, by_type in st["dropped_by_reason"].items():
+        for ty, n in by_type.items():
+            dropped.setdefault(ty, []).append(f"{n} {reason}")
+    for ty in sorted(set(st["made_by_type"]) | set(st["delivered_by_type"])):
+        t.add_row(ty, str(st["made_by_type"].get(ty, 0)), str(st["delivered_by_type"].get(ty, 0)),
+                  ", ".join(dropped.get(ty, [])) or "0")
+    t.add_row("all", str(st["made"]), str(st["delivered"]), str(st["dropped"]), style="bold")
+    con.print(t)
+    lat = s["latency_ns"]
+    con.print(f"queued {st.get('queued', 0)}, suppressed {st.get('suppressed', 0)}, fake schedule "
+              f"pairs {st.get('fake_schedule_pairs', 0)}; {s['elapsed_s']:.3f} s, "
+              f"{s['throughput']['made_per_s']:.0f} made/s"
+              + (f"; latency p50 {lat['p50'] / 1e3:.0f} us, p90 {lat['p90'] / 1e3:.0f} us, "
+                 f"p99 {lat['p99'] / 1e3:.0f} us" if lat["count"] else ""))
+    ps = Table(title="per scheduler")
+    for col in ("scheduler", "made", "messages_sent", "processes_exited", "suppressed"):
+        ps.add_column(col, justify="right")
+    for row in s["per_scheduler"]:
+        ps.add_row(*(str(row[c]) for c in ("scheduler", "made", "messages_sent",
+                                            "processes_exited", "suppressed")))
+    con.print(ps)
+
+
+def _load(scenario):
+    from .scenario import load_scenario
+    try:
+        return load_scenario(scenario)
+    except ScenarioError as e:
+        click.echo(f"smp-emu: {e}", err=True)
+        sys.exit(EXIT_USAGE)
+
+
+class _Interrupt:
+    """Turn SIGTERM into KeyboardInterrupt; ignore a second Ctrl-C while cleaning up."""
+
+    def __enter__(self):
+        self._old_term = signal.getsignal(signal.SIGTERM)
+        try:
+            signal.signal(signal.SIGTERM, self._raise)
+        except ValueError:   # not the main thread (CliRunner in a thread)
+            self._old_term = None
+        return self
+
+    @staticmethod
+    def _raise(signum, frame):
+        raise KeyboardInterrupt
+
+    def __exit__(self, *exc):
+        if self._old_term is not None:
+            signal.signal(signal.SIGTERM, self._old_term)
+
+
+def _shield() -> None:
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    except ValueError:
+        pass
+
+
+def _execute(sc, mode, schedulers, writer, progress_label=None, extra_faults=None):
+    from .workloads import execute
+    tty = _stderr_tty()
+    on_progress = None
+    status = None
+    if tty:
+        status = _console().status(f"running {progress_label or sc['name']} ...")
+        status.start()
+
+        def on_progress(p):
+            status.update(f"running {progress_label or sc['name']}: {p['elapsed']:.1f} s, "
+                          f"{p['received']} trace messages")
+    try:
+        with _Interrupt():
+            try:
+                return execute(sc, mode=mode, schedulers=schedulers, on_trace=writer,
+                               on_progress=on_progress, extra_faults=extra_faults)
+            except KeyboardInterrupt:   # before the run started: nothing measured
+                _shield()
+                raise
+    finally:
+        if status is not None:
+            status.stop()
+
+
+# ---------------------------------------------------------------- commands
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="smp-trace-emu")
+def cli():
+    """Emulate the Erlang VM's SMP trace subsystem on scenario files."""
+
+
+@cli.command()
+@click.argument("scenario", required=False)
+@click.option("--mode", type=click.Choice(["smp", "nonsmp"]), help="override the scenario's mode")
+@click.option("--schedulers", type=click.IntRange(1, 64), help="override the scheduler count (smp)")
+@click.option("--format", "fmt", type=click.Choice(["dbg", "json", "terms"]), default="dbg",
+              show_default=True, help="trace output: dbg text, JSON lines, or Erlang terms")
+@click.option("--out", type=click.Path(dir_okay=False, writable=True),
+              help="write the trace here instead of stdout")
+@click.option("--json", "as_json", is_flag=True,
+              help="print a machine-readable summary on stdout (the trace goes to --out, if given)")
+@click.option("--summary/--no-summary", default=None,
+              help="show the summary table on stderr (default: when stderr is a terminal)")
+@click.option("--check", is_flag=True, help="check the invariants; exit 1 when one fails")
+def run(scenario, mode, schedulers, fmt, out, as_json, summary, check):
+    """Run SCENARIO (a TOML file or an example name; the built-in default if omitted)."""
+    sc = _load(scenario)
+    if mode == "nonsmp" and schedulers not in (None, 1):
+        raise click.UsageError("nonsmp mode has exactly one scheduler")
+    stream = open(out, "w", encoding="utf-8") if out else (None if as_json else sys.stdout)
+    writer = _TraceWriter(fmt, stream, True)
+    try:
+        outcome = _execute(sc, mode, schedulers, writer)
+    except KeyboardInterrupt:
+        click.echo("smp-emu: interrupted before the run started", err=True)
+        sys.exit(EXIT_INTERRUPTED)
+    except SmpError as e:
+        click.echo(f"smp-emu: {e}", err=True)
+        sys.exit(EXIT_FAILED)
+    finally:
+        if out and stream is not None:
+            stream.close()
+    _shield() if outcome.summary["interrupted"] else None
+    s = outcome.summary
+    from .compare import check_invariants
+    violations = check_invariants(outcome)
+    s["invariants"] = {"ok": not violations, "violations": violations}
+    if fmt == "json" and not as_json and stream is sys.stdout:
+        sys.stdout.write(json.dumps({"kind": "summary", **s}, default=repr) + "\n")
+    if as_json:
+        sys.stdout.write(json.dumps(s, indent=2, default=repr) + "\n")
+    sys.stdout.flush()
+    if summary or (summary is None and _stderr_tty()):
+        _print_summary_table(s)
+    if s["error"]:
+        click.echo(f"smp-emu: {s['error']}", err=True)
+        sys.exit(EXIT_FAILED)
+    if check and violations:
+        for v in violations:
+            click.echo(f"smp-emu: invariant violated: {v}", err=True)
+        sys.exit(EXIT_FAILED)
+    if s["interrupted"]:
+        click.echo("smp-emu: interrupted", err=True)
+        sys.exit(EXIT_INTERRUPTED)
+
+
+@cli.command()
+@click.argument("scenario", required=False)
+@click.option("--schedulers", type=click.IntRange(1, 64), help="schedulers for the smp run")
+@click.option("--json", "as_json", is_flag=True, help="print the comparison as JSON on stdout")
+@click.option("--first", type=click.IntRange(1, 100), default=3, show_default=True,
+              help="how many first differing messages to show per tracer")
+def compare(scenario, schedulers, as_json, first):
+    """Run the same seeded SCENARIO in nonsmp and smp mode and show what differs."""
+    from .compare import compare_runs
+    sc = _load(scenario)
+    try:
+        a = _execute(sc, "nonsmp", 1, None, f"{sc['name']} (nonsmp)")
+        if a.summary["interrupted"]:
+            raise KeyboardInterrupt
+        b = _execute(sc, "smp", schedulers, None, f"{sc['name']} (smp)")
+    except KeyboardInterrupt:
+        click.echo("smp-emu: interrupted", err=True)
+        sys.exit(EXIT_INTERRUPTED)
+    except SmpError as e:
+        click.echo(f"smp-emu: {e}", err=True)
+        sys.exit(EXIT_FAILED)
+    c = compare_runs(a, b, first=first)
+    c["kind"] = "compare"
+    if as_json:
+        sys.stdout.write(json.dumps(c, indent=2, default=repr) + "\n")
+    else:
+        _print_compare(c)
+    if any(r["error"] for r in c["runs"].values()):
+        sys.exit(EXIT_FAILED)
+    if b.summary["interrupted"]:
+        sys.exit(EXIT_INTERRUPTED)
+
+
+def _print_compare(c: dict) -> None:
+    ma, mb = c["modes"]
+    w = max(len(r["what"]) for r in c["rows"]) + 2
+    out = sys.stdout
+    out.write(f"{'':{w}}{ma:>14}{mb:>14}\n")
+    for r in c["rows"]:
+        mark = "  *" if r["differs"] else ""
+        out.write(f"{r['what']:{w}}{_cell(r[ma]):>14}{_cell(r[mb]):>14}{mark}\n")
+    for m in (ma, mb):
+        v = c["invariants"][m]
+        out.write(f"\ninvariants ({m}): " + ("all hold (counts add up, per-tracee order, "
+                                               "timestamps increase)" if not v else
+                                               f"{len(v)} violated") + "\n")
+        for x in v:
+            out.write(f"  {x}\n")
+    for t in c["tracers"]:
+        out.write(f"\ntracer {t['tracer']}: {ma} {t[ma]} messages, {mb} {t[mb]} messages\n")
+        for d in t["first_differences"]:
+            out.write(f"  first difference for {d['tracee']} at its message {d['index']}:\n"
+                      f"    {ma}: {d[ma] or '(none)'}\n    {mb}: {d[mb] or '(none)'}\n")
+
+
+def _cell(v) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.3f}" if v < 100 else f"{v:.0f}"
+    return str(v)
+
+
+@cli.command()
+@click.argument("source")
+@click.option("--wrap", "wrap_suffix", help="read a wrap log: SOURCE is the name, this the suffix")
+@click.option("--wrap-count", type=click.IntRange(1, 10000), default=8, show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["dbg", "json", "terms"]), default="dbg",
+              show_default=True)
+@click.option("--timeout", type=float, default=None, help="seconds to wait on an ip port")
+def read(source, wrap_suffix, wrap_count, fmt, timeout):
+    """Print a trace file, a wrap log or an ip trace port (HOST:PORT) as dbg does."""
+    from .reader import read_trace
+    src: Any = source
+    if wrap_suffix:
+        src = (source, "wrap", wrap_suffix, 0, wrap_count)
+    elif not os.path.exists(source) and ":" not in source:
+        click.echo(f"smp-emu: {source}: no such file", err=True)
+        sys.exit(EXIT_FAILED)
+    writer = _TraceWriter(fmt, sys.stdout, False)
+    try:
+        for term in read_trace(src, timeout=timeout):
+            writer("", term)
+    except (DecodeError, OSError, ValueError) as e:
+        click.echo(f"smp-emu: {e}", err=True)
+        sys.exit(EXIT_FAILED)
+    except KeyboardInterrupt:
+        sys.exit(EXIT_INTERRUPTED)
+
+
+@cli.command()
+@click.argument("result", type=click.Path(exists=True, dir_okay=False))
+@click.option("-o", "--output", type=click.Path(dir_okay=False), default="report.html",
+              show_default=True)
+def report(result, output):
+    """Write a self-contained HTML report from a saved run or compare JSON."""
+    from .report import render_report
+    try:
+        with open(result, encoding="utf-8") as f:
+            data = json.load(f)
+        html = render_report(data)
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        click.echo(f"smp-emu: {result}: not a run or compare result: {e}", err=True)
+        sys.exit(EXIT_FAILED)
+    with open(output, "w", encoding="utf-8") as f:
+        f.write(html)
+    click.echo(output)
+
+
+@cli.command()
+@click.argument("scenario", required=False)
+@click.option("--duration", type=click.FloatRange(0.1, 3600), default=3.0, show_default=True,
+              help="seconds the workload runs while faults are injected")
+@click.option("--schedulers", type=click.IntRange(1, 64), default=None)
+@click.option("--mode", type=click.Choice(["smp", "nonsmp"]), default=None)
+@click.option("--seed", type=int, default=None, help="seed of the random faults")
+@click.option("--faults", type=click.IntRange(0, 10000), default=12, show_default=True,
+              help="how many random faults")
+@click.option("--json", "as_json", is_flag=True, help="print the result as JSON on stdout")
+def stress(scenario, duration, schedulers, mode, seed, faults, as_json):
+    """Random faults on top of a workload; exit 1 naming messages that break an invariant."""
+    import random
+    from .compare import check_invariants
+    sc = _load(scenario or "stress" if scenario or _has_example("stress") else None)
+    sc["duration"] = {"seconds": duration, "operations": None}
+    sc["timeout"] = max(sc["timeout"], duration * 10 + 30)
+    rng = random.Random(sc["seed"] if seed is None else seed)
+    extra = _random_faults(sc, rng, duration, faults)
+    try:
+        outcome = _execute(sc, mode, schedulers, None, f"stress {sc['name']}", extra)
+    except KeyboardInterrupt:
+        sys.exit(EXIT_INTERRUPTED)
+    except SmpError as e:
+        click.echo(f"smp-emu: {e}", err=True)
+        sys.exit(EXIT_FAILED)
+    s = outcome.summary
+    violations = check_invariants(outcome, limit=50)
+    s["invariants"] = {"ok": not violations, "violations": violations}
+    s["faults"] = [{k: v for k, v in f.items()} for f in extra]
+    if as_json:
+        sys.stdout.write(json.dumps(s, indent=2, default=repr) + "\n")
+    else:
+        st = s["stats"]
+        sys.stdout.write(f"stress {s['scenario']} ({s['mode']}, {s['schedulers']} scheduler(s), "
+                         f"{len(extra)} faults, {s['elapsed_s']:.2f} s): made {st['made']}, "
+                         f"delivered {st['delivered']}, dropped {st['dropped']}, queued "
+                         f"{st.get('queued', 0)}, suppressed {st.get('suppressed', 0)}\n")
+        for v in violations:
+            sys.stdout.write(f"VIOLATION: {v}\n")
+        if not violations:
+            sys.stdout.write("all invariants hold\n")
+    if s["error"]:
+        click.echo(f"smp-emu: {s['error']}", err=True)
+        sys.exit(EXIT_FAILED)
+    if violations:
+        sys.exit(EXIT_FAILED)
+    if s["interrupted"]:
+        sys.exit(EXIT_INTERRUPTED)
+
+
+def _has_example(name: str) -> bool:
+    from .scenario import example_names
+    return name in example_names()
+
+
+def _random_faults(sc: dict, rng, duration: float, n: int) -> list:
+    collectors = [t["name"] for t in sc["tracers"] if t["kind"] == "collector"]
+    groups = [g["name"] for g in sc["groups"]]
+    actions = []
+    if collectors:
+        actions.append("kill_tracer")
+    if sc["seq_trace"]:
+        actions.append("replace_seq_tracer")
+    if sc["system_monitor"]:
+        actions.append("replace_monitor")
+    if sc["system_profile"]:
+        actions.append("replace_profiler")
+    actions += ["kill_processes", "set_sensitive"]
+    out = []
+    for _ in range(n):
+        a = rng.choice(actions)
+        f = {"action": a, "target": None, "at": round(rng.uniform(0, duration * 0.9), 3),
+             "every": 0.0, "times": 1, "count": 1, "reason": "kill", "value": rng.random() < 0.7,
+             "replace": True}
+        if a == "kill_tracer":
+            f["target"] = rng.choice(collectors)
+        elif a in ("kill_processes", "set_sensitive"):
+            f["target"] = rng.choice(groups)
+            f["count"] = rng.randint(1, 3)
+        out.append(f)
+    return out
+
+
+def main(argv=None) -> None:
+    try:
+        cli.main(args=argv, prog_name="smp-emu", standalone_mode=True)
+    except KeyboardInterrupt:
+        sys.exit(EXIT_INTERRUPTED)
+
+
+if __name__ == "__main__":
+    main()

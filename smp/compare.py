@@ -1,0 +1,195 @@
+"""Invariant checks on one run, and the side-by-side of an smp and a nonsmp run.
+
+Runs in the user's process, on ``smp.workloads.RunOutcome`` values.  The
+checks are the promises of ``erl_trace.c`` that hold in both builds:
+
+* counts add up: made == delivered + dropped + queued, in all and per type;
+* per-tracee order: a tracee's ``send`` messages (and its ``'receive'``
+  messages per sender) carry workload sequence numbers that only increase
+  (workload messages are ``(Tag, Sender, Seq, ...)``);
+* timestamps strictly increase per tracer (the seed takes them under ``smq_mtx``).
+
+Across tracees only per-sender order is promised, so ``compare_runs`` lines
+the two runs up per (tracer, tracee), with pids replaced by stable labels.
+"""
+from __future__ import annotations
+
+from .dbgfmt import format_dbg
+from .terms import Atom, Pid, Port, format_term
+
+__all__ = ["check_invariants", "compare_runs", "normalise"]
+
+_TRACE, _TRACE_TS, _SEQ, _PROFILE = Atom("trace"), Atom("trace_ts"), Atom("seq_trace"), Atom("profile")
+_SEND, _RECEIVE = Atom("send"), Atom("receive")
+
+
+def _ts(term):
+    if type(term) is not tuple or not term:
+        return None
+    if term[0] is _TRACE_TS and len(term) >= 4:
+        return term[-1]
+    if term[0] is _SEQ and len(term) == 4:
+        return term[3]
+    if term[0] is _PROFILE and len(term) >= 5:
+        return term[-1]
+    return None
+
+
+def _valid_ts(ts) -> bool:
+    return type(ts) is tuple and len(ts) == 3 and all(type(x) is int for x in ts)
+
+
+def _seq_of(msg, sender):
+    if (type(msg) is tuple and len(msg) >= 3 and type(msg[0]) is Atom
+            and type(msg[1]) is Pid and type(msg[2]) is int):
+        if sender is None or msg[1] == sender:
+            return msg[1], msg[2]
+    return None
+
+
+def check_invariants(outcome, limit: int = 20) -> list[str]:
+    """Every violated invariant of one run, each naming the messages involved."""
+    out: list[str] = []
+    st = outcome.summary["stats"]
+    queued = st.get("queued", 0)
+    dropped_total = st["dropped"]
+    if st["made"] != st["delivered"] + dropped_total + queued:
+        out.append(f"counts: made {st['made']} != delivered {st['delivered']} + dropped "
+                   f"{dropped_total} + queued {queued}")
+    if queued == 0:
+        dropped_by_type: dict = {}
+        for reason, by_type in st["dropped_by_reason"].items():
+            for t, n in by_type.items():
+                dropped_by_type[t] = dropped_by_type.get(t, 0) + n
+        for t, made in st["made_by_type"].items():
+            got = st["delivered_by_type"].get(t, 0) + dropped_by_type.get(t, 0)
+            if made != got:
+                out.append(f"counts: {t} made {made} != delivered "
+                           f"{st['delivered_by_type'].get(t, 0)} + dropped {dropped_by_type.get(t, 0)}")
+    for name, terms in outcome.messages.items():
+        last_ts = None
+        last_i = None
+        last_seq: dict = {}
+        for i, term in enumerate(terms):
+            ts = _ts(term)
+            if ts is not None and _valid_ts(ts):
+                if last_ts is not None and ts <= last_ts:
+                    out.append(f"tracer {name}: message {i + 1} {format_term(term)} has timestamp "
+                               f"{format_term(ts)}, not after message {last_i + 1} "
+                               f"{format_term(terms[last_i])}")
+                last_ts, last_i = ts, i
+            if type(term) is tuple and term and term[0] in (_TRACE, _TRACE_TS) and len(term) >= 4:
+                tracee, what = term[1], term[2]
+                key = None
+                if what is _SEND and len(term) >= 5:
+                    s = _seq_of(term[3], tracee)
+                    if s:
+                        key = (tracee, "send", s[0]), s[1]
+                elif what is _RECEIVE:
+                    s = _seq_of(term[3], None)
+                    if s:
+                        key = (tracee, "receive", s[0]), s[1]
+                if key:
+                    k, seq = key
+                    prev = last_seq.get(k)
+                    if prev is not None and seq <= prev[0]:
+                        out.append(f"tracer {name}: tracee {tracee!r} order broken: message "
+                                   f"{i + 1} {format_term(term)} after message {prev[1] + 1} "
+                                   f"{format_term(terms[prev[1]])}")
+                    last_seq[k] = (seq, i)
+            if len(out) >= limit:
+                out.append("(more violations not listed)")
+                return out
+    return out
+
+
+# ---------------------------------------------------------------- compare
+def normalise(term, labels: dict):
+    """A term with timestamps dropped and pids/ports replaced by their labels."""
+    if type(term) is tuple and term:
+        if term[0] is _TRACE_TS and len(term) >= 4:
+            term = (_TRACE,) + term[1:-1]
+        elif term[0] is _SEQ and len(term) == 4:
+            term = term[:3]
+        elif term[0] is _PROFILE and len(term) >= 5:
+            term = term[:-1]
+    return _relabel(term, labels)
+
+
+def _relabel(t, labels):
+    if type(t) in (Pid, Port):
+        return Atom(f"<{labels[t]}>") if t in labels else Atom("<pid>" if type(t) is Pid else "<port>")
+    if type(t) is tuple:
+        return tuple(_relabel(x, labels) for x in t)
+    if type(t) is list:
+        return [_relabel(x, labels) for x in t]
+    return t
+
+
+def _by_tracee(terms, labels) -> dict:
+    out: dict = {}
+    for t in terms:
+        n = normalise(t, labels)
+        who = n[1] if type(n) is tuple and len(n) > 1 and n[0] is _TRACE else Atom("*")
+        out.setdefault(format_term(who).strip("'"), []).append(n)
+    return out
+
+
+def compare_runs(a, b, first: int = 3) -> dict:
+    """Side by side of two runs (``a`` nonsmp, ``b`` smp, say); JSON-able."""
+    sa, sb = a.summary, b.summary
+    rows = []
+
+    def row(what, x, y):
+        rows.append({"what": what, a_mode: x, b_mode: y, "differs": x != y})
+
+    a_mode, b_mode = sa["mode"], sb["mode"]
+    if a_mode == b_mode:
+        a_mode, b_mode = a_mode + "(a)", b_mode + "(b)"
+    ta, tb = sa["stats"], sb["stats"]
+    for key in ("made", "delivered", "dropped", "queued", "suppressed", "fake_schedule_pairs",
+                "tracer_checks_reset", "messages_sent"):
+        row(key, ta.get(key, 0), tb.get(key, 0))
+    types = sorted(set(ta["made_by_type"]) | set(tb["made_by_type"]))
+    for t in types:
+        row(f"made {t}", ta["made_by_type"].get(t, 0), tb["made_by_type"].get(t, 0))
+        row(f"delivered {t}", ta["delivered_by_type"].get(t, 0), tb["delivered_by_type"].get(t, 0))
+    for kind in ("dropped_by_reason", "suppressed_by_reason"):
+        reasons = sorted(set(ta.get(kind, {})) | set(tb.get(kind, {})))
+        for r in reasons:
+            ts = sorted(set(ta.get(kind, {}).get(r, {})) | set(tb.get(kind, {}).get(r, {})))
+            for t in ts:
+                row(f"{kind.split('_')[0]} {r} {t}", ta.get(kind, {}).get(r, {}).get(t, 0),
+                    tb.get(kind, {}).get(r, {}).get(t, 0))
+    row("throughput made/s", sa["throughput"]["made_per_s"], sb["throughput"]["made_per_s"])
+    row("elapsed s", sa["elapsed_s"], sb["elapsed_s"])
+    row("latency p50 ns", sa["latency_ns"]["p50"], sb["latency_ns"]["p50"])
+    row("latency p99 ns", sa["latency_ns"]["p99"], sb["latency_ns"]["p99"])
+    order = {a_mode: check_invariants(a), b_mode: check_invariants(b)}
+    tracers = []
+    for name in sorted(set(a.messages) | set(b.messages)):
+        ga = _by_tracee(a.messages.get(name, []), a.labels)
+        gb = _by_tracee(b.messages.get(name, []), b.labels)
+        diffs = []
+        for who in sorted(set(ga) | set(gb)):
+            xa, xb = ga.get(who, []), gb.get(who, [])
+            for i in range(max(len(xa), len(xb))):
+                ma = xa[i] if i < len(xa) else None
+                mb = xb[i] if i < len(xb) else None
+                if ma != mb:
+                    diffs.append({"tracee": who, "index": i + 1,
+                                  a_mode: _show(ma), b_mode: _show(mb)})
+                    break
+            if len(diffs) >= first:
+                break
+        tracers.append({"tracer": name, a_mode: len(a.messages.get(name, [])),
+                        b_mode: len(b.messages.get(name, [])), "first_differences": diffs})
+    return {"modes": [a_mode, b_mode], "rows": rows, "invariants": order,
+            "tracers": tracers, "runs": {a_mode: sa, b_mode: sb}}
+
+
+def _show(term) -> str | None:
+    if term is None:
+        return None
+    text = format_dbg(term).rstrip("\n") or format_term(term)
+    return text.replace("'<", "<").replace(">'", ">")
