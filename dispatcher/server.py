@@ -33,6 +33,7 @@ import dill
 import zmq
 
 from smp import messages as M
+from smp import wire
 from smp.clock import Clock
 from smp.dispatch import DELIVER_PID, DELIVER_PORT, disp_failure, resolve
 from smp.errors import BadArg
@@ -80,7 +81,7 @@ def _check_batch(obj, nsched: int) -> None:
 def _sender_of(raw: bytes) -> str:
     """Name the sender of a rejected frame as well as the frame allows."""
     try:
-        obj = pickle.loads(raw)
+        obj = wire.loads(raw)
         if type(obj) is tuple and len(obj) >= 2 and type(obj[1]) is int:
             return f"scheduler {obj[1]}"
     except Exception:
@@ -155,13 +156,17 @@ class Dispatcher:
                 continue
             raw = sock.recv()
             try:
-                obj = pickle.loads(raw)
+                obj = wire.loads(raw)
+                if type(obj) is not tuple or not obj:
+                    raise ValueError("frame is not a tuple")
                 kind = obj[0]
                 if kind == "b":
                     _check_batch(obj, self.nsched)
                     self._ingest_batch(obj[1], obj[2])
                 elif kind == "fin":
                     k = obj[1]
+                    if type(k) is not int or not 1 <= k <= self.nsched:
+                        raise ValueError(f"fin from unknown scheduler {k!r}")
                     s = inboxes.get(k)
                     if s is None:
                         s = inboxes[k] = self.ctx.socket(zmq.PUSH)

@@ -985,10 +985,7 @@ class Node:
             if value not in (True, False, am_true, am_false):
                 raise Error(am_badarg)
             on = value in (True, am_true)
-            if p.token is None:
-                if not on:
-                    return am_false
-                p.token = [0, 0, 0, p.pid, 0]
+            self.new_seq_trace_token(p)
             old = am_true if p.token[0] & bits[name] else am_false
             if on:
                 p.token[0] |= bits[name]
@@ -998,9 +995,7 @@ class Node:
         if name == "label":
             if type(value) is not int:
                 raise Error(am_badarg)
-            if p.token is None:
-                p.token = [0, value, 0, p.pid, 0]
-                return am_false
+            self.new_seq_trace_token(p)
             old = p.token[1]
             p.token[1] = value
             return old
@@ -1008,15 +1003,19 @@ class Node:
             if (type(value) is not tuple or len(value) != 2
                     or not all(type(v) is int and v >= 0 for v in value)):
                 raise Error(am_badarg)
-            if p.token is None:
-                p.token = [0, 0, 0, p.pid, 0]
-                old = am_false
-            else:
-                old = (p.token[4], p.token[2])
+            self.new_seq_trace_token(p)
+            old = (p.token[4], p.token[2])
             p.token[4], p.token[2] = value
             p.seq_lastcnt, p.seq_clock = value
             return old
         raise Error(am_badarg)
+
+    @staticmethod
+    def new_seq_trace_token(p: Proc) -> None:
+        """erl_bif_trace.c ``new_seq_trace_token``: ``{0, 0, 0, Self, 0}`` when
+        there is none; ``seq_trace/2`` reads the old value after it."""
+        if p.token is None:
+            p.token = [0, 0, 0, p.pid, 0]
 
     def op_set_token(self, p: Proc, token):
         old = [] if p.token is None else tuple(p.token)

@@ -105,6 +105,11 @@ async def go(proc, to):
     await proc.send(to, A.go)
 
 
+async def forever(proc):
+    while True:
+        await proc.receive()
+
+
 def test_tracer_without_tracer_mark():
     """A live tracer pid without the tracer mark is no tracer: the tracee is
     reset and nothing is made (``ERTS_GET_TRACER_REF``).  The public API
@@ -114,7 +119,7 @@ def test_tracer_without_tracer_mark():
     from smp.flags import F_TRACE_SEND, F_TRACER
     node = Node(sched_id=1, nsched=1, smp=False)
     tracer = node.spawn_local(node.new_pid(), waiter, (), kept=True)
-    sink = node.spawn_local(node.new_pid(), waiter, (), kept=True)
+    sink = node.spawn_local(node.new_pid(), forever, (), kept=True)
     p = node.spawn_local(node.new_pid(), chatter, (sink.pid, 2))
     p.flags |= F_TRACE_SEND
     p.tracer = tracer.pid

@@ -74,7 +74,8 @@ def test_seq_trace_chain_serials(vm):
 
 def test_seq_trace_report_sends(vm):
     a, b, c, st, report = _chain(vm)
-    rep = [m for m in vm.messages(st) if m[2][3] == report]
+    # the collector's receives are traced too (the messages carry the token)
+    rep = [m for m in vm.messages(st) if m[2][3] == report and m[2][0] is A.send]
     assert rep == [
         (ST, 7, (A.send, (0, 1), a, report, (A.a, (SEND | RECV, 7, 0, a, 0)))),
         (ST, 7, (A.send, (2, 3), b, report, (A.b, (SEND | RECV, 7, 2, a, 0)))),
@@ -115,13 +116,15 @@ def test_seq_trace_print(vm):
     vm.run()
     assert vm.messages(st) == [(ST, 3, (A.print, (0, 1), p, [], A.hello)),
                                (ST, 3, (A.print, (0, 2), p, [], A.again))]
-    assert vm.messages(report) == [(PRINT, 3, 3, p, 0)]
+    # each print advances the serial as a send does (seq_trace_update_send)
+    assert vm.messages(report) == [(PRINT, 3, 2, p, 0)]
     assert not vm.is_alive(p)       # every assert in the body held
     check_counts(vm)
 
 
 async def serial_setter(proc, report):
-    assert await proc.seq_trace(A.serial, (5, 9)) == A.false
+    # no token yet: a new one {0, 0, 0, Self, 0} is made first
+    assert await proc.seq_trace(A.serial, (5, 9)) == (0, 0)
     await proc.seq_trace(A.send, True)
     assert await proc.seq_trace(A.serial, (5, 9)) == (5, 9)
     await proc.send(report, A.x)
@@ -136,7 +139,8 @@ def test_seq_trace_serial(vm):
     vm.run()
     # serial {P, C}: lastcnt P, clock C; a send makes serial C+1
     assert vm.messages(st)[0] == (ST, 0, (A.send, (5, 10), p, report, A.x))
-    assert vm.messages(report) == [A.x, (SEND, 0, 11, p, 5)]
+    assert vm.messages(report) == [A.x, (SEND, 0, 10, p, 5)]
+    assert not vm.is_alive(p)
     check_counts(vm)
 
 
@@ -195,3 +199,21 @@ async def token_setter(proc, report):
     await proc.send(report, old1)
     await proc.send(report, old2)
     await proc.send(report, await proc.get_token())
+
+
+async def token_maker(proc, report):
+    await proc.send(report, await proc.seq_trace(A.send, False))    # makes a token
+    await proc.send(report, await proc.get_token())
+    await proc.set_token([])
+    await proc.send(report, await proc.seq_trace(A.label, 5))       # old label of a new token
+    await proc.send(report, await proc.seq_trace(A.label, 6))
+    await proc.send(report, await proc.get_token())
+
+
+def test_seq_trace_new_token_values(vm):
+    """``new_seq_trace_token`` runs before the old value is read."""
+    report = vm.spawn_collector()
+    p = vm.spawn(token_maker, report)
+    vm.run()
+    assert vm.messages(report) == [A.false, (0, 0, 0, p, 0), 0, 5, (0, 6, 0, p, 0)]
+    check_counts(vm)

@@ -55,7 +55,7 @@ from smp.terms import Atom, Pid  # noqa: E402
 try:
     from rich.console import Console
     from rich.table import Table
-    _console = Console(highlight=False)
+    _console = Console(highlight=False, width=max(150, shutil.get_terminal_size((150, 40)).columns))
 except Exception:  # rich is optional
     _console = None
 
