@@ -335,7 +335,7 @@ class Worker:
         if cmd == "reply":
             pid, value = args
             p = node.procs.get(pid)
-            if p is not None and p.status == "waiting":
+            if p is not None and p.status == "suspended" and p.pending_exit is None:
                 p.resume = value
                 node._make_runnable(p)
             return None

@@ -680,7 +680,9 @@ class Emulator:
                     waits = [s["timer_in"] for s in sts.values()
                              if s["timer_in"] is not None and s["idle"]]
                     all_idle = all(s["idle"] for s in sts.values())
-                    pause = min([0.02] + waits) if all_idle else 0.002
+                    # idle with a timer: sleep towards it; otherwise messages are
+                    # in flight or processes run: look again soon
+                    pause = min([0.02] + waits) if (all_idle and waits) else 0.001
                     self._pump(pause)
         finally:
             self._running = False
