@@ -246,6 +246,14 @@ class Worker:
             pid = node.new_pid()
             node.spawn_local(pid, fun, fargs, kept=kept)
             return pid
+        if cmd == "spawn_many":
+            fun, arglist = args
+            out = []
+            for fargs in arglist:
+                pid = node.new_pid()
+                node.spawn_local(pid, fun, fargs)
+                out.append(pid)
+            return out
         if cmd == "define":
             m, f, arity, fn = args
             node.functions[(m, f, arity)] = fn

@@ -460,6 +460,21 @@ class Emulator:
             raise BadArg(f"process body must be an async def function, not {fun!r}")
         return self._sched_call(self._place(scheduler), "spawn", fun, args, False)
 
+    def spawn_many(self, fun, args_list, scheduler: int | None = None) -> list[Pid]:
+        """Spawn ``fun(proc, *args)`` for each ``args`` in ``args_list`` with one
+        request per scheduler (round-robin, or all on ``scheduler``)."""
+        if not inspect.iscoroutinefunction(fun):
+            raise BadArg(f"process body must be an async def function, not {fun!r}")
+        plan: dict[int, list[int]] = {}
+        for i, _ in enumerate(args_list):
+            plan.setdefault(self._place(scheduler), []).append(i)
+        out: list = [None] * len(args_list)
+        for k, idxs in plan.items():
+            pids = self._sched_call(k, "spawn_many", fun, [tuple(args_list[i]) for i in idxs])
+            for i, pid in zip(idxs, pids):
+                out[i] = pid
+        return out
+
     def spawn_collector(self, scheduler: int | None = None) -> Pid:
         """A process that receives forever; ``messages(pid)`` lists what it got."""
         return self._sched_call(self._place(scheduler), "spawn", collector, (), True)

@@ -85,3 +85,18 @@ def test_no_loss_at_exit(rep):
     assert made_by_schedulers > 0
     assert d["made"] == made_by_schedulers
     assert d["made"] == d["delivered"] + d["dropped"] + d["queued"]
+
+
+async def hello(proc, peer):
+    await proc.send(peer, (A("hi"), proc.pid))
+
+
+def test_thousands_of_processes_per_scheduler(smp2):
+    vm = smp2
+    sink = vm.spawn_collector()
+    pids = vm.spawn_many(hello, [(sink,)] * 4000)
+    assert len(set(pids)) == 4000
+    vm.run(timeout=60)
+    got = vm.messages(sink)
+    assert sorted(m[1] for m in got) == sorted(pids)
+    assert vm.statistics()["processes"] == 1      # only the collector is left
