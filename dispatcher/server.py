@@ -416,7 +416,7 @@ class Dispatcher:
             if tp is None:
                 raise BadArg(f"no trace port {port_id!r}")
             if method == "terms":
-                return tp.terms() if hasattr(tp, "terms") else None
+                return tp.terms(*a) if hasattr(tp, "terms") else None
             if method == "close":
                 with self.smq:   # not in the middle of a write
                     tp.close()

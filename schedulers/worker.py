@@ -279,7 +279,7 @@ class Worker:
             p = node.procs.get(args[0])
             if p is None or p.kept is None:
                 raise BadArg(f"{args[0]!r} is not a collector")
-            return list(p.kept)
+            return p.kept[args[1]:] if len(args) > 1 else list(p.kept)
         if cmd == "process_info":
             p = node.procs.get(args[0])
             if p is None or p.status == "exited":
@@ -331,7 +331,7 @@ class Worker:
             if tp is None:
                 raise BadArg(f"no trace port {port_id!r}")
             if method == "terms":
-                return tp.terms() if hasattr(tp, "terms") else None
+                return tp.terms(*a) if hasattr(tp, "terms") else None
             if method == "close":
                 tp.close()
                 node.state.trace_check_exiting(port_id, smp=False)

@@ -407,7 +407,15 @@ class Emulator:
             return bool(self._disp_call("valid_port", port))
         return False
 
+    def _replicas_current(self) -> None:
+        """Every scheduler has taken in every state publication made so far
+        (dead pids, tracer marks): a tracer that just died is seen as dead."""
+        self._sync_dispatcher()
+        self._all_scheds("wait_published", self._disp_call("pub_seq"))
+
     def bk_trace_apply(self, spec, how, bits, tracer) -> int:
+        if self.smp:
+            self._replicas_current()
         if type(spec) is Pid:
             return self._sched_call(self._owner(spec), "trace_apply", spec, how, bits, tracer)
         if type(spec) is Port:
@@ -487,9 +495,10 @@ class Emulator:
         self._rr = self._rr % self.nsched + 1
         return self._rr
 
-    def messages(self, pid: Pid) -> list:
-        """What the collector ``pid`` received, in arrival order."""
-        return self._sched_call(self._owner(pid), "messages", pid)
+    def messages(self, pid: Pid, start: int = 0) -> list:
+        """What the collector ``pid`` received, in arrival order (from index
+        ``start`` on, so a stream can fetch only what is new)."""
+        return self._sched_call(self._owner(pid), "messages", pid, start)
 
     def process_info(self, pid: Pid) -> dict | None:
         return self._sched_call(self._owner(pid), "process_info", pid)
@@ -580,9 +589,9 @@ class Emulator:
             return self._disp_call("trace_port_call", port, method, args)
         return self._sched_call(1, "trace_port_call", port, method, args)
 
-    def trace_port_terms(self, port: Port) -> list:
-        """The terms written so far to a ``memory`` trace port."""
-        return self._port_call(port, "terms")
+    def trace_port_terms(self, port: Port, start: int = 0) -> list:
+        """The terms written so far to a ``memory`` trace port (from ``start`` on)."""
+        return self._port_call(port, "terms", start)
 
     def trace_port_info(self, port: Port) -> dict:
         return self._port_call(port, "info")
@@ -646,6 +655,15 @@ class Emulator:
         return d
 
     # ================================================================ run
+    def run_for(self, seconds: float) -> bool:
+        """Run for at most ``seconds``; True when the system became quiet,
+        False when it is still busy (it is paused again either way)."""
+        try:
+            self.run(timeout=seconds)
+            return True
+        except EmulatorTimeout:
+            return False
+
     def run(self, timeout: float = 10.0) -> None:
         """Run until quiet; raises ``EmulatorTimeout`` naming what is still busy,
         ``SchedulerLost`` (after the rest became quiet) when a scheduler died,

@@ -41,9 +41,9 @@ class MemoryTracePort:
     def close(self) -> None:
         self.closed = True
 
-    def terms(self) -> list:
+    def terms(self, start: int = 0) -> list:
         from .etf import decode
-        return [decode(p) for p in self.payloads]
+        return [decode(p) for p in self.payloads[start:]]
 
     @property
     def stats(self) -> dict:
