@@ -634,10 +634,11 @@ def execute(sc: dict, *, mode: str | None = None, schedulers: int | None = None,
                     if time.monotonic() >= deadline:
                         error = f"run not finished within {sc['timeout']:g} s: {e}"
                         break
-                pull()
+                if on_trace is not None:
+                    pull()      # messages() returns the whole list: only when streaming
                 if on_progress:
                     on_progress({"elapsed": time.perf_counter() - t0,
-                                 "received": sum(offsets.values())})
+                                 "received": sum(len(m) for m in messages.values())})
                 slice_s = min(slice_s * 1.5, 2.0)
             elapsed = time.perf_counter() - t0
             pull()

@@ -1,0 +1,179 @@
+"""``smp-emu`` driven as a user drives it: CliRunner in-process, and a real
+subprocess for exit codes and Ctrl-C."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+
+import psutil
+import pytest
+from click.testing import CliRunner
+
+from smp.cli import cli
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+SMALL = """\
+name = "small"
+mode = "nonsmp"
+seed = 1
+[duration]
+operations = 5
+[[tracers]]
+name = "t1"
+[[tracers]]
+name = "f"
+kind = "file"
+path = "{path}"
+[[groups]]
+name = "pp"
+workload = "ping_pong"
+trace = ["send", "receive", "timestamp"]
+tracer = "t1"
+[[groups]]
+name = "calls"
+workload = "calls"
+trace = ["call"]
+tracer = "f"
+[[patterns]]
+mfa = ["wl_calls", "_", "_"]
+match_spec = "exception_trace"
+"""
+
+
+@pytest.fixture
+def small(tmp_path):
+    trace = tmp_path / "calls.trace"
+    p = tmp_path / "small.toml"
+    p.write_text(SMALL.format(path=trace))
+    return p, trace
+
+
+def _env():
+    env = dict(os.environ)
+    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
+    return env
+
+
+def test_default_run_prints_dbg_trace():
+    r = CliRunner().invoke(cli, ["run", "--mode", "nonsmp"])
+    assert r.exit_code == 0, r.output
+    assert " ! {ping," in r.output
+    assert "call wl_calls:fib(" in r.output
+
+
+def test_json_summary_parses(small):
+    path, _ = small
+    r = CliRunner().invoke(cli, ["run", str(path), "--json"])
+    assert r.exit_code == 0, r.output
+    s = json.loads(r.output)
+    assert s["mode"] == "nonsmp" and s["completed"] and not s["interrupted"]
+    st = s["stats"]
+    assert st["made"] == st["delivered"] + st["dropped"] + st["queued"] > 0
+    assert s["invariants"]["ok"]
+    assert s["tracers"]["t1"]["received"] > 0
+
+
+def test_json_lines_format(small):
+    path, _ = small
+    r = CliRunner().invoke(cli, ["run", str(path), "--format", "json"])
+    assert r.exit_code == 0, r.output
+    lines = [json.loads(x) for x in r.output.splitlines()]
+    assert lines[-1]["kind"] == "summary"
+    assert all(x["kind"] == "trace" for x in lines[:-1]) and len(lines) > 1
+
+
+def test_read_trace_file_written_by_a_run(small):
+    path, trace = small
+    r = CliRunner().invoke(cli, ["run", str(path), "--out", os.devnull])
+    assert r.exit_code == 0, r.output
+    assert trace.exists()
+    r = CliRunner().invoke(cli, ["read", str(trace)])
+    assert r.exit_code == 0, r.output
+    assert "call wl_calls:check(-1)" in r.output
+    assert "exception_from {wl_calls,check,1} {error,badarg}" in r.output
+
+
+def test_read_missing_file_fails():
+    r = CliRunner().invoke(cli, ["read", "/nonexistent/trace.bin"])
+    assert r.exit_code == 1
+    assert "no such file" in r.output
+
+
+def test_bad_scenario_names_key_and_line(tmp_path):
+    p = tmp_path / "bad.toml"
+    p.write_text('name = "x"\n\n[[groups]]\nname = "g"\nworkload = "ping_pong"\ncount = -1\n')
+    r = CliRunner().invoke(cli, ["run", str(p)])
+    assert r.exit_code == 2
+    assert f"{p}:6: groups[0].count: must be an integer >= 1, not -1" in r.output
+
+
+def test_unknown_flag_is_a_usage_error():
+    r = subprocess.run([sys.executable, "-m", "smp.cli", "run", "--no-such-flag"],
+                       capture_output=True, text=True, env=_env(), timeout=60)
+    assert r.returncode == 2
+    assert "No such option" in r.stderr
+
+
+def test_compare_shows_both_modes(tmp_path):
+    p = tmp_path / "cmp.toml"
+    p.write_text('name = "cmp"\nseed = 2\n[duration]\noperations = 3\n[[tracers]]\nname = "t"\n'
+                 '[[groups]]\nname = "pp"\nworkload = "ping_pong"\ntrace = ["send"]\ntracer = "t"\n')
+    r = CliRunner().invoke(cli, ["compare", str(p)])
+    assert r.exit_code == 0, r.output
+    assert "nonsmp" in r.output and "smp" in r.output
+    assert "invariants (nonsmp): all hold" in r.output
+    assert "invariants (smp): all hold" in r.output
+    r = CliRunner().invoke(cli, ["compare", str(p), "--json"])
+    c = json.loads(r.output)
+    assert c["modes"] == ["nonsmp", "smp"]
+    made = next(x for x in c["rows"] if x["what"] == "made")
+    assert made["nonsmp"] == made["smp"] == 7       # ping: 3 pings + stop; pong: 3 pongs
+
+
+def test_report_is_self_contained(small, tmp_path):
+    path, _ = small
+    r = CliRunner().invoke(cli, ["run", str(path), "--json"])
+    res = tmp_path / "run.json"
+    res.write_text(r.output)
+    out = tmp_path / "report.html"
+    r = CliRunner().invoke(cli, ["report", str(res), "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    html = out.read_text()
+    assert "<svg" in html and "http" not in html.replace('xmlns="http://www.w3.org/2000/svg"', "")
+
+
+def test_stress_nonsmp_holds_invariants():
+    r = CliRunner().invoke(cli, ["stress", "--duration", "0.3", "--mode", "nonsmp", "--json"])
+    assert r.exit_code == 0, r.output
+    s = json.loads(r.output)
+    assert s["invariants"]["ok"] and len(s["faults"]) == 12
+
+
+def test_ctrl_c_stops_cleanly_and_prints_summary():
+    p = subprocess.Popen([sys.executable, "-m", "smp.cli", "run", "long", "--format", "json"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
+    try:
+        first: list = []
+        t = threading.Thread(target=lambda: first.append(p.stdout.readline()), daemon=True)
+        t.start()
+        t.join(60)      # wait (bounded) for the first trace line
+        assert first and json.loads(first[0])["kind"] == "trace"
+        children = psutil.Process(p.pid).children(recursive=True)
+        assert children, "the run should have scheduler processes"
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate()
+    assert p.returncode == 130, err
+    summary = json.loads(out.strip().splitlines()[-1])
+    assert summary["kind"] == "summary" and summary["interrupted"]
+    assert summary["stats"]["made"] > 0
+    gone, alive = psutil.wait_procs(children, timeout=5)
+    assert not [c for c in alive if c.status() != psutil.STATUS_ZOMBIE]
