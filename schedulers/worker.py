@@ -38,6 +38,7 @@ __all__ = ["scheduler_main", "SmpTransport"]
 
 BATCH = 256
 HWM = 1000           # frames (batches) a socket buffers before push-back
+FLUSH_AFTER_NS = 1_000_000   # a batch waits at most ~1 ms while processes run
 _PICKLE = pickle.HIGHEST_PROTOCOL
 
 
@@ -51,8 +52,11 @@ class SmpTransport:
         self.rpc_seq = 0
         self.sys_made = 0
         self.sys_items = 0
+        self.first_ns = 0
 
     def sys(self, m) -> None:
+        if not self.sys_out:
+            self.first_ns = time.monotonic_ns()
         self.sys_out.append(("m", m.type, m.from_, m.to, m.ts_kind, pickle.dumps(m.msg, _PICKLE),
                              time.monotonic_ns()))
         self.sys_made += 1
@@ -61,6 +65,8 @@ class SmpTransport:
             self.w.flush_sys()
 
     def table_event(self, ev) -> None:
+        if not self.sys_out:
+            self.first_ns = time.monotonic_ns()
         self.sys_out.append(("e",) + ev)
         self.sys_items += 1
 
@@ -435,8 +441,12 @@ class Worker:
             if self.running and clear:
                 node.run_some(32)
             busy = self.running and clear and node.runq
+            t = self.transport
             if not busy:
                 self.flush()
+            elif t is not None and (t.sys_out or t.peer_out) and (
+                    time.monotonic_ns() - t.first_ns > FLUSH_AFTER_NS or t.peer_out):
+                self.flush()   # bound the latency of a batch while processes keep running
             timeout = 0
             if not busy:
                 timeout = 100 if clear else 5

@@ -247,8 +247,15 @@ class Emulator:
         if self._closed:
             raise SmpError("emulator is closed")
 
-    def _send_sched(self, k: int, req_id, cmd: str, args) -> None:
-        self.ctl.send_multipart([f"s{k}".encode(), dill.dumps((req_id, cmd, args))])
+    def _send_sched(self, k: int, req_id, cmd: str, args) -> bool:
+        """False when scheduler ``k`` is no longer connected (it exited)."""
+        try:
+            self.ctl.send_multipart([f"s{k}".encode(), dill.dumps((req_id, cmd, args))])
+            return True
+        except zmq.error.ZMQError as e:
+            if e.errno != zmq.EHOSTUNREACH:
+                raise
+            return False
 
     def _pump(self, timeout: float) -> None:
         """Take whatever the schedulers sent: replies, process BIF requests, goodbyes."""
@@ -279,7 +286,9 @@ class Emulator:
         if k in self.lost_schedulers:
             raise SchedulerLost(f"scheduler {k} is lost: {self.lost_schedulers[k]}")
         req = next(self._req)
-        self._send_sched(k, req, cmd, args)
+        if not self._send_sched(k, req, cmd, args):
+            self._scheduler_gone(k)
+            raise SchedulerLost(f"scheduler {k} is lost: {self.lost_schedulers.get(k, 'disconnected')}")
         deadline = time.monotonic() + timeout
         while req not in self._replies:
             if time.monotonic() > deadline:
@@ -298,8 +307,10 @@ class Emulator:
         reqs = {}
         for k in self._live():
             req = next(self._req)
-            self._send_sched(k, req, cmd, args)
-            reqs[k] = req
+            if self._send_sched(k, req, cmd, args):
+                reqs[k] = req
+            else:
+                self._scheduler_gone(k)
         out = {}
         deadline = time.monotonic() + 30
         for k, req in reqs.items():
@@ -327,6 +338,12 @@ class Emulator:
             if not self._sched_proc(k).is_alive():
                 self._scheduler_lost(k)
 
+    def _scheduler_gone(self, k: int) -> None:
+        """A scheduler disconnected: wait (briefly) for its process to end."""
+        self._sched_proc(k).join(2)
+        if not self._sched_proc(k).is_alive():
+            self._scheduler_lost(k)
+
     def _scheduler_lost(self, k: int) -> None:
         if k in self.lost_schedulers:
             return
@@ -336,7 +353,7 @@ class Emulator:
                                             else f" with exit code {code}"))
         self.lost_schedulers[k] = why
         pids: list = []
-        if self.smp:
+        if self.smp and self._procs[0].is_alive():
             pids = self._disp_call("scheduler_lost", k)
             self._all_scheds("scheduler_lost", k, pids)
         self._new_losses.append(f"scheduler {k} ({why}): {len(pids)} process(es) on it treated "
@@ -345,7 +362,11 @@ class Emulator:
     def _dispatcher_lost(self) -> None:
         proc = self._procs[0]
         code = proc.exitcode
-        made = sum(s["sys_made"] for s in self._all_scheds("status").values())
+        try:
+            made = sum(s["sys_made"] for s in self._all_scheds("status").values())
+        except SmpError:
+            made = 0
+        made = max(made, getattr(self, "_last_made", 0))
         last = getattr(self, "_last_disp_status", None)
         settled = 0 if last is None else last["settled"]
         for k in self._live():
@@ -686,6 +707,7 @@ class Emulator:
                             for s in sts.values())
                 snap = tuple((k, tuple(s["peer_recv"]), s["sys_made"], s["deliveries"])
                              for k, s in sorted(sts.items()))
+                self._last_made = sum(s["sys_made"] for s in sts.values())
                 if quiet and self.smp:
                     d = self._disp_call("status")
                     self._last_disp_status = d

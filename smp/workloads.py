@@ -611,9 +611,8 @@ def execute(sc: dict, *, mode: str | None = None, schedulers: int | None = None,
 
         def pull():
             for name, pid in collectors.items():
-                got = vm.messages(pid)
-                new = got[offsets[name]:]
-                offsets[name] = len(got)
+                new = vm.messages(pid, start=offsets[name])
+                offsets[name] += len(new)
                 messages[name].extend(new)
                 if name in printed:
                     for term in new:
@@ -626,16 +625,14 @@ def execute(sc: dict, *, mode: str | None = None, schedulers: int | None = None,
         slice_s = 0.2
         try:
             while True:
-                try:
-                    vm.run(timeout=min(slice_s, max(0.01, deadline - time.monotonic())))
+                if vm.run_for(min(slice_s, max(0.01, deadline - time.monotonic()))):
                     completed = True
                     break
-                except EmulatorTimeout as e:
-                    if time.monotonic() >= deadline:
-                        error = f"run not finished within {sc['timeout']:g} s: {e}"
-                        break
+                if time.monotonic() >= deadline:
+                    error = f"run not finished within {sc['timeout']:g} s"
+                    break
                 if on_trace is not None:
-                    pull()      # messages() returns the whole list: only when streaming
+                    pull()      # only what is new since the last slice
                 if on_progress:
                     on_progress({"elapsed": time.perf_counter() - t0,
                                  "received": sum(len(m) for m in messages.values())})
