@@ -388,7 +388,9 @@ class Node:
                     self.profile_runnable_proc(p, am_inactive)
                 return
             elif kind == RPC:
-                p.status = WAITING
+                # waiting for the controller's answer to a BIF: a message
+                # arriving meanwhile must not wake it (only the answer or a kill)
+                p.status = SUSPENDED
                 p.timer_gen += 1
                 self._schedule_out(p)
                 return
@@ -783,6 +785,20 @@ class Node:
         from .process import _ONE_RED
         await _ONE_RED
         return result
+
+    def _tracer_gone(self, tracer) -> bool:
+        """For the BIFs (trace/3, trace_info/2): is this tracer known to be gone?
+
+        Asks liveness, not the tracer mark: in smp the mark of a tracer on
+        another scheduler reaches this replica asynchronously, and a BIF
+        served between runs must not take a just-installed tracer for a dead
+        one.  A port tracer is the dispatcher's; in smp a closed one is found
+        by the dispatcher (port_closed) and by the tracee when scheduled in."""
+        if type(tracer) is Pid:
+            return not self.is_alive(tracer)
+        if self.smp:
+            return False
+        return not self.is_valid_tracer_port(tracer)
 
     def _tracer_valid_now(self, tracer) -> bool:
         if type(tracer) is Pid:
@@ -1373,9 +1389,9 @@ class Node:
             if type(spec) is not Pid and type(spec) is not Port:
                 if how and tid == tracer:
                     continue
-                if how and t.tracer is not NIL and t.tracer != tracer and self._tracer_valid_now(t.tracer):
+                if how and t.tracer is not NIL and t.tracer != tracer and not self._tracer_gone(t.tracer):
                     continue
-            elif how and t.tracer is not NIL and t.tracer != tracer and self._tracer_valid_now(t.tracer):
+            elif how and t.tracer is not NIL and t.tracer != tracer and not self._tracer_gone(t.tracer):
                 raise BadArg(f"{tid!r} already has another tracer")
             if how:
                 t.flags |= bits
@@ -1402,7 +1418,7 @@ class Node:
         t = self.procs.get(pid) if type(pid) is Pid else self.ports.get(pid)
         if t is None or getattr(t, "status", None) == EXITED or getattr(t, "closed", False):
             return am_undefined
-        if t.tracer is not NIL and not self._tracer_valid_now(t.tracer):
+        if t.tracer is not NIL and self._tracer_gone(t.tracer):
             t.flags &= ~TRACEE_FLAGS
             t.tracer = NIL
         if item == "flags":

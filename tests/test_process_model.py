@@ -1,0 +1,243 @@
+"""The process model under the trace points: links and exit signals,
+selective receive, spawn_link, the registry, sensitive processes and
+preemption.  Both modes unless stated."""
+from __future__ import annotations
+
+import pytest
+
+import smp
+from smp.terms import A, Atom
+
+T = A.trace
+
+
+def check_counts(vm) -> dict:
+    s = vm.statistics()
+    assert s["made"] == s["delivered"] + s["dropped"] + s["queued"]
+    return s
+
+
+def mfa(fun, arity: int = 0) -> tuple:
+    return (Atom(fun.__module__), Atom(fun.__name__), arity)
+
+
+async def waiter(proc):
+    await proc.receive()
+
+
+async def forever(proc):
+    while True:
+        await proc.receive()
+
+
+async def noop(proc):
+    return None
+
+
+async def trapper(proc, report):
+    await proc.process_flag(A.trap_exit, True)
+    while True:
+        await proc.send(report, await proc.receive())
+
+
+async def linked_dier(proc, other, reason):
+    await proc.link(other)
+    await proc.exit(reason)
+
+
+async def link_then_wait(proc, other):
+    await proc.link(other)
+    await proc.receive()
+
+
+# ---------------------------------------------------------------- links and exits
+def test_exit_signal_kills_linked(vm):
+    w = vm.spawn(waiter)
+    vm.run()
+    p = vm.spawn(linked_dier, w, A.boom)
+    vm.run()
+    assert not vm.is_alive(w) and not vm.is_alive(p)
+
+
+def test_trap_exit_gets_exit_message(vm):
+    report = vm.spawn_collector()
+    tr = vm.spawn(trapper, report)
+    vm.run()
+    p = vm.spawn(linked_dier, tr, A.boom)
+    q = vm.spawn(linked_dier, tr, A.normal)
+    vm.run()
+    assert sorted(vm.messages(report), key=lambda m: m[1]) == sorted(
+        [(A.EXIT, p, A.boom), (A.EXIT, q, A.normal)], key=lambda m: m[1])
+    assert vm.is_alive(tr)
+
+
+def test_normal_exit_ignored_when_not_trapping(vm):
+    w = vm.spawn(waiter)
+    vm.run()
+    vm.spawn(linked_dier, w, A.normal)
+    vm.run()
+    assert vm.is_alive(w)
+
+
+async def kills(proc, to):
+    await proc.exit(to, A.kill)
+
+
+def test_kill_is_untrappable(vm):
+    report = vm.spawn_collector()
+    tr = vm.spawn(trapper, report)
+    tr2 = vm.spawn(trapper, report)
+    vm.run()
+    p = vm.spawn(link_then_wait, tr2)
+    vm.run()
+    vm.spawn(kills, tr)
+    vm.spawn(kills, p)
+    vm.run()
+    assert not vm.is_alive(tr) and not vm.is_alive(p)
+    # p died of 'killed', and tr2 (trapping, linked to p) was told so
+    assert vm.messages(report) == [(A.EXIT, p, A.killed)]
+
+
+async def exit2_sender(proc, to, reason):
+    await proc.exit(to, reason)
+
+
+def test_exit2_trapped_and_normal(vm):
+    report = vm.spawn_collector()
+    tr = vm.spawn(trapper, report)
+    w = vm.spawn(waiter)
+    vm.run()
+    s1 = vm.spawn(exit2_sender, tr, A.stop)
+    vm.spawn(exit2_sender, w, A.normal)
+    vm.run()
+    assert vm.messages(report) == [(A.EXIT, s1, A.stop)]
+    assert vm.is_alive(w)
+
+
+async def link_dead(proc, dead, report):
+    await proc.process_flag(A.trap_exit, True)
+    await proc.link(dead)
+    await proc.send(report, await proc.receive())
+
+
+def test_link_to_dead_pid_noproc(vm):
+    report = vm.spawn_collector()
+    dead = vm.spawn(noop)
+    vm.run()
+    p = vm.spawn(link_dead, dead, report)
+    q = vm.spawn(link_then_wait, dead)       # not trapping: dies with noproc
+    t = vm.spawn_collector()
+    vm.trace(q, True, ["procs"], tracer=t)
+    vm.run()
+    assert vm.messages(report) == [(A.EXIT, dead, A.noproc)]
+    assert not vm.is_alive(q)
+    assert vm.messages(t) == [(T, q, A.exit, A.noproc)]
+    assert not vm.is_alive(p)
+    check_counts(vm)
+
+
+async def spawn_linker(proc, report):
+    await proc.process_flag(A.trap_exit, True)
+    child = await proc.spawn_link(child_dies)
+    await proc.send(report, (child, await proc.receive()))
+
+
+async def child_dies(proc):
+    await proc.exit(A.oops)
+
+
+def test_spawn_link(vm):
+    report = vm.spawn_collector()
+    vm.spawn(spawn_linker, report)
+    vm.run()
+    [(child, msg)] = vm.messages(report)
+    assert msg == (A.EXIT, child, A.oops)
+
+
+# ---------------------------------------------------------------- receive
+async def selective(proc, report):
+    await proc.send(proc.pid, (A.b, 1))
+    await proc.send(proc.pid, (A.a, 2))
+    await proc.send(proc.pid, (A.b, 3))
+    got = [await proc.receive(match=lambda m: m[0] is A.a)]
+    got.append(await proc.receive(timeout=0, match=lambda m: m[0] is A.c))
+    got.append(await proc.receive())
+    got.append(await proc.receive())
+    got.append(await proc.receive(timeout=5))
+    await proc.send(report, got)
+
+
+def test_selective_receive_and_timeout(vm):
+    report = vm.spawn_collector()
+    vm.spawn(selective, report)
+    vm.run()
+    assert vm.messages(report) == [[(A.a, 2), None, (A.b, 1), (A.b, 3), None]]
+
+
+# ---------------------------------------------------------------- registry
+async def registrar(proc, report, other):
+    await proc.register(A.me)
+    await proc.send(report, await proc.whereis(A.me))
+    try:
+        await proc.register(A.me, other)
+    except smp.Error as e:
+        await proc.send(report, (A.error, e.reason))
+    await proc.send(A.me, A.to_myself)
+    await proc.send(report, await proc.receive())
+    await proc.unregister(A.me)
+    await proc.send(report, await proc.whereis(A.me))
+    try:
+        await proc.send(A.me, A.x)
+    except smp.Error as e:
+        await proc.send(report, (A.error, e.reason))
+
+
+def test_register_from_process(vm):
+    report = vm.spawn_collector()
+    other = vm.spawn(waiter)
+    p = vm.spawn(registrar, report, other)
+    vm.run()
+    assert vm.messages(report) == [p, (A.error, A.badarg), A.to_myself, A.undefined,
+                                   (A.error, A.badarg)]
+
+
+# ---------------------------------------------------------------- sensitive
+async def sensitive_body(proc, to):
+    await proc.process_flag(A.sensitive, True)
+    await proc.send(to, A.secret)
+    await proc.yield_()
+    await proc.send(to, A.secret2)
+
+
+def test_sensitive_process_produces_no_trace(vm):
+    t = vm.spawn_collector()
+    st = vm.spawn_collector()
+    sink = vm.spawn_collector()
+    vm.set_system_seq_tracer(st)
+    p = vm.spawn(sensitive_body, sink)
+    vm.trace(p, True, ["send", "running", "procs"], tracer=t)
+    vm.run()
+    # only the first in (before the flag was set): no send, out or exit after it
+    assert vm.messages(t) == [(T, p, A["in"], mfa(sensitive_body, 1))]
+    assert vm.messages(sink) == [A.secret, A.secret2]
+    check_counts(vm)
+
+
+# ---------------------------------------------------------------- preemption
+async def counter(proc, n):
+    for _ in range(n):
+        await proc.make_ref()
+
+
+@pytest.mark.parametrize("mode", ["nonsmp", "smp"])
+def test_preemption_gives_in_out_pairs(mode):
+    with smp.Emulator(mode=mode, reductions=10) as vm:
+        t = vm.spawn_collector()
+        p = vm.spawn(counter, 45)
+        vm.trace(p, True, ["running"], tracer=t)
+        vm.run()
+        f = mfa(counter, 1)
+        # 45 refs + the final return: slices of 10 reductions
+        msgs = vm.messages(t)
+        assert msgs == [(T, p, A["in"], f), (T, p, A.out, f)] * 4 + [(T, p, A["in"], f)]
+        check_counts(vm)
