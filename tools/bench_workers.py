@@ -4,7 +4,6 @@ workload.  Imported by bench.py (so forked children and the emulator's
 scheduler processes find them under the module name ``bench_workers``)."""
 from __future__ import annotations
 
-import os
 import pickle
 import signal
 import time
@@ -33,20 +32,33 @@ def puller_main(endpoint: str, per_frame: int, npushers: int, ready, out) -> Non
     frames = nbytes = ends = 0
     t0 = t1 = None
     recv = s.recv
+    idle_since = None
     while ends < npushers:
-        f = recv()
-        n = len(f)
-        if n == 0:
-            ends += 1
+        # never wait forever for a pusher's end mark: give up after 2 s of
+        # silence once frames came (30 s before any came)
+        if not s.poll(200):
+            now = time.monotonic()
+            idle_since = idle_since or now
+            if now - idle_since > (2 if frames else 30):
+                break
             continue
-        if t0 is None:
-            t0 = time.monotonic()
-        frames += 1
-        nbytes += n
-        t1 = time.monotonic() if frames & 63 == 0 else t1
-    t1 = time.monotonic() if t1 is None else max(t1, time.monotonic())
+        idle_since = None
+        for _ in range(1024):
+            try:
+                f = recv(zmq.NOBLOCK)
+            except zmq.Again:
+                break
+            n = len(f)
+            if n == 0:
+                ends += 1
+                continue
+            if t0 is None:
+                t0 = time.monotonic()
+            frames += 1
+            nbytes += n
+        t1 = time.monotonic()
     out.put({"frames": frames, "messages": frames * per_frame, "bytes": nbytes,
-             "t0": t0, "t1": t1})
+             "t0": t0, "t1": t1, "ends": ends})
     s.close(linger=0)
     ctx.term()
 
