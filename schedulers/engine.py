@@ -314,11 +314,15 @@ class Node:
     def _schedule_in(self, p: Proc, exiting=False) -> None:
         if self.smp and type(p.tracer) is Pid:
             self.erts_check_my_tracer_proc(p)
-        if p.tracer is not NIL and (are_trace_flags_on(p.flags, F_TRACE_SCHED)
-                                    or are_trace_flags_on(p.flags, F_TRACE_SCHED_PROCS)):
-            self.trace_sched(p, am_in_exiting if exiting else am_in)
-        elif exiting and p.tracer is not NIL and are_trace_flags_on(p.flags, F_TRACE_SCHED_EXIT):
-            self.trace_sched(p, am_in_exiting)
+        if p.tracer is not NIL:
+            # an exiting process is reported with 'exiting' only (in_exiting);
+            # a running one with 'running' / 'running_procs' (in)
+            if exiting:
+                if are_trace_flags_on(p.flags, F_TRACE_SCHED_EXIT):
+                    self.trace_sched(p, am_in_exiting)
+            elif (are_trace_flags_on(p.flags, F_TRACE_SCHED)
+                  or are_trace_flags_on(p.flags, F_TRACE_SCHED_PROCS)):
+                self.trace_sched(p, am_in)
         p.slice_start = time.monotonic()
         p.busy_ms = 0
         p.in_mfa = p.current
@@ -329,9 +333,11 @@ class Node:
                 if (are_trace_flags_on(p.flags, F_TRACE_SCHED)
                         or are_trace_flags_on(p.flags, F_TRACE_SCHED_PROCS)):
                     self.trace_sched(p, am_out)
-            elif (are_trace_flags_on(p.flags, F_TRACE_SCHED_EXIT)
-                  or are_trace_flags_on(p.flags, F_TRACE_SCHED)):
+            elif are_trace_flags_on(p.flags, F_TRACE_SCHED_EXIT):
                 self.trace_sched(p, what)
+        self._check_long_schedule(p)
+
+    def _check_long_schedule(self, p: Proc) -> None:
         st = self.state
         if st.long_schedule and st.system_monitor is not NIL:
             elapsed = int((time.monotonic() - p.slice_start) * 1000) + p.busy_ms
@@ -436,9 +442,9 @@ class Node:
             self._send_exit_signal(p, other, reason, link=True)
         p.links.clear()
         if scheduled:
-            what = am_out_exited
-            if p.tracer is not NIL and (are_trace_flags_on(p.flags, F_TRACE_SCHED_EXIT)):
-                self.trace_sched(p, what)
+            if p.tracer is not NIL and are_trace_flags_on(p.flags, F_TRACE_SCHED_EXIT):
+                self.trace_sched(p, am_out_exited)
+            self._check_long_schedule(p)
             if self.state.profile_runnable_procs:
                 self.profile_runnable_proc(p, am_inactive)
         p.status = EXITED

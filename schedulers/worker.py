@@ -293,7 +293,8 @@ class Worker:
             return {"status": p.status, "links": sorted(p.links, key=repr),
                     "trap_exit": p.trap_exit, "registered_name": p.reg_name,
                     "message_queue_len": len(p.mailbox), "current_function": p.current,
-                    "last_calls": list(p.saved_calls) if p.saved_calls is not None else None,
+                    "last_calls": (list(p.saved_calls) if p.saved_calls is not None
+                                   else Atom("false")),
                     "exit_reason": p.exit_reason, "heap": p.heap.gc_values(),
                     "token": tuple(p.token) if p.token else []}
         if cmd == "alive":

@@ -556,11 +556,27 @@ class Emulator:
     def get_system_seq_tracer(self):
         return self._bif("get_system_seq_tracer")
 
+    @staticmethod
+    def _monitor_args(args) -> list:
+        """Atoms may be given as strings: 'undefined', option lists, {Pid, Opts}."""
+        out = []
+        for a in args:
+            if isinstance(a, str):
+                a = Atom(a)
+            elif isinstance(a, list):
+                a = _flags(a)
+            elif type(a) is tuple and len(a) == 2 and isinstance(a[1], list):
+                a = (a[0], _flags(a[1]))
+            out.append(a)
+        return out
+
     def system_monitor(self, *args):
-        return self._bif("system_monitor", *[_flags(a) if isinstance(a, list) else a for a in args])
+        """``system_monitor()``, ``(undefined | {Pid, Options})``, ``(Pid, Options)``."""
+        return self._bif("system_monitor", *self._monitor_args(args))
 
     def system_profile(self, *args):
-        return self._bif("system_profile", *[_flags(a) if isinstance(a, list) else a for a in args])
+        """``system_profile()``, ``(undefined | PidOrPort, Options)``."""
+        return self._bif("system_profile", *self._monitor_args(args))
 
     def trace_delivered(self, what) -> tuple:
         """Returns ``{trace_delivered, What, Ref}`` once everything traced

@@ -313,7 +313,8 @@ def _order_key(term: Any):
     if t is Atom:
         return (k, term.name)
     if t is Pid:
-        return (k, term.node.name, term.number, term.serial)
+        # the VM compares the serial's bits above the number's
+        return (k, term.node.name, (term.serial << 15) | term.number)
     if t is Port:
         return (k, term.node.name, term.number)
     if t is Ref:

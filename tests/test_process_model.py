@@ -241,3 +241,21 @@ def test_preemption_gives_in_out_pairs(mode):
         msgs = vm.messages(t)
         assert msgs == [(T, p, A["in"], f), (T, p, A.out, f)] * 4 + [(T, p, A["in"], f)]
         check_counts(vm)
+
+
+async def _finisher(proc):
+    await proc.receive()
+
+
+def test_process_info_last_calls_false_without_save_calls(vm):
+    p = vm.spawn(_finisher)
+    vm.run()
+    assert vm.process_info(p)["last_calls"] == A.false
+
+
+def test_system_monitor_accepts_strings_for_atoms(vm):
+    m = vm.spawn(_finisher)
+    assert vm.system_monitor((m, [("long_gc", 7)])) == A.undefined
+    assert vm.system_monitor() == (m, [(A.long_gc, 7)])
+    assert vm.system_monitor("undefined") == (m, [(A.long_gc, 7)])
+    assert vm.system_monitor() == A.undefined
