@@ -7,7 +7,9 @@ Three threads, each with its own ZeroMQ sockets:
   order, which *is* the queue order.  It applies process-table events at
   once, and for each message takes the timestamp and, for
   ``profile_scheduler``, the active-scheduler count, then appends it to the
-  queue.  The message body stays pickled: only port receivers open it.
+  queue.  Message bodies travel inside the batch (one pickle per batch, so
+  repeated atoms and pids are stored once) and are never looked at, except
+  to write them to a port.
 * dispatch (reader of the state): swaps the whole queue out, as the seed
   does, and decides each message with ``smp.dispatch.resolve``, sending pid
   deliveries in batches to the owning scheduler's inbox and writing port
@@ -69,7 +71,7 @@ def _check_batch(obj, nsched: int) -> None:
             raise ValueError(f"item {i} is not a tuple")
         if it[0] == "m":
             if (len(it) != 7 or type(it[1]) is not int or not 1 <= it[1] <= 6
-                    or type(it[4]) is not int or not 0 <= it[4] <= 3 or type(it[5]) is not bytes):
+                    or type(it[4]) is not int or not 0 <= it[4] <= 3 or type(it[5]) is not tuple):
                 raise ValueError(f"item {i} is not a well-formed system message")
         elif it[0] == "e":
             if len(it) < 2 or _EVENTS.get(it[1]) != len(it):
@@ -172,7 +174,7 @@ class Dispatcher:
                         s = inboxes[k] = self.ctx.socket(zmq.PUSH)
                         s.setsockopt(zmq.LINGER, 1000)
                         s.connect(self.ep["inbox"].format(k))
-                    s.send(dill.dumps(("fin-ack",)))
+                    s.send(b"P" + pickle.dumps(("fin-ack",), _PICKLE))
                 else:
                     raise ValueError(f"unknown frame kind {kind!r}")
             except Exception as e:  # a malformed frame is counted, never fatal
@@ -257,41 +259,64 @@ class Dispatcher:
             s.close()
 
     def _dispatch(self, local, inboxes) -> None:
+        """Decide each message of the swapped-out queue, in order.
+
+        TRACE messages to a pid (the bulk) take a fast path with the same
+        outcome as ``resolve``: delivered to a live, marked tracer, else
+        dropped (a TRACE failure has no side effect).  Everything else goes
+        through ``resolve`` and ``disp_failure``."""
         out: dict[int, list] = {}
         state, table = self.state, self.table
         nsched = self.nsched
-        now_ns = time.monotonic_ns
+        tracers, alive = table.tracers, table.alive
+        lost = self.lost
+        delivered = Counter()
+        dropped = Counter()
         lat = self.latencies
-        for item in local:
+        now_ns = time.monotonic_ns()
+        TRACE, PROC_MSG, ERRLGR = M.SYS_MSG_TYPE_TRACE, M.SYS_MSG_TYPE_PROC_MSG, M.SYS_MSG_TYPE_ERRLGR
+        for n, item in enumerate(local):
             type_, from_, to, ts_kind, body, ts, active, made_ns = item
-            if type_ == M.SYS_MSG_TYPE_PROC_MSG and type(body) is tuple and body[0] == "marker":
+            if not n & 15 and made_ns:
+                lat.append(now_ns - made_ns)
+            if type_ == TRACE and type(to) is Pid and not lost:
+                if to in tracers:
+                    owner = (to.number + (to.serial << 15) - 80) % nsched + 1
+                    dl = out.get(owner)
+                    if dl is None:
+                        dl = out[owner] = []
+                    dl.append((to, body, ts_kind, ts, active))
+                    delivered[TRACE] += 1
+                else:
+                    dropped[(TRACE, "not_tracer" if to in alive else "receiver_dead")] += 1
+                continue
+            if type_ == PROC_MSG and type(body) is tuple and body and body[0] == "marker":
                 self._markers[body[1]].set()
                 continue
-            m = M.SysMsg(type_, from_, to, None, ts_kind)
+            m = M.SysMsg(type_, from_, to, body, ts_kind)
             d = resolve(m, state, table)
-            if self.lost and type(d.receiver) is Pid and _owner(d.receiver, nsched) in self.lost:
+            if lost and type(d.receiver) is Pid and _owner(d.receiver, nsched) in lost:
                 if d.action == DELIVER_PID or d.reason == "receiver_dead":
                     d = d._replace(action=2, reason="scheduler_lost", failure=True)
             if d.action == DELIVER_PID:
                 owner = _owner(d.receiver, nsched)
                 out.setdefault(owner, []).append((d.receiver, body, ts_kind, ts, active))
-                self.delivered[type_] += 1
-                self.delivered_to[owner] += 1
-                lat.append(now_ns() - made_ns)
+                delivered[type_] += 1
             elif d.action == DELIVER_PORT:
                 from smp.etf import encode
-                msg = M.complete(pickle.loads(body), ts_kind, ts, active)
-                table.ports[d.receiver].write(encode(msg))
-                self.delivered[type_] += 1
-                lat.append(now_ns() - made_ns)
+                table.ports[d.receiver].write(encode(M.complete(body, ts_kind, ts, active)))
+                delivered[type_] += 1
             else:
                 if d.failure:
-                    if type_ == M.SYS_MSG_TYPE_ERRLGR:
-                        m = m._replace(msg=pickle.loads(body))
                     disp_failure(m, d.receiver, state, self._stderr)
-                self.dropped[(type_, d.reason)] += 1
+                dropped[(type_, d.reason)] += 1
+        with self.smq:
+            self.delivered.update(delivered)
+            self.dropped.update(dropped)
+            for owner, dl in out.items():
+                self.delivered_to[owner] += len(dl)
         for owner, deliveries in out.items():
-            frame = dill.dumps(("d", deliveries))
+            frame = b"P" + pickle.dumps(("d", deliveries), _PICKLE)
             while True:   # a full inbox pushes back on the dispatch thread
                 try:
                     inboxes[owner].send(frame)
@@ -447,7 +472,7 @@ class Dispatcher:
         if caller is not None:
             with self.smq:
                 self.queue.append((M.SYS_MSG_TYPE_PROC_MSG, caller, caller, M.TS_NONE,
-                                   pickle.dumps(msg, _PICKLE), None, 0, time.monotonic_ns()))
+                                   msg, None, 0, time.monotonic_ns()))
                 self.made[M.SYS_MSG_TYPE_PROC_MSG] += 1
                 self.smq.notify()
             return ref
@@ -469,7 +494,7 @@ class Dispatcher:
             items = list(self.queue)
         st = self.state
         for type_, from_, to, ts_kind, body, ts, active, _ in items:
-            if type_ == M.SYS_MSG_TYPE_PROC_MSG and type(body) is tuple:
+            if type_ == M.SYS_MSG_TYPE_PROC_MSG and type(body) is tuple and body[0] == "marker":
                 continue
             if type_ == M.SYS_MSG_TYPE_SEQTRACE:
                 to = st.get_system_seq_tracer()
@@ -479,13 +504,13 @@ class Dispatcher:
                 to = st.get_system_profile()
             elif type_ == M.SYS_MSG_TYPE_ERRLGR:
                 to = am_error_logger
-            out.append((from_, to, M.complete(pickle.loads(body), ts_kind, ts, active)))
+            out.append((from_, to, M.complete(body, ts_kind, ts, active)))
         return out
 
     def statistics(self) -> dict:
         with self.smq:
             queued = Counter(item[0] for item in self.queue
-                             if not (type(item[4]) is tuple))
+                             if not (item[4] and item[4][0] == "marker"))
             made = Counter(self.made)
             delivered = Counter(self.delivered)
             dropped = Counter(self.dropped)

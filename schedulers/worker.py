@@ -42,6 +42,23 @@ FLUSH_AFTER_NS = 1_000_000   # a batch waits at most ~1 ms while processes run
 _PICKLE = pickle.HIGHEST_PROTOCOL
 
 
+def _dumps(obj) -> bytes:
+    """Frames between processes: plain pickle (C speed), or dill when the
+    frame carries a function (a spawn of a closure); one byte says which."""
+    try:
+        return b"P" + pickle.dumps(obj, _PICKLE)
+    except (pickle.PicklingError, AttributeError, TypeError):
+        return b"D" + dill.dumps(obj)
+
+
+def _loads(raw: bytes):
+    if raw[:1] == b"P":
+        return pickle.loads(raw[1:])
+    if raw[:1] == b"D":
+        return dill.loads(raw[1:])
+    raise ValueError(f"frame with unknown codec byte {raw[:1]!r}")
+
+
 class SmpTransport:
     """The scheduler side of the smp wiring.  Runs in the scheduler process."""
 
@@ -57,8 +74,7 @@ class SmpTransport:
     def sys(self, m) -> None:
         if not self.sys_out:
             self.first_ns = time.monotonic_ns()
-        self.sys_out.append(("m", m.type, m.from_, m.to, m.ts_kind, pickle.dumps(m.msg, _PICKLE),
-                             time.monotonic_ns()))
+        self.sys_out.append(("m", m.type, m.from_, m.to, m.ts_kind, m.msg, time.monotonic_ns()))
         self.sys_made += 1
         self.sys_items += 1
         if len(self.sys_out) >= BATCH:
@@ -182,13 +198,13 @@ class Worker:
                 sock.setsockopt(zmq.SNDHWM, HWM)
                 sock.connect(self.ep["inbox"].format(owner))
                 self.peers[owner] = sock
-            self._queue_frame(sock, dill.dumps(("p", self.sched_id, sigs)))
+            self._queue_frame(sock, _dumps(("p", self.sched_id, sigs)))
             self.peer_sent[owner] += len(sigs)
         t.peer_out = {}
 
     # ------------------------------------------------------------------ inbound
     def handle_inbox(self, raw: bytes) -> None:
-        obj = dill.loads(raw)
+        obj = _loads(raw)
         node = self.node
         kind = obj[0]
         if kind == "p":
@@ -198,9 +214,11 @@ class Worker:
                 self.handle_signal(sig)
         elif kind == "d":   # deliveries from the dispatcher
             from smp.messages import complete
-            for to, body, ts_kind, ts, active in obj[1]:
-                self.deliveries += 1
-                node.deliver_sys(to, complete(pickle.loads(body), ts_kind, ts, active))
+            deliver = node.deliver_sys
+            items = obj[1]
+            self.deliveries += len(items)
+            for to, body, ts_kind, ts, active in items:
+                deliver(to, complete(body, ts_kind, ts, active) if ts_kind else body)
         elif kind == "fin-ack":
             self.fin_acked = True
 

@@ -89,22 +89,39 @@ class _Id:
 
 
 class Pid(_Id):
-    """An Erlang pid.  ``number`` is the process index shown in the middle."""
+    """An Erlang pid.  ``number`` is the process index shown in the middle.
 
-    __slots__ = ("number", "serial", "node", "creation")
+    Pids are interned like atoms: the same pid is the same object, so
+    comparisons are cheap and a batch of messages pickles each pid once."""
 
-    def __init__(self, number: int, serial: int = 0, node: Atom = LOCAL_NODE, creation: int = 0):
-        object.__setattr__(self, "number", number)
-        object.__setattr__(self, "serial", serial)
-        object.__setattr__(self, "node", node)
-        object.__setattr__(self, "creation", creation)
+    __slots__ = ("number", "serial", "node", "creation", "_hash")
+    _cache: dict = {}
+
+    def __new__(cls, number: int, serial: int = 0, node: Atom = LOCAL_NODE, creation: int = 0):
+        key = (number, serial, node, creation)
+        self = cls._cache.get(key)
+        if self is None:
+            self = object.__new__(cls)
+            object.__setattr__(self, "number", number)
+            object.__setattr__(self, "serial", serial)
+            object.__setattr__(self, "node", node)
+            object.__setattr__(self, "creation", creation)
+            object.__setattr__(self, "_hash", hash(("pid", number, serial)))
+            cls._cache[key] = self
+        return self
+
+    def __reduce__(self):
+        if self.node is LOCAL_NODE and self.creation == 0:
+            return (Pid, (self.number, self.serial))
+        return (Pid, (self.number, self.serial, self.node, self.creation))
 
     def __eq__(self, other):
-        return (type(other) is Pid and self.number == other.number and self.serial == other.serial
-                and self.node is other.node and self.creation == other.creation)
+        return self is other or (
+            type(other) is Pid and self.number == other.number and self.serial == other.serial
+            and self.node is other.node and self.creation == other.creation)
 
     def __hash__(self):
-        return hash(("pid", self.number, self.serial))
+        return self._hash
 
     def __repr__(self) -> str:
         node = 0 if self.node is LOCAL_NODE else self.node.name
