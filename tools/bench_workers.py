@@ -110,7 +110,7 @@ def make_sys_batch(sched_id: int, seq: int, senders: list, targets: list, port, 
         else:
             to = targets[n % len(targets)]
             to_pids += 1
-        body = pickle.dumps((am_trace, frm, am_send, (am_ping, frm, n), targets[0]), _PICKLE)
+        body = (am_trace, frm, am_send, (am_ping, frm, n), targets[0])
         items.append(("m", M.SYS_MSG_TYPE_TRACE, frm, to, ts_kind, body, now))
     return pickle.dumps(("b", sched_id, items), _PICKLE), to_pids, to_port
 
@@ -177,10 +177,7 @@ def consumer_main(inbox_template: str, nsched: int, ready, stop, count, last_t, 
                     raw = s.recv(zmq.NOBLOCK)
                 except zmq.Again:
                     break
-                try:
-                    obj = loads(raw)
-                except Exception:
-                    obj = dill.loads(raw)
+                obj = loads(raw[1:]) if raw[:1] == b"P" else dill.loads(raw[1:])
                 if obj[0] == "d":
                     n = len(obj[1])
                     got += n
