@@ -36,7 +36,7 @@ import zmq
 
 from smp import messages as M
 from smp import wire
-from smp.clock import Clock
+from smp.clock import Clock, us_to_ts
 from smp.dispatch import DELIVER_PID, DELIVER_PORT, disp_failure, resolve
 from smp.errors import BadArg
 from smp.state import NIL, TracerState
@@ -53,7 +53,6 @@ MAX_QUEUE = 200_000      # queued messages before ingest stops taking (push-back
 HWM = 1000
 
 
-_ITEM_LEN = {"m": 7, "e": None}
 _EVENTS = {"spawn": 3, "exit": 3, "tracer": 3, "unregister": 4}
 
 
@@ -69,10 +68,12 @@ def _check_batch(obj, nsched: int) -> None:
     for i, it in enumerate(items):
         if type(it) is not tuple or not it:
             raise ValueError(f"item {i} is not a tuple")
-        if it[0] == "m":
-            if (len(it) != 7 or type(it[1]) is not int or not 1 <= it[1] <= 6
-                    or type(it[4]) is not int or not 0 <= it[4] <= 3 or type(it[5]) is not tuple):
-                raise ValueError(f"item {i} is not a well-formed system message")
+        if it[0] == "r":
+            if (len(it) != 8 or type(it[1]) is not int or not 1 <= it[1] <= 6
+                    or type(it[4]) is not int or not 0 <= it[4] <= 3
+                    or type(it[5]) is not int or not 1 <= it[5] <= 1_000_000
+                    or type(it[6]) is not bytes or type(it[7]) is not int):
+                raise ValueError(f"item {i} is not a well-formed run of system messages")
         elif it[0] == "e":
             if len(it) < 2 or _EVENTS.get(it[1]) != len(it):
                 raise ValueError(f"item {i} is not a well-formed table event")
@@ -117,6 +118,7 @@ class Dispatcher:
         self.bad_frames = 0
         self.last_bad_frame = ""
         self.lost: set[int] = set()
+        self.journal = None
         self.latencies: deque = deque(maxlen=LATENCY_SAMPLES)
         self.stderr_lines: list[str] = []
         self._tls = threading.local()
@@ -196,20 +198,27 @@ class Dispatcher:
         events_tracer: list = []
         reg_changed = False
         with self.smq:
-            self.ingested_items[sched] += len(items)
+            clock, queue, made = self.clock, self.queue, self.made
             for item in items:
-                if item[0] == "m":
-                    _, type_, from_, to, ts_kind, body, made_ns = item
-                    ts = self.clock.now() if ts_kind else None
+                if item[0] == "r":
+                    _, type_, from_, to, ts_kind, n, blob, made_ns = item
+                    # the run's n timestamps, consecutive and strictly increasing
+                    base = clock.reserve_us(n) if ts_kind else 0
                     active = 0
                     if ts_kind == M.TS_SCHED:
                         self.state.active_sched += 1 if to is am_active else -1
                         active = self.state.active_sched
                         to = NIL
-                    self.queue.append((type_, from_, to, ts_kind, body, ts, active, made_ns))
-                    self.made[type_] += 1
-                    self.ingested[sched] += 1
+                    queue.append((type_, from_, to, ts_kind, blob, n, base, active, made_ns))
+                    made[type_] += n
+                    self.ingested[sched] += n
+                    self.ingested_items[sched] += n
+                    if self.journal is not None:
+                        self.journal.record("q", type_, from_, to, ts_kind, blob, n, base, active)
                 else:
+                    self.ingested_items[sched] += 1
+                    if self.journal is not None:
+                        self.journal.record("e", *item[1:])
                     ev = item[1]
                     if ev == "spawn":
                         self.table.spawned(item[2])
@@ -259,62 +268,74 @@ class Dispatcher:
             s.close()
 
     def _dispatch(self, local, inboxes) -> None:
-        """Decide each message of the swapped-out queue, in order.
+        """Decide each run of the swapped-out queue, in order.
 
-        TRACE messages to a pid (the bulk) take a fast path with the same
-        outcome as ``resolve``: delivered to a live, marked tracer, else
-        dropped (a TRACE failure has no side effect).  Everything else goes
-        through ``resolve`` and ``disp_failure``."""
+        A run is consecutive messages of one kind to one receiver; it is
+        decided once (a concurrent state change lands between runs, one of
+        the interleavings the seed's rwlock allows too) and its bytes are
+        forwarded unopened.  TRACE runs to a pid (the bulk) take a fast path
+        with ``resolve``'s outcome: delivered to a live, marked tracer, else
+        dropped (a TRACE failure has no side effect)."""
         out: dict[int, list] = {}
         state, table = self.state, self.table
         nsched = self.nsched
         tracers, alive = table.tracers, table.alive
         lost = self.lost
+        journal = self.journal
         delivered = Counter()
         dropped = Counter()
         lat = self.latencies
         now_ns = time.monotonic_ns()
-        TRACE, PROC_MSG, ERRLGR = M.SYS_MSG_TYPE_TRACE, M.SYS_MSG_TYPE_PROC_MSG, M.SYS_MSG_TYPE_ERRLGR
-        for n, item in enumerate(local):
-            type_, from_, to, ts_kind, body, ts, active, made_ns = item
-            if not n & 15 and made_ns:
-                lat.append(now_ns - made_ns)
-            if type_ == TRACE and type(to) is Pid and not lost:
+        TRACE, ERRLGR = M.SYS_MSG_TYPE_TRACE, M.SYS_MSG_TYPE_ERRLGR
+        for item in local:
+            type_, from_, to, ts_kind, blob, n, base, active, made_ns = item
+            if n == 0:                       # trace_delivered marker
+                self._markers[blob[1]].set()
+                continue
+            lat.append(now_ns - made_ns)
+            if type_ == TRACE and type(to) is Pid and not lost and journal is None:
                 if to in tracers:
                     owner = (to.number + (to.serial << 15) - 80) % nsched + 1
                     dl = out.get(owner)
                     if dl is None:
                         dl = out[owner] = []
-                    dl.append((to, body, ts_kind, ts, active))
-                    delivered[TRACE] += 1
+                    dl.append((to, blob, n, ts_kind, base, active))
+                    delivered[TRACE] += n
                 else:
-                    dropped[(TRACE, "not_tracer" if to in alive else "receiver_dead")] += 1
+                    dropped[(TRACE, "not_tracer" if to in alive else "receiver_dead")] += n
                 continue
-            if type_ == PROC_MSG and type(body) is tuple and body and body[0] == "marker":
-                self._markers[body[1]].set()
-                continue
-            m = M.SysMsg(type_, from_, to, body, ts_kind)
+            m = M.SysMsg(type_, from_, to, None, ts_kind)
             d = resolve(m, state, table)
             if lost and type(d.receiver) is Pid and _owner(d.receiver, nsched) in lost:
                 if d.action == DELIVER_PID or d.reason == "receiver_dead":
                     d = d._replace(action=2, reason="scheduler_lost", failure=True)
+            if journal is not None:
+                journal.record("d", type_, n, d.action, d.receiver, d.reason)
             if d.action == DELIVER_PID:
                 owner = _owner(d.receiver, nsched)
-                out.setdefault(owner, []).append((d.receiver, body, ts_kind, ts, active))
-                delivered[type_] += 1
+                out.setdefault(owner, []).append((d.receiver, blob, n, ts_kind, base, active))
+                delivered[type_] += n
             elif d.action == DELIVER_PORT:
                 from smp.etf import encode
-                table.ports[d.receiver].write(encode(M.complete(body, ts_kind, ts, active)))
-                delivered[type_] += 1
+                port = table.ports[d.receiver]
+                for i, body in enumerate(wire.loads(blob)):
+                    ts = us_to_ts(base + i) if ts_kind else None
+                    port.write(encode(M.complete(body, ts_kind, ts, active)))
+                delivered[type_] += n
             else:
                 if d.failure:
-                    disp_failure(m, d.receiver, state, self._stderr)
-                dropped[(type_, d.reason)] += 1
+                    if type_ == ERRLGR:
+                        for body in wire.loads(blob):
+                            disp_failure(m._replace(msg=body), d.receiver, state, self._stderr)
+                    else:
+                        for _ in range(n):
+                            disp_failure(m, d.receiver, state, self._stderr)
+                dropped[(type_, d.reason)] += n
         with self.smq:
             self.delivered.update(delivered)
             self.dropped.update(dropped)
             for owner, dl in out.items():
-                self.delivered_to[owner] += len(dl)
+                self.delivered_to[owner] += sum(x[2] for x in dl)
         for owner, deliveries in out.items():
             frame = b"P" + pickle.dumps(("d", deliveries), _PICKLE)
             while True:   # a full inbox pushes back on the dispatch thread
@@ -472,7 +493,7 @@ class Dispatcher:
         if caller is not None:
             with self.smq:
                 self.queue.append((M.SYS_MSG_TYPE_PROC_MSG, caller, caller, M.TS_NONE,
-                                   msg, None, 0, time.monotonic_ns()))
+                                   pickle.dumps([msg], _PICKLE), 1, 0, 0, time.monotonic_ns()))
                 self.made[M.SYS_MSG_TYPE_PROC_MSG] += 1
                 self.smq.notify()
             return ref
@@ -480,7 +501,7 @@ class Dispatcher:
         self._markers[ref] = ev
         with self.smq:
             self.queue.append((M.SYS_MSG_TYPE_PROC_MSG, NIL, NIL, M.TS_NONE, ("marker", ref),
-                               None, 0, 0))
+                               0, 0, 0, 0))
             self.smq.notify()
         if not ev.wait(30):
             raise TimeoutError("trace_delivered: dispatcher is held or stuck")
@@ -493,8 +514,8 @@ class Dispatcher:
         with self.smq:
             items = list(self.queue)
         st = self.state
-        for type_, from_, to, ts_kind, body, ts, active, _ in items:
-            if type_ == M.SYS_MSG_TYPE_PROC_MSG and type(body) is tuple and body[0] == "marker":
+        for type_, from_, to, ts_kind, blob, n, base, active, _ in items:
+            if n == 0:
                 continue
             if type_ == M.SYS_MSG_TYPE_SEQTRACE:
                 to = st.get_system_seq_tracer()
@@ -504,13 +525,16 @@ class Dispatcher:
                 to = st.get_system_profile()
             elif type_ == M.SYS_MSG_TYPE_ERRLGR:
                 to = am_error_logger
-            out.append((from_, to, M.complete(body, ts_kind, ts, active)))
+            for i, body in enumerate(wire.loads(blob)):
+                ts = us_to_ts(base + i) if ts_kind else None
+                out.append((from_, to, M.complete(body, ts_kind, ts, active)))
         return out
 
     def statistics(self) -> dict:
         with self.smq:
-            queued = Counter(item[0] for item in self.queue
-                             if not (item[4] and item[4][0] == "marker"))
+            queued = Counter()
+            for item in self.queue:
+                queued[item[0]] += item[5]
             made = Counter(self.made)
             delivered = Counter(self.delivered)
             dropped = Counter(self.dropped)

@@ -28,7 +28,10 @@ import dill
 import psutil
 import zmq
 
+from smp import wire
+from smp.clock import us_to_ts
 from smp.errors import BadArg
+from smp.messages import complete
 from smp.terms import Atom
 
 from .engine import Node, pid_owner
@@ -60,28 +63,64 @@ def _loads(raw: bytes):
 
 
 class SmpTransport:
-    """The scheduler side of the smp wiring.  Runs in the scheduler process."""
+    """The scheduler side of the smp wiring.  Runs in the scheduler process.
+
+    System messages go to the dispatcher in batches.  Consecutive messages of
+    the same kind to the same receiver form a *run* whose bodies are pickled
+    together once; the dispatcher decides a run at once and forwards its
+    bytes to the receiver's scheduler without opening them.  A run never
+    crosses a process-table event, so the queue order is kept exactly."""
 
     def __init__(self, worker):
         self.w = worker
-        self.sys_out: list = []
+        self.sys_out: list = []          # closed runs and events, in order
+        self.run_key = None
+        self.run_bodies: list = []
+        self.run_made_ns = 0
         self.peer_out: dict[int, list] = {}
         self.rpc_seq = 0
         self.sys_made = 0
         self.sys_items = 0
+        self.pending_msgs = 0
         self.first_ns = 0
 
     def sys(self, m) -> None:
-        if not self.sys_out:
-            self.first_ns = time.monotonic_ns()
-        self.sys_out.append(("m", m.type, m.from_, m.to, m.ts_kind, m.msg, time.monotonic_ns()))
+        t = m.type
+        key = (t, m.to, m.ts_kind) if t == 1 or t == 5 else (t, m.from_, m.to, m.ts_kind)
+        if key != self.run_key or m.ts_kind == 3:      # TS_SCHED: one count each
+            self._close_run()
+            self.run_key = key
+            self.run_hdr = (t, m.from_, m.to, m.ts_kind)
+            self.run_made_ns = time.monotonic_ns()
+            if not self.pending_msgs and not self.sys_out:
+                self.first_ns = self.run_made_ns
+        self.run_bodies.append(m.msg)
         self.sys_made += 1
         self.sys_items += 1
-        if len(self.sys_out) >= BATCH:
+        self.pending_msgs += 1
+        if self.pending_msgs >= BATCH:
             self.w.flush_sys()
 
+    def _close_run(self) -> None:
+        if self.run_bodies:
+            t, from_, to, ts_kind = self.run_hdr
+            self.sys_out.append(("r", t, from_, to, ts_kind, len(self.run_bodies),
+                                 pickle.dumps(self.run_bodies, _PICKLE), self.run_made_ns))
+            self.run_bodies = []
+        self.run_key = None
+
+    def take_batch(self) -> list:
+        self._close_run()
+        out, self.sys_out = self.sys_out, []
+        self.pending_msgs = 0
+        return out
+
+    def has_output(self) -> bool:
+        return bool(self.sys_out or self.run_bodies)
+
     def table_event(self, ev) -> None:
-        if not self.sys_out:
+        self._close_run()
+        if not self.pending_msgs and not self.sys_out:
             self.first_ns = time.monotonic_ns()
         self.sys_out.append(("e",) + ev)
         self.sys_items += 1
@@ -175,10 +214,10 @@ class Worker:
 
     def flush_sys(self) -> None:
         t = self.transport
-        if t is not None and t.sys_out:
-            self._queue_frame(self.sys_sock, pickle.dumps(("b", self.sched_id, t.sys_out), _PICKLE))
+        if t is not None and t.has_output():
+            self._queue_frame(self.sys_sock,
+                              pickle.dumps(("b", self.sched_id, t.take_batch()), _PICKLE))
             self.sys_batches += 1
-            t.sys_out = []
 
     def flush(self) -> None:
         t = self.transport
@@ -212,13 +251,17 @@ class Worker:
             self.peer_recv[sender] += len(sigs)
             for sig in sigs:
                 self.handle_signal(sig)
-        elif kind == "d":   # deliveries from the dispatcher
-            from smp.messages import complete
+        elif kind == "d":   # deliveries from the dispatcher: whole runs
             deliver = node.deliver_sys
-            items = obj[1]
-            self.deliveries += len(items)
-            for to, body, ts_kind, ts, active in items:
-                deliver(to, complete(body, ts_kind, ts, active) if ts_kind else body)
+            for to, blob, n, ts_kind, base_us, active in obj[1]:
+                self.deliveries += n
+                bodies = wire.loads(blob)
+                if ts_kind:
+                    for i, body in enumerate(bodies):
+                        deliver(to, complete(body, ts_kind, us_to_ts(base_us + i), active))
+                else:
+                    for body in bodies:
+                        deliver(to, body)
         elif kind == "fin-ack":
             self.fin_acked = True
 
@@ -463,7 +506,7 @@ class Worker:
             t = self.transport
             if not busy:
                 self.flush()
-            elif t is not None and (t.sys_out or t.peer_out) and (
+            elif t is not None and (t.has_output() or t.peer_out) and (
                     time.monotonic_ns() - t.first_ns > FLUSH_AFTER_NS or t.peer_out):
                 self.flush()   # bound the latency of a batch while processes keep running
             timeout = 0

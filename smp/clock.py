@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 
-__all__ = ["Clock", "ts_to_us"]
+__all__ = ["Clock", "ts_to_us", "us_to_ts"]
 
 
 class Clock:
@@ -27,10 +27,19 @@ class Clock:
         return us
 
     def now(self) -> tuple[int, int, int]:
-        us = self.now_us()
-        s, micro = divmod(us, 1_000_000)
-        mega, secs = divmod(s, 1_000_000)
-        return (mega, secs, micro)
+        return us_to_ts(self.now_us())
+
+    def reserve_us(self, n: int) -> int:
+        """Take ``n`` consecutive timestamps at once; returns the first (in us)."""
+        first = self.now_us()
+        self.last = first + n - 1
+        return first
+
+
+def us_to_ts(us: int) -> tuple[int, int, int]:
+    s, micro = divmod(us, 1_000_000)
+    mega, secs = divmod(s, 1_000_000)
+    return (mega, secs, micro)
 
 
 def ts_to_us(ts: tuple[int, int, int]) -> int:
