@@ -93,25 +93,29 @@ def owner_of(pid: Pid, nsched: int) -> int:
 
 
 def make_sys_batch(sched_id: int, seq: int, senders: list, targets: list, port, port_every: int,
-                   batch: int, ts_kind: int) -> tuple[bytes, int, int]:
-    """One ingest frame in exactly SmpTransport.sys's wire format.
+                   batch: int, ts_kind: int, run_len: int = 32) -> tuple[bytes, int, int]:
+    """One ingest frame in exactly SmpTransport's wire format: runs of
+    ``run_len`` consecutive messages to one receiver (a traced process's time
+    slice makes such runs), each run's bodies pickled together.
 
-    Every ``port_every``-th message (0 = none) goes to ``port``, the rest to the
+    Every ``port_every``-th run (0 = none) goes to ``port``, the rest to the
     ``targets`` (live tracer pids) in turn.  Returns (frame, to_pids, to_port)."""
     items = []
     to_pids = to_port = 0
     now = time.monotonic_ns()
-    for i in range(batch):
-        n = seq * batch + i
-        frm = senders[n % len(senders)]
-        if port_every and n % port_every == port_every - 1:
+    for r in range(max(1, batch // run_len)):
+        k = seq * batch + r
+        frm = senders[k % len(senders)]
+        if port_every and k % port_every == port_every - 1:
             to = port
-            to_port += 1
+            to_port += run_len
         else:
-            to = targets[n % len(targets)]
-            to_pids += 1
-        body = (am_trace, frm, am_send, (am_ping, frm, n), targets[0])
-        items.append(("m", M.SYS_MSG_TYPE_TRACE, frm, to, ts_kind, body, now))
+            to = targets[k % len(targets)]
+            to_pids += run_len
+        bodies = [(am_trace, frm, am_send, (am_ping, frm, k * run_len + i), targets[0])
+                  for i in range(run_len)]
+        items.append(("r", M.SYS_MSG_TYPE_TRACE, frm, to, ts_kind, run_len,
+                      pickle.dumps(bodies, _PICKLE), now))
     return pickle.dumps(("b", sched_id, items), _PICKLE), to_pids, to_port
 
 
@@ -179,7 +183,7 @@ def consumer_main(inbox_template: str, nsched: int, ready, stop, count, last_t, 
                     break
                 obj = loads(raw[1:]) if raw[:1] == b"P" else dill.loads(raw[1:])
                 if obj[0] == "d":
-                    n = len(obj[1])
+                    n = sum(x[2] for x in obj[1])
                     got += n
                     mine[k] += n
         if got:
