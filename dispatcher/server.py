@@ -97,7 +97,7 @@ def _owner(pid: Pid, nsched: int) -> int:
 
 
 class Dispatcher:
-    def __init__(self, nsched: int, endpoints: dict):
+    def __init__(self, nsched: int, endpoints: dict, journal: str | None = None):
         self.nsched = nsched
         self.ep = endpoints
         self.ctx = zmq.Context()
@@ -119,6 +119,9 @@ class Dispatcher:
         self.last_bad_frame = ""
         self.lost: set[int] = set()
         self.journal = None
+        if journal:
+            from .journal import Journal
+            self.journal = Journal(journal, nsched)
         self.latencies: deque = deque(maxlen=LATENCY_SAMPLES)
         self.stderr_lines: list[str] = []
         self._tls = threading.local()
@@ -148,6 +151,8 @@ class Dispatcher:
 
     def _on_state_change(self, snap) -> None:
         self.clock.cpu = snap.default_cpu_timestamp
+        if self.journal is not None:
+            self.journal.record("s", snap)
         self._pub(("snap", snap))
 
     # ------------------------------------------------------------- ingest
@@ -433,6 +438,8 @@ class Dispatcher:
             with self.smq:
                 self.lost.add(k)
                 pids = [p for p in list(self.table.alive) if _owner(p, self.nsched) == k]
+                if self.journal is not None:
+                    self.journal.record("lost", k, pids)
                 for pid in pids:
                     self.table.exited(pid)
                     self.state.trace_check_exiting(pid, smp=True)
@@ -568,14 +575,16 @@ class Dispatcher:
                 t.join(5)
             for s in [self.ingest_sock, self.ctl_sock] + list(self.pubs.values()):
                 s.close(linger=1000)
+            if self.journal is not None:
+                self.journal.close()
             self.ctx.term()
 
 
-def dispatcher_main(nsched: int, endpoints: dict, ready) -> None:
+def dispatcher_main(nsched: int, endpoints: dict, ready, journal: str | None = None) -> None:
     """Entry point of the dispatcher OS process."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        d = Dispatcher(nsched, endpoints)
+        d = Dispatcher(nsched, endpoints, journal)
     except Exception:
         traceback.print_exc()
         raise SystemExit(3)

@@ -72,7 +72,8 @@ class Emulator:
 
     def __init__(self, mode: str = "nonsmp", schedulers: int | None = None, *,
                  reductions: int = 200, placement: str = "round_robin",
-                 start_timeout: float = 10.0, endpoint_dir: str | None = None):
+                 start_timeout: float = 10.0, endpoint_dir: str | None = None,
+                 journal: str | None = None):
         if mode not in ("smp", "nonsmp"):
             raise BadArg(f"mode must be 'smp' or 'nonsmp', not {mode!r}")
         if schedulers is None:
@@ -85,6 +86,9 @@ class Emulator:
             raise BadArg(f"reductions must be >= 1, not {reductions!r}")
         if placement not in ("round_robin", "local"):
             raise BadArg(f"placement must be 'round_robin' or 'local', not {placement!r}")
+        if journal is not None and mode != "smp":
+            raise BadArg("a journal records the dispatcher's queue: it needs smp mode")
+        self.journal = journal
         self.mode = mode
         self.smp = mode == "smp"
         self.nsched = schedulers
@@ -130,7 +134,8 @@ class Emulator:
         if self.smp:
             from dispatcher.server import dispatcher_main
             ready = mp.Event()
-            p = mp.Process(target=dispatcher_main, args=(self.nsched, self.endpoints, ready),
+            p = mp.Process(target=dispatcher_main,
+                           args=(self.nsched, self.endpoints, ready, self.journal),
                            name="smp-dispatcher", daemon=True)
             p.start()
             self._procs.append(p)
