@@ -118,6 +118,7 @@ class Dispatcher:
         self.bad_frames = 0
         self.last_bad_frame = ""
         self.lost: set[int] = set()
+        self.sched_active = [False] * (nsched + 1)
         self.journal = None
         if journal:
             from .journal import Journal
@@ -213,6 +214,7 @@ class Dispatcher:
                     if ts_kind == M.TS_SCHED:
                         self.state.active_sched += 1 if to is am_active else -1
                         active = self.state.active_sched
+                        self.sched_active[sched] = to is am_active
                         to = NIL
                     queue.append((type_, from_, to, ts_kind, blob, n, base, active, made_ns))
                     made[type_] += n
@@ -443,6 +445,17 @@ class Dispatcher:
                 for pid in pids:
                     self.table.exited(pid)
                     self.state.trace_check_exiting(pid, smp=True)
+                if self.sched_active[k] and self.state.profile_scheduler:
+                    # the dead scheduler is inactive from now on: profile_scheduler_q
+                    # with the time the loss was noticed and the count after it
+                    self.sched_active[k] = False
+                    self.state.active_sched -= 1
+                    msg = M.profile_scheduler_q(k, Atom("inactive"), self.state.active_sched,
+                                                self.clock.now())
+                    self.queue.append((M.SYS_MSG_TYPE_SYSPROF, NIL, NIL, M.TS_NONE,
+                                       pickle.dumps([msg], _PICKLE), 1, 0, 0, time.monotonic_ns()))
+                    self.made[M.SYS_MSG_TYPE_SYSPROF] += 1
+                    self.smq.notify()
             self._pub(("dead", pids))
             self._pub(("reg", dict(self.table.registry)))
             return pids

@@ -93,3 +93,37 @@ def test_dispatcher_killed_mid_run():
     finally:
         vm.close()
     assert all(not p.is_alive() for p in vm._procs)
+
+
+async def spin_then_die(proc, peer):
+    await proc.send(peer, A("ready"))
+    await proc.receive()
+    for _ in range(50_000):                        # keep scheduler 2 active (and flushing)
+        await proc.busy(0)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def test_lost_active_scheduler_reported_inactive_with_profile_scheduler_q():
+    vm = smp.Emulator(mode="smp", schedulers=2)
+    try:
+        # a port profiler: a profiler process would wake its own scheduler
+        # with every message it gets, and scheduler profiling never settles
+        prof, seen = vm.open_trace_port("memory"), vm.spawn_collector(scheduler=1)
+        victim = vm.spawn(spin_then_die, seen, scheduler=2)
+        vm.run()
+        vm.system_profile(prof, [A("scheduler")])
+        vm.spawn(go, [victim], scheduler=1)
+        with pytest.raises(smp.SchedulerLost):
+            vm.run(timeout=20)
+        msgs = vm.trace_port_terms(prof)
+        mine = [m for m in msgs if m[2] == 2]
+        # scheduler 2 went active, then is reported inactive by the dispatcher
+        assert mine[0][:4] == (A("profile"), A("scheduler"), 2, A("active"))
+        last = mine[-1]
+        assert last[:4] == (A("profile"), A("scheduler"), 2, A("inactive"))
+        counts = [m[4] for m in msgs]
+        assert all(c >= 0 for c in counts) and counts[-1] == 0
+        s = vm.statistics()
+        assert s["made"] == s["delivered"] + s["dropped"] + s["queued"]
+    finally:
+        vm.close()
