@@ -97,10 +97,17 @@ def _owner(pid: Pid, nsched: int) -> int:
 
 
 class Dispatcher:
-    def __init__(self, nsched: int, endpoints: dict, journal: str | None = None):
+    def __init__(self, nsched: int, endpoints: dict, journal: str | None = None,
+                 security: dict | None = None):
         self.nsched = nsched
         self.ep = endpoints
+        self.security = security
+        self.inbox_map: dict[int, tuple] = {}
         self.ctx = zmq.Context()
+        self.auth = None
+        if security:
+            from smp.security import Authenticator
+            self.auth = Authenticator(self.ctx, security["allowed"])
         self.table = PidTable()
         self.state = TracerState(liveness=self.table, on_change=self._on_state_change)
         self.clock = Clock()
@@ -130,16 +137,41 @@ class Dispatcher:
         self._markers: dict = {}
         self.ingest_sock = self.ctx.socket(zmq.PULL)
         self.ingest_sock.setsockopt(zmq.RCVHWM, HWM)
+        self._curve_server(self.ingest_sock)
         self.ingest_sock.bind(endpoints["ingest"])
         self.ctl_sock = self.ctx.socket(zmq.ROUTER)
+        self._curve_server(self.ctl_sock)
         self.ctl_sock.bind(endpoints["disp_ctl"])
         self.pubs = {}
         self.pub_seq = [0, 0, 0]
         for i, name in enumerate(("ingest", "dispatch", "control")):
             s = self.ctx.socket(zmq.PUB)
             s.setsockopt(zmq.LINGER, 1000)
+            self._curve_server(s)
             s.bind(endpoints["pub"][i])
             self.pubs[name] = s
+
+    def _curve_server(self, sock) -> None:
+        if self.security:
+            sock.curve_secretkey = self.security["secret"]
+            sock.curve_publickey = self.security["public"]
+            sock.curve_server = True
+
+    def _inbox_socket(self, k: int, sndtimeo: int | None = None):
+        """A PUSH socket to scheduler ``k``'s inbox (its address and key came
+        in the controller's ``set_inboxes``)."""
+        endpoint, key = self.inbox_map[k]
+        s = self.ctx.socket(zmq.PUSH)
+        s.setsockopt(zmq.LINGER, 2000)
+        s.setsockopt(zmq.SNDHWM, HWM)
+        if sndtimeo is not None:
+            s.setsockopt(zmq.SNDTIMEO, sndtimeo)
+        if self.security:
+            s.curve_secretkey = self.security["secret"]
+            s.curve_publickey = self.security["public"]
+            s.curve_serverkey = key or self.security["server_public"]
+        s.connect(endpoint)
+        return s
 
     # ------------------------------------------------------------- publishing
     def _pub(self, obj) -> None:
@@ -179,9 +211,7 @@ class Dispatcher:
                         raise ValueError(f"fin from unknown scheduler {k!r}")
                     s = inboxes.get(k)
                     if s is None:
-                        s = inboxes[k] = self.ctx.socket(zmq.PUSH)
-                        s.setsockopt(zmq.LINGER, 1000)
-                        s.connect(self.ep["inbox"].format(k))
+                        s = inboxes[k] = self._inbox_socket(k)
                     s.send(b"P" + pickle.dumps(("fin-ack",), _PICKLE))
                 else:
                     raise ValueError(f"unknown frame kind {kind!r}")
@@ -252,13 +282,6 @@ class Dispatcher:
     def dispatch_loop(self) -> None:
         self._tls.name = "dispatch"
         inboxes: dict[int, zmq.Socket] = {}
-        for k in range(1, self.nsched + 1):
-            s = self.ctx.socket(zmq.PUSH)
-            s.setsockopt(zmq.LINGER, 2000)
-            s.setsockopt(zmq.SNDHWM, HWM)
-            s.setsockopt(zmq.SNDTIMEO, 100)
-            s.connect(self.ep["inbox"].format(k))
-            inboxes[k] = s
         while not self.stop.is_set():
             with self.smq:
                 while (not self.queue or self.held) and not self.stop.is_set():
@@ -345,9 +368,12 @@ class Dispatcher:
                 self.delivered_to[owner] += sum(x[2] for x in dl)
         for owner, deliveries in out.items():
             frame = b"P" + pickle.dumps(("d", deliveries), _PICKLE)
+            sock = inboxes.get(owner)
+            if sock is None:
+                sock = inboxes[owner] = self._inbox_socket(owner, sndtimeo=100)
             while True:   # a full inbox pushes back on the dispatch thread
                 try:
-                    inboxes[owner].send(frame)
+                    sock.send(frame)
                     break
                 except zmq.Again:
                     if self.stop.is_set():
@@ -362,10 +388,15 @@ class Dispatcher:
         self._tls.name = "control"
         sock = self.ctl_sock
         parent = os.getppid()
+        last_hb = time.monotonic()
         while not self.stop.is_set():
             if not sock.poll(100):
                 if os.getppid() != parent:    # the controller is gone: never linger
                     self.stop.set()
+                now = time.monotonic()
+                if now - last_hb >= 1.0:      # heartbeat for schedulers on other hosts
+                    last_hb = now
+                    self._pub(("hb",))
                 continue
             ident, raw = sock.recv_multipart()
             try:
@@ -390,6 +421,9 @@ class Dispatcher:
                 on, bits, tracer, cpu = a
                 return st.change_default_tracing(on, bits, tracer, cpu)
             return getattr(st, op)(*a)
+        if cmd == "set_inboxes":
+            self.inbox_map = dict(args[0])
+            return True
         if cmd == "hello":
             # publish on every socket (from its own thread's point of view the
             # socket is only used under the GIL here: the other threads are idle
@@ -463,7 +497,8 @@ class Dispatcher:
             with self.smq:
                 return {"settled": sum(self.delivered.values()) + sum(self.dropped.values()),"ingested": list(self.ingested), "delivered_to": list(self.delivered_to),
                         "queued": len(self.queue), "held": self.held,
-                        "dispatching": self.dispatching, "bad_frames": self.bad_frames}
+                        "dispatching": self.dispatching, "bad_frames": self.bad_frames,
+                        "auth_denied": self.auth.denied if self.auth else 0}
         if cmd == "stats":
             return self.statistics()
         if cmd == "queue_list":
@@ -569,6 +604,7 @@ class Dispatcher:
             "dropped": sum(dropped.values()), "dropped_by_reason": by_reason,
             "queued": sum(queued.values()),
             "bad_frames": self.bad_frames, "last_bad_frame": self.last_bad_frame,
+            "auth_denied": self.auth.denied if self.auth else 0,
             "stderr_lines": list(self.stderr_lines),
         }
 
@@ -590,14 +626,17 @@ class Dispatcher:
                 s.close(linger=1000)
             if self.journal is not None:
                 self.journal.close()
+            if self.auth is not None:
+                self.auth.stop()
             self.ctx.term()
 
 
-def dispatcher_main(nsched: int, endpoints: dict, ready, journal: str | None = None) -> None:
+def dispatcher_main(nsched: int, endpoints: dict, ready, journal: str | None = None,
+                    security: dict | None = None) -> None:
     """Entry point of the dispatcher OS process."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        d = Dispatcher(nsched, endpoints, journal)
+        d = Dispatcher(nsched, endpoints, journal, security)
     except Exception:
         traceback.print_exc()
         raise SystemExit(3)

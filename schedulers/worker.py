@@ -42,6 +42,7 @@ __all__ = ["scheduler_main", "SmpTransport"]
 BATCH = 256
 HWM = 1000           # frames (batches) a socket buffers before push-back
 FLUSH_AFTER_NS = 1_000_000   # a batch waits at most ~1 ms while processes run
+HEARTBEAT_TIMEOUT = 5.0      # s without a word from a remote dispatcher: it is gone
 _PICKLE = pickle.HIGHEST_PROTOCOL
 
 
@@ -138,18 +139,46 @@ class SmpTransport:
 
 
 class Worker:
-    def __init__(self, sched_id, nsched, smp, endpoints, options):
-        self.sched_id = sched_id
-        self.nsched = nsched
+    """Start-up is a handshake: the scheduler binds its inbox, says hello to
+    the controller (with the inbox's address, so schedulers may live on other
+    hosts), and gets its scheduler id, the scheduler count and every peer's
+    inbox address back in the welcome."""
+
+    def __init__(self, sched_id, smp, endpoints, options, security=None):
         self.smp = smp
         self.ep = endpoints
+        self.options = options
+        self.security = security
         self.ctx = zmq.Context()
         self.ctl = self.ctx.socket(zmq.DEALER)
-        self.ctl.setsockopt(zmq.IDENTITY, f"s{sched_id}".encode())
+        ident = f"s{sched_id}" if sched_id is not None else f"r{os.getpid()}-{os.urandom(4).hex()}"
+        self.ctl.setsockopt(zmq.IDENTITY, ident.encode())
         self.ctl.setsockopt(zmq.LINGER, 2000)
+        curve_client(self.ctl, security)
         self.ctl.connect(endpoints["ctl"])
         self.poller = zmq.Poller()
         self.poller.register(self.ctl, zmq.POLLIN)
+        self.inbox_ep = None
+        self.auth = None
+        if smp:
+            self.inbox = self.ctx.socket(zmq.PULL)
+            self.inbox.setsockopt(zmq.RCVHWM, HWM)
+            self.auth = curve_server(self.ctx, self.inbox, security)
+            bind = endpoints["inbox"]
+            self.inbox.bind(bind.format(sched_id) if "{}" in bind else bind)
+            self.inbox_ep = self.inbox.getsockopt(zmq.LAST_ENDPOINT).decode()
+            if self.inbox_ep.startswith("tcp://0.0.0.0:"):
+                host = endpoints.get("advertise_host") or "127.0.0.1"
+                self.inbox_ep = f"tcp://{host}:{self.inbox_ep.rsplit(':', 1)[1]}"
+        self.send_ctl(("hello", sched_id, self.inbox_ep, os.getpid(), socket_host(),
+                       security.get("public") if security else None))
+        welcome = self._wait_welcome(endpoints.get("start_timeout", 30))
+        _, sched_id, nsched, inbox_map, allowed, dispatcher_pid, self.local = welcome
+        self.sched_id = sched_id
+        self.nsched = nsched
+        self.inbox_map = inbox_map
+        if self.auth is not None:
+            self.auth.allow(allowed)
         self.transport = SmpTransport(self) if smp else None
         self.node = Node(sched_id, nsched, smp=smp, transport=self.transport, **options)
         self.running = False
@@ -160,8 +189,9 @@ class Worker:
         self.lost: set[int] = set()
         self.sys_batches = 0
         self.pub_seen = [0, 0, 0]
+        self.last_pub = time.monotonic()
         self.parent_pid = os.getppid()
-        self.dispatcher_pid = endpoints.get("dispatcher_pid")
+        self.dispatcher_pid = dispatcher_pid
         self._next_watch = 0.0
         self.pending: dict = {}
         self.bad_frames = 0
@@ -171,16 +201,28 @@ class Worker:
             self.sys_sock = self.ctx.socket(zmq.PUSH)
             self.sys_sock.setsockopt(zmq.LINGER, 5000)
             self.sys_sock.setsockopt(zmq.SNDHWM, HWM)
+            curve_client(self.sys_sock, security)
             self.sys_sock.connect(endpoints["ingest"])
-            self.inbox = self.ctx.socket(zmq.PULL)
-            self.inbox.setsockopt(zmq.RCVHWM, HWM)
-            self.inbox.bind(endpoints["inbox"].format(sched_id))
             self.sub = self.ctx.socket(zmq.SUB)
             self.sub.setsockopt(zmq.SUBSCRIBE, b"")
+            curve_client(self.sub, security)
             for ep in endpoints["pub"]:
                 self.sub.connect(ep)
             self.poller.register(self.inbox, zmq.POLLIN)
             self.poller.register(self.sub, zmq.POLLIN)
+
+    def _wait_welcome(self, timeout: float):
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or not self.ctl.poll(int(left * 1000) + 1):
+                raise TimeoutError(f"no welcome from the controller at {self.ep['ctl']} "
+                                   f"within {timeout:g} s")
+            msg = dill.loads(self.ctl.recv())
+            if msg[0] == "welcome":
+                return msg
+            if msg[0] == "refused":
+                raise PermissionError(f"controller refused this scheduler: {msg[1]}")
 
     # ------------------------------------------------------------------ io
     def send_ctl(self, obj) -> None:
@@ -235,7 +277,8 @@ class Worker:
                 sock = self.ctx.socket(zmq.PUSH)
                 sock.setsockopt(zmq.LINGER, 5000)
                 sock.setsockopt(zmq.SNDHWM, HWM)
-                sock.connect(self.ep["inbox"].format(owner))
+                curve_client(sock, self.security, self.inbox_map[owner][1])
+                sock.connect(self.inbox_map[owner][0])
                 self.peers[owner] = sock
             self._queue_frame(sock, _dumps(("p", self.sched_id, sigs)))
             self.peer_sent[owner] += len(sigs)
@@ -291,8 +334,9 @@ class Worker:
                 node.exit_signal_arrived(t, from_, reason, link, token)
 
     def handle_state(self, raw: bytes) -> None:
-        i, seq, obj = pickle.loads(raw)
+        i, seq, obj = wire.loads(raw)
         self.pub_seen[i] = seq
+        self.last_pub = time.monotonic()
         node = self.node
         if obj[0] == "snap":
             node.apply_snapshot(obj[1])
@@ -482,10 +526,13 @@ class Worker:
     # ------------------------------------------------------------------ loop
     def peers_alive(self) -> bool:
         """Heartbeat check: stop when the controller or the dispatcher is gone,
-        so a run never leaves a scheduler behind."""
-        if os.getppid() != self.parent_pid:
-            return False
-        if self.dispatcher_pid is not None and not _pid_alive(self.dispatcher_pid):
+        so a run never leaves a scheduler behind.  On the controller's host the
+        OS says so; from another host, the dispatcher's heartbeats stop."""
+        if self.local:
+            if os.getppid() != self.parent_pid:
+                return False
+            return self.dispatcher_pid is None or _pid_alive(self.dispatcher_pid)
+        if self.smp and time.monotonic() - self.last_pub > HEARTBEAT_TIMEOUT:
             return False
         return True
 
@@ -528,9 +575,15 @@ class Worker:
                 if self.sub in events:
                     for _ in range(256):
                         try:
-                            self.handle_state(self.sub.recv(zmq.NOBLOCK))
+                            raw = self.sub.recv(zmq.NOBLOCK)
                         except zmq.Again:
                             break
+                        try:
+                            self.handle_state(raw)
+                        except Exception as e:
+                            self.bad_frames += 1
+                            os.write(2, f"scheduler {self.sched_id}: rejected state frame: "
+                                        f"{type(e).__name__}: {e}\n".encode())
                 if self.inbox in events and self.running:
                     for _ in range(64):
                         try:
@@ -566,6 +619,8 @@ class Worker:
                 if self.inbox.poll(100):
                     self.handle_inbox_safely(self.inbox.recv())
         self.send_ctl(("bye", self.sched_id, self.node.stats.as_dict()))
+        if self.auth is not None:
+            self.auth.stop()
         for s in [self.ctl] + list(self.peers.values()) + (
                 [self.sys_sock, self.inbox, self.sub] if self.smp else []):
             s.close(linger=2000)
@@ -581,11 +636,40 @@ def _pid_alive(pid) -> bool:
         return False
 
 
-def scheduler_main(sched_id, nsched, smp, endpoints, options) -> None:
-    """Entry point of a scheduler OS process."""
+def socket_host() -> str:
+    import socket
+    return socket.gethostname()
+
+
+def curve_client(sock, security, server_key=None) -> None:
+    """Make ``sock`` a CURVE client of the controller's server key (or of a
+    peer scheduler's ``server_key``) when security is on."""
+    if not security:
+        return
+    sock.curve_secretkey = security["secret"]
+    sock.curve_publickey = security["public"]
+    sock.curve_serverkey = server_key or security["server_public"]
+
+
+def curve_server(ctx, sock, security):
+    """Make ``sock`` a CURVE server with this process's own key; returns the
+    authenticator whose allow-list the welcome fills in (or None)."""
+    if not security:
+        return None
+    from smp.security import Authenticator
+    auth = Authenticator(ctx)
+    sock.curve_secretkey = security["secret"]
+    sock.curve_publickey = security["public"]
+    sock.curve_server = True
+    return auth
+
+
+def scheduler_main(sched_id, smp, endpoints, options, security=None) -> None:
+    """Entry point of a scheduler OS process (``sched_id`` None: a scheduler
+    that joins from outside and is given its id by the controller)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)   # the controller decides when we stop
     try:
-        w = Worker(sched_id, nsched, smp, endpoints, options)
+        w = Worker(sched_id, smp, endpoints, options, security)
     except Exception:
         traceback.print_exc()
         sys.exit(3)

@@ -38,6 +38,34 @@ __all__ = ["Emulator"]
 am_all, am_existing, am_new, am_true = Atom("all"), Atom("existing"), Atom("new"), Atom("true")
 
 
+def tcp_endpoints(base: str) -> dict:
+    """Endpoints of a controller at ``tcp://ADDR:PORT``: the controller on
+    PORT, the dispatcher's ingest on PORT+1, its control on PORT+2 and its
+    three state publishers on PORT+3..PORT+5 (schedulers elsewhere derive
+    them from the one address they are given)."""
+    host, port = base[6:].rsplit(":", 1)
+    port = int(port)
+    ep = lambda n: f"tcp://{host}:{port + n}"  # noqa: E731
+    return {"ctl": ep(0), "ingest": ep(1), "disp_ctl": ep(2), "pub": [ep(3), ep(4), ep(5)]}
+
+
+class _RemoteProc:
+    """What the supervisor knows of a scheduler on another host: it is alive
+    while it answers."""
+
+    def __init__(self, emu, k):
+        self.pid = emu.scheduler_hosts.get(k, (None, None))[1]
+        self.exitcode = None
+        self.name = f"remote-scheduler-{k}"
+        self._lost = k in emu.lost_schedulers
+
+    def is_alive(self) -> bool:
+        return not self._lost
+
+    def join(self, timeout=None) -> None:
+        return None
+
+
 def _atom(x):
     return Atom(x) if isinstance(x, str) else x
 
@@ -73,7 +101,9 @@ class Emulator:
     def __init__(self, mode: str = "nonsmp", schedulers: int | None = None, *,
                  reductions: int = 200, placement: str = "round_robin",
                  start_timeout: float = 10.0, endpoint_dir: str | None = None,
-                 journal: str | None = None):
+                 journal: str | None = None, bind: str | None = None,
+                 remote_schedulers: int = 0, curve: bool | None = None,
+                 keys: str | None = None, advertise: str | None = None):
         if mode not in ("smp", "nonsmp"):
             raise BadArg(f"mode must be 'smp' or 'nonsmp', not {mode!r}")
         if schedulers is None:
@@ -88,6 +118,20 @@ class Emulator:
             raise BadArg(f"placement must be 'round_robin' or 'local', not {placement!r}")
         if journal is not None and mode != "smp":
             raise BadArg("a journal records the dispatcher's queue: it needs smp mode")
+        if type(remote_schedulers) is not int or not 0 <= remote_schedulers <= schedulers:
+            raise BadArg(f"remote_schedulers must be in 0..{schedulers}, not {remote_schedulers!r}")
+        if remote_schedulers and (bind is None or mode != "smp"):
+            raise BadArg("schedulers on other hosts need smp mode and bind='tcp://ADDR:PORT'")
+        if bind is not None and not (bind.startswith("tcp://") and bind.rsplit(":", 1)[-1].isdigit()):
+            raise BadArg(f"bind must be tcp://ADDR:PORT, not {bind!r}")
+        from .security import is_loopback, server_security
+        if curve is None:
+            curve = bind is not None and not is_loopback(bind)
+        if curve and keys is None:
+            raise BadArg("CURVE is on for a non-loopback endpoint: give keys=DIR "
+                         "(smp-emu keygen DIR), or curve=False to run unauthenticated")
+        self.security = server_security(keys) if curve else None
+        self.remote_schedulers = remote_schedulers
         self.journal = journal
         self.mode = mode
         self.smp = mode == "smp"
@@ -111,15 +155,32 @@ class Emulator:
         self._dir = tempfile.mkdtemp(prefix="smp-emu-", dir=endpoint_dir)
         os.chmod(self._dir, 0o700)
         d = self._dir
-        self.endpoints = {
-            "ctl": f"ipc://{d}/ctl", "ingest": f"ipc://{d}/ingest",
-            "disp_ctl": f"ipc://{d}/disp", "pub": [f"ipc://{d}/pub{i}" for i in range(3)],
-            "inbox": f"ipc://{d}/s{{}}",
-        }
+        if bind is None:
+            self.endpoints = {
+                "ctl": f"ipc://{d}/ctl", "ingest": f"ipc://{d}/ingest",
+                "disp_ctl": f"ipc://{d}/disp", "pub": [f"ipc://{d}/pub{i}" for i in range(3)],
+                "inbox": f"ipc://{d}/s{{}}",
+            }
+        else:
+            self.endpoints = tcp_endpoints(bind)
+            host = bind[6:].rsplit(":", 1)[0]
+            self.endpoints["inbox"] = f"tcp://{host}:*"
+            self.endpoints["advertise_host"] = advertise or (
+                host if host not in ("0.0.0.0", "*") else "127.0.0.1")
+        self.endpoints["start_timeout"] = start_timeout
         self.ctx = zmq.Context()
+        self.auth = None
         self.ctl = self.ctx.socket(zmq.ROUTER)
         self.ctl.setsockopt(zmq.LINGER, 1000)
         self.ctl.setsockopt(zmq.ROUTER_MANDATORY, 1)
+        if self.security:
+            from .security import Authenticator
+            self.auth = Authenticator(self.ctx, self.security["allowed"])
+            self.ctl.curve_secretkey = self.security["secret"]
+            self.ctl.curve_publickey = self.security["public"]
+            self.ctl.curve_server = True
+        self._ident: dict[int, bytes] = {}
+        self._remote: set[int] = set()
         self.ctl.bind(self.endpoints["ctl"])
         self.disp = None
         try:
@@ -131,35 +192,77 @@ class Emulator:
     # ================================================================ processes
     def _start(self, timeout: float, options: dict) -> None:
         mp = multiprocess.get_context("fork")
+        local_sec = None
+        if self.security:
+            sec = self.security
+            local_sec = {"public": sec["public"], "secret": sec["secret"],
+                         "server_public": sec["server_public"]}
         if self.smp:
             from dispatcher.server import dispatcher_main
             ready = mp.Event()
             p = mp.Process(target=dispatcher_main,
-                           args=(self.nsched, self.endpoints, ready, self.journal),
+                           args=(self.nsched, self.endpoints, ready, self.journal, self.security),
                            name="smp-dispatcher", daemon=True)
             p.start()
             self._procs.append(p)
             if not ready.wait(timeout):
                 raise StartupError(f"dispatcher did not start within {timeout:g} s")
-            self.endpoints["dispatcher_pid"] = p.pid
+            self.dispatcher_pid = p.pid
             self.disp = self.ctx.socket(zmq.DEALER)
             self.disp.setsockopt(zmq.LINGER, 1000)
+            if local_sec:
+                self.disp.curve_secretkey = local_sec["secret"]
+                self.disp.curve_publickey = local_sec["public"]
+                self.disp.curve_serverkey = local_sec["server_public"]
             self.disp.connect(self.endpoints["disp_ctl"])
         from schedulers.worker import scheduler_main
-        for k in range(1, self.nsched + 1):
+        n_local = self.nsched - self.remote_schedulers
+        for k in range(1, n_local + 1):
             p = mp.Process(target=scheduler_main,
-                           args=(k, self.nsched, self.smp, self.endpoints, options),
+                           args=(k, self.smp, self.endpoints, options, local_sec),
                            name=f"smp-scheduler-{k}", daemon=True)
             p.start()
             self._procs.append(p)
-        ready: set[int] = set()
+        # hello from every scheduler (local ones know their id; the others get one)
+        hellos: dict[int, tuple] = {}
+        next_remote = n_local + 1
         deadline = time.monotonic() + timeout
-        while len(ready) < self.nsched:
+        while len(hellos) < self.nsched:
             left = deadline - time.monotonic()
             if left <= 0 or not self.ctl.poll(int(left * 1000) + 1):
                 dead = [p.name for p in self._procs if not p.is_alive()]
-                raise StartupError(f"{self.nsched - len(ready)} scheduler(s) did not start within "
-                                   f"{timeout:g} s" + (f" (died: {', '.join(dead)})" if dead else ""))
+                raise StartupError(
+                    f"{self.nsched - len(hellos)} scheduler(s) did not start within {timeout:g} s"
+                    + (f" (died: {', '.join(dead)})" if dead else "")
+                    + (f" ({self.nsched - n_local - max(0, next_remote - n_local - 1)} remote "
+                       f"scheduler(s) never connected to {self.endpoints['ctl']})"
+                       if self.remote_schedulers else ""))
+            ident, raw = self.ctl.recv_multipart()
+            msg = dill.loads(raw)
+            if msg[0] != "hello":
+                continue
+            _, k, inbox_ep, os_pid, host, key = msg
+            if k is None:
+                k = next_remote
+                next_remote += 1
+                self._remote.add(k)
+            hellos[k] = (ident, inbox_ep, os_pid, host, key)
+        inbox_map = {k: (h[1], h[4]) for k, h in hellos.items()}
+        self.scheduler_hosts = {k: (h[3], h[2]) for k, h in hellos.items()}
+        if self.smp:
+            self._disp_call("set_inboxes", inbox_map)
+        allowed = sorted(self.security["allowed"]) if self.security else []
+        for k, h in hellos.items():
+            self._ident[k] = h[0]
+            dpid = None if (k in self._remote or not self.smp) else self.dispatcher_pid
+            self.ctl.send_multipart([h[0], dill.dumps(("welcome", k, self.nsched, inbox_map,
+                                                       allowed, dpid, k not in self._remote))])
+        ready: set[int] = set()
+        while len(ready) < self.nsched:
+            left = deadline - time.monotonic()
+            if left <= 0 or not self.ctl.poll(int(left * 1000) + 1):
+                raise StartupError(f"{self.nsched - len(ready)} scheduler(s) did not get ready "
+                                   f"within {timeout:g} s")
             ident, raw = self.ctl.recv_multipart()
             msg = dill.loads(raw)
             if msg[0] == "ready":
@@ -255,7 +358,8 @@ class Emulator:
     def _send_sched(self, k: int, req_id, cmd: str, args) -> bool:
         """False when scheduler ``k`` is no longer connected (it exited)."""
         try:
-            self.ctl.send_multipart([f"s{k}".encode(), dill.dumps((req_id, cmd, args))])
+            self.ctl.send_multipart([self._ident.get(k, f"s{k}".encode()),
+                                     dill.dumps((req_id, cmd, args))])
             return True
         except zmq.error.ZMQError as e:
             if e.errno != zmq.EHOSTUNREACH:
@@ -276,11 +380,14 @@ class Emulator:
             if kind == "r":
                 self._replies[msg[1]] = (msg[2], msg[3])
             elif kind == "rpc":
-                self._rpcs.append((int(ident[1:]), msg[1], msg[2]))
+                k = next(k for k, i in self._ident.items() if i == ident)
+                self._rpcs.append((k, msg[1], msg[2]))
             elif kind == "bye":
                 self._byes[msg[1]] = msg[2]
 
     def _sched_proc(self, k: int):
+        if k in self._remote:
+            return _RemoteProc(self, k)
         return self._procs[self.smp + k - 1]
 
     def _live(self) -> list[int]:
@@ -354,8 +461,12 @@ class Emulator:
             return
         proc = self._sched_proc(k)
         code = proc.exitcode
-        why = (f"os pid {proc.pid} died" + (f" by signal {-code}" if code is not None and code < 0
-                                            else f" with exit code {code}"))
+        if k in self._remote:
+            host = self.scheduler_hosts.get(k, ("?", None))[0]
+            why = f"remote scheduler on {host} (os pid {proc.pid}) stopped answering"
+        else:
+            why = (f"os pid {proc.pid} died" + (f" by signal {-code}" if code is not None
+                                                and code < 0 else f" with exit code {code}"))
         self.lost_schedulers[k] = why
         pids: list = []
         if self.smp and self._procs[0].is_alive():

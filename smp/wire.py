@@ -18,7 +18,7 @@ MAX_FRAME = 256 * 1024 * 1024   # larger frames are refused before decoding
 
 _ALLOWED = {
     ("smp.terms", "Atom"), ("smp.terms", "Pid"), ("smp.terms", "Port"), ("smp.terms", "Ref"),
-    ("smp.terms", "ImproperList"), ("smp.messages", "SysMsg"),
+    ("smp.terms", "ImproperList"), ("smp.messages", "SysMsg"), ("smp.state", "Snapshot"),
     ("builtins", "Ellipsis"), ("builtins", "set"), ("builtins", "frozenset"),
 }
 
