@@ -125,8 +125,8 @@ class Emulator:
         if bind is not None and not (bind.startswith("tcp://") and bind.rsplit(":", 1)[-1].isdigit()):
             raise BadArg(f"bind must be tcp://ADDR:PORT, not {bind!r}")
         from .security import is_loopback, server_security
-        if curve is None:
-            curve = bind is not None and not is_loopback(bind)
+        if curve is None:       # on with keys, and always off loopback
+            curve = bind is not None and (keys is not None or not is_loopback(bind))
         if curve and keys is None:
             raise BadArg("CURVE is on for a non-loopback endpoint: give keys=DIR "
                          "(smp-emu keygen DIR), or curve=False to run unauthenticated")
@@ -334,6 +334,8 @@ class Emulator:
             for s in (self.ctl, self.disp):
                 if s is not None:
                     s.close(linger=0)
+            if self.auth is not None:
+                self.auth.stop()
             self.ctx.term()
             shutil.rmtree(self._dir, ignore_errors=True)
             self._closed = True
@@ -780,7 +782,8 @@ class Emulator:
 
     # -- statistics ----------------------------------------------------------
     def statistics(self) -> dict:
-        """made = delivered + dropped (by reason) + queued, per type and in all."""
+        """made = delivered + dropped (by reason) + queued, per type and in all;
+        ``auth_denied`` counts peers refused by CURVE at the dispatcher and here."""
         scheds = list(self._all_scheds("stats").values())
         if self.smp:
             self._sync_dispatcher()
@@ -805,6 +808,7 @@ class Emulator:
         d["schedulers"] = scheds
         d["mode"] = self.mode
         d["lost_schedulers"] = dict(self.lost_schedulers)
+        d["auth_denied"] = d.get("auth_denied", 0) + (self.auth.denied if self.auth else 0)
         return d
 
     # ================================================================ run

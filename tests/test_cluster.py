@@ -1,0 +1,141 @@
+"""Schedulers that join from another process group over tcp (loopback), with
+and without CURVE; a peer without the key cannot inject a message."""
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+
+import psutil
+import pytest
+import zmq
+
+import smp
+from smp import Atom as A
+from smp.demo import ping, pong
+from smp.security import keygen
+
+pytestmark = pytest.mark.timeout(90)
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def free_base() -> int:
+    """A base port with the next five free too."""
+    for _ in range(50):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            base = s.getsockname()[1]
+        if base + 6 > 65535:
+            continue
+        ok = True
+        for off in range(6):
+            with socket.socket() as t:
+                try:
+                    t.bind(("127.0.0.1", base + off))
+                except OSError:
+                    ok = False
+                    break
+        if ok:
+            return base
+    raise RuntimeError("no free port range")
+
+
+def start_remote(url: str, count: int, *extra: str) -> subprocess.Popen:
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    return subprocess.Popen(
+        [sys.executable, "-m", "smp.cluster", "scheduler", "--connect", url,
+         "--count", str(count), *extra],
+        env=env, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def finish(proc: subprocess.Popen) -> tuple[int, str]:
+    try:
+        out, err = proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, 9)
+        out, err = proc.communicate()
+        pytest.fail(f"remote schedulers did not stop: {err.decode()[-2000:]}")
+    return proc.returncode, err.decode()
+
+
+def workload(vm) -> None:
+    tracer = vm.spawn_collector()
+    peer = vm.spawn(pong)
+    p = vm.spawn(ping, peer, 3)
+    vm.define("demo", "fact", _fact)
+    vm.define("demo", "check", _check)
+    vm.trace(p, True, ["send"], tracer=tracer)
+    vm.run(timeout=30)
+    sends = [m for m in vm.messages(tracer) if m[2] == A("send")]
+    assert [m[3] for m in sends] == [(A("ping"), p, 0), (A("ping"), p, 1), (A("ping"), p, 2), A("stop")]
+    s = vm.statistics()
+    assert s["made"] == s["delivered"] + s["dropped"] + s["queued"] == 4
+
+
+from smp.demo import check as _check, fact as _fact  # noqa: E402
+
+
+def test_remote_schedulers_over_tcp():
+    url = f"tcp://127.0.0.1:{free_base()}"
+    remote = start_remote(url, 2)
+    try:
+        with smp.Emulator(mode="smp", schedulers=2, remote_schedulers=2, bind=url,
+                          start_timeout=30) as vm:
+            assert vm.security is None            # loopback: CURVE off unless asked for
+            assert set(vm.scheduler_hosts) == {1, 2}
+            workload(vm)
+    finally:
+        code, err = finish(remote)
+    assert code == 0, err
+    assert not psutil.pid_exists(remote.pid) or psutil.Process(remote.pid).status() == "zombie"
+
+
+def test_curve_schedulers_join_and_a_peer_without_the_key_cannot_inject(tmp_path):
+    keys = tmp_path / "keys"
+    keygen(str(keys), "server")
+    keygen(str(keys / "authorized"), "sched")
+    sched_keys = tmp_path / "sched-keys"
+    sched_keys.mkdir()
+    for f in ("sched.key", "sched.key_secret"):
+        (sched_keys / f).write_bytes((keys / "authorized" / f).read_bytes())
+    (keys / "authorized" / "sched.key_secret").unlink()      # the controller keeps publics only
+    (sched_keys / "server.key").write_bytes((keys / "server.key").read_bytes())
+    base = free_base()
+    url = f"tcp://127.0.0.1:{base}"
+    remote = start_remote(url, 1, "--keys", str(sched_keys), "--name", "sched")
+    try:
+        with smp.Emulator(mode="smp", schedulers=1, remote_schedulers=1, bind=url,
+                          keys=str(keys), start_timeout=30) as vm:
+            assert vm.security is not None
+            workload(vm)
+            before = vm.statistics()
+            ctx = zmq.Context.instance()
+            import pickle
+            frame = pickle.dumps(("b", 1, [("r", 1, None, None, 0, 1, pickle.dumps([A("x")]), 0)]))
+            # a peer with no CURVE at all, and one with a key that is not allowed
+            plain = ctx.socket(zmq.PUSH)
+            plain.setsockopt(zmq.LINGER, 0)
+            plain.connect(f"tcp://127.0.0.1:{base + 1}")
+            plain.send(frame)
+            rogue = ctx.socket(zmq.PUSH)
+            rogue.setsockopt(zmq.LINGER, 0)
+            pub, sec = zmq.curve_keypair()
+            rogue.curve_publickey, rogue.curve_secretkey = pub, sec
+            rogue.curve_serverkey = vm.security["server_public"]
+            rogue.connect(f"tcp://127.0.0.1:{base + 1}")
+            rogue.send(frame)
+            # wait (bounded) until the handshake of the rogue has been refused
+            for _ in range(200):
+                if vm.statistics()["auth_denied"] >= 1:
+                    break
+                vm.run()
+            after = vm.statistics()
+            assert after["auth_denied"] >= 1
+            assert after["made"] == before["made"]
+            assert after["bad_frames"] == before["bad_frames"]
+            plain.close()
+            rogue.close()
+    finally:
+        code, err = finish(remote)
+    assert code == 0, err
