@@ -1,4 +1,5 @@
-"""``smp-emu``: run, compare, read, report and stress scenarios from the shell.
+"""``smp-emu``: run, compare, read, report and stress scenarios from the shell,
+and replay a dispatcher journal (``smp-emu replay``, ``dispatcher.replay``).
 
 Runs in the user's process.  Data goes to stdout (the trace, JSON); progress
 and tables go to stderr, and only when stderr is a terminal.  Exit codes:
@@ -152,7 +153,7 @@ def _shield() -> None:
         pass
 
 
-def _execute(sc, mode, schedulers, writer, progress_label=None, extra_faults=None):
+def _execute(sc, mode, schedulers, writer, progress_label=None, extra_faults=None, journal=None):
     from .workloads import execute
     tty = _stderr_tty()
     on_progress = None
@@ -168,7 +169,8 @@ def _execute(sc, mode, schedulers, writer, progress_label=None, extra_faults=Non
         with _Interrupt():
             try:
                 return execute(sc, mode=mode, schedulers=schedulers, on_trace=writer,
-                               on_progress=on_progress, extra_faults=extra_faults)
+                               on_progress=on_progress, extra_faults=extra_faults,
+                               journal=journal)
             except KeyboardInterrupt:   # before the run started: nothing measured
                 _shield()
                 raise
@@ -197,15 +199,19 @@ def cli():
 @click.option("--summary/--no-summary", default=None,
               help="show the summary table on stderr (default: when stderr is a terminal)")
 @click.option("--check", is_flag=True, help="check the invariants; exit 1 when one fails")
-def run(scenario, mode, schedulers, fmt, out, as_json, summary, check):
+@click.option("--journal", "journal_path", type=click.Path(dir_okay=False, writable=True),
+              help="record the dispatcher's queue and decisions here, for smp-emu replay (smp)")
+def run(scenario, mode, schedulers, fmt, out, as_json, summary, check, journal_path):
     """Run SCENARIO (a TOML file or an example name; the built-in default if omitted)."""
     sc = _load(scenario)
     if mode == "nonsmp" and schedulers not in (None, 1):
         raise click.UsageError("nonsmp mode has exactly one scheduler")
+    if journal_path and (mode or sc["mode"]) != "smp":
+        raise click.UsageError("--journal records the dispatcher's queue: it needs smp mode")
     stream = open(out, "w", encoding="utf-8") if out else (None if as_json else sys.stdout)
     writer = _TraceWriter(fmt, stream, True)
     try:
-        outcome = _execute(sc, mode, schedulers, writer)
+        outcome = _execute(sc, mode, schedulers, writer, journal=journal_path)
     except KeyboardInterrupt:
         click.echo("smp-emu: interrupted before the run started", err=True)
         sys.exit(EXIT_INTERRUPTED)
@@ -357,27 +363,56 @@ def report(result, output):
 @click.option("--seed", type=int, default=None, help="seed of the random faults")
 @click.option("--faults", type=click.IntRange(0, 10000), default=12, show_default=True,
               help="how many random faults")
+@click.option("--journal", "journal_path", type=click.Path(dir_okay=False, writable=True),
+              help="record the dispatcher's queue and decisions here (smp; default: a temporary "
+                   "file, kept and named only when an invariant fails)")
 @click.option("--json", "as_json", is_flag=True, help="print the result as JSON on stdout")
-def stress(scenario, duration, schedulers, mode, seed, faults, as_json):
-    """Random faults on top of a workload; exit 1 naming messages that break an invariant."""
+def stress(scenario, duration, schedulers, mode, seed, faults, journal_path, as_json):
+    """Random faults on top of a workload; exit 1 naming messages that break an invariant.
+
+    In smp mode the dispatcher journals its queue as it runs and the journal
+    is replayed at the end (``smp-emu replay``): every decision is taken
+    again, and timestamps, per-tracee order and state resets are checked in
+    queue order."""
     import random
+    import shutil
+    import tempfile
     from .compare import check_invariants
     sc = _load(scenario or "stress" if scenario or _has_example("stress") else None)
     sc["duration"] = {"seconds": duration, "operations": None}
     sc["timeout"] = max(sc["timeout"], duration * 10 + 30)
+    run_mode = mode or sc["mode"]
+    if run_mode != "smp" and journal_path:
+        raise click.UsageError("--journal records the dispatcher's queue: it needs smp mode")
+    tmpdir = None
+    if run_mode == "smp" and not journal_path:
+        tmpdir = tempfile.mkdtemp(prefix="smp-emu-journal-")
+        journal_path = os.path.join(tmpdir, f"stress-{sc['name']}.journal")
     rng = random.Random(sc["seed"] if seed is None else seed)
     extra = _random_faults(sc, rng, duration, faults)
     try:
-        outcome = _execute(sc, mode, schedulers, None, f"stress {sc['name']}", extra)
+        outcome = _execute(sc, mode, schedulers, None, f"stress {sc['name']}", extra,
+                           journal=journal_path)
     except KeyboardInterrupt:
+        if tmpdir is not None:
+            shutil.rmtree(tmpdir, ignore_errors=True)
         sys.exit(EXIT_INTERRUPTED)
     except SmpError as e:
         click.echo(f"smp-emu: {e}", err=True)
+        if tmpdir is not None:
+            click.echo(f"smp-emu: journal kept: {journal_path}", err=True)
         sys.exit(EXIT_FAILED)
     s = outcome.summary
     violations = check_invariants(outcome, limit=50)
+    rep = None
+    if journal_path:
+        rep = _replay_journal(journal_path, outcome.summary["stats"])
+        violations += rep["violations"]
+        s["replay"] = rep
     s["invariants"] = {"ok": not violations, "violations": violations}
     s["faults"] = [{k: v for k, v in f.items()} for f in extra]
+    keep = journal_path is not None and (tmpdir is None or bool(violations) or bool(s["error"]))
+    s["journal"] = journal_path if keep else None
     if as_json:
         sys.stdout.write(json.dumps(s, indent=2, default=repr) + "\n")
     else:
@@ -386,10 +421,19 @@ def stress(scenario, duration, schedulers, mode, seed, faults, as_json):
                          f"{len(extra)} faults, {s['elapsed_s']:.2f} s): made {st['made']}, "
                          f"delivered {st['delivered']}, dropped {st['dropped']}, queued "
                          f"{st.get('queued', 0)}, suppressed {st.get('suppressed', 0)}\n")
+        if rep is not None:
+            sys.stdout.write(f"replayed {rep['runs']} runs from the journal: "
+                             f"{rep['divergence_count']} divergences, "
+                             f"{rep['race_window']} decided before a concurrent change\n")
         for v in violations:
             sys.stdout.write(f"VIOLATION: {v}\n")
         if not violations:
             sys.stdout.write("all invariants hold\n")
+    if keep and (violations or s["error"]):
+        click.echo(f"smp-emu: journal kept: {journal_path} (smp-emu replay {journal_path})",
+                   err=True)
+    elif tmpdir is not None:
+        shutil.rmtree(tmpdir, ignore_errors=True)
     if s["error"]:
         click.echo(f"smp-emu: {s['error']}", err=True)
         sys.exit(EXIT_FAILED)
@@ -397,6 +441,117 @@ def stress(scenario, duration, schedulers, mode, seed, faults, as_json):
         sys.exit(EXIT_FAILED)
     if s["interrupted"]:
         sys.exit(EXIT_INTERRUPTED)
+
+
+def _replay_journal(path: str, stats: dict) -> dict:
+    """Replay a stress run's journal; its findings as invariant violations."""
+    from dispatcher.replay import NotAJournal, replay
+    try:
+        r = replay(path)
+    except NotAJournal as e:
+        return {"runs": 0, "divergence_count": 0, "race_window": 0,
+                "violations": [f"journal: {e}"]}
+    out = [f"journal: {v}" for v in r.violations]
+    for d in r.divergences:
+        out.append(f"journal: seq {d['seq']}: {d['type']} x{d['n']} queued at seq "
+                   f"{d['queued_seq']} was {d['recorded']}, replay says {d['replayed']}: "
+                   + "; ".join(d["messages"]))
+    if r.divergence_count > len(r.divergences):
+        out.append(f"journal: ({r.divergence_count - len(r.divergences)} more divergences)")
+    if r.violation_count > len(r.violations):
+        out.append(f"journal: ({r.violation_count - len(r.violations)} more violations)")
+    if r.truncated:
+        out.append(f"journal: truncated: {r.truncated}")
+    for key in ("made_by_type", "delivered_by_type", "dropped_by_reason", "queued"):
+        if r.totals[key] != stats.get(key, {} if key != "queued" else 0):
+            out.append(f"journal: replayed {key} {r.totals[key]} != the run's {stats.get(key)}")
+    return {"runs": r.runs, "divergence_count": r.divergence_count,
+            "race_window": r.race_window, "inferred": r.inferred, "violations": out}
+
+
+@cli.command()
+@click.argument("journal", type=click.Path(dir_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="print the replay report as JSON on stdout")
+@click.option("--around", type=click.IntRange(0), default=None,
+              help="list the queue around this seq, in dbg's format, with each decision")
+@click.option("--limit", type=click.IntRange(1, 100000), default=20, show_default=True,
+              help="how many divergences to report and runs to list")
+def replay(journal, as_json, around, limit):
+    """Re-run the deliver/drop decisions recorded in JOURNAL (written by
+    ``smp-emu stress`` or ``Emulator(journal=...)``); exit 1 on a divergence
+    or a broken invariant, 2 when JOURNAL is not a journal."""
+    from dispatcher.replay import NotAJournal, format_listing, queue_listing
+    from dispatcher.replay import replay as do_replay
+    if not os.path.exists(journal):
+        click.echo(f"smp-emu: {journal}: no such file", err=True)
+        sys.exit(EXIT_USAGE)
+    try:
+        r = do_replay(journal, max_divergences=limit)
+        listing = None
+        if around is not None or (not as_json and r.divergences):
+            listing = queue_listing(journal, r, around, limit)
+    except NotAJournal as e:
+        click.echo(f"smp-emu: {e}", err=True)
+        sys.exit(EXIT_USAGE)
+    if as_json:
+        out = r.to_json()
+        if listing is not None:
+            out["listing"] = listing
+        sys.stdout.write(json.dumps(out, indent=2, default=repr) + "\n")
+    else:
+        sys.stdout.write(_replay_text(r))
+        if listing:
+            at = around if around is not None else r.divergences[0]["seq"]
+            sys.stdout.write(f"\nqueue around seq {at}:\n" + format_listing(listing, at))
+    sys.stdout.flush()
+    if _stderr_tty():
+        _print_replay_table(r)
+    sys.exit(0 if r.ok else EXIT_FAILED)
+
+
+def _replay_text(r) -> str:
+    t = r.totals
+    lines = [f"journal {r.path}: {r.schedulers} scheduler(s), "
+             + ", ".join(f"{n} {k}" for k, n in r.records.items()) + " records",
+             f"replayed {r.runs} runs: made {t['made']}, delivered {t['delivered']}, dropped "
+             f"{t['dropped']}, queued {t['queued']}"]
+    for reason, by_type in t["dropped_by_reason"].items():
+        lines.append(f"  dropped {reason}: " + ", ".join(f"{ty} {n}" for ty, n in by_type.items()))
+    if r.race_window or r.inferred or r.unjournaled:
+        lines.append(f"{r.race_window} decided before a concurrent change was recorded, "
+                     f"{r.inferred} learned from the journal (port closes, registrations), "
+                     f"{r.unjournaled} unjournaled trace_delivered replies")
+    if r.truncated:
+        lines.append(f"journal truncated: {r.truncated}")
+    lines.append(f"divergences: {r.divergence_count}")
+    for d in r.divergences:
+        lines.append(f"  seq {d['seq']}: {d['type']} x{d['n']} (queued at seq {d['queued_seq']}, "
+                     f"from {d['from']}): recorded {d['recorded']}, replayed {d['replayed']}")
+        lines += [f"      {m}" for m in d["messages"]]
+    lines.append(f"invariant violations: {r.violation_count}")
+    lines += [f"  {v}" for v in r.violations]
+    lines.append("replay matches the run" if r.ok else "REPLAY FAILED")
+    return "\n".join(lines) + "\n"
+
+
+def _print_replay_table(r) -> None:
+    from rich.table import Table
+    t = Table(title=f"replay of {os.path.basename(r.path)}")
+    for col in ("type", "made", "delivered", "dropped"):
+        t.add_column(col, justify="left" if col == "type" else "right")
+    tot = r.totals
+    dropped: dict = {}
+    for reason, by_type in tot["dropped_by_reason"].items():
+        for ty, n in by_type.items():
+            dropped.setdefault(ty, []).append(f"{n} {reason}")
+    for ty in sorted(tot["made_by_type"]):
+        t.add_row(ty, str(tot["made_by_type"][ty]), str(tot["delivered_by_type"].get(ty, 0)),
+                  ", ".join(dropped.get(ty, [])) or "0")
+    t.add_row("all", str(tot["made"]), str(tot["delivered"]), str(tot["dropped"]), style="bold")
+    con = _console()
+    con.print(t)
+    con.print(f"divergences {r.divergence_count}, invariant violations {r.violation_count}: "
+              + ("[green]replay matches the run[/]" if r.ok else "[red]REPLAY FAILED[/]"))
 
 
 def _has_example(name: str) -> bool:

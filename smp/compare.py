@@ -17,7 +17,7 @@ from __future__ import annotations
 from .dbgfmt import format_dbg
 from .terms import Atom, Pid, Port, format_term
 
-__all__ = ["check_invariants", "compare_runs", "normalise"]
+__all__ = ["check_invariants", "compare_runs", "normalise", "OrderChecker"]
 
 _TRACE, _TRACE_TS, _SEQ, _PROFILE = Atom("trace"), Atom("trace_ts"), Atom("seq_trace"), Atom("profile")
 _SEND, _RECEIVE = Atom("send"), Atom("receive")
@@ -47,6 +47,44 @@ def _seq_of(msg, sender):
     return None
 
 
+class OrderChecker:
+    """Per-tracee order, fed one message at a time, per tracer.
+
+    A tracee's ``send`` messages (and its ``'receive'`` messages per sender)
+    carry workload sequence numbers that only increase.  ``feed`` returns the
+    violation text for a message that breaks the order, else None."""
+
+    def __init__(self) -> None:
+        self._count: dict = {}
+        self._last: dict = {}
+
+    def feed(self, tracer: str, term) -> str | None:
+        i = self._count.get(tracer, 0)
+        self._count[tracer] = i + 1
+        if not (type(term) is tuple and term and term[0] in (_TRACE, _TRACE_TS) and len(term) >= 4):
+            return None
+        tracee, what = term[1], term[2]
+        key = None
+        if what is _SEND and len(term) >= 5:
+            s = _seq_of(term[3], tracee)
+            if s:
+                key = (tracer, tracee, "send", s[0]), s[1]
+        elif what is _RECEIVE:
+            s = _seq_of(term[3], None)
+            if s:
+                key = (tracer, tracee, "receive", s[0]), s[1]
+        if not key:
+            return None
+        k, seq = key
+        prev = self._last.get(k)
+        self._last[k] = (seq, i, term)
+        if prev is not None and seq <= prev[0]:
+            return (f"tracer {tracer}: tracee {tracee!r} order broken: message "
+                    f"{i + 1} {format_term(term)} after message {prev[1] + 1} "
+                    f"{format_term(prev[2])}")
+        return None
+
+
 def check_invariants(outcome, limit: int = 20) -> list[str]:
     """Every violated invariant of one run, each naming the messages involved."""
     out: list[str] = []
@@ -66,10 +104,10 @@ def check_invariants(outcome, limit: int = 20) -> list[str]:
             if made != got:
                 out.append(f"counts: {t} made {made} != delivered "
                            f"{st['delivered_by_type'].get(t, 0)} + dropped {dropped_by_type.get(t, 0)}")
+    order = OrderChecker()
     for name, terms in outcome.messages.items():
         last_ts = None
         last_i = None
-        last_seq: dict = {}
         for i, term in enumerate(terms):
             ts = _ts(term)
             if ts is not None and _valid_ts(ts):
@@ -78,25 +116,9 @@ def check_invariants(outcome, limit: int = 20) -> list[str]:
                                f"{format_term(ts)}, not after message {last_i + 1} "
                                f"{format_term(terms[last_i])}")
                 last_ts, last_i = ts, i
-            if type(term) is tuple and term and term[0] in (_TRACE, _TRACE_TS) and len(term) >= 4:
-                tracee, what = term[1], term[2]
-                key = None
-                if what is _SEND and len(term) >= 5:
-                    s = _seq_of(term[3], tracee)
-                    if s:
-                        key = (tracee, "send", s[0]), s[1]
-                elif what is _RECEIVE:
-                    s = _seq_of(term[3], None)
-                    if s:
-                        key = (tracee, "receive", s[0]), s[1]
-                if key:
-                    k, seq = key
-                    prev = last_seq.get(k)
-                    if prev is not None and seq <= prev[0]:
-                        out.append(f"tracer {name}: tracee {tracee!r} order broken: message "
-                                   f"{i + 1} {format_term(term)} after message {prev[1] + 1} "
-                                   f"{format_term(terms[prev[1]])}")
-                    last_seq[k] = (seq, i)
+            v = order.feed(name, term)
+            if v:
+                out.append(v)
             if len(out) >= limit:
                 out.append("(more violations not listed)")
                 return out

@@ -1,0 +1,245 @@
+"""smp-only: the dispatcher journal replays to the same decisions, and a
+doctored journal is caught at the record that was changed."""
+from __future__ import annotations
+
+import json
+import pickle
+
+import pytest
+from click.testing import CliRunner
+
+import smp
+from dispatcher.replay import NotAJournal, format_listing, queue_listing, replay
+from smp import Atom as A
+from smp.cli import cli
+from smp.dispatch import DELIVER_PID, DROP
+from smp.messages import SYS_MSG_TYPE_SYSPROF, SYS_MSG_TYPE_TRACE
+from smp.scenario import load_scenario
+from smp.workloads import execute
+
+pytestmark = pytest.mark.timeout(90)
+
+KEYS = ("made", "made_by_type", "delivered", "delivered_by_type", "dropped",
+        "dropped_by_reason", "queued")
+
+
+def same_totals(report, stats) -> None:
+    assert {k: report.totals[k] for k in KEYS} == {k: stats[k] for k in KEYS}
+
+
+# ---------------------------------------------------------------- workload bodies
+async def chain_sender(proc, to, n):
+    await proc.seq_trace("label", 7)
+    await proc.seq_trace("send", True)
+    for i in range(n):
+        await proc.send(to, (A("hop"), proc.pid, i))
+
+
+async def sender(proc, to, n):
+    for i in range(n):
+        await proc.send(to, (A("cast"), proc.pid, i))
+    await proc.receive()
+
+
+async def busy_worker(proc, n):
+    for _ in range(n):
+        await proc.sleep(0)
+
+
+async def go(proc, pids):
+    for p in pids:
+        await proc.send(p, A("go"))
+
+
+# ---------------------------------------------------------------- journals
+@pytest.fixture(scope="module")
+def raced(tmp_path_factory):
+    """A journaled run with the races of test_smp_races: the seq tracer
+    replaced and a tracer killed while their messages wait in a held queue,
+    the profiler killed (its options cleared by the dispatcher on the first
+    failure), then tracer churn."""
+    path = str(tmp_path_factory.mktemp("j") / "raced.journal")
+    with smp.Emulator(mode="smp", schedulers=2, journal=path) as vm:
+        old, new, sink, tracer = (vm.spawn_collector() for _ in range(4))
+        vm.set_system_seq_tracer(old)
+        vm.spawn(chain_sender, sink, 3)
+        p = vm.spawn(sender, sink, 5)
+        vm.trace(p, True, ["send", "timestamp"], tracer=tracer)
+        kept = vm.spawn_collector()
+        p2 = vm.spawn(sender, sink, 4)
+        vm.trace(p2, True, ["send", "timestamp"], tracer=kept)
+        prof = vm.spawn_collector()
+        vm.system_profile(prof, [A("runnable_procs"), A("scheduler")])
+        vm.hold_dispatcher()
+        vm.spawn(busy_worker, 3)
+        vm.run()
+        assert vm.queued_messages()
+        vm.set_system_seq_tracer(new)
+        vm.exit(tracer, A("kill"))
+        vm.exit(prof, A("kill"))
+        vm.spawn(busy_worker, 3)
+        vm.run()
+        vm.release_dispatcher()
+        vm.run()
+        vm.spawn(go, [p, p2])
+        vm.run()
+        assert len(vm.messages(new)) == 3 and vm.messages(old) == []
+        assert len(vm.messages(kept)) == 4
+        stats = vm.statistics()
+    assert stats["dropped_by_reason"]["receiver_dead"]["TRACE"] == 5
+    assert stats["dropped_by_reason"]["no_receiver"]["SYSPROF"] >= 1
+    return path, stats
+
+
+@pytest.fixture(scope="module")
+def churned(tmp_path_factory):
+    path = str(tmp_path_factory.mktemp("j") / "churn.journal")
+    out = execute(load_scenario("churn"), mode="smp", schedulers=2, journal=path)
+    assert out.summary["completed"]
+    return path, out.summary["stats"]
+
+
+def test_raced_run_replays_without_divergence(raced):
+    path, stats = raced
+    r = replay(path)
+    assert r.ok, (r.divergences, r.violations)
+    assert r.divergence_count == r.violation_count == 0 and r.truncated is None
+    assert r.records["q"] == r.records["d"] == r.runs
+    same_totals(r, stats)
+    assert r.recorded_totals == r.totals
+
+
+def test_churn_scenario_replays_without_divergence(churned):
+    path, stats = churned
+    r = replay(path)
+    assert r.ok, (r.divergences, r.violations)
+    assert r.totals["dropped_by_reason"]["receiver_dead"]["TRACE"] > 0   # churned tracers
+    same_totals(r, stats)
+
+
+# ---------------------------------------------------------------- doctored journals
+def read_all(path):
+    with open(path, "rb") as f:
+        out = [pickle.load(f)]
+        while True:
+            try:
+                out.append(pickle.load(f))
+            except EOFError:
+                return out
+
+
+def write_all(path, recs) -> None:
+    with open(path, "wb") as f:
+        for r in recs:
+            pickle.dump(r, f, pickle.HIGHEST_PROTOCOL)
+
+
+def test_doctored_decision_is_reported_at_its_seq(raced, tmp_path):
+    path, _ = raced
+    recs = read_all(path)
+    k = next(i for i, r in enumerate(recs[1:], 1)
+             if r[1] == "d" and r[2] == SYS_MSG_TYPE_TRACE and r[4] == DELIVER_PID)
+    seq = recs[k][0]
+    recs[k] = recs[k][:4] + (DROP, recs[k][5], "receiver_dead")
+    bad = str(tmp_path / "doctored.journal")
+    write_all(bad, recs)
+    r = replay(bad)
+    assert not r.ok and r.divergence_count == 1
+    d = r.divergences[0]
+    assert d["seq"] == seq and d["type"] == "TRACE"
+    assert d["recorded"].startswith("drop receiver_dead") and d["replayed"].startswith("deliver")
+    assert d["messages"] and " ! " in d["messages"][0]      # named, in dbg's format
+    items = queue_listing(bad, r, seq, 6)
+    text = format_listing(items, seq)
+    assert f">>#{seq}" in text and "DIVERGES" in text
+
+    res = CliRunner().invoke(cli, ["replay", bad])
+    assert res.exit_code == 1, res.output
+    assert f"seq {seq}: TRACE" in res.output and "REPLAY FAILED" in res.output
+    res = CliRunner().invoke(cli, ["replay", bad, "--json", "--around", str(seq)])
+    assert res.exit_code == 1
+    j = json.loads(res.output)
+    assert j["divergences"][0]["seq"] == seq and not j["ok"]
+    assert any(x["seq"] == seq for x in j["listing"])
+
+
+def test_swapped_timestamps_break_queue_order(raced, tmp_path):
+    path, _ = raced
+    recs = read_all(path)
+    ts = [i for i, r in enumerate(recs[1:], 1) if r[1] == "q" and r[5] != 0]
+    a, b = ts[0], ts[1]
+    base_a, base_b = recs[a][8], recs[b][8]
+    recs[a] = recs[a][:8] + (base_b,) + recs[a][9:]
+    recs[b] = recs[b][:8] + (base_a,) + recs[b][9:]
+    bad = str(tmp_path / "swapped.journal")
+    write_all(bad, recs)
+    r = replay(bad)
+    assert r.divergence_count == 0 and not r.ok
+    assert r.violations[0].startswith(f"seq {recs[b][0]}: timestamp ")
+    res = CliRunner().invoke(cli, ["replay", bad])
+    assert res.exit_code == 1 and f"seq {recs[b][0]}: timestamp" in res.output
+
+
+def test_missing_state_reset_is_a_violation(raced, tmp_path):
+    """Drop the snapshot in which the dispatcher cleared the profile options
+    after the first failed runnable event (sys_msg_disp_failure)."""
+    path, _ = raced
+    recs = read_all(path)
+    k = next(i for i, r in enumerate(recs[1:], 1)
+             if r[1] == "d" and r[2] == SYS_MSG_TYPE_SYSPROF and r[6] == "no_receiver")
+    s = next(i for i in range(k + 1, len(recs)) if recs[i][1] == "s")
+    assert not recs[s][2].profile_runnable_procs
+    bad = str(tmp_path / "noreset.journal")
+    write_all(bad, recs[:s] + recs[s + 1:])
+    r = replay(bad)
+    assert any(v.startswith(f"seq {recs[k][0]}: state not reset after the failed SYSPROF")
+               for v in r.violations), r.violations
+
+
+def test_not_a_journal_exits_2_naming_the_file(tmp_path):
+    p = tmp_path / "notes.txt"
+    p.write_text("hello\n")
+    with pytest.raises(NotAJournal, match="notes.txt: not a dispatcher journal"):
+        replay(str(p))
+    res = CliRunner().invoke(cli, ["replay", str(p)])
+    assert res.exit_code == 2
+    assert f"{p}: not a dispatcher journal" in res.output
+    q = tmp_path / "other.pickle"
+    q.write_bytes(pickle.dumps(("something", 1)))
+    res = CliRunner().invoke(cli, ["replay", str(q)])
+    assert res.exit_code == 2 and f"{q}: not a dispatcher journal" in res.output
+    res = CliRunner().invoke(cli, ["replay", str(tmp_path / "missing.journal")])
+    assert res.exit_code == 2 and "missing.journal: no such file" in res.output
+
+
+# ---------------------------------------------------------------- the CLI
+def test_stress_leaves_a_journal_that_replays_clean(tmp_path):
+    j = tmp_path / "stress.journal"
+    res = CliRunner().invoke(cli, ["stress", "--duration", "2", "--schedulers", "2",
+                                   "--journal", str(j), "--json"])
+    assert res.exit_code == 0, res.output
+    s = json.loads(res.output)
+    assert s["invariants"]["ok"] and s["journal"] == str(j)
+    assert s["replay"]["runs"] > 0 and s["replay"]["divergence_count"] == 0
+    res = CliRunner().invoke(cli, ["replay", str(j)])
+    assert res.exit_code == 0, res.output
+    assert "divergences: 0" in res.output and "replay matches the run" in res.output
+    assert f"made {s['stats']['made']}," in res.output
+
+
+def test_stress_journal_needs_smp(tmp_path):
+    res = CliRunner().invoke(cli, ["stress", "--mode", "nonsmp", "--duration", "0.2",
+                                   "--journal", str(tmp_path / "x.journal")])
+    assert res.exit_code == 2 and "needs smp mode" in res.output
+
+
+def test_run_journal_replays_clean(tmp_path):
+    j = tmp_path / "run.journal"
+    res = CliRunner().invoke(cli, ["run", "churn", "--journal", str(j), "--json"])
+    assert res.exit_code == 0, res.output
+    stats = json.loads(res.output)["stats"]
+    res = CliRunner().invoke(cli, ["replay", str(j), "--json"])
+    assert res.exit_code == 0, res.output
+    rep = json.loads(res.output)
+    assert rep["ok"] and rep["divergence_count"] == 0
+    assert {k: rep["totals"][k] for k in KEYS} == {k: stats[k] for k in KEYS}
