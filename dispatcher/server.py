@@ -31,7 +31,6 @@ import time
 import traceback
 from collections import Counter, deque
 
-import dill
 import zmq
 
 from smp import messages as M
@@ -400,7 +399,7 @@ class Dispatcher:
                 continue
             ident, raw = sock.recv_multipart()
             try:
-                req_id, cmd, args = dill.loads(raw)
+                req_id, cmd, args = wire.loads_any(raw)
             except Exception as e:
                 self.bad_frames += 1
                 self.last_bad_frame = f"control: {type(e).__name__}: {e}"
@@ -409,7 +408,7 @@ class Dispatcher:
                 value, ok = self.command(cmd, args), True
             except BaseException as e:
                 value, ok = e, False
-            sock.send_multipart([ident, dill.dumps(("r", req_id, ok, value))])
+            sock.send_multipart([ident, wire.dumps_any(("r", req_id, ok, value))])
             if cmd == "stop":
                 self.stop.set()
 

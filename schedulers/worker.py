@@ -24,7 +24,6 @@ import time
 import traceback
 from collections import deque
 
-import dill
 import psutil
 import zmq
 
@@ -46,21 +45,7 @@ HEARTBEAT_TIMEOUT = 5.0      # s without a word from a remote dispatcher: it is 
 _PICKLE = pickle.HIGHEST_PROTOCOL
 
 
-def _dumps(obj) -> bytes:
-    """Frames between processes: plain pickle (C speed), or dill when the
-    frame carries a function (a spawn of a closure); one byte says which."""
-    try:
-        return b"P" + pickle.dumps(obj, _PICKLE)
-    except (pickle.PicklingError, AttributeError, TypeError):
-        return b"D" + dill.dumps(obj)
-
-
-def _loads(raw: bytes):
-    if raw[:1] == b"P":
-        return pickle.loads(raw[1:])
-    if raw[:1] == b"D":
-        return dill.loads(raw[1:])
-    raise ValueError(f"frame with unknown codec byte {raw[:1]!r}")
+_dumps, _loads = wire.dumps_any, wire.loads_any
 
 
 class SmpTransport:
@@ -218,7 +203,7 @@ class Worker:
             if left <= 0 or not self.ctl.poll(int(left * 1000) + 1):
                 raise TimeoutError(f"no welcome from the controller at {self.ep['ctl']} "
                                    f"within {timeout:g} s")
-            msg = dill.loads(self.ctl.recv())
+            msg = _loads(self.ctl.recv())
             if msg[0] == "welcome":
                 return msg
             if msg[0] == "refused":
@@ -226,7 +211,7 @@ class Worker:
 
     # ------------------------------------------------------------------ io
     def send_ctl(self, obj) -> None:
-        self.ctl.send(dill.dumps(obj))
+        self.ctl.send(_dumps(obj))
 
     def _queue_frame(self, sock, frame: bytes) -> None:
         """Send without blocking; what the socket will not take now waits here,
@@ -510,7 +495,7 @@ class Worker:
                 "backpressure_waits": self.backpressure_waits, "bad_frames": self.bad_frames}
 
     def handle_ctl(self, raw: bytes) -> None:
-        req_id, cmd, args = dill.loads(raw)
+        req_id, cmd, args = _loads(raw)
         try:
             value = self.command(cmd, args)
             ok = True
@@ -519,9 +504,9 @@ class Worker:
         if req_id is not None:
             self.flush()
             try:
-                self.ctl.send(dill.dumps(("r", req_id, ok, value)))
+                self.ctl.send(_dumps(("r", req_id, ok, value)))
             except Exception:
-                self.ctl.send(dill.dumps(("r", req_id, False, RuntimeError(traceback.format_exc()))))
+                self.ctl.send(_dumps(("r", req_id, False, RuntimeError(traceback.format_exc()))))
 
     # ------------------------------------------------------------------ loop
     def peers_alive(self) -> bool:

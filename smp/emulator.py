@@ -22,7 +22,6 @@ import tempfile
 import time
 from typing import Any
 
-import dill
 import multiprocess
 import psutil
 import zmq
@@ -32,6 +31,7 @@ from .errors import (BadArg, DispatcherLost, EmulatorTimeout, Error, SchedulerLo
                      SmpError, StartupError)
 from .state import NIL
 from .terms import Atom, Pid, Port, Ref
+from .wire import dumps_any, loads_any
 
 __all__ = ["Emulator"]
 
@@ -238,7 +238,7 @@ class Emulator:
                        f"scheduler(s) never connected to {self.endpoints['ctl']})"
                        if self.remote_schedulers else ""))
             ident, raw = self.ctl.recv_multipart()
-            msg = dill.loads(raw)
+            msg = loads_any(raw)
             if msg[0] != "hello":
                 continue
             _, k, inbox_ep, os_pid, host, key = msg
@@ -255,7 +255,7 @@ class Emulator:
         for k, h in hellos.items():
             self._ident[k] = h[0]
             dpid = None if (k in self._remote or not self.smp) else self.dispatcher_pid
-            self.ctl.send_multipart([h[0], dill.dumps(("welcome", k, self.nsched, inbox_map,
+            self.ctl.send_multipart([h[0], dumps_any(("welcome", k, self.nsched, inbox_map,
                                                        allowed, dpid, k not in self._remote))])
         ready: set[int] = set()
         while len(ready) < self.nsched:
@@ -264,7 +264,7 @@ class Emulator:
                 raise StartupError(f"{self.nsched - len(ready)} scheduler(s) did not get ready "
                                    f"within {timeout:g} s")
             ident, raw = self.ctl.recv_multipart()
-            msg = dill.loads(raw)
+            msg = loads_any(raw)
             if msg[0] == "ready":
                 ready.add(msg[1])
         if self.smp:
@@ -361,7 +361,7 @@ class Emulator:
         """False when scheduler ``k`` is no longer connected (it exited)."""
         try:
             self.ctl.send_multipart([self._ident.get(k, f"s{k}".encode()),
-                                     dill.dumps((req_id, cmd, args))])
+                                     dumps_any((req_id, cmd, args))])
             return True
         except zmq.error.ZMQError as e:
             if e.errno != zmq.EHOSTUNREACH:
@@ -377,7 +377,7 @@ class Emulator:
                 ident, raw = self.ctl.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:
                 return
-            msg = dill.loads(raw)
+            msg = loads_any(raw)
             kind = msg[0]
             if kind == "r":
                 self._replies[msg[1]] = (msg[2], msg[3])
@@ -502,7 +502,7 @@ class Emulator:
     def _disp_call(self, cmd: str, *args, timeout: float = 30.0):
         self._check_open()
         req = next(self._req)
-        self.disp.send(dill.dumps((req, cmd, args)))
+        self.disp.send(dumps_any((req, cmd, args)))
         deadline = time.monotonic() + timeout
         while True:
             left = deadline - time.monotonic()
@@ -512,7 +512,7 @@ class Emulator:
                 if left <= 0:
                     raise SmpError(f"dispatcher did not answer {cmd!r} within {timeout:g} s")
                 continue
-            _, rid, ok, value = dill.loads(self.disp.recv())
+            _, rid, ok, value = loads_any(self.disp.recv())
             if rid == req:
                 break
         if not ok:

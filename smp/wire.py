@@ -12,7 +12,7 @@ import pickle
 
 from .errors import ProtocolError
 
-__all__ = ["loads", "MAX_FRAME"]
+__all__ = ["loads", "MAX_FRAME", "dumps_any", "loads_any"]
 
 MAX_FRAME = 256 * 1024 * 1024   # larger frames are refused before decoding
 
@@ -40,3 +40,24 @@ def loads(raw: bytes):
         raise
     except Exception as e:
         raise ProtocolError(f"undecodable frame: {type(e).__name__}: {e}") from None
+
+
+def dumps_any(obj) -> bytes:
+    """Frames between the emulator's own processes: plain pickle (C speed),
+    or dill when the frame carries a function that pickle cannot name (a
+    closure to spawn); one leading byte says which."""
+    try:
+        return b"P" + pickle.dumps(obj, pickle.HIGHEST_PROTOCOL)
+    except (pickle.PicklingError, AttributeError, TypeError):
+        import dill
+        return b"D" + dill.dumps(obj)
+
+
+def loads_any(raw: bytes):
+    """The inverse of ``dumps_any`` (trusted frames only: dill runs code)."""
+    if raw[:1] == b"P":
+        return pickle.loads(raw[1:])
+    if raw[:1] == b"D":
+        import dill
+        return dill.loads(raw[1:])
+    raise ProtocolError(f"frame with unknown codec byte {raw[:1]!r}")

@@ -333,19 +333,22 @@ class DispatcherRig:
         self.ingest = self.ctx.socket(zmq.PUSH)
         self.ingest.setsockopt(zmq.LINGER, 5000)
         self.ingest.connect(self.endpoints["ingest"])
+        # what the controller tells the dispatcher after the schedulers' hellos
+        self.call("set_inboxes", {k: (self.endpoints["inbox"].format(k), None)
+                                  for k in range(1, nsched + 1)})
 
     def call(self, cmd: str, *args, timeout: float = 30.0):
         """Like Emulator._disp_call."""
-        import dill
+        from smp.wire import dumps_any, loads_any
         self.req += 1
         req = self.req
-        self.ctl.send(dill.dumps((req, cmd, args)))
+        self.ctl.send(dumps_any((req, cmd, args)))
         deadline = time.monotonic() + timeout
         while True:
             left = deadline - time.monotonic()
             if left <= 0 or not self.ctl.poll(int(left * 1000) + 1):
                 raise RuntimeError(f"dispatcher did not answer {cmd!r} within {timeout:g} s")
-            _, rid, ok, value = dill.loads(self.ctl.recv())
+            _, rid, ok, value = loads_any(self.ctl.recv())
             if rid == req:
                 break
         if not ok:
