@@ -570,7 +570,12 @@ class Emulator:
 
     def bk_state(self, op: str, *args):
         self._sync_dispatcher()
-        return self._disp_call("state", op, args)
+        result = self._disp_call("state", op, args)
+        if not (op.startswith("get_") or op.endswith("_get")):
+            # as the seed blocks every thread while it changes these, every
+            # scheduler sees the change before the BIF returns
+            self._all_scheds("wait_published", self._disp_call("pub_seq"))
+        return result
 
     def bk_trace_info(self, what, item):
         owner = self._owner(what)

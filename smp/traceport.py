@@ -214,30 +214,35 @@ class FileTracePort(_BasePort):
             view = view[w:]
         self.os_writes += 1
 
+    def _my_write(self, data) -> bool:
+        """trace_file_drv's my_write(): buffer ``data`` if it fits; else fill
+        the buffer, write it, then write the rest directly when it is at
+        least a buffer's worth, or buffer it.  True when the disk was written."""
+        buf = self._buf
+        room = self.buffer_size - len(buf)
+        if len(data) <= room:
+            buf += data
+            return False
+        buf += data[:room]
+        self._os_write(buf)
+        rest = memoryview(data)[room:]
+        if len(rest) >= self.buffer_size:
+            self._os_write(rest)
+            self._buf = bytearray()
+        else:
+            self._buf = bytearray(rest)
+        return True
+
     def write(self, payload: bytes) -> bool:
-        """Append one frame (op 0, size, payload); return True if heavy."""
+        """Append one frame (op 0, size, payload); return True if heavy.
+
+        As trace_file_output: the 5-byte header and the payload are two
+        my_write() calls, and a wrap-around is heavy too."""
         if self._closed:
             raise TracePortError("trace port is closed")
         n = len(payload)
-        buf = self._buf
-        heavy = False
-        if len(buf) + 5 + n <= self.buffer_size:
-            buf += _pack_hdr(OP_DATA, n)
-            buf += payload
-        else:
-            # my_write(): fill the buffer, write it, then write the rest
-            # directly if it is at least a buffer's worth, else buffer it.
-            frame = _pack_hdr(OP_DATA, n) + payload
-            room = self.buffer_size - len(buf)
-            buf += frame[:room]
-            self._os_write(buf)
-            rest = memoryview(frame)[room:]
-            if len(rest) >= self.buffer_size:
-                self._os_write(rest)
-                self._buf = bytearray()
-            else:
-                self._buf = bytearray(rest)
-            heavy = True
+        heavy = self._my_write(_pack_hdr(OP_DATA, n))
+        heavy = self._my_write(payload) or heavy
         self.messages += 1
         self.bytes += 5 + n
         if self.wrap is not None:

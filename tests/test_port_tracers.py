@@ -356,17 +356,6 @@ def test_file_port_heavy_flag_follows_trace_file_drv_header_write():
         assert got == expected
 
 
-test_file_port_heavy_flag_follows_trace_file_drv_header_write = pytest.mark.xfail(
-    strict=True,
-    reason="smp/traceport.py FileTracePort.write buffers header+payload as one frame "
-           "(one my_write), but trace_file_drv's trace_file_output calls my_write twice "
-           "(5-byte header, then payload). When fewer than 5 bytes are free and the rest "
-           "of the frame is >= buffer_size, the driver keeps rest-buffer_size bytes (here "
-           "a full buffer) buffered while FileTracePort writes the rest directly and "
-           "empties its buffer, so the next write is heavy in the driver but not here "
-           "(sizes 57,61,10 with buffer 64: driver F,T,T vs FileTracePort F,T,F); in "
-           "nonsmp the fake schedule pair then comes at a different message.",
-)(test_file_port_heavy_flag_follows_trace_file_drv_header_write)
 
 
 # ================================================================ 4. ip port, drops
