@@ -12,11 +12,11 @@ rule as ``Dispatcher._dispatch``, then failures take their side effects
 through ``disp_failure`` on the replayed state, as ``sys_msg_disp_failure``
 does in the seed.
 
-What the journal does not carry is learned from it, and counted as such
-(``inferred``): tracer ports are opened and closed by control commands the
-journal does not record (a port is taken as valid until its first
-``port_closed`` decision; port ids are never reused), and so are names
-registered through the control socket (``error_logger``).
+Tracer ports opened and closed and names registered through the control
+socket are journaled as table events (``port_open``, ``port_close``,
+``register``, ``unregister``); a journal from before they were recorded is
+still replayed by learning them from the decisions, counted as
+``inferred``.
 
 The dispatch thread reads the table and the state *before* it records its
 decision, so a change recorded between two decisions may or may not have
@@ -333,7 +333,7 @@ class _Replayer:
         elif ev == "unregister":
             self.undo.append(("reg", rec[3], self.table.registry.get(rec[3]), seq))
             self.table.unregister(rec[3])
-        elif ev == "register":          # not recorded today; see the module docstring
+        elif ev == "register":          # recorded by the control thread
             self.undo.append(("reg", rec[3], self.table.registry.get(rec[3]), seq))
             self.table.registry[rec[3]] = rec[4]
         elif ev == "port_open":

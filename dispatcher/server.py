@@ -441,10 +441,14 @@ class Dispatcher:
         if cmd == "register":
             ok = self.table.register(*args)
             if ok:
+                if self.journal is not None:
+                    self.journal.record("e", "register", args[0], args[1])
                 self._pub(("reg", dict(self.table.registry)))
             return ok
         if cmd == "unregister":
             ok = self.table.unregister(args[0])
+            if ok and self.journal is not None:
+                self.journal.record("e", "unregister", args[0], None)
             self._pub(("reg", dict(self.table.registry)))
             return ok
         if cmd == "whereis":
@@ -508,6 +512,8 @@ class Dispatcher:
             self._port_counter += 1
             port_id = Port((self.nsched + 1) * self._port_counter)
             self.table.ports[port_id] = open_tracer_port(kind, *a, **kw)
+            if self.journal is not None:
+                self.journal.record("e", "port_open", port_id)
             self._pub(("ports", [p for p, tp in self.table.ports.items() if not tp.closed]))
             return port_id
         if cmd == "trace_port_call":
@@ -520,6 +526,8 @@ class Dispatcher:
             if method == "close":
                 with self.smq:   # not in the middle of a write
                     tp.close()
+                    if self.journal is not None:
+                        self.journal.record("e", "port_close", port_id)
                 self._pub(("ports", [p for p, t in self.table.ports.items() if not t.closed]))
                 st.trace_check_exiting(port_id, smp=True)
                 return True
@@ -546,8 +554,12 @@ class Dispatcher:
         msg = (Atom("trace_delivered"), what, ref)
         if caller is not None:
             with self.smq:
+                blob = pickle.dumps([msg], _PICKLE)
                 self.queue.append((M.SYS_MSG_TYPE_PROC_MSG, caller, caller, M.TS_NONE,
-                                   pickle.dumps([msg], _PICKLE), 1, 0, 0, time.monotonic_ns()))
+                                   blob, 1, 0, 0, time.monotonic_ns()))
+                if self.journal is not None:
+                    self.journal.record("q", M.SYS_MSG_TYPE_PROC_MSG, caller, caller, M.TS_NONE,
+                                        blob, 1, 0, 0)
                 self.made[M.SYS_MSG_TYPE_PROC_MSG] += 1
                 self.smq.notify()
             return ref
