@@ -19,7 +19,7 @@ from typing import Any
 import click
 
 from .dbgfmt import format_dbg
-from .errors import DecodeError, ScenarioError, SmpError
+from .errors import BadArg, DecodeError, ScenarioError, SmpError
 from .terms import Atom, ImproperList, Pid, Port, Ref, format_term
 
 __all__ = ["main", "cli", "term_to_json"]
@@ -153,7 +153,8 @@ def _shield() -> None:
         pass
 
 
-def _execute(sc, mode, schedulers, writer, progress_label=None, extra_faults=None, journal=None):
+def _execute(sc, mode, schedulers, writer, progress_label=None, extra_faults=None, journal=None,
+             emulator_options=None):
     from .workloads import execute
     tty = _stderr_tty()
     on_progress = None
@@ -170,7 +171,7 @@ def _execute(sc, mode, schedulers, writer, progress_label=None, extra_faults=Non
             try:
                 return execute(sc, mode=mode, schedulers=schedulers, on_trace=writer,
                                on_progress=on_progress, extra_faults=extra_faults,
-                               journal=journal)
+                               journal=journal, emulator_options=emulator_options)
             except KeyboardInterrupt:   # before the run started: nothing measured
                 _shield()
                 raise
@@ -208,10 +209,17 @@ def run(scenario, mode, schedulers, fmt, out, as_json, summary, check, journal_p
         raise click.UsageError("nonsmp mode has exactly one scheduler")
     if journal_path and (mode or sc["mode"]) != "smp":
         raise click.UsageError("--journal records the dispatcher's queue: it needs smp mode")
+    _run_and_report(sc, mode, schedulers, fmt, out, as_json, summary, check,
+                    journal=journal_path)
+
+
+def _run_and_report(sc, mode, schedulers, fmt, out, as_json, summary, check, journal=None,
+                    emulator_options=None):
     stream = open(out, "w", encoding="utf-8") if out else (None if as_json else sys.stdout)
     writer = _TraceWriter(fmt, stream, True)
     try:
-        outcome = _execute(sc, mode, schedulers, writer, journal=journal_path)
+        outcome = _execute(sc, mode, schedulers, writer, journal=journal,
+                           emulator_options=emulator_options)
     except KeyboardInterrupt:
         click.echo("smp-emu: interrupted before the run started", err=True)
         sys.exit(EXIT_INTERRUPTED)
@@ -243,6 +251,81 @@ def run(scenario, mode, schedulers, fmt, out, as_json, summary, check, journal_p
     if s["interrupted"]:
         click.echo("smp-emu: interrupted", err=True)
         sys.exit(EXIT_INTERRUPTED)
+
+
+@cli.command()
+@click.argument("scenario", required=False)
+@click.option("--bind", required=True, metavar="tcp://ADDR:PORT",
+              help="where the controller listens; the dispatcher takes PORT+1..PORT+5")
+@click.option("--schedulers", type=click.IntRange(1, 64), required=True,
+              help="how many schedulers must join (smp-emu scheduler --connect ...)")
+@click.option("--keys", type=click.Path(file_okay=False, exists=True),
+              help="server.key_secret and authorized/*.key (CURVE; needed off loopback)")
+@click.option("--no-curve", is_flag=True, help="run unauthenticated even off loopback")
+@click.option("--advertise", metavar="HOST", help="address schedulers reach this host on")
+@click.option("--wait", type=click.FloatRange(1, 3600), default=120, show_default=True,
+              help="seconds to wait for the schedulers to join")
+@click.option("--format", "fmt", type=click.Choice(["dbg", "json", "terms"]), default="dbg",
+              show_default=True)
+@click.option("--out", type=click.Path(dir_okay=False, writable=True))
+@click.option("--json", "as_json", is_flag=True, help="print the summary as JSON on stdout")
+@click.option("--summary/--no-summary", default=None)
+@click.option("--check", is_flag=True, help="check the invariants; exit 1 when one fails")
+def dispatcher(scenario, bind, schedulers, keys, no_curve, advertise, wait, fmt, out, as_json,
+               summary, check):
+    """Run SCENARIO (smp) with the dispatcher here and schedulers that join
+    from other hosts or process groups (``smp-emu scheduler --connect``)."""
+    sc = _load(scenario)
+    opts = {"bind": bind, "remote_schedulers": schedulers, "keys": keys,
+            "curve": False if no_curve else None, "advertise": advertise,
+            "start_timeout": wait}
+    try:
+        _run_and_report(sc, "smp", schedulers, fmt, out, as_json, summary, check,
+                        emulator_options=opts)
+    except (BadArg, SmpError) as e:
+        click.echo(f"smp-emu: {e}", err=True)
+        sys.exit(EXIT_USAGE if isinstance(e, BadArg) else EXIT_FAILED)
+
+
+@cli.command()
+@click.option("--connect", required=True, metavar="tcp://ADDR:PORT",
+              help="the controller's address (smp-emu dispatcher --bind)")
+@click.option("--count", type=click.IntRange(1, 64), default=1, show_default=True,
+              help="schedulers to start on this host")
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="address this host's scheduler inboxes listen on")
+@click.option("--keys", type=click.Path(file_okay=False, exists=True),
+              help="NAME.key_secret of these schedulers and the controller's server.key")
+@click.option("--name", default="scheduler", show_default=True, help="key pair name in --keys")
+def scheduler(connect, count, host, keys, name):
+    """Start schedulers on this host that join a controller (``smp-emu dispatcher``)."""
+    from .cluster import run_schedulers
+    try:
+        failed = run_schedulers(connect, count, host=host, keys=keys, name=name)
+    except (BadArg, SmpError) as e:
+        click.echo(f"smp-emu: {e}", err=True)
+        sys.exit(EXIT_USAGE)
+    sys.exit(EXIT_FAILED if failed else 0)
+
+
+@cli.command()
+@click.argument("directory", type=click.Path(file_okay=False))
+@click.option("--name", default="server", show_default=True,
+              help="server for the controller's host, or a scheduler host's name")
+def keygen(directory, name):
+    """Make a CURVE key pair: DIRECTORY/NAME.key (public) and NAME.key_secret.
+
+    The controller's host needs server.key_secret and an authorized/
+    directory with the public key of every scheduler host allowed in; each
+    scheduler host needs its own NAME.key_secret and the server.key."""
+    from .security import keygen as _keygen
+    try:
+        public, secret = _keygen(directory, name)
+    except SmpError as e:
+        click.echo(f"smp-emu: {e}", err=True)
+        sys.exit(EXIT_USAGE)
+    click.echo(public)
+    click.echo(secret)
 
 
 @cli.command()

@@ -507,10 +507,13 @@ class _IpReader(threading.Thread):
 def execute(sc: dict, *, mode: str | None = None, schedulers: int | None = None,
             on_trace: Callable[[str, Any], None] | None = None,
             on_progress: Callable[[dict], None] | None = None,
-            extra_faults: list | None = None, journal: str | None = None) -> RunOutcome:
+            extra_faults: list | None = None, journal: str | None = None,
+            emulator_options: dict | None = None) -> RunOutcome:
     """Run scenario ``sc`` once; ``on_trace(tracer_name, term)`` is called as
     terms arrive.  ``journal`` (smp mode) is where the dispatcher records its
-    queue and decisions for ``dispatcher.replay``.  KeyboardInterrupt stops the run early: the outcome is still
+    queue and decisions for ``dispatcher.replay``; ``emulator_options`` go to
+    ``Emulator`` (``bind``, ``remote_schedulers``, ``keys``... for schedulers
+    on other hosts).  KeyboardInterrupt stops the run early: the outcome is still
     returned, with ``summary["interrupted"] = True``."""
     mode = mode or sc["mode"]
     n = 1 if mode == "nonsmp" else (schedulers or sc["schedulers"])
@@ -522,7 +525,8 @@ def execute(sc: dict, *, mode: str | None = None, schedulers: int | None = None,
     labels: dict = {}
     emit = on_trace or (lambda name, term: None)
     t_setup = time.perf_counter()
-    with Emulator(mode=mode, schedulers=n, journal=journal if mode == "smp" else None) as vm:
+    with Emulator(mode=mode, schedulers=n, journal=journal if mode == "smp" else None,
+                  **(emulator_options or {})) as vm:
         env = _Env(vm, ops, secs, rng)
         collectors: dict[str, Any] = {}     # name -> pid, in display order
         ports: dict[str, tuple] = {}        # name -> (kind, Port, spec)

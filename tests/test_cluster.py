@@ -139,3 +139,40 @@ def test_curve_schedulers_join_and_a_peer_without_the_key_cannot_inject(tmp_path
     finally:
         code, err = finish(remote)
     assert code == 0, err
+
+
+def test_cli_dispatcher_and_schedulers_in_separate_process_groups(tmp_path):
+    import json
+    base = free_base()
+    url = f"tcp://127.0.0.1:{base}"
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    sched = subprocess.Popen(["smp-emu", "scheduler", "--connect", url, "--count", "2"],
+                             env=env, start_new_session=True,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        r = subprocess.run(["smp-emu", "dispatcher", "--bind", url, "--schedulers", "2",
+                            "--json", "--wait", "30"], env=env, capture_output=True, text=True,
+                           timeout=80, start_new_session=True)
+        assert r.returncode == 0, r.stderr[-3000:]
+        summary = json.loads(r.stdout)
+        assert summary["mode"] == "smp" and summary["schedulers"] == 2
+        st = summary["stats"]
+        assert st["made"] > 0 and st["made"] == st["delivered"] + st["dropped"] + st["queued"]
+    finally:
+        code, err = finish(sched)
+    assert code == 0, err
+
+
+def test_cli_keygen_refuses_to_overwrite(tmp_path):
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    r = subprocess.run(["smp-emu", "keygen", str(tmp_path), "--name", "h1"], env=env,
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0 and (tmp_path / "h1.key_secret").stat().st_mode & 0o077 == 0
+    r = subprocess.run(["smp-emu", "keygen", str(tmp_path), "--name", "h1"], env=env,
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2 and "not overwriting a key" in r.stderr
+
+
+def test_non_loopback_bind_needs_keys():
+    with pytest.raises(smp.BadArg, match="CURVE is on for a non-loopback endpoint"):
+        smp.Emulator(mode="smp", schedulers=1, remote_schedulers=1, bind="tcp://10.255.255.1:7000")
