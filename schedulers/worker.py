@@ -198,11 +198,16 @@ class Worker:
 
     def _wait_welcome(self, timeout: float):
         deadline = time.monotonic() + timeout
+        parent = os.getppid()
         while True:
             left = deadline - time.monotonic()
-            if left <= 0 or not self.ctl.poll(int(left * 1000) + 1):
+            if left <= 0:
                 raise TimeoutError(f"no welcome from the controller at {self.ep['ctl']} "
                                    f"within {timeout:g} s")
+            if not self.ctl.poll(min(100, int(left * 1000) + 1)):
+                if os.getppid() != parent:
+                    raise SystemExit(0)          # the controller went away: never linger
+                continue
             msg = _loads(self.ctl.recv())
             if msg[0] == "welcome":
                 return msg

@@ -49,6 +49,10 @@ def tcp_endpoints(base: str) -> dict:
     return {"ctl": ep(0), "ingest": ep(1), "disp_ctl": ep(2), "pub": [ep(3), ep(4), ep(5)]}
 
 
+class _Abandon(Exception):
+    """close() before start-up finished: nothing to ask the processes."""
+
+
 class _RemoteProc:
     """What the supervisor knows of a scheduler on another host: it is alive
     while it answers."""
@@ -138,6 +142,7 @@ class Emulator:
         self.nsched = schedulers
         self._closed = False
         self._closing = False
+        self._started = False
         self._req = itertools.count(1)
         self._replies: dict[int, tuple] = {}
         self._rpcs: list = []
@@ -280,6 +285,7 @@ class Emulator:
                     if time.monotonic() > deadline:
                         raise StartupError("schedulers did not subscribe to the dispatcher's "
                                            f"state within {timeout:g} s") from None
+        self._started = True
 
     @property
     def os_pids(self) -> list[int]:
@@ -292,6 +298,8 @@ class Emulator:
             return
         self._closing = True
         try:
+            if not self._started:
+                raise _Abandon()          # start-up never finished: terminate, don't ask
             for k in range(1, self.nsched + 1):
                 try:
                     self._send_sched(k, None, "stop", ())
@@ -308,10 +316,12 @@ class Emulator:
                     self.final_dispatcher_statistics = self._disp_call("stop", timeout=5)
                 except Exception:
                     pass
+        except _Abandon:
+            pass
         finally:
             procs = []
             for p in self._procs:
-                p.join(3)
+                p.join(3 if self._started else 0)
                 if p.pid is not None:
                     try:
                         procs.append(psutil.Process(p.pid))

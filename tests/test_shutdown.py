@@ -1,0 +1,84 @@
+"""Shutdown at any moment leaves no process behind: a normal end, an
+exception in the code driving the emulator, a crash in a workload, and
+Ctrl-C at random moments of start-up and of a run, many times over."""
+from __future__ import annotations
+
+import random
+import signal
+import threading
+
+import psutil
+import pytest
+
+import smp
+from smp import Atom as A
+
+pytestmark = pytest.mark.timeout(120)
+
+
+async def busy_loop(proc, peer):
+    i = 0
+    while True:
+        await proc.send(peer, i)
+        i += 1
+
+
+async def crasher(proc):
+    raise ZeroDivisionError("workload bug")
+
+
+def children() -> set[int]:
+    out = set()
+    for c in psutil.Process().children(recursive=True):
+        try:
+            if c.status() != psutil.STATUS_ZOMBIE:
+                out.add(c.pid)
+        except psutil.NoSuchProcess:
+            pass
+    return out
+
+
+def interrupt_after(seconds: float) -> threading.Timer:
+    """Deliver SIGINT to this (main) thread after ``seconds``, as Ctrl-C would."""
+    main = threading.main_thread().ident
+    t = threading.Timer(seconds, lambda: signal.pthread_kill(main, signal.SIGINT))
+    t.start()
+    return t
+
+
+@pytest.mark.parametrize("mode,n", [("nonsmp", 1), ("smp", 2)])
+def test_normal_end_and_exceptions_leave_nothing(mode, n):
+    before = children()
+    for _ in range(3):
+        with smp.Emulator(mode=mode, schedulers=n) as vm:
+            t = vm.spawn_collector()
+            p = vm.spawn(crasher)                 # a workload bug: that process dies
+            vm.trace(p, True, ["procs"], tracer=t)
+            vm.run()
+            assert vm.messages(t)[0][2] == A("exit")
+        assert children() == before
+        with pytest.raises(RuntimeError, match="driver bug"):
+            with smp.Emulator(mode=mode, schedulers=n) as vm:
+                vm.spawn(busy_loop, vm.spawn_collector())
+                raise RuntimeError("driver bug")
+        assert children() == before
+
+
+@pytest.mark.parametrize("mode,n", [("nonsmp", 1), ("smp", 2)])
+def test_ctrl_c_at_random_moments_leaves_nothing(mode, n):
+    rng = random.Random(1234)
+    before = children()
+    interrupted = 0
+    for _ in range(8):
+        timer = interrupt_after(rng.uniform(0.0, 0.4))
+        try:
+            with smp.Emulator(mode=mode, schedulers=n) as vm:
+                sink = vm.spawn_collector()
+                vm.spawn(busy_loop, sink)
+                vm.run(timeout=30)              # never quiet: only Ctrl-C ends it
+        except KeyboardInterrupt:
+            interrupted += 1
+        finally:
+            timer.join()
+        assert children() == before
+    assert interrupted == 8
