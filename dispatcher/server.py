@@ -57,9 +57,11 @@ _EVENTS = {"spawn": 3, "exit": 3, "tracer": 3, "unregister": 4}
 
 def _check_batch(obj, nsched: int) -> None:
     """Validate a whole batch before accepting any of it (all or nothing)."""
-    if type(obj) is not tuple or len(obj) != 3:
-        raise ValueError("batch frame is not ('b', scheduler, items)")
-    sched, items = obj[1], obj[2]
+    if type(obj) is not tuple or len(obj) != 4:
+        raise ValueError("batch frame is not ('b', version, scheduler, items)")
+    if obj[1] != wire.WIRE_VERSION:
+        raise ValueError(f"wire version {obj[1]!r}, expected {wire.WIRE_VERSION}")
+    sched, items = obj[2], obj[3]
     if type(sched) is not int or not 1 <= sched <= nsched:
         raise ValueError(f"bad scheduler id {sched!r}")
     if type(items) is not list:
@@ -84,6 +86,8 @@ def _sender_of(raw: bytes) -> str:
     """Name the sender of a rejected frame as well as the frame allows."""
     try:
         obj = wire.loads(raw)
+        if type(obj) is tuple and len(obj) == 4 and type(obj[2]) is int:
+            return f"scheduler {obj[2]}"
         if type(obj) is tuple and len(obj) >= 2 and type(obj[1]) is int:
             return f"scheduler {obj[1]}"
     except Exception:
@@ -203,7 +207,7 @@ class Dispatcher:
                 kind = obj[0]
                 if kind == "b":
                     _check_batch(obj, self.nsched)
-                    self._ingest_batch(obj[1], obj[2])
+                    self._ingest_batch(obj[2], obj[3])
                 elif kind == "fin":
                     k = obj[1]
                     if type(k) is not int or not 1 <= k <= self.nsched:

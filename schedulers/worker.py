@@ -31,7 +31,7 @@ from smp import wire
 from smp.clock import us_to_ts
 from smp.errors import BadArg
 from smp.messages import complete
-from smp.terms import Atom
+from smp.terms import Atom, Pid
 
 from .engine import Node, pid_owner
 from .process import RPC, Op
@@ -248,7 +248,8 @@ class Worker:
         t = self.transport
         if t is not None and t.has_output():
             self._queue_frame(self.sys_sock,
-                              pickle.dumps(("b", self.sched_id, t.take_batch()), _PICKLE))
+                              pickle.dumps(("b", wire.WIRE_VERSION, self.sched_id, t.take_batch()),
+                                           _PICKLE))
             self.sys_batches += 1
 
     def flush(self) -> None:
@@ -275,20 +276,41 @@ class Worker:
         t.peer_out = {}
 
     # ------------------------------------------------------------------ inbound
+    _SIGNALS = {"msg": 4, "spawn": 6, "link": 4, "unlink": 3, "exit": 6}
+
     def handle_inbox(self, raw: bytes) -> None:
+        """A frame from a peer scheduler or the dispatcher.  The whole frame is
+        checked before any of it counts, so a malformed one changes nothing."""
         obj = _loads(raw)
         node = self.node
+        if type(obj) is not tuple or not obj:
+            raise ValueError("inbox frame is not a tuple")
         kind = obj[0]
         if kind == "p":
+            if len(obj) != 3 or type(obj[1]) is not int or not 1 <= obj[1] <= self.nsched:
+                raise ValueError("peer frame is not ('p', scheduler, signals)")
             sender, sigs = obj[1], obj[2]
+            if type(sigs) is not list or not all(
+                    type(g) is tuple and g and self._SIGNALS.get(g[0]) == len(g) for g in sigs):
+                raise ValueError("peer frame has a malformed signal")
             self.peer_recv[sender] += len(sigs)
             for sig in sigs:
                 self.handle_signal(sig)
         elif kind == "d":   # deliveries from the dispatcher: whole runs
-            deliver = node.deliver_sys
-            for to, blob, n, ts_kind, base_us, active in obj[1]:
-                self.deliveries += n
+            if len(obj) != 2 or type(obj[1]) is not list:
+                raise ValueError("delivery frame is not ('d', runs)")
+            runs = []
+            for item in obj[1]:
+                if type(item) is not tuple or len(item) != 6:
+                    raise ValueError("delivery frame has a malformed run")
+                to, blob, n, ts_kind, base_us, active = item
                 bodies = wire.loads(blob)
+                if type(bodies) is not list or len(bodies) != n or type(to) is not Pid:
+                    raise ValueError("delivery run does not hold what it says")
+                runs.append((to, bodies, n, ts_kind, base_us, active))
+            deliver = node.deliver_sys
+            for to, bodies, n, ts_kind, base_us, active in runs:
+                self.deliveries += n
                 if ts_kind:
                     for i, body in enumerate(bodies):
                         deliver(to, complete(body, ts_kind, us_to_ts(base_us + i), active))
@@ -297,6 +319,8 @@ class Worker:
                         deliver(to, body)
         elif kind == "fin-ack":
             self.fin_acked = True
+        else:
+            raise ValueError(f"unknown inbox frame kind {kind!r}")
 
     def handle_signal(self, sig) -> None:
         node = self.node

@@ -12,7 +12,11 @@ import pickle
 
 from .errors import ProtocolError
 
-__all__ = ["loads", "MAX_FRAME", "dumps_any", "loads_any"]
+__all__ = ["loads", "MAX_FRAME", "dumps_any", "loads_any", "WIRE_VERSION"]
+
+#: Version of the batch frames schedulers send the dispatcher:
+#: ``("b", WIRE_VERSION, scheduler_id, items)``.
+WIRE_VERSION = 2
 
 MAX_FRAME = 256 * 1024 * 1024   # larger frames are refused before decoding
 

@@ -112,7 +112,7 @@ def test_curve_schedulers_join_and_a_peer_without_the_key_cannot_inject(tmp_path
             before = vm.statistics()
             ctx = zmq.Context.instance()
             import pickle
-            frame = pickle.dumps(("b", 1, [("r", 1, None, None, 0, 1, pickle.dumps([A("x")]), 0)]))
+            frame = pickle.dumps(("b", 2, 1, [("r", 1, None, None, 0, 1, pickle.dumps([A("x")]), 0)]))
             # a peer with no CURVE at all, and one with a key that is not allowed
             plain = ctx.socket(zmq.PUSH)
             plain.setsockopt(zmq.LINGER, 0)

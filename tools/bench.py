@@ -51,6 +51,7 @@ import zmq  # noqa: E402
 import bench_workers as W  # noqa: E402
 from smp import messages as M  # noqa: E402
 from smp.terms import Atom, Pid  # noqa: E402
+from smp.wire import WIRE_VERSION  # noqa: E402
 
 try:
     from rich.console import Console
@@ -383,7 +384,8 @@ def bench_b(cfg) -> dict:
         events = [("e", "spawn", p) for p in pids] + [("e", "tracer", p) for p in tracers]
         t0 = time.perf_counter()
         for i in range(0, len(events), 256):
-            rig.ingest.send(pickle.dumps(("b", 1, events[i:i + 256]), pickle.HIGHEST_PROTOCOL))
+            rig.ingest.send(pickle.dumps(("b", WIRE_VERSION, 1, events[i:i + 256]),
+                                         pickle.HIGHEST_PROTOCOL))
         rig.call("wait_ingested", [0, len(events)])
         out["preload_s"] = time.perf_counter() - t0
         port = rig.call("open_trace_port", "null", (), {})

@@ -12,6 +12,7 @@ import zmq
 
 from smp import messages as M
 from smp.terms import Atom, Pid
+from smp.wire import WIRE_VERSION
 
 _PICKLE = pickle.HIGHEST_PROTOCOL
 am_ping, am_send, am_trace = Atom("ping"), Atom("send"), Atom("trace")
@@ -116,7 +117,7 @@ def make_sys_batch(sched_id: int, seq: int, senders: list, targets: list, port, 
                   for i in range(run_len)]
         items.append(("r", M.SYS_MSG_TYPE_TRACE, frm, to, ts_kind, run_len,
                       pickle.dumps(bodies, _PICKLE), now))
-    return pickle.dumps(("b", sched_id, items), _PICKLE), to_pids, to_port
+    return pickle.dumps(("b", WIRE_VERSION, sched_id, items), _PICKLE), to_pids, to_port
 
 
 def feeder_main(endpoint: str, sched_id: int, nframes: int, distinct: int, senders: list,
