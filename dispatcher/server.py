@@ -116,6 +116,7 @@ class Dispatcher:
         self.clock = Clock()
         self.smq = threading.Condition(threading.Lock())   # smq_mtx + smq_cnd
         self.queue: deque = deque()
+        self.queue_msgs = 0              # messages in the queue (runs hold several)
         self.held = False
         self.dispatching = False
         self.stop = threading.Event()
@@ -231,7 +232,7 @@ class Dispatcher:
         # push-back: while the queue is full (and not held on purpose) stop
         # taking frames; ZeroMQ's buffers fill and the schedulers wait
         with self.smq:
-            while len(self.queue) >= MAX_QUEUE and not self.held and not self.stop.is_set():
+            while self.queue_msgs >= MAX_QUEUE and not self.held and not self.stop.is_set():
                 self.smq.wait(0.05)
         events_dead: list = []
         events_tracer: list = []
@@ -250,6 +251,7 @@ class Dispatcher:
                         self.sched_active[sched] = to is am_active
                         to = NIL
                     queue.append((type_, from_, to, ts_kind, blob, n, base, active, made_ns))
+                    self.queue_msgs += n
                     made[type_] += n
                     self.ingested[sched] += n
                     self.ingested_items[sched] += n
@@ -295,6 +297,8 @@ class Dispatcher:
                     break
                 local = self.queue
                 self.queue = deque()
+                self.queue_msgs = 0
+                self.smq.notify_all()      # ingest may be waiting for room
                 self.dispatching = True
             self._dispatch(local, inboxes)
         for s in inboxes.values():
