@@ -37,6 +37,8 @@ from __future__ import annotations
 import io
 import pickle
 from collections import Counter, deque
+
+from smp.stats import totals
 from dataclasses import dataclass, field, fields
 
 from smp import messages as M
@@ -239,17 +241,7 @@ class ReplayReport:
 
 def _totals(made: Counter, delivered: Counter, dropped: Counter, queued: int) -> dict:
     """The shape of the dispatcher's ``statistics()``."""
-    by_reason: dict = {}
-    for (t, r), n in sorted(dropped.items()):
-        by_reason.setdefault(r, {})[M.TYPE_NAMES[t]] = n
-    return {
-        "made": sum(made.values()),
-        "made_by_type": {M.TYPE_NAMES[t]: n for t, n in sorted(made.items())},
-        "delivered": sum(delivered.values()),
-        "delivered_by_type": {M.TYPE_NAMES[t]: n for t, n in sorted(delivered.items())},
-        "dropped": sum(dropped.values()), "dropped_by_reason": by_reason,
-        "queued": queued,
-    }
+    return totals(made, delivered, dropped, queued)
 
 
 def _terms(q: tuple, limit: int | None = None) -> list:

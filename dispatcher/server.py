@@ -39,6 +39,7 @@ from smp.clock import Clock, us_to_ts
 from smp.dispatch import DELIVER_PID, DELIVER_PORT, disp_failure, resolve
 from smp.errors import BadArg
 from smp.state import NIL, TracerState
+from smp.stats import totals
 from smp.terms import Atom, Pid, Port
 
 from .table import PidTable
@@ -612,16 +613,8 @@ class Dispatcher:
             made = Counter(self.made)
             delivered = Counter(self.delivered)
             dropped = Counter(self.dropped)
-        by_reason: dict = {}
-        for (t, r), n in sorted(dropped.items()):
-            by_reason.setdefault(r, {})[M.TYPE_NAMES[t]] = n
         return {
-            "made": sum(made.values()),
-            "made_by_type": {M.TYPE_NAMES[t]: n for t, n in sorted(made.items())},
-            "delivered": sum(delivered.values()),
-            "delivered_by_type": {M.TYPE_NAMES[t]: n for t, n in sorted(delivered.items())},
-            "dropped": sum(dropped.values()), "dropped_by_reason": by_reason,
-            "queued": sum(queued.values()),
+            **totals(made, delivered, dropped, sum(queued.values())),
             "bad_frames": self.bad_frames, "last_bad_frame": self.last_bad_frame,
             "auth_denied": self.auth.denied if self.auth else 0,
             "stderr_lines": list(self.stderr_lines),

@@ -13,7 +13,31 @@ from collections import Counter
 
 from .messages import TYPE_NAMES
 
-__all__ = ["Stats"]
+__all__ = ["Stats", "totals", "by_type", "by_reason"]
+
+
+def by_type(c: Counter) -> dict:
+    """{type name: count} from a Counter keyed by message type."""
+    return {TYPE_NAMES[t]: n for t, n in sorted(c.items())}
+
+
+def by_reason(c: Counter) -> dict:
+    """{reason: {type name: count}} from a Counter keyed by (type, reason)."""
+    out: dict = {}
+    for (t, r), n in sorted(c.items()):
+        out.setdefault(r, {})[TYPE_NAMES[t]] = n
+    return out
+
+
+def totals(made: Counter, delivered: Counter, dropped: Counter, queued: int) -> dict:
+    """The counts every ``statistics()`` reports, with made = delivered +
+    dropped + queued when nothing is lost."""
+    return {
+        "made": sum(made.values()), "made_by_type": by_type(made),
+        "delivered": sum(delivered.values()), "delivered_by_type": by_type(delivered),
+        "dropped": sum(dropped.values()), "dropped_by_reason": by_reason(dropped),
+        "queued": queued,
+    }
 
 
 class Stats:
@@ -46,20 +70,8 @@ class Stats:
         self._suppressed[(t, reason)] += 1
 
     def as_dict(self) -> dict:
-        def by_type(c: Counter) -> dict:
-            return {TYPE_NAMES[t]: n for t, n in sorted(c.items())}
-
-        def by_reason(c: Counter) -> dict:
-            out: dict = {}
-            for (t, r), n in sorted(c.items()):
-                out.setdefault(r, {})[TYPE_NAMES[t]] = n
-            return out
-
         return {
-            "made": sum(self._made.values()), "made_by_type": by_type(self._made),
-            "delivered": sum(self._delivered.values()),
-            "delivered_by_type": by_type(self._delivered),
-            "dropped": sum(self._dropped.values()), "dropped_by_reason": by_reason(self._dropped),
+            **totals(self._made, self._delivered, self._dropped, 0),
             "suppressed": sum(self._suppressed.values()),
             "suppressed_by_reason": by_reason(self._suppressed),
             "fake_schedule_pairs": self.fake_schedule_pairs,
