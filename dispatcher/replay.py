@@ -37,8 +37,6 @@ from __future__ import annotations
 import io
 import pickle
 from collections import Counter, deque
-
-from smp.stats import totals
 from dataclasses import dataclass, field, fields
 
 from smp import messages as M
@@ -47,6 +45,7 @@ from smp.compare import OrderChecker
 from smp.dbgfmt import format_dbg
 from smp.dispatch import DELIVER_PID, DELIVER_PORT, DROP, Decision, disp_failure, resolve
 from smp.state import NIL, Snapshot, TracerState
+from smp.stats import totals
 from smp.terms import Atom, Pid, Port, format_term
 
 from .journal import JOURNAL_MAGIC
