@@ -132,7 +132,6 @@ class Node:
         self._rr = sched_id - 1
         self._timer_seq = 0
         self.suspended_on_port: dict[Port, deque] = {}
-        self.profiler_dead_cleared = False
 
     # ---------------------------------------------------------------- ids
     def new_pid(self, owner: int | None = None) -> Pid:
@@ -787,7 +786,7 @@ class Node:
         if mrf & MATCH_SET_RETURN_TRACE:
             self.erts_trace_return(p, mfa, result, pat["meta"])
         if rf & MATCH_SET_RETURN_TO_TRACE:
-            self.erts_trace_return_to(p, caller if p.stack or caller != p.initial else caller)
+            self.erts_trace_return_to(p, caller)
         from .process import _ONE_RED
         await _ONE_RED
         return result
