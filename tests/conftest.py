@@ -7,6 +7,8 @@ psutil over the children of the test process).
 """
 from __future__ import annotations
 
+import signal
+
 import psutil
 import pytest
 
@@ -37,6 +39,17 @@ def _emulator_children() -> list[psutil.Process]:
         except psutil.NoSuchProcess:
             pass
     return out
+
+
+@pytest.fixture(autouse=True)
+def restore_signal_handlers():
+    """A CLI command run in-process may ignore Ctrl-C while it cleans up
+    (as it should); later tests in the same worker must get it back."""
+    saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    yield
+    for s, h in saved.items():
+        if signal.getsignal(s) is not h:
+            signal.signal(s, h)
 
 
 @pytest.fixture(autouse=True)

@@ -1,0 +1,152 @@
+"""Emulated function calls and call tracing: ``erts_call_trace`` (meta trace,
+``silent``, ``arity``, ``return_to``), ``erts_trace_return``,
+``erts_trace_exception`` and ``erts_trace_return_to``, and ``save_calls``."""
+from __future__ import annotations
+
+from .common import *  # noqa: F401,F403
+from .common import _a, _Meta  # noqa: F401
+
+__all__ = ["CallTracing"]
+
+
+class CallTracing:
+    """Mixed into ``schedulers.engine.Node``; runs in the scheduler process."""
+
+    # ================================================================ calls
+    async def op_call(self, p: Proc, module, function, args: list, local: bool):
+        module = _a(module) if isinstance(module, str) else module
+        function = _a(function) if isinstance(function, str) else function
+        mfa = (module, function, len(args))
+        fn = self.functions.get(mfa)
+        if fn is None:
+            raise Error(am_undef)
+        if not local:
+            # the VM saves export calls only (process_flag(save_calls) docs)
+            self.save_calls(p, mfa)
+        pat = self.patterns.get(mfa)
+        rf = mrf = 0
+        if pat is not None:
+            # erts_call_trace's 'local' is the breakpoint's kind (beam_bp.c:
+            # ERTS_BPF_LOCAL_TRACE), not the call site's: a local pattern
+            # traces remote calls too and gives return_to for them.
+            if (pat["local"] or (pat["global"] and not local)) and p.tracer is not NIL:
+                rf = self.erts_call_trace(p, mfa, pat["ms"], args, pat["local"], p)
+            meta = pat.get("meta")
+            if meta is not None and meta.tracer is not NIL:
+                mrf = self.erts_call_trace(p, mfa, pat["meta_ms"], args, False, meta)
+        caller = p.current
+        p.stack.append(mfa)
+        p.current = mfa
+        try:
+            result = await fn(p, *args)
+        except ErlangException as e:
+            p.stack.pop()
+            p.current = caller
+            cls = _a(e.erlang_class)
+            if rf & MATCH_SET_EXCEPTION_TRACE:
+                self.erts_trace_exception(p, mfa, cls, e.reason, p)
+            if mrf & MATCH_SET_EXCEPTION_TRACE:
+                self.erts_trace_exception(p, mfa, cls, e.reason, pat["meta"])
+            raise
+        p.stack.pop()
+        p.current = caller
+        if rf & MATCH_SET_RETURN_TRACE:
+            self.erts_trace_return(p, mfa, result, p)
+        if mrf & MATCH_SET_RETURN_TRACE:
+            self.erts_trace_return(p, mfa, result, pat["meta"])
+        if rf & MATCH_SET_RETURN_TO_TRACE:
+            self.erts_trace_return_to(p, caller)
+        from .process import _ONE_RED
+        await _ONE_RED
+        return result
+
+    def _tracer_gone(self, tracer) -> bool:
+        """For the BIFs (trace/3, trace_info/2): is this tracer known to be gone?
+
+        Asks liveness, not the tracer mark: in smp the mark of a tracer on
+        another scheduler reaches this replica asynchronously, and a BIF
+        served between runs must not take a just-installed tracer for a dead
+        one.  A port tracer is the dispatcher's; in smp a closed one is found
+        by the dispatcher (port_closed) and by the tracee when scheduled in."""
+        if type(tracer) is Pid:
+            return not self.is_alive(tracer)
+        if self.smp:
+            return False
+        return not self.is_valid_tracer_port(tracer)
+
+    def _tracer_valid_now(self, tracer) -> bool:
+        if type(tracer) is Pid:
+            return self.is_tracer(tracer)
+        return self.is_valid_tracer_port(tracer)
+
+    def erts_call_trace(self, p: Proc, mfa, ms, args, local, holder) -> int:
+        """``erts_call_trace``; returns the match-set return flags."""
+        tracer = holder.tracer
+        if tracer is NIL or tracer == p.pid:
+            return 0
+        meta = holder is not p
+        if meta:
+            if p.flags & F_SENSITIVE:
+                return 0
+        flags = holder.flags
+        if not self._tracer_valid_now(tracer):
+            # checked at once in both builds (erts_pid2proc on the tracer)
+            holder.flags &= ~TRACEE_FLAGS
+            holder.tracer = NIL
+            self.stats.suppressed(M.SYS_MSG_TYPE_TRACE, "receiver_dead")
+            return 0
+        pam = True
+        rf = 0
+        if ms is not None:
+            res = ms.run(args)
+            if res is None:
+                return 0
+            pam, rf = res.pam_result, res.return_flags
+            if res.silent is not None:
+                if res.silent:
+                    p.flags |= F_TRACE_SILENT
+                else:
+                    p.flags &= ~F_TRACE_SILENT
+                if not meta:
+                    flags = holder.flags
+        if meta:
+            if pam is False:
+                return rf
+        else:
+            if not (flags & F_TRACE_CALLS):
+                return 0
+            if flags & F_TRACE_SILENT:
+                return 0
+            if pam is False:
+                return rf
+            if local and flags & F_TRACE_RETURN_TO:
+                rf |= MATCH_SET_RETURN_TO_TRACE
+        a = mfa[2] if flags & F_TRACE_ARITY_ONLY else list(args)
+        msg = M.erts_call_trace(p.pid, mfa[0], mfa[1], a, pam)
+        self._send_to_tracer(holder, NIL if meta else p.pid, msg, bool(flags & F_TIMESTAMP), p,
+                             checked=True)
+        return 0 if holder.tracer is NIL else rf
+
+    def erts_trace_return(self, p: Proc, mfa, value, holder) -> None:
+        tracer = holder.tracer
+        if tracer is NIL or tracer == p.pid or not (holder.flags & F_TRACE_CALLS):
+            return
+        msg = M.erts_trace_return(p.pid, mfa, value)
+        self._send_to_tracer(holder, p.pid if holder is p else NIL, msg,
+                             bool(holder.flags & F_TIMESTAMP), p)
+
+    def erts_trace_exception(self, p: Proc, mfa, cls, value, holder) -> None:
+        tracer = holder.tracer
+        if tracer is NIL or tracer == p.pid:
+            return
+        if holder is p and not (holder.flags & F_TRACE_CALLS):
+            return
+        msg = M.erts_trace_exception(p.pid, mfa, cls, value)
+        self._send_to_tracer(holder, p.pid if holder is p else NIL, msg,
+                             bool(holder.flags & F_TIMESTAMP), p)
+
+    def erts_trace_return_to(self, p: Proc, mfa) -> None:
+        if p.tracer is NIL:
+            return
+        msg = M.erts_trace_return_to(p.pid, mfa if mfa is not None else am_undefined)
+        self._send_to_tracer(p, p.pid, msg, bool(p.flags & F_TIMESTAMP), p)

@@ -1,0 +1,81 @@
+"""What the scheduler's modules share: imports, atoms, pid placement and
+``ARE_TRACE_FLAGS_ON``.  The modules import it whole (``from .common import *``).
+"""
+from __future__ import annotations
+
+import heapq
+import sys
+import time
+from collections import deque
+
+from smp import messages as M
+from smp.clock import Clock
+from smp.dispatch import format_error_logger_failure
+from smp.errors import BadArg, Error, ErlangException, Exit, Throw
+from smp.flags import (F_SENSITIVE, F_TIMESTAMP, F_TRACE_ARITY_ONLY, F_TRACE_CALLS,
+                       F_TRACE_GC, F_TRACE_PORTS, F_TRACE_PROCS, F_TRACE_RECEIVE,
+                       F_TRACE_RETURN_TO, F_TRACE_SCHED, F_TRACE_SCHED_EXIT,
+                       F_TRACE_SCHED_NO, F_TRACE_SCHED_PORTS, F_TRACE_SCHED_PROCS,
+                       F_TRACE_SEND, F_TRACE_SILENT, F_TRACE_SOL, F_TRACE_SOL1, F_TRACE_SOS,
+                       F_TRACE_SOS1, F_TRACER, TRACEE_FLAGS)
+from smp.matchspec import (MATCH_SET_EXCEPTION_TRACE, MATCH_SET_RETURN_TO_TRACE,
+                           MATCH_SET_RETURN_TRACE)
+from smp.state import FALSE, NIL, TracerState
+from smp.stats import Stats
+from smp.terms import Atom, Pid, Port, Ref
+
+from .drivers import make_driver
+from .process import EXITED, EXITING, REDS, RPC, RUNNABLE, SUSPEND, SUSPENDED, WAIT, WAITING, Proc
+
+
+PID_BASE = 80
+_a = Atom
+am_in, am_out, am_in_exiting, am_out_exiting, am_out_exited = (
+    _a("in"), _a("out"), _a("in_exiting"), _a("out_exiting"), _a("out_exited"))
+am_send, am_send_to_non_existing = _a("send"), _a("send_to_non_existing_process")
+am_timeout, am_normal, am_kill, am_killed, am_noproc = (
+    _a("timeout"), _a("normal"), _a("kill"), _a("killed"), _a("noproc"))
+am_EXIT, am_true, am_false, am_undefined = _a("EXIT"), _a("true"), _a("false"), _a("undefined")
+am_exit, am_link, am_unlink, am_getting_linked, am_getting_unlinked = (
+    _a("exit"), _a("link"), _a("unlink"), _a("getting_linked"), _a("getting_unlinked"))
+am_register, am_unregister, am_gc_start, am_gc_end = (
+    _a("register"), _a("unregister"), _a("gc_start"), _a("gc_end"))
+am_active, am_inactive, am_closed, am_command = (
+    _a("active"), _a("inactive"), _a("closed"), _a("command"))
+am_busy_port, am_busy_dist_port, am_error_logger = (
+    _a("busy_port"), _a("busy_dist_port"), _a("error_logger"))
+am_badarg, am_nocatch, am_error, am_throw = _a("badarg"), _a("nocatch"), _a("error"), _a("throw")
+am_undef, am_trace_delivered = _a("undef"), _a("trace_delivered")
+am_receive = _a("receive")
+
+GROUP_LEADER = Pid(0)
+
+
+def pid_index(pid: Pid) -> int:
+    """The full index: pids past 2**15 carry the high bits in the serial, as
+    the VM's do, so that a real node can read every pid we write."""
+    return pid.number + (pid.serial << 15)
+
+
+def pid_owner(pid: Pid, nsched: int) -> int:
+    return (pid_index(pid) - PID_BASE) % nsched + 1
+
+
+def port_owner(port: Port, nsched: int) -> int:
+    """0 is the owner of trace ports (the dispatcher, or the nonsmp node)."""
+    return port.number % (nsched + 1)
+
+
+def are_trace_flags_on(flags: int, tf: int) -> bool:
+    """``ARE_TRACE_FLAGS_ON``: all of ``tf`` and not sensitive."""
+    return (flags & (tf | F_SENSITIVE)) == tf
+
+
+class _Meta:
+    """A meta tracer's fixed flag set (``meta_flags = F_TRACE_CALLS | F_TIMESTAMP``)."""
+
+    __slots__ = ("tracer", "flags")
+
+    def __init__(self, tracer):
+        self.tracer = tracer
+        self.flags = F_TRACE_CALLS | F_TIMESTAMP

@@ -1,0 +1,128 @@
+"""The heap and the ports of processes: garbage collection (``trace_gc``,
+``monitor_long_gc``, ``monitor_large_heap``) and port commands
+(``trace_port_open``, ``trace_port``, ``trace_sched_ports_where``,
+``trace_virtual_sched``, ``busy_port``, ``monitor_long_schedule_port``,
+``profile_runnable_port``)."""
+from __future__ import annotations
+
+from .common import *  # noqa: F401,F403
+from .common import _a, _Meta  # noqa: F401
+
+__all__ = ["ResourceOps"]
+
+
+class ResourceOps:
+    """Mixed into ``schedulers.engine.Node``; runs in the scheduler process."""
+
+    # ================================================================ gc
+    def op_allocate(self, p: Proc, words: int, keep: bool, binary: int) -> None:
+        if type(words) is not int or words < 0:
+            raise Error(am_badarg)
+        if p.heap.allocate(words, keep, binary):
+            self.op_gc(p)
+
+    def op_gc(self, p: Proc) -> None:
+        traced = p.tracer is not NIL and are_trace_flags_on(p.flags, F_TRACE_GC)
+        if traced:
+            self.trace_gc(p, am_gc_start)
+        cost = p.heap.collect()
+        p.busy_ms += cost
+        if traced and p.tracer is not NIL:
+            self.trace_gc(p, am_gc_end)
+        st = self.state
+        if st.system_monitor is not NIL:
+            if st.long_gc and cost >= st.long_gc:
+                self.monitor_long_gc(p, cost)
+            if st.large_heap and p.heap.total_block_size() >= st.large_heap:
+                self.monitor_large_heap(p)
+
+    # ================================================================ ports
+    def op_open_port(self, p: Proc, driver: str, options: dict) -> Port:
+        port_id = self.new_port_id()
+        port = make_driver(driver, port_id, p.pid, options)
+        dflags, dtracer = self._default_tracing()
+        if dtracer is not NIL and dflags & TRACEE_FLAGS:
+            port.flags, port.tracer = dflags & TRACEE_FLAGS, dtracer
+        self.ports[port_id] = port
+        p.ports.add(port_id)
+        p.links.add(port_id)
+        if port.tracer is not NIL and are_trace_flags_on(port.flags, F_TRACE_PORTS):
+            self.trace_port_open(port, p.pid, _a(driver))
+        return port_id
+
+    def op_port_command(self, p: Proc, port_id, data) -> bool:
+        """Returns False when the port is busy: the caller is suspended."""
+        port = self.ports.get(port_id)
+        if port is None or port.closed:
+            raise Error(am_badarg)
+        st = self.state
+        if port.busy:
+            what = am_busy_dist_port if port.dist else am_busy_port
+            enabled = st.busy_dist_port if port.dist else st.busy_port
+            if enabled and st.system_monitor is not NIL:
+                self.monitor_generic(p, what, port_id)
+            return False
+        sync = port.cost_ms > 0
+        if sync and p.tracer is not NIL and are_trace_flags_on(p.flags, F_TRACE_SCHED):
+            self.trace_virtual_sched(p, am_out)
+        if st.profile_exclusive and st.profile_runnable_procs:
+            self.profile_runnable_proc(p, am_inactive)
+        if st.profile_runnable_ports:
+            self.profile_runnable_port(port, am_active)
+        if port.tracer is not NIL and are_trace_flags_on(port.flags, F_TRACE_SCHED_PORTS):
+            self.trace_sched_ports_where(port, am_in, am_command)
+        for out in port.command(data):
+            self._port_output(port, out)
+        if port.tracer is not NIL and are_trace_flags_on(port.flags, F_TRACE_SCHED_PORTS):
+            self.trace_sched_ports_where(port, am_out, am_command)
+        if st.profile_runnable_ports:
+            self.profile_runnable_port(port, am_inactive)
+        if st.profile_exclusive and st.profile_runnable_procs:
+            self.profile_runnable_proc(p, am_active)
+        if sync:
+            p.busy_ms += port.cost_ms
+            if st.long_schedule and st.system_monitor is not NIL and port.cost_ms > st.long_schedule:
+                self.monitor_long_schedule_port(port, _a("proc_sig"), port.cost_ms)
+            if p.tracer is not NIL and are_trace_flags_on(p.flags, F_TRACE_SCHED):
+                self.trace_virtual_sched(p, am_in)
+        if port.busy and port.busy_ms:
+            self._timer_seq += 1
+            heapq.heappush(self.timers, (time.monotonic() + port.busy_ms / 1000,
+                                         self._timer_seq, port, -1))
+        return True
+
+    def _port_output(self, port, data) -> None:
+        owner = self.procs.get(port.owner)
+        if owner is not None and owner.status != EXITED:
+            self._queue_message(owner, (port.id, (_a("data"), data)), None, trace_recv=True)
+
+    def port_unbusy(self, port) -> None:
+        port.busy = False
+        waiting = self.suspended_on_port.pop(port.id, deque())
+        for p in waiting:
+            if p.status == SUSPENDED:
+                self._make_runnable(p)
+
+    def op_port_close(self, p: Proc, port_id) -> None:
+        port = self.ports.get(port_id)
+        if port is None or port.closed or port.owner != p.pid:
+            raise Error(am_badarg)
+        p.links.discard(port_id)
+        self._close_port(port_id, am_normal)
+
+    def _close_port(self, port_id, reason) -> None:
+        port = self.ports.pop(port_id, None)
+        if port is None:
+            return
+        port.closed = True
+        owner = self.procs.get(port.owner)
+        if owner is not None:
+            owner.ports.discard(port_id)
+            owner.links.discard(port_id)
+        if port.tracer is not NIL and are_trace_flags_on(port.flags, F_TRACE_PORTS):
+            self.trace_port(port, am_closed, reason)
+        for p in self.suspended_on_port.pop(port_id, deque()):
+            if p.status == SUSPENDED:
+                self._make_runnable(p)
+        if not self.smp:
+            self.state.trace_check_exiting(port_id, smp=False)

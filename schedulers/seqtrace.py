@@ -1,0 +1,139 @@
+"""seq_trace: the token BIFs, ``seq_trace_update_send`` and
+``seq_trace_output_generic`` (to a process or a port seq tracer)."""
+from __future__ import annotations
+
+from .common import *  # noqa: F401,F403
+from .common import _a, _Meta  # noqa: F401
+
+__all__ = ["SeqTrace"]
+
+
+class SeqTrace:
+    """Mixed into ``schedulers.engine.Node``; runs in the scheduler process."""
+
+    # ================================================================ seq_trace
+    def op_seq_trace(self, p: Proc, flag, value):
+        name = flag.name if type(flag) is Atom else flag
+        bits = {"send": M.SEQ_TRACE_SEND, "receive": M.SEQ_TRACE_RECEIVE,
+                "print": M.SEQ_TRACE_PRINT, "timestamp": M.SEQ_TRACE_TIMESTAMP}
+        if name == "token":
+            return self.op_set_token(p, value)
+        if name in bits:
+            if value not in (True, False, am_true, am_false):
+                raise Error(am_badarg)
+            on = value in (True, am_true)
+            self.new_seq_trace_token(p)
+            old = am_true if p.token[0] & bits[name] else am_false
+            if on:
+                p.token[0] |= bits[name]
+            else:
+                p.token[0] &= ~bits[name]
+            return old
+        if name == "label":
+            if type(value) is not int:
+                raise Error(am_badarg)
+            self.new_seq_trace_token(p)
+            old = p.token[1]
+            p.token[1] = value
+            return old
+        if name == "serial":
+            if (type(value) is not tuple or len(value) != 2
+                    or not all(type(v) is int and v >= 0 for v in value)):
+                raise Error(am_badarg)
+            self.new_seq_trace_token(p)
+            old = (p.token[4], p.token[2])
+            p.token[4], p.token[2] = value
+            p.seq_lastcnt, p.seq_clock = value
+            return old
+        raise Error(am_badarg)
+
+    @staticmethod
+    def new_seq_trace_token(p: Proc) -> None:
+        """erl_bif_trace.c ``new_seq_trace_token``: ``{0, 0, 0, Self, 0}`` when
+        there is none; ``seq_trace/2`` reads the old value after it."""
+        if p.token is None:
+            p.token = [0, 0, 0, p.pid, 0]
+
+    def op_set_token(self, p: Proc, token):
+        old = [] if p.token is None else tuple(p.token)
+        if token == []:
+            p.token = None
+        elif type(token) is tuple and len(token) == 5:
+            p.token = list(token)
+        else:
+            raise Error(am_badarg)
+        return old
+
+    def op_seq_trace_print(self, p: Proc, *args):
+        if len(args) == 1:
+            label, msg = None, args[0]
+        elif len(args) == 2:
+            label, msg = args
+        else:
+            raise BadArg("seq_trace_print takes (msg) or (label, msg)")
+        if p.token is None or (label is not None and p.token[1] != label):
+            return am_false
+        self.seq_trace_update_send(p)
+        self.seq_trace_output(p.token, msg, M.SEQ_TRACE_PRINT, [], p)
+        return am_true
+
+    def seq_trace_update_send(self, p: Proc) -> bool:
+        """``seq_trace_update_send``: advance serial and lastcnt on a send."""
+        seq_tracer = self.state.system_seq_tracer
+        if p.pid == seq_tracer or p.token is None:
+            return False
+        tok = p.token
+        tok[3] = p.pid
+        p.seq_clock += 1
+        tok[2] = p.seq_clock
+        tok[4] = p.seq_lastcnt
+        return True
+
+    def _seq_send(self, p: Proc, to, msg, exitfrom=None) -> tuple:
+        self.seq_trace_update_send(p)
+        self.seq_trace_output(p.token, msg, M.SEQ_TRACE_SEND, to, p, exitfrom)
+        return tuple(p.token)
+
+    def seq_trace_output(self, token, msg, seq_type, receiver, process: Proc | None,
+                         exitfrom=None) -> None:
+        """``seq_trace_output_generic``."""
+        seq_tracer = self.state.system_seq_tracer
+        if token is None or token[3] == seq_tracer or (
+                process is not None and process.flags & F_SENSITIVE):
+            return
+        if not (token[0] & seq_type):
+            return
+        if seq_tracer is FALSE or seq_tracer is NIL:
+            return
+        ts_on = bool(token[0] & M.SEQ_TRACE_TIMESTAMP)
+        ts_kind = M.TS_APPEND if ts_on else M.TS_NONE
+        mess = M.seq_trace_output_generic(token[1], seq_type, token[4], token[2], token[3],
+                                          receiver, msg, exitfrom)
+        if type(seq_tracer) is Port:
+            from_ = process.pid if process is not None else NIL
+            if self.smp:
+                self._enqueue(M.SYS_MSG_TYPE_SEQTRACE, from_, seq_tracer, mess, ts_kind)
+                return
+            tp = self.trace_ports.get(seq_tracer)
+            if tp is None or tp.closed:
+                self.state.seq_tracer_failed(seq_tracer)
+                self.stats.suppressed(M.SYS_MSG_TYPE_SEQTRACE, "port_closed")
+                return
+            c_p = process if ts_on else None
+            ts = self.clock.now() if ts_on else None
+            mess = M.complete(mess, ts_kind, ts)
+            self._port_write_with_fix(tp, mess, M.SYS_MSG_TYPE_SEQTRACE, c_p, ts)
+            return
+        if not self.smp:
+            tracer = self.procs.get(seq_tracer)
+            if tracer is None or tracer.status == EXITED:
+                self.state.seq_tracer_failed(seq_tracer)
+                self.stats.suppressed(M.SYS_MSG_TYPE_SEQTRACE, "receiver_dead")
+                return
+        if receiver == seq_tracer:
+            return
+        if self.smp:
+            self._enqueue(M.SYS_MSG_TYPE_SEQTRACE, NIL, NIL, mess, ts_kind)
+        else:
+            self._deliver_now(tracer, M.SYS_MSG_TYPE_SEQTRACE,
+                              M.complete(mess, ts_kind, self.clock.now() if ts_on else None))

@@ -1,0 +1,262 @@
+"""Where every system message is made and, per mode, handed on: the TRACE
+builders (``trace_sched``, ``trace_send``, ...), ``send_to_tracer`` /
+``send_to_port`` with the nonsmp fake schedule pair, the SYSMON and SYSPROF
+builders with ``profile_send``, the error logger and ``erts_send_sys_msg_proc``.
+In smp mode each goes to the dispatcher's queue (``enqueue_sys_msg``); in
+nonsmp mode the tracer is looked up now (``ERTS_GET_TRACER_REF``)."""
+from __future__ import annotations
+
+from .common import *  # noqa: F401,F403
+from .common import _a, _Meta  # noqa: F401
+
+__all__ = ["TracePoints"]
+
+
+class TracePoints:
+    """Mixed into ``schedulers.engine.Node``; runs in the scheduler process."""
+
+    # ================================================================ delivery core
+    def _enqueue(self, type_: int, from_, to, msg, ts_kind: int) -> None:
+        """smp: ``enqueue_sys_msg`` - hand the message to the dispatcher's queue."""
+        self.stats.made(type_)
+        self.transport.sys(M.SysMsg(type_, from_, to, msg, ts_kind))
+
+    def _deliver_now(self, t: Proc, type_: int, msg) -> None:
+        """nonsmp: ``erts_queue_message`` into the receiver at once."""
+        self.stats.made(type_)
+        self.stats.delivered(type_)
+        self._queue_message(t, msg, None)
+
+    def _write_port(self, tp, msg, type_: int) -> bool:
+        """``write_sys_msg_to_port``: external term format into the port."""
+        from smp.etf import encode
+        self.stats.made(type_)
+        heavy = tp.write(encode(msg))
+        self.stats.delivered(type_)
+        return heavy
+
+    def _port_write_with_fix(self, tp, msg, type_: int, c_p: Proc | None, ts) -> None:
+        """``send_to_port`` / ``seq_trace_send_to_port`` in nonsmp: write, and
+        when the driver reports a heavy write while ``c_p`` is traced with
+        ``running`` and ``timestamp``, send the fake ``out``/``in`` pair."""
+        if c_p is None or not are_trace_flags_on(c_p.flags, F_TRACE_SCHED | F_TIMESTAMP):
+            self._write_port(tp, msg, type_)
+            return
+        if ts is None:
+            ts = self.clock.now()
+        if self._write_port(tp, msg, type_):
+            out_msg, _ = M.do_send_schedfix(c_p.pid, ts, ts)
+            self._write_port(tp, out_msg, M.SYS_MSG_TYPE_TRACE)
+            in_msg = (out_msg[0], c_p.pid, am_in, 0, self.clock.now())
+            self._write_port(tp, in_msg, M.SYS_MSG_TYPE_TRACE)
+            self.stats.fake_schedule_pairs += 1
+
+    def _send_to_tracer(self, holder, from_, msg, ts_on: bool, c_p: Proc | None,
+                        checked: bool = False) -> None:
+        """``send_to_tracer`` / ``send_to_port`` for TRACE messages.
+
+        ``holder`` carries ``tracer`` and ``flags`` (a process, a port, or a
+        meta-trace breakpoint); ``c_p`` is the running process that may get a
+        fake schedule pair (None for "no fake schedule")."""
+        tracer = holder.tracer
+        if self.smp:
+            self._enqueue(M.SYS_MSG_TYPE_TRACE, from_, tracer, msg,
+                          M.TS_PATCH if ts_on else M.TS_NONE)
+            return
+        if type(tracer) is Pid:
+            t = self.procs.get(tracer)
+            if t is None or t.status == EXITED or not (t.flags & F_TRACER):
+                # ERTS_GET_TRACER_REF: reset the tracee, make nothing
+                holder.tracer = NIL
+                holder.flags &= ~TRACEE_FLAGS
+                self.stats.suppressed(M.SYS_MSG_TYPE_TRACE,
+                                      "receiver_dead" if t is None or t.status == EXITED
+                                      else "not_tracer")
+                return
+            if ts_on:
+                msg = M.patch_ts(msg, self.clock.now())
+            self._deliver_now(t, M.SYS_MSG_TYPE_TRACE, msg)
+            return
+        tp = self.trace_ports.get(tracer)
+        if tp is None or tp.closed:
+            holder.tracer = NIL
+            holder.flags &= ~TRACEE_FLAGS
+            self.stats.suppressed(M.SYS_MSG_TYPE_TRACE, "port_closed")
+            return
+        ts = None
+        if ts_on:
+            ts = self.clock.now()
+            msg = M.patch_ts(msg, ts)
+        self._port_write_with_fix(tp, msg, M.SYS_MSG_TYPE_TRACE, c_p, ts)
+
+    def erts_check_my_tracer_proc(self, p: Proc) -> None:
+        """smp: a tracee whose tracer is gone loses its flags when scheduled in."""
+        if type(p.tracer) is Pid and not self.is_tracer(p.tracer):
+            p.flags &= ~TRACEE_FLAGS
+            p.tracer = NIL
+            self.stats.tracer_checks_reset += 1
+
+    # ================================================================ TRACE builders
+    def trace_sched(self, p: Proc, what, never_fake=False) -> None:
+        """``trace_sched_aux``."""
+        if p.tracer is NIL:
+            return
+        no_fake = never_fake or what in (am_out, am_out_exiting, am_out_exited)
+        sched_no = are_trace_flags_on(p.flags, F_TRACE_SCHED_NO)
+        mfa = 0 if p.status == EXITING or p.current is None else p.current
+        msg = M.trace_sched(p.pid, what, mfa, (self.sched_id if self.smp else 1) if sched_no else None)
+        self._send_to_tracer(p, p.pid, msg, bool(p.flags & F_TIMESTAMP), None if no_fake else p)
+
+    def trace_virtual_sched(self, p: Proc, what) -> None:
+        self.trace_sched(p, what, never_fake=True)
+
+    def trace_send(self, p: Proc, to, msg) -> None:
+        if not are_trace_flags_on(p.flags, F_TRACE_SEND):
+            return
+        op = am_send
+        if type(to) is Pid and not self.is_alive(to):
+            op = am_send_to_non_existing
+        self._send_to_tracer(p, p.pid, M.trace_send(p.pid, op, msg, to),
+                             bool(p.flags & F_TIMESTAMP), p)
+
+    def trace_receive(self, rp: Proc, msg) -> None:
+        self._send_to_tracer(rp, rp.pid, M.trace_receive(rp.pid, msg),
+                             bool(rp.flags & F_TIMESTAMP), rp)
+
+    def trace_proc(self, c_p: Proc | None, t_p, what, data) -> None:
+        # nonsmp: no fake schedule out and in again after an exit
+        fake = None if (not self.smp and what is am_exit) else c_p
+        self._send_to_tracer(t_p, t_p.pid, M.trace_proc(t_p.pid, what, data),
+                             bool(t_p.flags & F_TIMESTAMP), fake)
+
+    def trace_proc_spawn(self, p: Proc, child, mod, func, args) -> None:
+        self._send_to_tracer(p, p.pid, M.trace_proc_spawn(p.pid, child, mod, func, args),
+                             bool(p.flags & F_TIMESTAMP), p)
+
+    def trace_gc(self, p: Proc, what) -> None:
+        self._send_to_tracer(p, p.pid, M.trace_gc(p.pid, what, p.heap.gc_values()),
+                             bool(p.flags & F_TIMESTAMP), p)
+
+    def trace_port_open(self, port, calling_pid, drv_name) -> None:
+        self._send_to_tracer(port, port.id, M.trace_port_open(calling_pid, port.id, drv_name),
+                             bool(port.flags & F_TIMESTAMP), None)
+
+    def trace_port(self, port, what, data) -> None:
+        self._send_to_tracer(port, port.id, M.trace_port(port.id, what, data),
+                             bool(port.flags & F_TIMESTAMP), None)
+
+    def trace_sched_ports_where(self, port, what, where) -> None:
+        sched = (self.sched_id if self.smp else 1) if are_trace_flags_on(
+            port.flags, F_TRACE_SCHED_NO) else None
+        self._send_to_tracer(port, port.id, M.trace_sched_ports_where(port.id, what, where, sched),
+                             bool(port.flags & F_TIMESTAMP), None)
+
+    # ================================================================ SYSMON
+    def _monitor_send(self, from_, msg, self_check: bool = True) -> None:
+        if self.smp:
+            self._enqueue(M.SYS_MSG_TYPE_SYSMON, from_, NIL, msg, M.TS_NONE)
+            return
+        monitor = self.state.system_monitor
+        monitor_p = self.procs.get(monitor) if type(monitor) is Pid else None
+        if monitor_p is None or monitor_p.status == EXITED:
+            self.stats.suppressed(M.SYS_MSG_TYPE_SYSMON, "receiver_dead")
+            return
+        if self_check and monitor_p.pid == from_:
+            self.stats.suppressed(M.SYS_MSG_TYPE_SYSMON, "sender_is_receiver")
+            return
+        self._deliver_now(monitor_p, M.SYS_MSG_TYPE_SYSMON, msg)
+
+    def monitor_long_gc(self, p: Proc, time_ms: int) -> None:
+        self._monitor_send(p.pid, M.monitor_long_gc(p.pid, time_ms, p.heap.monitor_sizes()))
+
+    def monitor_large_heap(self, p: Proc) -> None:
+        self._monitor_send(p.pid, M.monitor_large_heap(p.pid, p.heap.monitor_sizes()))
+
+    def monitor_long_schedule_proc(self, p: Proc, in_mfa, out_mfa, time_ms) -> None:
+        self._monitor_send(p.pid, M.monitor_long_schedule_proc(p.pid, in_mfa, out_mfa, time_ms))
+
+    def monitor_long_schedule_port(self, port, op, time_ms) -> None:
+        self._monitor_send(port.id, M.monitor_long_schedule_port(port.id, op, time_ms),
+                           self_check=False)
+
+    def monitor_generic(self, p: Proc, what, spec) -> None:
+        self._monitor_send(p.pid, M.monitor_generic(p.pid, what, spec))
+
+    # ================================================================ SYSPROF
+    def profile_send(self, from_, msg) -> None:
+        """nonsmp ``profile_send``: to the profiler now; never about itself."""
+        profiler = self.state.system_profile
+        if from_ == profiler and from_ is not NIL:
+            self.stats.suppressed(M.SYS_MSG_TYPE_SYSPROF, "sender_is_receiver")
+            return
+        if type(profiler) is Port:
+            tp = self.trace_ports.get(profiler)
+            if tp is None or tp.closed:
+                self.stats.suppressed(M.SYS_MSG_TYPE_SYSPROF, "port_closed")
+                return
+            self._write_port(tp, msg, M.SYS_MSG_TYPE_SYSPROF)
+            return
+        profile_p = self.procs.get(profiler) if type(profiler) is Pid else None
+        if profile_p is None or profile_p.status == EXITED:
+            self.stats.suppressed(M.SYS_MSG_TYPE_SYSPROF, "receiver_dead")
+            return
+        self._deliver_now(profile_p, M.SYS_MSG_TYPE_SYSPROF, msg)
+
+    def _profile(self, from_, msg, ts_kind: int) -> None:
+        if self.smp:
+            # TS_SCHED: the queue needs the state to count active schedulers
+            # without opening the body, so it travels in the unused 'to' field.
+            to = msg[3] if ts_kind == M.TS_SCHED else NIL
+            self._enqueue(M.SYS_MSG_TYPE_SYSPROF, from_, to, msg, ts_kind)
+        else:
+            self.profile_send(from_, M.complete(msg, ts_kind, self.clock.now(),
+                                                self.state.active_sched))
+
+    def profile_scheduler(self, state_atom) -> None:
+        if not self.smp:
+            self.state.active_sched += 1 if state_atom is am_active else -1
+        self._profile(NIL, M.profile_scheduler(self.sched_id, state_atom), M.TS_SCHED)
+
+    def profile_scheduler_q(self, state_atom, no_schedulers: int, ts) -> None:
+        msg = M.profile_scheduler_q(self.sched_id, state_atom, no_schedulers, ts)
+        if self.smp:
+            self._enqueue(M.SYS_MSG_TYPE_SYSPROF, NIL, NIL, msg, M.TS_NONE)
+        else:
+            self.profile_send(NIL, msg)
+
+    def profile_runnable_proc(self, p: Proc, status) -> None:
+        where = p.current if p.current is not None else 0
+        self._profile(p.pid, M.profile_runnable_proc(p.pid, status, where), M.TS_APPEND)
+
+    def profile_runnable_port(self, port, status) -> None:
+        self._profile(port.id, M.profile_runnable_port(port.id, status), M.TS_APPEND)
+
+    # ================================================================ ERRLGR / PROC_MSG
+    def erts_queue_error_logger_message(self, from_, msg) -> None:
+        if self.smp:
+            self._enqueue(M.SYS_MSG_TYPE_ERRLGR, from_, am_error_logger, msg, M.TS_NONE)
+            return
+        self.stats.made(M.SYS_MSG_TYPE_ERRLGR)
+        logger = self.whereis(am_error_logger)
+        t = self.procs.get(logger) if type(logger) is Pid else None
+        if t is None or t.status == EXITED:
+            self.stderr.write(format_error_logger_failure(msg))
+            self.stderr.flush()
+            self.stats.dropped(M.SYS_MSG_TYPE_ERRLGR, "no_error_logger")
+            return
+        if t.pid == from_:
+            self.stats.dropped(M.SYS_MSG_TYPE_ERRLGR, "error_logger_self")
+            return
+        self.stats.delivered(M.SYS_MSG_TYPE_ERRLGR)
+        self._queue_message(t, msg, None)
+
+    def erts_send_sys_msg_proc(self, from_, to, msg) -> None:
+        if self.smp:
+            self._enqueue(M.SYS_MSG_TYPE_PROC_MSG, from_, to, msg, M.TS_NONE)
+            return
+        t = self.procs.get(to)
+        if t is None or t.status == EXITED:
+            self.stats.made(M.SYS_MSG_TYPE_PROC_MSG)
+            self.stats.dropped(M.SYS_MSG_TYPE_PROC_MSG, "receiver_dead")
+            return
+        self._deliver_now(t, M.SYS_MSG_TYPE_PROC_MSG, msg)
