@@ -647,6 +647,7 @@ def dispatcher_main(nsched: int, endpoints: dict, ready, journal: str | None = N
                     security: dict | None = None) -> None:
     """Entry point of the dispatcher OS process."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
     try:
         d = Dispatcher(nsched, endpoints, journal, security)
     except Exception:

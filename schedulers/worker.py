@@ -682,6 +682,7 @@ def scheduler_main(sched_id, smp, endpoints, options, security=None) -> None:
     """Entry point of a scheduler OS process (``sched_id`` None: a scheduler
     that joins from outside and is given its id by the controller)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)   # the controller decides when we stop
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
     try:
         w = Worker(sched_id, smp, endpoints, options, security)
     except Exception:

@@ -17,6 +17,7 @@ import inspect
 import itertools
 import os
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -208,8 +209,7 @@ class Emulator:
             p = mp.Process(target=dispatcher_main,
                            args=(self.nsched, self.endpoints, ready, self.journal, self.security),
                            name="smp-dispatcher", daemon=True)
-            p.start()
-            self._procs.append(p)
+            self._start_process(p)
             if not ready.wait(timeout):
                 raise StartupError(f"dispatcher did not start within {timeout:g} s")
             self.dispatcher_pid = p.pid
@@ -226,8 +226,7 @@ class Emulator:
             p = mp.Process(target=scheduler_main,
                            args=(k, self.smp, self.endpoints, options, local_sec),
                            name=f"smp-scheduler-{k}", daemon=True)
-            p.start()
-            self._procs.append(p)
+            self._start_process(p)
         # hello from every scheduler (local ones know their id; the others get one)
         hellos: dict[int, tuple] = {}
         next_remote = n_local + 1
@@ -286,6 +285,16 @@ class Emulator:
                         raise StartupError("schedulers did not subscribe to the dispatcher's "
                                            f"state within {timeout:g} s") from None
         self._started = True
+
+    def _start_process(self, p) -> None:
+        """Fork ``p`` and record it with Ctrl-C held back in between, so an
+        interrupt can never leave a child that close() does not know of."""
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+        try:
+            p.start()
+            self._procs.append(p)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
     @property
     def os_pids(self) -> list[int]:
