@@ -423,7 +423,11 @@ def read(source, wrap_suffix, wrap_count, fmt, timeout):
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default="report.html",
               show_default=True)
 def report(result, output):
-    """Write a self-contained HTML report from a saved run or compare JSON."""
+    """Write a self-contained HTML report from a saved run or compare JSON
+    (``run --json`` / ``compare --json``): throughput, queue depth and drops
+    over time, the latency histogram, the scheduler timeline (when the
+    scenario profiles schedulers, as the ``profile`` example does) and the
+    totals; a compare draws both modes on the same axes."""
     from .report import render_report
     try:
         with open(result, encoding="utf-8") as f:

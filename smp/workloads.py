@@ -25,6 +25,7 @@ from typing import Any, Callable
 from .emulator import Emulator
 from .errors import EmulatorTimeout, ErlangException, Error, Exit, SmpError, Throw
 from .reader import read_trace
+from .series import Series, latency_histogram, scheduler_timeline
 from .terms import Atom
 
 __all__ = ["WORKLOADS", "Workload", "check_params", "execute", "RunOutcome", "CTL"]
@@ -625,14 +626,25 @@ def execute(sc: dict, *, mode: str | None = None, schedulers: int | None = None,
 
         interrupted = completed = False
         error = None
+        series = Series()
+
+        def sample(t: float) -> None:
+            try:
+                series.add(t, vm.statistics())
+            except SmpError:
+                pass        # a scheduler went away: the end of the run says so
+
+        run_start_us = time.time_ns() // 1000     # the trace timestamps' clock
         t0 = time.perf_counter()
+        sample(0.0)
         deadline = time.monotonic() + sc["timeout"]
-        slice_s = 0.2
         try:
             while True:
-                if vm.run_for(min(slice_s, max(0.01, deadline - time.monotonic()))):
+                if vm.run_for(min(_slice(time.perf_counter() - t0),
+                                  max(0.01, deadline - time.monotonic()))):
                     completed = True
                     break
+                sample(time.perf_counter() - t0)
                 if time.monotonic() >= deadline:
                     error = f"run not finished within {sc['timeout']:g} s"
                     break
@@ -641,7 +653,6 @@ def execute(sc: dict, *, mode: str | None = None, schedulers: int | None = None,
                 if on_progress:
                     on_progress({"elapsed": time.perf_counter() - t0,
                                  "received": sum(len(m) for m in messages.values())})
-                slice_s = min(slice_s * 1.5, 2.0)
             elapsed = time.perf_counter() - t0
             pull()
         except KeyboardInterrupt:
@@ -649,6 +660,7 @@ def execute(sc: dict, *, mode: str | None = None, schedulers: int | None = None,
             interrupted = True
         # From here on the run is over: a second Ctrl-C must not leave it half-measured.
         stats = vm.statistics()
+        series.add(elapsed, stats)
         lat = sorted(vm.latencies_ns())
         port_info = {}
         for name, (kind, ref, t) in ports.items():
@@ -685,7 +697,20 @@ def execute(sc: dict, *, mode: str | None = None, schedulers: int | None = None,
                 port_info[name] = {"error": str(e)}
     summary = _summary(sc, mode, n, stats, lat, elapsed, setup_s, messages, port_info,
                        completed=completed, interrupted=interrupted, error=error)
+    summary["timeseries"] = series.to_json()
+    summary["latency_histogram"] = latency_histogram(lat)
+    prof = sc["system_profile"]
+    summary["scheduler_timeline"] = {
+        "profiled": bool(prof and prof["scheduler"]),
+        **(scheduler_timeline(messages, run_start_us) if prof and prof["scheduler"] else {})}
     return RunOutcome(summary, messages, labels)
+
+
+def _slice(elapsed: float) -> float:
+    """How long the next ``run_for`` slice runs: 50 ms while the run is young
+    (a short run still gets a useful time series), then a 50th of the time
+    so far, at most 1 s (each sample costs a ``statistics()`` round trip)."""
+    return min(1.0, max(0.05, elapsed / 50))
 
 
 def _pct(sorted_values: list, q: float):
