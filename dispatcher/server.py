@@ -118,6 +118,7 @@ class Dispatcher:
         self.smq = threading.Condition(threading.Lock())   # smq_mtx + smq_cnd
         self.queue: deque = deque()
         self.queue_msgs = 0              # messages in the queue (runs hold several)
+        self.queue_peak = 0              # the most queued since the last statistics()
         self.held = False
         self.dispatching = False
         self.stop = threading.Event()
@@ -253,6 +254,8 @@ class Dispatcher:
                         to = NIL
                     queue.append((type_, from_, to, ts_kind, blob, n, base, active, made_ns))
                     self.queue_msgs += n
+                    if self.queue_msgs > self.queue_peak:
+                        self.queue_peak = self.queue_msgs
                     made[type_] += n
                     self.ingested[sched] += n
                     self.ingested_items[sched] += n
@@ -606,7 +609,10 @@ class Dispatcher:
         return out
 
     def statistics(self) -> dict:
+        """The counts; ``queue_peak`` is the deepest the queue was since the
+        previous call (each call starts a new interval)."""
         with self.smq:
+            peak, self.queue_peak = self.queue_peak, self.queue_msgs
             queued = Counter()
             for item in self.queue:
                 queued[item[0]] += item[5]
@@ -615,6 +621,7 @@ class Dispatcher:
             dropped = Counter(self.dropped)
         return {
             **totals(made, delivered, dropped, sum(queued.values())),
+            "queue_peak": peak,
             "bad_frames": self.bad_frames, "last_bad_frame": self.last_bad_frame,
             "auth_denied": self.auth.denied if self.auth else 0,
             "stderr_lines": list(self.stderr_lines),

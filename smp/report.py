@@ -183,11 +183,10 @@ def _queue_plot(runs: dict) -> str:
     lines = [Line(f"{mode}: queued", ts["t_s"], ts.get("queued_max", ts["queued"]),
                   _colour(mode, i), DASHES[0] if k == 0 else DASHES[1], mode, "queued")
              for k, (i, mode, ts) in enumerate(have)]
-    note = ("Trace messages made but not yet delivered or dropped, at each sample (the highest "
-            "level seen where long runs had samples merged). A sample is taken between slices, "
-            "after the schedulers paused and the dispatcher took in all they sent; it keeps "
-            "dispatching meanwhile, so this shows only a backlog it had not worked off by "
-            "then (queueing delay shows in the latency histogram below).")
+    note = ("The deepest the dispatcher's queue was (messages made but not yet delivered or "
+            "dropped) in the interval that ends at each sample: the dispatcher keeps the peak "
+            "between two statistics() calls, and merged samples keep the highest. Queueing "
+            "delay shows in the latency histogram below.")
     if any(runs[m].get("mode") == "nonsmp" for _, m, _ in have):
         note += (" nonsmp has no dispatcher: a message is delivered or dropped as it is made, "
                  "so its queue stays at 0.")

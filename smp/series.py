@@ -48,14 +48,16 @@ class Series:
         """Record the ``vm.statistics()`` snapshot ``stats`` taken ``t`` s into the run."""
         by_reason = {str(r): sum(bt.values()) for r, bt in stats.get("dropped_by_reason", {}).items()}
         q = stats.get("queued", 0)
+        # the dispatcher reports the deepest its queue was since the last sample
+        q_max = max(q, stats.get("queue_peak", 0))
         point = {"t": t, "made": stats.get("made", 0), "delivered": stats.get("delivered", 0),
-                 "dropped": stats.get("dropped", 0), "queued": q, "queued_max": q,
+                 "dropped": stats.get("dropped", 0), "queued": q, "queued_max": q_max,
                  "by_reason": by_reason}
         pts = self._points
         if len(pts) > 1 and t - pts[-1]["t"] < MIN_GAP_S:
             # a sample right after the last (the end of a timed-out run) would make
             # a rate out of a few milliseconds: it replaces that one instead
-            point["queued_max"] = max(q, pts[-1]["queued_max"])
+            point["queued_max"] = max(q_max, pts[-1]["queued_max"])
             pts[-1] = point
             return
         pts.append(point)

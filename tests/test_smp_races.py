@@ -45,6 +45,9 @@ def test_seq_tracer_replaced_before_dispatch_gets_queued_messages(smp_vm):
     vm.run()
     queued = vm.queued_messages()
     assert [to for (_f, to, _m) in queued] == [old, old, old]   # resolved now: the current tracer
+    first = vm.statistics()
+    assert first["queued"] == 3 and first["queue_peak"] >= 3
+    assert vm.statistics()["queue_peak"] == 3       # a new interval starts at the level now
     assert vm.set_system_seq_tracer(new) == old
     assert [to for (_f, to, _m) in vm.queued_messages()] == [new, new, new]
     vm.release_dispatcher()
