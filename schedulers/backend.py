@@ -1,8 +1,6 @@
 """The BIF backend of a nonsmp scheduler: everything is local and synchronous."""
 from __future__ import annotations
 
-from smp.messages import SYS_MSG_TYPE_PROC_MSG
-from smp.state import NIL
 from smp.terms import Atom
 
 __all__ = ["LocalBackend"]

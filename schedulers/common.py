@@ -1,6 +1,8 @@
 """What the scheduler's modules share: imports, atoms, pid placement and
-``ARE_TRACE_FLAGS_ON``.  The modules import it whole (``from .common import *``).
+``ARE_TRACE_FLAGS_ON``.  The modules import it whole (``from .common import *``),
+so the imports here are re-exports.
 """
+# ruff: noqa: F401
 from __future__ import annotations
 
 import heapq

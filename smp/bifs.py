@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from .errors import BadArg
-from .flags import CPU_TIMESTAMP, flags_to_list, parse_trace_flags
+from .flags import flags_to_list, parse_trace_flags
 from .matchspec import compile_match_spec
 from .state import FALSE, NIL, UNDEFINED
 from .terms import Atom, Pid, Port, format_term

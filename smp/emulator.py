@@ -18,7 +18,6 @@ import itertools
 import os
 import shutil
 import signal
-import sys
 import tempfile
 import time
 from typing import Any
@@ -30,7 +29,6 @@ import zmq
 from .bifs import call_bif
 from .errors import (BadArg, DispatcherLost, EmulatorTimeout, Error, SchedulerLost,
                      SmpError, StartupError)
-from .state import NIL
 from .terms import Atom, Pid, Port, Ref
 from .wire import dumps_any, loads_any
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from .emulator import Emulator
-from .errors import EmulatorTimeout, ErlangException, Error, Exit, SmpError, Throw
+from .errors import ErlangException, Error, Exit, SmpError, Throw
 from .reader import read_trace
 from .series import Series, latency_histogram, scheduler_timeline
 from .terms import Atom

@@ -6,7 +6,6 @@ import shutil
 
 import pytest
 
-import smp
 from smp import Atom as A
 from smp.reader import read_trace
 

@@ -7,7 +7,7 @@ from smp.dbgfmt import format_dbg
 from smp.errors import DecodeError
 from smp.etf import encode
 from smp.reader import read_frames, read_trace, wrap_log_files
-from smp.terms import A, Atom, Pid, Port, charlist
+from smp.terms import A, Pid, Port, charlist
 from smp.traceport import FileTracePort, IpTracePort
 
 

@@ -468,7 +468,7 @@ def test_trace_ports_open_sched_closed(vm):
 def test_trace_ports_scheduler_id(vm):
     t = vm.spawn_collector()
     vm.trace("new", True, ["running_ports", "scheduler_id"], tracer=t)
-    p = vm.spawn(port_owner, scheduler=vm.nsched)
+    vm.spawn(port_owner, scheduler=vm.nsched)
     vm.run()
     msgs = vm.messages(t)
     assert len(msgs) == 2
