@@ -129,6 +129,7 @@ class Dispatcher:
         self.ingested_items = [0] * (nsched + 1)
         self.delivered_to = [0] * (nsched + 1)
         self.bad_frames = 0
+        self.handshake_failed = 0
         self.last_bad_frame = ""
         self.lost: set[int] = set()
         self.sched_active = [False] * (nsched + 1)
@@ -199,8 +200,22 @@ class Dispatcher:
         self._tls.name = "ingest"
         sock = self.ingest_sock
         inboxes: dict[int, zmq.Socket] = {}
+        poller = zmq.Poller()
+        poller.register(sock, zmq.POLLIN)
+        monitor = None
+        if self.security:
+            # peers that fail the CURVE handshake (no CURVE at all, or a bad
+            # one) never reach the ZAP handler: count them from the socket's events
+            monitor = sock.get_monitor_socket(zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
+                                              | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL)
+            poller.register(monitor, zmq.POLLIN)
         while not self.stop.is_set():
-            if not sock.poll(100):
+            events = dict(poller.poll(100))
+            if monitor is not None and monitor in events:
+                from zmq.utils.monitor import recv_monitor_message
+                recv_monitor_message(monitor)
+                self.handshake_failed += 1
+            if sock not in events:
                 continue
             raw = sock.recv()
             try:
@@ -229,6 +244,9 @@ class Dispatcher:
                 os.write(2, f"dispatcher: {self.last_bad_frame}\n".encode())
         for s in inboxes.values():
             s.close()
+        if monitor is not None:
+            sock.disable_monitor()
+            monitor.close(linger=0)
 
     def _ingest_batch(self, sched: int, items) -> None:
         # push-back: while the queue is full (and not held on purpose) stop
@@ -624,6 +642,7 @@ class Dispatcher:
             "queue_peak": peak,
             "bad_frames": self.bad_frames, "last_bad_frame": self.last_bad_frame,
             "auth_denied": self.auth.denied if self.auth else 0,
+            "handshake_failed": self.handshake_failed,
             "stderr_lines": list(self.stderr_lines),
         }
 
