@@ -369,6 +369,13 @@ def _print_compare(c: dict) -> None:
     for r in c["rows"]:
         mark = "  *" if r["differs"] else ""
         out.write(f"{r['what']:{w}}{_cell(r[ma]):>14}{_cell(r[mb]):>14}{mark}\n")
+    reasons = [(r["what"], r["why"]) for r in c["rows"] if r.get("why")]
+    if reasons:
+        out.write("\nwhy they differ (the seed's #ifdef ERTS_SMP branches):\n")
+        for what, text in reasons:
+            out.write(f"  * {what}: {text}\n")
+    if c.get("order_note"):
+        out.write(f"\nordering: {c['order_note']}\n")
     for m in (ma, mb):
         v = c["invariants"][m]
         out.write(f"\ninvariants ({m}): " + ("all hold (counts add up, per-tracee order, "

@@ -157,13 +157,67 @@ def _by_tracee(terms, labels) -> dict:
     return out
 
 
+# Why the two builds differ, per row of the comparison (matched by prefix,
+# most specific first), from the seed's #ifdef ERTS_SMP branches.
+WHY = [
+    ("suppressed receiver_dead", "nonsmp looks the tracer up when a message is made "
+     "(ERTS_GET_TRACER_REF): a dead tracer resets the tracee and nothing is made"),
+    ("suppressed not_tracer", "nonsmp: a tracer without the tracer mark resets the tracee "
+     "when a message is made (ERTS_GET_TRACER_REF)"),
+    ("suppressed port_closed", "nonsmp: send_to_port finds the trace port closed, resets the "
+     "tracee and makes nothing"),
+    ("suppressed sender_is_receiver", "nonsmp: monitor_*/profile_send never make a message "
+     "about the monitor or profiler itself"),
+    ("dropped receiver_dead", "smp makes the message without looking at the tracer; the "
+     "dispatcher finds the receiver dead (sys_msg_dispatcher_func) and the tracee keeps its "
+     "flags until it is next scheduled in (erts_check_my_tracer_proc)"),
+    ("dropped not_tracer", "smp: the dispatcher drops a TRACE message whose receiver lost "
+     "the tracer mark"),
+    ("dropped port_closed", "smp: the dispatcher finds the port receiver closed"),
+    ("dropped sender_is_receiver", "smp: the dispatcher drops SYSMON/SYSPROF messages from "
+     "the monitor or profiler itself (from == receiver)"),
+    ("dropped nil_sender_nil_receiver", "smp: exiting_reset sets the profiler to NIL and "
+     "profile_scheduler messages (from NIL) then meet from == receiver: dropped quietly"),
+    ("dropped no_receiver", "smp resolves the seq tracer, monitor and profiler at dispatch "
+     "time; when it is gone, sys_msg_disp_failure resets it (nonsmp resets at make time)"),
+    ("dropped scheduler_lost", "smp: the receiver lived on a scheduler that died"),
+    ("tracer_checks_reset", "erts_check_my_tracer_proc exists only in smp: a tracee whose "
+     "tracer died is reset at its next schedule-in"),
+    ("fake_schedule_pairs", "do_send_schedfix_to_port exists only #ifndef ERTS_SMP: a heavy "
+     "port write gives a fake out/in pair; smp never fakes schedules"),
+    ("made ", "made differs where nonsmp suppresses what smp makes and then drops"),
+    ("made", "made differs where nonsmp suppresses what smp makes and then drops"),
+    ("delivered", "delivered differs by what one build drops or never makes"),
+    ("dropped", "only smp has a dispatcher that drops: nonsmp suppresses at make time instead"),
+    ("suppressed", "only nonsmp checks the receiver when a message is made"),
+    ("latency", "only smp has a queue between making and delivering (make-to-dispatch "
+     "latency); nonsmp delivers at once"),
+    ("throughput", "the builds deliver differently: synchronously in one process (nonsmp) or "
+     "through the dispatcher process (smp)"),
+    ("elapsed", "the builds deliver differently: synchronously in one process (nonsmp) or "
+     "through the dispatcher process (smp)"),
+]
+ORDER_NOTE = ("per-tracee order holds at every tracer in both builds; the global order differs "
+              "in smp, where the dispatcher interleaves the schedulers' batches, and timestamps "
+              "are taken when the dispatcher queues a message (under smq_mtx), not when it is made")
+
+
+def why(what: str) -> str | None:
+    """Why the seed makes row ``what`` differ between nonsmp and smp."""
+    for prefix, text in WHY:
+        if what.startswith(prefix):
+            return text
+    return None
+
+
 def compare_runs(a, b, first: int = 3) -> dict:
     """Side by side of two runs (``a`` nonsmp, ``b`` smp, say); JSON-able."""
     sa, sb = a.summary, b.summary
     rows = []
 
     def row(what, x, y):
-        rows.append({"what": what, a_mode: x, b_mode: y, "differs": x != y})
+        rows.append({"what": what, a_mode: x, b_mode: y, "differs": x != y,
+                     "why": why(what) if x != y else None})
 
     a_mode, b_mode = sa["mode"], sb["mode"]
     if a_mode == b_mode:
@@ -207,7 +261,7 @@ def compare_runs(a, b, first: int = 3) -> dict:
         tracers.append({"tracer": name, a_mode: len(a.messages.get(name, [])),
                         b_mode: len(b.messages.get(name, [])), "first_differences": diffs})
     return {"modes": [a_mode, b_mode], "rows": rows, "invariants": order,
-            "tracers": tracers, "runs": {a_mode: sa, b_mode: sb}}
+            "tracers": tracers, "runs": {a_mode: sa, b_mode: sb}, "order_note": ORDER_NOTE}
 
 
 def _show(term) -> str | None:
