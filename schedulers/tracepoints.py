@@ -186,8 +186,9 @@ class TracePoints:
     def profile_send(self, from_, msg) -> None:
         """nonsmp ``profile_send``: to the profiler now; never about itself."""
         profiler = self.state.system_profile
-        if from_ == profiler and from_ is not NIL:
-            self.stats.suppressed(M.SYS_MSG_TYPE_SYSPROF, "sender_is_receiver")
+        if from_ == profiler:      # "do not profile profiler pid" (NIL == NIL too)
+            self.stats.suppressed(M.SYS_MSG_TYPE_SYSPROF, "sender_is_receiver"
+                                  if profiler is not NIL else "nil_sender_nil_receiver")
             return
         if type(profiler) is Port:
             tp = self.trace_ports.get(profiler)
