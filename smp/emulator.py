@@ -799,7 +799,8 @@ class Emulator:
         return self._disp_call("queue_list")
 
     def latencies_ns(self) -> list[int]:
-        """smp: make-to-dispatch latencies of recent messages, in ns."""
+        """smp: make-to-dispatch latencies in ns, one sample per run of messages
+        (its first message), the dispatcher's most recent 200,000."""
         return self._disp_call("latencies") if self.smp else []
 
     # -- statistics ----------------------------------------------------------
