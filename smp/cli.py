@@ -61,9 +61,9 @@ class _TraceWriter:
         elif self.fmt == "terms":
             line = format_term(term) + ".\n"
         else:
-            line = format_dbg(term)
-            if not line:
-                return
+            # dbg's handler prints nothing for what it does not know (monitor
+            # and profile messages): show those as the terms they are
+            line = format_dbg(term) or format_term(term) + "\n"
         self.stream.write(line)
         self.stream.flush()
         self.lines += 1
@@ -406,7 +406,9 @@ def _cell(v) -> str:
               show_default=True)
 @click.option("--timeout", type=float, default=None, help="seconds to wait on an ip port")
 def read(source, wrap_suffix, wrap_count, fmt, timeout):
-    """Print a trace file, a wrap log or an ip trace port (HOST:PORT) as dbg does."""
+    """Print a trace file, a wrap log or an ip trace port (HOST:PORT) as dbg does
+    (messages dbg does not format, such as monitor and profile messages, are
+    printed as terms)."""
     from .reader import read_trace
     src: Any = source
     if wrap_suffix:

@@ -29,3 +29,17 @@ def test_compare_explains_every_differing_row():
     assert "per-tracee order holds" in c["order_note"]
     r = CliRunner().invoke(cli, ["compare", "churn"])
     assert "why they differ" in r.stdout and "ordering:" in r.stdout
+
+
+def test_read_prints_what_dbg_does_not_format_as_terms(tmp_path):
+    from smp.etf import encode
+    from smp.terms import A
+    from smp.traceport import FileTracePort
+    path = tmp_path / "p.trc"
+    with FileTracePort(str(path)) as port:
+        port.write(encode((A.profile, A.scheduler, 1, A.active, 1, (1, 2, 3))))
+        port.write(encode((A.drop, 4)))
+    r = CliRunner().invoke(cli, ["read", str(path)])
+    assert r.exit_code == 0
+    assert r.stdout.splitlines() == ["{profile,scheduler,1,active,1,{1,2,3}}",
+                                     "*** Dropped 4 messages."]
