@@ -68,6 +68,21 @@ def port_owner(port: Port, nsched: int) -> int:
     return port.number % (nsched + 1)
 
 
+def inherited_tracing(p, always: int, once: int):
+    """What a spawned or linked process takes from ``p``: its tracee flags and
+    tracer under ``set_on_spawn``/``set_on_link`` (``always``), or once under
+    ``set_on_first_spawn``/``set_on_first_link`` (``once``, which ``p`` then
+    loses and the child does not get).  None when nothing is inherited."""
+    if p.tracer is NIL:
+        return None
+    if p.flags & always:
+        return (p.flags & TRACEE_FLAGS, p.tracer)
+    if p.flags & once:
+        p.flags &= ~once
+        return (p.flags & TRACEE_FLAGS, p.tracer)
+    return None
+
+
 def are_trace_flags_on(flags: int, tf: int) -> bool:
     """``ARE_TRACE_FLAGS_ON``: all of ``tf`` and not sensitive."""
     return (flags & (tf | F_SENSITIVE)) == tf

@@ -163,13 +163,7 @@ class Node(ProcessOps, CallTracing, ResourceOps, SeqTrace, TracePoints, LocalBif
     def op_spawn(self, parent: Proc, fun, args, link=False, scheduler=None) -> Pid:
         owner = self._place(scheduler)
         pid = self.new_pid(owner)
-        inherit = None
-        if parent.tracer is not NIL:
-            if parent.flags & F_TRACE_SOS:
-                inherit = (parent.flags & TRACEE_FLAGS, parent.tracer)
-            elif parent.flags & F_TRACE_SOS1:
-                inherit = (parent.flags & TRACEE_FLAGS & ~F_TRACE_SOS1, parent.tracer)
-                parent.flags &= ~F_TRACE_SOS1
+        inherit = inherited_tracing(parent, F_TRACE_SOS, F_TRACE_SOS1)
         if owner == self.sched_id:
             self.spawn_local(pid, fun, args, parent, parent.pid if link else None, inherit)
         else:

@@ -140,13 +140,7 @@ class ProcessOps:
         p.links.add(to)
         if p.tracer is not NIL and are_trace_flags_on(p.flags, F_TRACE_PROCS):
             self.trace_proc(p, p, am_link, to)
-        inherit = None
-        if p.tracer is not NIL:
-            if p.flags & F_TRACE_SOL:
-                inherit = (p.flags & TRACEE_FLAGS, p.tracer)
-            elif p.flags & F_TRACE_SOL1:
-                inherit = (p.flags & TRACEE_FLAGS & ~F_TRACE_SOL1, p.tracer)
-                p.flags &= ~F_TRACE_SOL1
+        inherit = inherited_tracing(p, F_TRACE_SOL, F_TRACE_SOL1)
         if self.is_local_pid(to):
             self.link_arrived(self.procs[to], p.pid, inherit, c_p=p)
         else:

@@ -259,3 +259,60 @@ def test_system_monitor_accepts_strings_for_atoms(vm):
     assert vm.system_monitor() == (m, [(A.long_gc, 7)])
     assert vm.system_monitor("undefined") == (m, [(A.long_gc, 7)])
     assert vm.system_monitor() == A.undefined
+
+
+# ---------------------------------------------------------------- set_on_* inheritance
+async def _spawns_two(proc, report):
+    for _ in range(2):
+        child = await proc.spawn(_finisher)
+        await proc.send(report, child)
+    await proc.receive()
+
+
+async def _links_two(proc, a, b):
+    await proc.link(a)
+    await proc.link(b)
+    await proc.receive()
+
+
+@pytest.mark.parametrize("flag,first_only", [("set_on_spawn", False),
+                                             ("set_on_first_spawn", True)])
+def test_set_on_spawn_inheritance(vm, flag, first_only):
+    t, report = vm.spawn_collector(), vm.spawn_collector()
+    p = vm.spawn(_spawns_two, report)
+    vm.trace(p, True, ["send", flag], tracer=t)
+    vm.run()
+    c1, c2 = vm.messages(report)
+    # set_on_first_spawn is not passed on; set_on_spawn is, in trace_info's order
+    expected = [A.send] if first_only else sorted([A.send, A[flag]], key=_flag_pos)
+    assert vm.trace_info(c1, "flags") == (A.flags, expected)
+    assert vm.trace_info(c1, "tracer") == (A.tracer, t)
+    if first_only:
+        assert vm.trace_info(c2, "flags") == (A.flags, [])
+        assert vm.trace_info(p, "flags") == (A.flags, [A.send])   # the parent lost it
+    else:
+        assert vm.trace_info(c2, "tracer") == (A.tracer, t)
+
+
+@pytest.mark.parametrize("flag,first_only", [("set_on_link", False),
+                                             ("set_on_first_link", True)])
+def test_set_on_link_inheritance(vm, flag, first_only):
+    t = vm.spawn_collector()
+    a, b = vm.spawn(_finisher), vm.spawn(_finisher)
+    p = vm.spawn(_links_two, a, b)
+    vm.trace(p, True, ["send", flag], tracer=t)
+    vm.run()
+    assert vm.trace_info(a, "tracer") == (A.tracer, t)
+    if first_only:
+        assert vm.trace_info(a, "flags") == (A.flags, [A.send])
+        assert vm.trace_info(b, "flags") == (A.flags, [])
+        assert vm.trace_info(p, "flags") == (A.flags, [A.send])
+    else:
+        assert A[flag] in vm.trace_info(a, "flags")[1]
+        assert vm.trace_info(b, "tracer") == (A.tracer, t)
+
+
+def _flag_pos(a):
+    from smp.flags import flags_to_list, parse_trace_flags
+    order = flags_to_list(parse_trace_flags(["all"])[0])
+    return order.index(a)
