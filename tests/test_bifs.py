@@ -7,12 +7,7 @@ import pytest
 
 from smp import BadArg
 from smp.terms import A
-
-
-def check_counts(vm) -> dict:
-    s = vm.statistics()
-    assert s["made"] == s["delivered"] + s["dropped"] + s["queued"]
-    return s
+from helpers import check_counts
 
 
 async def waiter(proc):

@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 import smp
-from smp.terms import A, Atom
+from smp.terms import A
+from helpers import assert_increasing, check_counts, mfa
 
 T, TS = A.trace, A.trace_ts
 
@@ -16,22 +17,6 @@ T, TS = A.trace, A.trace_ts
 def nonsmp():
     with smp.Emulator(mode="nonsmp") as emulator:
         yield emulator
-
-
-def check_counts(vm) -> dict:
-    s = vm.statistics()
-    assert s["made"] == s["delivered"] + s["dropped"] + s["queued"]
-    return s
-
-
-def mfa(fun, arity: int = 0) -> tuple:
-    return (Atom(fun.__module__), Atom(fun.__name__), arity)
-
-
-def assert_increasing(stamps: list) -> None:
-    for ts in stamps:
-        assert type(ts) is tuple and len(ts) == 3 and all(type(x) is int for x in ts)
-    assert all(a < b for a, b in zip(stamps, stamps[1:])), stamps
 
 
 async def waiter(proc):

@@ -20,8 +20,9 @@ import pytest
 
 from smp.etf import decode, encode
 from smp.reader import read_trace
-from smp.terms import A, Atom
+from smp.terms import A
 from smp.traceport import FileTracePort
+from helpers import assert_increasing, check_counts, mfa
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -30,24 +31,8 @@ ST = A.seq_trace
 
 
 # ---------------------------------------------------------------- helpers
-def check_counts(vm) -> dict:
-    s = vm.statistics()
-    assert s["made"] == s["delivered"] + s["dropped"] + s["queued"]
-    return s
-
-
-def mfa(fun, arity: int = 0) -> tuple:
-    return (Atom(fun.__module__), Atom(fun.__name__), arity)
-
-
 def assert_ts(ts) -> None:
     assert type(ts) is tuple and len(ts) == 3 and all(type(x) is int for x in ts), ts
-
-
-def assert_increasing(stamps: list) -> None:
-    for ts in stamps:
-        assert_ts(ts)
-    assert all(a < b for a, b in zip(stamps, stamps[1:])), stamps
 
 
 def assert_nondecreasing(stamps: list) -> None:

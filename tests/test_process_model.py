@@ -6,19 +6,10 @@ from __future__ import annotations
 import pytest
 
 import smp
-from smp.terms import A, Atom
+from smp.terms import A
+from helpers import check_counts, mfa
 
 T = A.trace
-
-
-def check_counts(vm) -> dict:
-    s = vm.statistics()
-    assert s["made"] == s["delivered"] + s["dropped"] + s["queued"]
-    return s
-
-
-def mfa(fun, arity: int = 0) -> tuple:
-    return (Atom(fun.__module__), Atom(fun.__name__), arity)
 
 
 async def waiter(proc):

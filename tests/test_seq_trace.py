@@ -4,21 +4,10 @@ wrapping, in both modes."""
 from __future__ import annotations
 
 from smp.terms import A
+from helpers import assert_increasing, check_counts
 
 SEND, RECV, PRINT, TSF = 1, 2, 4, 8
 ST = A.seq_trace
-
-
-def check_counts(vm) -> dict:
-    s = vm.statistics()
-    assert s["made"] == s["delivered"] + s["dropped"] + s["queued"]
-    return s
-
-
-def assert_increasing(stamps: list) -> None:
-    for ts in stamps:
-        assert type(ts) is tuple and len(ts) == 3 and all(type(x) is int for x in ts)
-    assert all(a < b for a, b in zip(stamps, stamps[1:])), stamps
 
 
 async def first(proc, to, report, timestamp):

@@ -6,14 +6,9 @@ import pytest
 
 import smp
 from smp import Atom as A
+from helpers import check_counts
 
 pytestmark = pytest.mark.timeout(60)
-
-
-def counts_add_up(vm) -> dict:
-    s = vm.statistics()
-    assert s["made"] == s["delivered"] + s["dropped"] + s["queued"], s
-    return s
 
 
 async def chain_sender(proc, to, n):
@@ -55,7 +50,7 @@ def test_seq_tracer_replaced_before_dispatch_gets_queued_messages(smp_vm):
     assert vm.messages(old) == []
     assert vm.messages(new) == [
         (A("seq_trace"), 7, (A("send"), (0, i + 1), p, sink, (A("hop"), i))) for i in range(3)]
-    s = counts_add_up(vm)
+    s = check_counts(vm)
     assert s["delivered_by_type"]["SEQTRACE"] == 3
 
 
@@ -84,7 +79,7 @@ def test_monitor_replaced_before_dispatch_drops_event_from_new_monitor(smp2):
     vm.release_dispatcher()
     vm.run()
     assert vm.messages(m1) == []
-    s = counts_add_up(vm)
+    s = check_counts(vm)
     assert s["dropped_by_reason"]["sender_is_receiver"]["SYSMON"] == 1
     assert s["delivered_by_type"]["SYSMON"] == 1          # the event from 'other' reached m2
     assert vm.is_alive(driver) is False
@@ -111,13 +106,13 @@ def test_tracer_killed_with_messages_queued(smp_vm):
     assert vm.is_alive(tracer) is False
     vm.release_dispatcher()
     vm.run()
-    s = counts_add_up(vm)
+    s = check_counts(vm)
     assert s["dropped_by_reason"]["receiver_dead"]["TRACE"] == 5
     assert vm.messages(sink) == [0, 1, 2, 3, 4]
     assert s["tracer_checks_reset"] == 0   # the tracee keeps its flags until scheduled in
     vm.spawn(_go, [p])
     vm.run()
-    s = counts_add_up(vm)
+    s = check_counts(vm)
     assert s["tracer_checks_reset"] == 1   # erts_check_my_tracer_proc at schedule-in
     assert s["delivered_by_type"].get("TRACE", 0) == 0
     assert s["made_by_type"]["TRACE"] == 5
@@ -141,19 +136,19 @@ def test_profiler_killed_scheduler_messages_dropped_quietly_runnable_clears(smp2
     vm.run()
     queued = [m for (_f, _t, m) in vm.queued_messages()]
     assert queued and all(m[0] == A("profile") for m in queued)
-    made_before_kill = counts_add_up(vm)["made_by_type"]["SYSPROF"]
+    made_before_kill = check_counts(vm)["made_by_type"]["SYSPROF"]
     vm.exit(prof, A("kill"))
     vm.spawn(busy_worker, 3)
     vm.run()
     assert vm.system_profile() == A("undefined")
-    s = counts_add_up(vm)
+    s = check_counts(vm)
     # the options are still on until the dispatcher meets a failure
     assert s["made_by_type"]["SYSPROF"] > made_before_kill
     held = [m for (_f, _t, m) in vm.queued_messages()]
     first_runnable = next(i for i, m in enumerate(held) if m[1] != A("scheduler"))
     vm.release_dispatcher()
     vm.run()
-    s = counts_add_up(vm)
+    s = check_counts(vm)
     dropped = s["dropped_by_reason"]
     n_sched = sum(1 for m in held if m[1] == A("scheduler"))
     assert dropped["nil_sender_nil_receiver"]["SYSPROF"] == n_sched
@@ -164,7 +159,7 @@ def test_profiler_killed_scheduler_messages_dropped_quietly_runnable_clears(smp2
     made = s["made_by_type"]["SYSPROF"]
     vm.spawn(busy_worker, 3)
     vm.run()
-    assert counts_add_up(vm)["made_by_type"]["SYSPROF"] == made
+    assert check_counts(vm)["made_by_type"]["SYSPROF"] == made
 
 
 def test_hold_needs_smp():

@@ -2,23 +2,8 @@
 DESIGN.md section 3), reached from workloads in both modes."""
 from __future__ import annotations
 
-from smp.terms import A, Atom, Port
-
-
-def check_counts(vm) -> dict:
-    s = vm.statistics()
-    assert s["made"] == s["delivered"] + s["dropped"] + s["queued"]
-    return s
-
-
-def mfa(fun, arity: int = 0) -> tuple:
-    return (Atom(fun.__module__), Atom(fun.__name__), arity)
-
-
-def assert_increasing(stamps: list) -> None:
-    for ts in stamps:
-        assert type(ts) is tuple and len(ts) == 3 and all(type(x) is int for x in ts)
-    assert all(a < b for a, b in zip(stamps, stamps[1:])), stamps
+from smp.terms import A, Port
+from helpers import assert_increasing, check_counts, mfa
 
 
 # ---------------------------------------------------------------- bodies

@@ -13,18 +13,9 @@ import smp
 
 from smp import Error, Exit, Throw
 from smp.terms import A, Atom, Pid, Port
+from helpers import assert_increasing, check_counts, mfa
 
 T, TS = A.trace, A.trace_ts
-
-
-def check_counts(vm) -> dict:
-    s = vm.statistics()
-    assert s["made"] == s["delivered"] + s["dropped"] + s["queued"]
-    return s
-
-
-def mfa(fun, arity: int = 0) -> tuple:
-    return (Atom(fun.__module__), Atom(fun.__name__), arity)
 
 
 def by_tracee(msgs: list, who) -> list:
@@ -33,12 +24,6 @@ def by_tracee(msgs: list, who) -> list:
 
 def assert_ts(ts) -> None:
     assert type(ts) is tuple and len(ts) == 3 and all(type(x) is int for x in ts)
-
-
-def assert_increasing(stamps: list) -> None:
-    for ts in stamps:
-        assert_ts(ts)
-    assert all(a < b for a, b in zip(stamps, stamps[1:])), stamps
 
 
 # ---------------------------------------------------------------- bodies
