@@ -42,7 +42,7 @@ def test_order_timestamps_and_counts(smp_vm):
             seq = [(m[3][2], m[5]) for m in msgs if m[1] == p and m[2] == A("send")]
             if seq:
                 assert [x[0] for x in seq] == sorted(x[0] for x in seq)
-                assert [x[0] for x in seq][:3] == [0, 0, 0] or len(sinks) != 3
+                assert [x[0] for x in seq][:3] == [0, 0, 0]   # one ping to each of 3 sinks first
         # timestamps strictly increase at each tracer when they come from one tracee
         for p in senders + sinks:
             bad = [m for m in msgs if m[1] == p and type(m[-1]) is not tuple]
