@@ -14,13 +14,14 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import warnings
 
 import multiprocess
 import psutil
 
 from .emulator import tcp_endpoints
 from .errors import BadArg, SmpError
-from .security import is_loopback, load_keys
+from .security import InsecureWarning, load_keys
 
 __all__ = ["run_schedulers", "scheduler_security"]
 
@@ -37,19 +38,27 @@ def scheduler_security(keys_dir: str, name: str) -> dict:
 def run_schedulers(connect: str, count: int, *, host: str = "127.0.0.1",
                    keys: str | None = None, name: str = "scheduler",
                    reductions: int = 200, placement: str = "round_robin",
-                   start_timeout: float = 60.0, curve: bool | None = None) -> int:
+                   start_timeout: float = 60.0, curve: bool | None = None,
+                   insecure: bool = False) -> int:
     """Start ``count`` schedulers that join the controller at ``connect`` and
     wait until they stop (the controller closes, or stops answering).
-    Returns the number of schedulers that ended with an error."""
+    Returns the number of schedulers that ended with an error.  CURVE is on
+    (``keys`` needed) unless ``insecure``, which warns."""
     if not connect.startswith("tcp://"):
         raise BadArg(f"--connect must be tcp://ADDR:PORT, not {connect!r}")
     if type(count) is not int or count < 1:
         raise BadArg(f"--count must be >= 1, not {count!r}")
-    if curve is None:       # on with keys, and always off loopback
-        curve = keys is not None or not is_loopback(connect)
+    if curve is None:       # tcp, loopback included, is CURVE unless --insecure
+        curve = not insecure
+    if not curve and not insecure:
+        raise BadArg("tcp without CURVE needs --insecure")
     if curve and keys is None:
-        raise BadArg("the controller is not on loopback, so CURVE is on: give --keys DIR "
-                     "with this scheduler's key pair and the controller's server.key")
+        raise BadArg("CURVE is on for tcp endpoints: give --keys DIR with this scheduler's "
+                     "key pair and the controller's server.key, or --insecure to join a "
+                     "controller that runs without it")
+    if not curve:
+        warnings.warn(f"{connect}: tcp without CURVE (insecure): any process that can reach "
+                      "these ports can send the emulator frames", InsecureWarning, stacklevel=2)
     security = scheduler_security(keys, name) if curve else None
     endpoints = tcp_endpoints(connect)
     endpoints["inbox"] = f"tcp://{host}:*"
@@ -92,9 +101,12 @@ def main(argv=None) -> int:
     sp.add_argument("--host", default="127.0.0.1")
     sp.add_argument("--keys")
     sp.add_argument("--name", default="scheduler")
+    sp.add_argument("--insecure", action="store_true",
+                    help="join a controller that runs tcp without CURVE")
     a = ap.parse_args(argv)
     try:
-        return 1 if run_schedulers(a.connect, a.count, host=a.host, keys=a.keys, name=a.name) else 0
+        return 1 if run_schedulers(a.connect, a.count, host=a.host, keys=a.keys, name=a.name,
+                                   insecure=a.insecure) else 0
     except (BadArg, SmpError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -1,8 +1,10 @@
-"""CURVE authentication for schedulers on other hosts.
+"""CURVE authentication, and knowing who sent a frame.
 
-On ``tcp://`` endpoints that are not loopback, every socket is encrypted and
-authenticated with ZeroMQ's CURVE (on by default there; it can be asked for
-on loopback too).  The controller's host holds the *server* key pair, which
+On ``tcp://`` endpoints, loopback included, every socket is encrypted and
+authenticated with ZeroMQ's CURVE unless the emulator runs with
+``insecure=True`` (``--insecure``).  The controller's host holds the
+*server* key pair (from ``keys=DIR``, or made for the run when every
+scheduler is local), which
 the controller, the dispatcher and the local schedulers use; each remote
 scheduler has a key pair of its own, and only schedulers whose public key is
 in the allow-list directory may connect.  Scheduler inboxes are CURVE
@@ -13,6 +15,12 @@ welcome, so peers can connect to each other.
 ``NAME.key_secret``: secret, owner-only).  A peer with no key or an unknown
 key is refused at the ZeroMQ handshake and counted; it never delivers a
 frame.  ipc endpoints live in a directory only the owner can open.
+
+Every receiving socket is a ROUTER, so it sees each frame's routing id; the
+controller hands every sender a secret routing id per receiver
+(``new_routing_id``), and a receiver takes a frame only from an id it was
+given, with (CURVE) the key that sender authenticated with
+(``recv_from``).  A field inside a frame never says who sent it.
 """
 from __future__ import annotations
 
@@ -27,7 +35,13 @@ from zmq.auth.thread import ThreadAuthenticator
 
 from .errors import SmpError
 
-__all__ = ["Authenticator", "keygen", "load_keys", "load_allowed", "is_loopback", "server_security"]
+__all__ = ["Authenticator", "InsecureWarning", "describe_peer", "ephemeral_security",
+           "is_loopback", "keygen", "load_allowed", "load_keys", "new_routing_id",
+           "owner_only_dir", "recv_from", "server_security"]
+
+
+class InsecureWarning(UserWarning):
+    """tcp without CURVE: anyone who can reach the ports can drive the emulator."""
 
 
 class Authenticator:
@@ -105,3 +119,51 @@ def server_security(keys_dir: str) -> dict:
     allowed = load_allowed(os.path.join(keys_dir, "authorized"))
     allowed.add(public)
     return {"public": public, "secret": secret, "server_public": public, "allowed": allowed}
+
+
+def ephemeral_security() -> dict:
+    """CURVE for tcp endpoints with every scheduler on this host: a server key
+    pair made for this run alone (no key files), allowed by itself only."""
+    public, secret = zmq.curve_keypair()
+    return {"public": public, "secret": secret, "server_public": public, "allowed": {public}}
+
+
+def new_routing_id() -> bytes:
+    """A secret ZeroMQ routing id for one sender on one socket: a receiver
+    accepts a frame only from the routing ids it was given for its peers
+    (ZeroMQ keeps ids that start with a zero byte for the ones it makes)."""
+    return b"\x01" + os.urandom(15)
+
+
+def recv_from(sock, secure: bool, flags: int = 0) -> tuple[bytes, list, str | None]:
+    """One message from a ROUTER socket: the sender's routing id, the other
+    parts, and (``secure``) the CURVE user id the authenticator gave the
+    sender's connection: its public key, which it cannot choose."""
+    if not secure:
+        parts = sock.recv_multipart(flags)
+        return parts[0], parts[1:], None
+    frames = sock.recv_multipart(flags, copy=False)
+    user = None
+    if len(frames) > 1:
+        try:
+            user = frames[1].get("User-Id")
+        except zmq.ZMQError:
+            user = None
+    return frames[0].bytes, [f.bytes for f in frames[1:]], user
+
+
+def describe_peer(routing_id: bytes, user: str | None = None) -> str:
+    """How a log line names the sender of a frame."""
+    return f"routing id {routing_id.hex() or '-'}" + (f", key {user}" if user else "")
+
+
+def owner_only_dir(path: str | None) -> bool:
+    """True when ``path`` is a directory of this user that nobody else may open."""
+    if not path:
+        return False
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    import stat
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o077

@@ -51,6 +51,10 @@ class Snapshot:
     profile_runnable_ports: bool
     profile_exclusive: bool
 
+    def __reduce__(self):
+        # by its fields, so a decoder builds it with a plain call (smp.wire)
+        return (Snapshot, tuple(getattr(self, f) for f in self.__slots__))
+
 
 @dataclass
 class TracerState:

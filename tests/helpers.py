@@ -1,6 +1,8 @@
 """Checks the behaviour tests share."""
 from __future__ import annotations
 
+import socket
+
 from smp.terms import Atom
 
 
@@ -21,3 +23,25 @@ def assert_increasing(stamps: list) -> None:
     for ts in stamps:
         assert type(ts) is tuple and len(ts) == 3 and all(type(x) is int for x in ts)
     assert all(a < b for a, b in zip(stamps, stamps[1:])), stamps
+
+
+def free_base() -> int:
+    """A loopback port with the next five free too (an emulator bound at
+    tcp://127.0.0.1:PORT uses PORT..PORT+5)."""
+    for _ in range(50):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            base = s.getsockname()[1]
+        if base + 6 > 65535:
+            continue
+        ok = True
+        for off in range(6):
+            with socket.socket() as t:
+                try:
+                    t.bind(("127.0.0.1", base + off))
+                except OSError:
+                    ok = False
+                    break
+        if ok:
+            return base
+    raise RuntimeError("no free port range")

@@ -58,7 +58,7 @@ frames = st.one_of(
 def shared_vm():
     with smp.Emulator(mode="smp", schedulers=2) as vm:
         ctx = zmq.Context.instance()
-        push = ctx.socket(zmq.PUSH)
+        push = ctx.socket(zmq.DEALER)
         push.setsockopt(zmq.LINGER, 1000)
         push.connect(vm.endpoints["ingest"])
         tracer = vm.spawn_collector()
@@ -103,7 +103,7 @@ def test_garbage_on_a_scheduler_inbox_is_counted(shared_vm, batch):
     """The schedulers' inboxes reject malformed frames, count them, keep running."""
     vm, push, tracer = shared_vm
     ctx = zmq.Context.instance()
-    inbox = ctx.socket(zmq.PUSH)
+    inbox = ctx.socket(zmq.DEALER)
     inbox.setsockopt(zmq.LINGER, 1000)
     inbox.connect(vm.endpoints["inbox"].format(1))
     before = vm._all_scheds("status")[1]["bad_frames"]

@@ -3,7 +3,6 @@ and without CURVE; a peer without the key cannot inject a message."""
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 
@@ -14,31 +13,12 @@ import zmq
 import smp
 from smp import Atom as A
 from smp.demo import ping, pong
-from smp.security import keygen
+from smp.security import InsecureWarning, keygen
+from smp.wire import WIRE_VERSION
+from helpers import free_base
 
 pytestmark = pytest.mark.timeout(90)
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def free_base() -> int:
-    """A base port with the next five free too."""
-    for _ in range(50):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            base = s.getsockname()[1]
-        if base + 6 > 65535:
-            continue
-        ok = True
-        for off in range(6):
-            with socket.socket() as t:
-                try:
-                    t.bind(("127.0.0.1", base + off))
-                except OSError:
-                    ok = False
-                    break
-        if ok:
-            return base
-    raise RuntimeError("no free port range")
 
 
 def start_remote(url: str, count: int, *extra: str) -> subprocess.Popen:
@@ -76,13 +56,15 @@ def workload(vm) -> None:
 from smp.demo import check as _check, fact as _fact  # noqa: E402
 
 
-def test_remote_schedulers_over_tcp():
+def test_remote_schedulers_over_tcp_insecure():
     url = f"tcp://127.0.0.1:{free_base()}"
-    remote = start_remote(url, 2)
+    remote = start_remote(url, 2, "--insecure")
     try:
-        with smp.Emulator(mode="smp", schedulers=2, remote_schedulers=2, bind=url,
-                          start_timeout=30) as vm:
-            assert vm.security is None            # loopback: CURVE off unless asked for
+        with pytest.warns(InsecureWarning, match="tcp without CURVE"):
+            vm = smp.Emulator(mode="smp", schedulers=2, remote_schedulers=2, bind=url,
+                              start_timeout=30, insecure=True)
+        with vm:
+            assert vm.security is None            # asked for: no CURVE, with a warning
             assert set(vm.scheduler_hosts) == {1, 2}
             workload(vm)
     finally:
@@ -112,13 +94,14 @@ def test_curve_schedulers_join_and_a_peer_without_the_key_cannot_inject(tmp_path
             before = vm.statistics()
             ctx = zmq.Context.instance()
             import pickle
-            frame = pickle.dumps(("b", 2, 1, [("r", 1, None, None, 0, 1, pickle.dumps([A("x")]), 0)]))
+            frame = pickle.dumps(("b", WIRE_VERSION, 1,
+                                  [("r", 1, None, None, 0, 1, pickle.dumps([A("x")]), 0)]))
             # a peer with no CURVE at all, and one with a key that is not allowed
-            plain = ctx.socket(zmq.PUSH)
+            plain = ctx.socket(zmq.DEALER)
             plain.setsockopt(zmq.LINGER, 0)
             plain.connect(f"tcp://127.0.0.1:{base + 1}")
             plain.send(frame)
-            rogue = ctx.socket(zmq.PUSH)
+            rogue = ctx.socket(zmq.DEALER)
             rogue.setsockopt(zmq.LINGER, 0)
             pub, sec = zmq.curve_keypair()
             rogue.curve_publickey, rogue.curve_secretkey = pub, sec
@@ -148,14 +131,16 @@ def test_cli_dispatcher_and_schedulers_in_separate_process_groups(tmp_path):
     base = free_base()
     url = f"tcp://127.0.0.1:{base}"
     env = dict(os.environ, PYTHONPATH=ROOT)
-    sched = subprocess.Popen(["smp-emu", "scheduler", "--connect", url, "--count", "2"],
+    sched = subprocess.Popen(["smp-emu", "scheduler", "--connect", url, "--count", "2",
+                              "--insecure"],
                              env=env, start_new_session=True,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         r = subprocess.run(["smp-emu", "dispatcher", "--bind", url, "--schedulers", "2",
-                            "--json", "--wait", "30"], env=env, capture_output=True, text=True,
-                           timeout=80, start_new_session=True)
+                            "--json", "--wait", "30", "--insecure"], env=env,
+                           capture_output=True, text=True, timeout=80, start_new_session=True)
         assert r.returncode == 0, r.stderr[-3000:]
+        assert "warning" in r.stderr and "without CURVE" in r.stderr
         summary = json.loads(r.stdout)
         assert summary["mode"] == "smp" and summary["schedulers"] == 2
         st = summary["stats"]
@@ -175,6 +160,24 @@ def test_cli_keygen_refuses_to_overwrite(tmp_path):
     assert r.returncode == 2 and "not overwriting a key" in r.stderr
 
 
-def test_non_loopback_bind_needs_keys():
-    with pytest.raises(smp.BadArg, match="CURVE is on for a non-loopback endpoint"):
-        smp.Emulator(mode="smp", schedulers=1, remote_schedulers=1, bind="tcp://10.255.255.1:7000")
+def test_tcp_bind_with_remote_schedulers_needs_keys():
+    for host in ("10.255.255.1", "127.0.0.1"):
+        with pytest.raises(smp.BadArg, match="CURVE is on for tcp endpoints"):
+            smp.Emulator(mode="smp", schedulers=1, remote_schedulers=1, bind=f"tcp://{host}:7000")
+
+
+def test_tcp_without_curve_needs_insecure():
+    with pytest.raises(smp.BadArg, match="needs insecure=True"):
+        smp.Emulator(mode="smp", schedulers=1, bind="tcp://127.0.0.1:7000", curve=False)
+    r = subprocess.run([sys.executable, "-m", "smp.cluster", "scheduler", "--connect",
+                        "tcp://127.0.0.1:7000"], env=dict(os.environ, PYTHONPATH=ROOT),
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2 and "--insecure" in r.stderr
+
+
+def test_loopback_tcp_is_curve_by_default():
+    """Schedulers all on this host: CURVE with a key pair made for the run."""
+    url = f"tcp://127.0.0.1:{free_base()}"
+    with smp.Emulator(mode="smp", schedulers=2, bind=url) as vm:
+        assert vm.security is not None
+        workload(vm)

@@ -320,8 +320,18 @@ class DispatcherRig:
         if not self.c_ready.wait(10):
             raise RuntimeError("inbox consumer did not start")
         from dispatcher.server import dispatcher_main
+        from smp.security import new_routing_id
         ready = mp.Event()
-        p = mp.Process(target=dispatcher_main, args=(nsched, self.endpoints, ready),
+        # routing ids, as smp.Emulator makes them: the controller's, the
+        # preload's and each feeder's (one per run) as scheduler k, and the
+        # dispatcher's threads' to each inbox
+        self.ctl_id = new_routing_id()
+        self.preload_ids = {k: new_routing_id() for k in range(1, nsched + 1)}
+        self.feeder_ids = {(r, k): new_routing_id() for r in range(8) for k in range(1, nsched + 1)}
+        self.out_ids = {k: (new_routing_id(), new_routing_id()) for k in range(1, nsched + 1)}
+        self.runs = 0
+        p = mp.Process(target=dispatcher_main, args=(nsched, self.endpoints, ready, None, None,
+                                                     self.ctl_id),
                        name="smp-dispatcher", daemon=True)
         p.start()
         self.disp = p
@@ -329,27 +339,34 @@ class DispatcherRig:
         if not ready.wait(10):
             raise RuntimeError("dispatcher did not start")
         self.ctl = self.ctx.socket(zmq.DEALER)
+        self.ctl.setsockopt(zmq.ROUTING_ID, self.ctl_id)
         self.ctl.setsockopt(zmq.LINGER, 1000)
         self.ctl.connect(self.endpoints["disp_ctl"])
-        self.ingest = self.ctx.socket(zmq.PUSH)
-        self.ingest.setsockopt(zmq.LINGER, 5000)
-        self.ingest.connect(self.endpoints["ingest"])
+        self.ingest = {}
+        for k, rid in self.preload_ids.items():
+            s = self.ingest[k] = self.ctx.socket(zmq.DEALER)
+            s.setsockopt(zmq.ROUTING_ID, rid)
+            s.setsockopt(zmq.LINGER, 5000)
+            s.connect(self.endpoints["ingest"])
         # what the controller tells the dispatcher after the schedulers' hellos
+        ingest = {rid: k for k, rid in self.preload_ids.items()}
+        ingest.update({rid: k for (_, k), rid in self.feeder_ids.items()})
         self.call("set_inboxes", {k: (self.endpoints["inbox"].format(k), None)
-                                  for k in range(1, nsched + 1)})
+                                  for k in range(1, nsched + 1)},
+                  {"ingest": ingest, "out": self.out_ids, "keys": {}})
 
     def call(self, cmd: str, *args, timeout: float = 30.0):
         """Like Emulator._disp_call."""
-        from smp.wire import dumps_any, loads_any
+        from smp.wire import dumps_frame, loads_frame
         self.req += 1
         req = self.req
-        self.ctl.send(dumps_any((req, cmd, args)))
+        self.ctl.send(dumps_frame((req, cmd, args)))
         deadline = time.monotonic() + timeout
         while True:
             left = deadline - time.monotonic()
             if left <= 0 or not self.ctl.poll(int(left * 1000) + 1):
                 raise RuntimeError(f"dispatcher did not answer {cmd!r} within {timeout:g} s")
-            _, rid, ok, value = loads_any(self.ctl.recv())
+            _, rid, ok, value = loads_frame(self.ctl.recv())
             if rid == req:
                 break
         if not ok:
@@ -363,7 +380,7 @@ class DispatcherRig:
         except Exception:
             pass
         self.c_stop.set()
-        for s in (self.ctl, self.ingest):
+        for s in [self.ctl] + list((self.ingest or {}).values()):
             if s is not None:
                 s.close(linger=0)
         _reap(self.procs)
@@ -383,10 +400,14 @@ def bench_b(cfg) -> dict:
         tset = set(tracers)
         events = [("e", "spawn", p) for p in pids] + [("e", "tracer", p) for p in tracers]
         t0 = time.perf_counter()
-        for i in range(0, len(events), 256):
-            rig.ingest.send(pickle.dumps(("b", WIRE_VERSION, 1, events[i:i + 256]),
-                                         pickle.HIGHEST_PROTOCOL))
-        rig.call("wait_ingested", [0, len(events)])
+        by_owner: dict = {}          # a scheduler speaks for its own processes only
+        for ev in events:
+            by_owner.setdefault(W.owner_of(ev[2], n), []).append(ev)
+        for k, evs in by_owner.items():
+            for i in range(0, len(evs), 256):
+                rig.ingest[k].send(pickle.dumps(("b", WIRE_VERSION, k, evs[i:i + 256]),
+                                                pickle.HIGHEST_PROTOCOL))
+        rig.call("wait_ingested", [0] + [len(by_owner.get(k, [])) for k in range(1, n + 1)])
         out["preload_s"] = time.perf_counter() - t0
         port = rig.call("open_trace_port", "null", (), {})
         senders = [p for p in pids[1:2000:37] if p not in tset][:50]   # live, not tracers
@@ -400,11 +421,13 @@ def bench_b(cfg) -> dict:
             readies, feeders = [], []
             c0 = rig.count.value
             p0 = rig.call("trace_port_call", port, "info", ())["messages"]
+            run_no, rig.runs = rig.runs, rig.runs + 1
             for k in range(1, n + 1):
                 r = mp.Event()
                 f = mp.Process(target=W.feeder_main,
                                args=(rig.endpoints["ingest"], k, frames_per_feeder, 16, senders,
-                                     tracers, port, port_every, 256, M.TS_NONE, r, go, q),
+                                     tracers, port, port_every, 256, M.TS_NONE, r, go, q,
+                                     rig.feeder_ids[(run_no, k)]),
                                daemon=True)
                 f.start()
                 readies.append(r)

@@ -122,8 +122,9 @@ def make_sys_batch(sched_id: int, seq: int, senders: list, targets: list, port, 
 
 def feeder_main(endpoint: str, sched_id: int, nframes: int, distinct: int, senders: list,
                 targets: list, port, port_every: int, batch: int, ts_kind: int,
-                ready, go, out) -> None:
-    """Push ``nframes`` pre-made ingest batches (cycling ``distinct`` of them)."""
+                ready, go, out, routing_id: bytes | None = None) -> None:
+    """Push ``nframes`` pre-made ingest batches (cycling ``distinct`` of them),
+    as scheduler ``sched_id`` known to the dispatcher by ``routing_id``."""
     _quiet_child()
     frames = []
     to_pids = to_port = 0
@@ -132,7 +133,9 @@ def feeder_main(endpoint: str, sched_id: int, nframes: int, distinct: int, sende
                                  port_every, batch, ts_kind)
         frames.append((f, a, b))
     ctx = zmq.Context()
-    s = ctx.socket(zmq.PUSH)
+    s = ctx.socket(zmq.DEALER)
+    if routing_id is not None:
+        s.setsockopt(zmq.ROUTING_ID, routing_id)
     s.setsockopt(zmq.LINGER, 30000)
     s.connect(endpoint)
     plan = [frames[j % distinct] for j in range(nframes)]
@@ -156,12 +159,11 @@ def feeder_main(endpoint: str, sched_id: int, nframes: int, distinct: int, sende
 def consumer_main(inbox_template: str, nsched: int, ready, stop, count, last_t, per_inbox) -> None:
     """Bind every scheduler inbox and count the deliveries the dispatcher sends."""
     _quiet_child()
-    import dill
     ctx = zmq.Context()
     socks = []
     poller = zmq.Poller()
     for k in range(1, nsched + 1):
-        s = ctx.socket(zmq.PULL)
+        s = ctx.socket(zmq.ROUTER)
         s.bind(inbox_template.format(k))
         poller.register(s, zmq.POLLIN)
         socks.append((k, s))
@@ -179,10 +181,10 @@ def consumer_main(inbox_template: str, nsched: int, ready, stop, count, last_t, 
                 continue
             for _ in range(256):
                 try:
-                    raw = s.recv(zmq.NOBLOCK)
+                    raw = s.recv_multipart(zmq.NOBLOCK)[-1]
                 except zmq.Again:
                     break
-                obj = loads(raw[1:]) if raw[:1] == b"P" else dill.loads(raw[1:])
+                obj = loads(raw[1:])
                 if obj[0] == "d":
                     n = sum(x[2] for x in obj[1])
                     got += n
