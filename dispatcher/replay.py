@@ -432,6 +432,8 @@ class _Replayer:
                 self.table.closed_ports.add(d.receiver)      # closed by a control command
                 self.report.inferred += 1
                 d = self._decide(m, self.table, self.state, self.lost)
+            elif recorded.action == DROP and recorded.reason == "emulator_closed":
+                d = recorded       # left undecided when the stopping dispatcher ran out of time
             elif (type_ == M.SYS_MSG_TYPE_ERRLGR and recorded.action == DELIVER_PID
                   and d.reason == "no_error_logger" and self.table.is_alive(recorded.receiver)):
                 self.table.registry[am_error_logger] = recorded.receiver   # registered by control

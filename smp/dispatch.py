@@ -34,6 +34,8 @@ DROP_REASONS = (
     "no_error_logger",      # nothing registered as error_logger
     "port_closed",          # port receiver not a valid tracer port
     "scheduler_lost",       # receiver lived on a scheduler that died
+    "emulator_closed",      # still queued when the stopping dispatcher ran out of time
+    "not_a_term",           # a port receiver, and a body the port cannot encode
 )
 
 

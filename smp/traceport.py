@@ -135,6 +135,10 @@ class FileTracePort(_BasePort):
     The driver buffers ``buffer_size`` bytes (``BUFSIZ*8``); ``write`` returns
     True when the write was "heavy" as the driver flags it: the buffer went to
     the OS, or the file wrapped.
+
+    ``write``, ``flush`` and ``close`` hold one lock, so a flush or close from
+    another thread (the dispatcher's control thread while its dispatch thread
+    writes) falls between two frames: the file only ever holds whole frames.
     """
 
     kind = "file"
@@ -153,6 +157,7 @@ class FileTracePort(_BasePort):
         self._buf = bytearray()
         self._fd = -1
         self._closed = False
+        self._lock = threading.Lock()
         self.messages = 0
         self.bytes = 0
         self.wraps = 0
@@ -238,25 +243,26 @@ class FileTracePort(_BasePort):
 
         As trace_file_output: the 5-byte header and the payload are two
         my_write() calls, and a wrap-around is heavy too."""
-        if self._closed:
-            raise TracePortError("trace port is closed")
-        n = len(payload)
-        heavy = self._my_write(_pack_hdr(OP_DATA, n))
-        heavy = self._my_write(payload) or heavy
-        self.messages += 1
-        self.bytes += 5 + n
-        if self.wrap is not None:
-            self._len += 5 + n
-            if self._len >= self._wrap_size:
-                self._wrap_file()
-                heavy = True
-        return heavy
+        with self._lock:
+            if self._closed:
+                raise TracePortError("trace port is closed")
+            n = len(payload)
+            heavy = self._my_write(_pack_hdr(OP_DATA, n))
+            heavy = self._my_write(payload) or heavy
+            self.messages += 1
+            self.bytes += 5 + n
+            if self.wrap is not None:
+                self._len += 5 + n
+                if self._len >= self._wrap_size:
+                    self._wrap_file()
+                    heavy = True
+            return heavy
 
     def _next(self, cnt: int) -> int:
         return 0 if cnt >= self._wrap_n else cnt + 1
 
     def _wrap_file(self) -> None:
-        self.flush()
+        self._flush()
         os.close(self._fd)
         self._fd = -1
         self._len = 0
@@ -274,22 +280,27 @@ class FileTracePort(_BasePort):
 
     def flush(self, timeout: Optional[float] = None) -> bool:
         """Write the buffer to the OS (the driver's port_control 'f')."""
+        with self._lock:
+            self._flush()
+        return True
+
+    def _flush(self) -> None:
         if self._fd >= 0 and self._buf:
             self._os_write(self._buf)
             self._buf = bytearray()
-        return True
 
     def close(self) -> None:
-        """Flush and close; idempotent."""
-        if self._closed:
-            return
-        self._closed = True
-        try:
-            self.flush()
-        finally:
-            if self._fd >= 0:
-                os.close(self._fd)
-                self._fd = -1
+        """Flush and close, as trace_file_drv does when its port closes; idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            try:
+                self._flush()
+            finally:
+                if self._fd >= 0:
+                    os.close(self._fd)
+                    self._fd = -1
 
     @property
     def closed(self) -> bool:

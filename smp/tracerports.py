@@ -16,9 +16,13 @@ from __future__ import annotations
 from .errors import TracePortError
 from .traceport import open_trace_port
 
-__all__ = ["MemoryTracePort", "open_tracer_port", "TRACER_PORT_KINDS"]
+__all__ = ["MemoryTracePort", "open_tracer_port", "close_at_exit", "TRACER_PORT_KINDS",
+           "IP_EXIT_WAIT"]
 
 TRACER_PORT_KINDS = ("file", "ip", "null", "memory")
+#: When the emulator stops, an ip port with a client connected gets this many
+#: seconds to send what it has queued before it closes.
+IP_EXIT_WAIT = 2.0
 
 
 class MemoryTracePort:
@@ -48,6 +52,25 @@ class MemoryTracePort:
     @property
     def stats(self) -> dict:
         return {"messages": len(self.payloads)}
+
+
+def close_at_exit(tp) -> str | None:
+    """Close a tracer port because the emulator stops (every exit path: close(),
+    an error, Ctrl-C, a crash, the controller gone).  A file port writes its
+    last buffer, as ``trace_file_drv`` does when its port closes; an ip port
+    with a client first gets ``IP_EXIT_WAIT`` s to send its queue.  Returns
+    None, or what went wrong (the port is closed either way)."""
+    err = None
+    if tp.kind == "ip" and getattr(tp, "connected", False):
+        try:
+            tp.flush(IP_EXIT_WAIT)
+        except Exception as e:
+            err = f"{type(e).__name__}: {e}"
+    try:
+        tp.close()
+    except Exception as e:
+        err = err or f"{type(e).__name__}: {e}"
+    return err
 
 
 def open_tracer_port(kind: str, *args, **kw):
