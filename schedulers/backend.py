@@ -1,6 +1,8 @@
 """The BIF backend of a nonsmp scheduler: everything is local and synchronous."""
 from __future__ import annotations
 
+from smp import messages as M
+from smp.state import NIL
 from smp.terms import Atom
 
 __all__ = ["LocalBackend"]
@@ -49,6 +51,14 @@ class LocalBackend:
 
     def bk_make_ref(self):
         return self.node.make_ref()
+
+    def bk_error_logger(self, caller, text: str) -> None:
+        """``erts_send_error_to_logger_str(c_p->group_leader, text)``."""
+        node = self.node
+        p = node.procs.get(caller) if caller is not None else None
+        gl = p.group_leader if p is not None else None
+        node.erts_queue_error_logger_message(caller if caller is not None else NIL,
+                                             M.error_logger_str(text, gl))
 
     def bk_trace_delivered(self, caller, what, ref):
         msg = (am_trace_delivered, what, ref)

@@ -9,6 +9,61 @@ from .common import _a, _Meta  # noqa: F401
 __all__ = ["CallTracing"]
 
 
+class _MatchCtx:
+    """What a match spec's process functions read and change (``{caller}``,
+    ``{self}``, ``{display, X}``, ``{process_dump}``, ``{get_seq_token}``,
+    ``{enable_trace, ...}``): the calling process on its scheduler."""
+
+    __slots__ = ("node", "p", "pid")
+
+    def __init__(self, node, p: Proc):
+        self.node, self.p, self.pid = node, p, p.pid
+
+    def ms_caller(self):
+        # the function that made the call (find_function_from_pc(c_p->cp))
+        return self.p.current if self.p.current is not None else am_undefined
+
+    def ms_display(self, term) -> None:
+        # erts_printf("%T\n", ...) on the emulator's standard output
+        sys.stdout.write(format_term(term) + "\n")
+        sys.stdout.flush()
+
+    def ms_process_dump(self) -> bytes:
+        """``print_process_info``'s text for the process, as a binary."""
+        p = self.p
+
+        def mfa(x):
+            return "undefined" if x is None else f"{format_term(x[0])}:{format_term(x[1])}/{x[2]}"
+        lines = [f"=proc:{format_term(p.pid)}", f"State: {p.status.capitalize()}"]
+        if p.reg_name is not None:
+            lines.append(f"Name: {format_term(p.reg_name)}")
+        lines += [f"Spawned as: {mfa(p.initial)}", f"Current call: {mfa(p.current)}",
+                  f"Message queue length: {len(p.mailbox)}",
+                  "Link list: [" + ", ".join(format_term(x) for x in sorted(p.links, key=repr)) + "]",
+                  f"Stack+heap: {p.heap.heap_block}", f"OldHeap: {p.heap.old_block}",
+                  f"Heap unused: {p.heap.heap_block - p.heap.heap_used}",
+                  f"OldHeap unused: {p.heap.old_block - p.heap.old_used}"]
+        return ("\n".join(lines) + "\n").encode()
+
+    def ms_seq_token(self):
+        return [] if self.p.token is None else tuple(self.p.token)
+
+    def ms_set_trace_flag(self, pid, flag, on: bool) -> bool:
+        """``{enable_trace, [Pid,] Flag}`` / ``{disable_trace, ...}``: the flag
+        on the process, its tracer kept (``set_tracee_flags``).  In smp a
+        process on another scheduler gets it as a signal, as it would get an
+        exit signal; a pid known to be dead fails the body."""
+        bit = flag_bit(flag)
+        node = self.node
+        if bit is None or not node.is_alive(pid):
+            return False
+        if node.is_local_pid(pid):
+            node.set_trace_flag(pid, bit, on)
+        else:
+            node.transport.peer(pid_owner(pid, node.nsched), ("trace_flag", pid, bit, on))
+        return True
+
+
 class CallTracing:
     """Mixed into ``schedulers.engine.Node``; runs in the scheduler process."""
 
@@ -29,7 +84,10 @@ class CallTracing:
             # erts_call_trace's 'local' is the breakpoint's kind (beam_bp.c:
             # ERTS_BPF_LOCAL_TRACE), not the call site's: a local pattern
             # traces remote calls too and gives return_to for them.
-            if (pat["local"] or (pat["global"] and not local)) and p.tracer is not NIL:
+            # beam_bp.c fires a global or local breakpoint only when
+            # IS_TRACED_FL(c_p, F_TRACE_CALLS), false for a sensitive process
+            if ((pat["local"] or (pat["global"] and not local)) and p.tracer is not NIL
+                    and are_trace_flags_on(p.flags, F_TRACE_CALLS)):
                 rf = self.erts_call_trace(p, mfa, pat["ms"], args, pat["local"], p)
             meta = pat.get("meta")
             if meta is not None and meta.tracer is not NIL:
@@ -60,18 +118,29 @@ class CallTracing:
         await _ONE_RED
         return result
 
+    def set_trace_flag(self, pid, bit: int, on: bool) -> None:
+        t = self.procs.get(pid)
+        if t is None or t.status == EXITED:
+            return
+        if on:
+            t.flags |= bit
+        else:
+            t.flags &= ~bit
+            if not (t.flags & TRACEE_FLAGS):
+                t.tracer = NIL
+
     def _tracer_gone(self, tracer) -> bool:
         """For the BIFs (trace/3, trace_info/2): is this tracer known to be gone?
 
-        Asks liveness, not the tracer mark: in smp the mark of a tracer on
-        another scheduler reaches this replica asynchronously, and a BIF
-        served between runs must not take a just-installed tracer for a dead
-        one.  A port tracer is the dispatcher's; in smp a closed one is found
-        by the dispatcher (port_closed) and by the tracee when scheduled in."""
+        Asks liveness, not the tracer mark (``already_traced`` looks the
+        process up): in smp the mark of a tracer on another scheduler reaches
+        this replica asynchronously, and a BIF served between runs must not
+        take a just-installed tracer for a dead one.  A port tracer is gone
+        once it is not a valid tracer port (``erts_is_valid_tracer_port``); in
+        smp the controller brings the replica's set of open trace ports up to
+        date before it asks."""
         if type(tracer) is Pid:
             return not self.is_alive(tracer)
-        if self.smp:
-            return False
         return not self.is_valid_tracer_port(tracer)
 
     def _tracer_valid_now(self, tracer) -> bool:
@@ -98,7 +167,7 @@ class CallTracing:
         pam = True
         rf = 0
         if ms is not None:
-            res = ms.run(args)
+            res = ms.run(args, _MatchCtx(self, p))
             if res is None:
                 return 0
             pam, rf = res.pam_result, res.return_flags

@@ -19,12 +19,12 @@ from smp.flags import (F_SENSITIVE, F_TIMESTAMP, F_TRACE_ARITY_ONLY, F_TRACE_CAL
                        F_TRACE_RETURN_TO, F_TRACE_SCHED, F_TRACE_SCHED_EXIT,
                        F_TRACE_SCHED_NO, F_TRACE_SCHED_PORTS, F_TRACE_SCHED_PROCS,
                        F_TRACE_SEND, F_TRACE_SILENT, F_TRACE_SOL, F_TRACE_SOL1, F_TRACE_SOS,
-                       F_TRACE_SOS1, F_TRACER, TRACEE_FLAGS)
+                       F_TRACE_SOS1, F_TRACER, TRACEE_FLAGS, flag_bit)
 from smp.matchspec import (MATCH_SET_EXCEPTION_TRACE, MATCH_SET_RETURN_TO_TRACE,
                            MATCH_SET_RETURN_TRACE)
 from smp.state import FALSE, NIL, TracerState
 from smp.stats import Stats
-from smp.terms import Atom, Pid, Port, Ref
+from smp.terms import Atom, Pid, Port, Ref, format_term
 
 from .drivers import make_driver
 from .process import EXITED, EXITING, REDS, RPC, RUNNABLE, SUSPEND, SUSPENDED, WAIT, WAITING, Proc
@@ -48,9 +48,11 @@ am_busy_port, am_busy_dist_port, am_error_logger = (
     _a("busy_port"), _a("busy_dist_port"), _a("error_logger"))
 am_badarg, am_nocatch, am_error, am_throw = _a("badarg"), _a("nocatch"), _a("error"), _a("throw")
 am_undef, am_trace_delivered = _a("undef"), _a("trace_delivered")
-am_receive = _a("receive")
+am_receive, am_start = _a("receive"), _a("start")
 
 GROUP_LEADER = Pid(0)
+#: op_port_command's answer when the port lives on another scheduler.
+PORT_REMOTE = "remote"
 
 
 def pid_index(pid: Pid) -> int:

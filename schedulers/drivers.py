@@ -21,7 +21,7 @@ __all__ = ["PortObj", "make_driver", "DRIVERS"]
 
 class PortObj:
     __slots__ = ("id", "driver", "owner", "flags", "tracer", "closed", "busy", "busy_ms",
-                 "cost_ms", "dist", "commands")
+                 "cost_ms", "dist", "commands", "reg_name")
 
     def __init__(self, port_id, driver: str, owner, busy_ms=0, cost_ms=0, dist=False):
         self.id = port_id
@@ -31,6 +31,7 @@ class PortObj:
         self.tracer = None
         self.closed = False
         self.busy = False
+        self.reg_name = None
         self.busy_ms = busy_ms
         self.cost_ms = cost_ms
         self.dist = dist

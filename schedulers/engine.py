@@ -18,6 +18,8 @@ Where the seed's ``#ifdef ERTS_SMP`` branches differ, ``self.smp`` decides:
 """
 from __future__ import annotations
 
+from smp import wire
+
 from .calls import CallTracing
 from .common import *  # noqa: F401,F403
 from .common import _a, _Meta  # noqa: F401
@@ -28,6 +30,36 @@ from .seqtrace import SeqTrace
 from .tracepoints import TracePoints
 
 __all__ = ["Node", "pid_owner", "port_owner", "pid_index", "PID_BASE", "are_trace_flags_on"]
+
+
+def _travels(fun, args) -> bool:
+    """Can a spawn of ``fun(*args)`` be sent to another scheduler as data?"""
+    try:
+        wire.dumps((fun, args))
+    except wire.Unencodable:
+        return False
+    return wire.fun_ref(fun) is not None
+
+
+class _DriverPort:
+    """A port opened by a process, used as a tracer: ``erts_raw_port_command``
+    hands the bytes to its driver (the echo driver sends them back to the
+    port's owner as ``{Port, {data, Bin}}``)."""
+
+    __slots__ = ("node", "port")
+
+    def __init__(self, node, port):
+        self.node, self.port = node, port
+
+    @property
+    def closed(self) -> bool:
+        pt = self.port
+        return pt.closed or pt.busy or pt.dist
+
+    def write(self, data: bytes) -> bool:
+        for out in self.port.command(data):
+            self.node._port_output(self.port, out)
+        return False      # a driver port never asks for the fake schedule pair
 
 
 class Node(ProcessOps, CallTracing, ResourceOps, SeqTrace, TracePoints, LocalBifs):
@@ -65,6 +97,7 @@ class Node(ProcessOps, CallTracing, ResourceOps, SeqTrace, TracePoints, LocalBif
         self._rr = sched_id - 1
         self._timer_seq = 0
         self.suspended_on_port: dict[Port, deque] = {}
+        self.remote_waiting: dict[Port, list] = {}     # smp: callers on other schedulers
 
     # ---------------------------------------------------------------- ids
     def new_pid(self, owner: int | None = None) -> Pid:
@@ -101,10 +134,26 @@ class Node(ProcessOps, CallTracing, ResourceOps, SeqTrace, TracePoints, LocalBif
         return pid in self.remote_tracers and pid not in self.dead_remote
 
     def is_valid_tracer_port(self, port) -> bool:
+        """``erts_is_valid_tracer_port`` (io.c): a live port that is neither
+        busy nor a distribution port (``ERTS_PORT_SFLGS_INVALID_TRACER_LOOKUP``)."""
         if not self.smp:
-            tp = self.trace_ports.get(port)
-            return tp is not None and not tp.closed
+            return self.tracer_port(port) is not None
+        if type(port) is Port and port_owner(port, self.nsched) == self.sched_id:
+            pt = self.ports.get(port)
+            return pt is not None and not (pt.closed or pt.busy or pt.dist)
         return port in self.remote_tracer_ports
+
+    def tracer_port(self, port):
+        """nonsmp: the port ``write_sys_msg_to_port`` writes to, or None when
+        it is not a valid tracer port: a trace port, or a port a process
+        opened, whose driver then gets the external-format bytes."""
+        tp = self.trace_ports.get(port)
+        if tp is not None:
+            return None if tp.closed else tp
+        pt = self.ports.get(port)
+        if pt is None or pt.closed or pt.busy or pt.dist:
+            return None
+        return _DriverPort(self, pt)
 
     def whereis(self, name: Atom):
         r = self.registry.get(name)
@@ -162,6 +211,13 @@ class Node(ProcessOps, CallTracing, ResourceOps, SeqTrace, TracePoints, LocalBif
 
     def op_spawn(self, parent: Proc, fun, args, link=False, scheduler=None) -> Pid:
         owner = self._place(scheduler)
+        if owner != self.sched_id and not _travels(fun, args):
+            # a closure (or an argument that is not data) cannot reach another
+            # scheduler: it runs here unless a scheduler was named
+            if scheduler is not None:
+                raise BadArg(f"cannot spawn {fun!r} on scheduler {owner}: only a module-level "
+                             "async def function with data arguments travels between schedulers")
+            owner = self.sched_id
         pid = self.new_pid(owner)
         inherit = inherited_tracing(parent, F_TRACE_SOS, F_TRACE_SOS1)
         if owner == self.sched_id:
@@ -272,6 +328,9 @@ class Node(ProcessOps, CallTracing, ResourceOps, SeqTrace, TracePoints, LocalBif
 
     def _run_slice(self, p: Proc) -> None:
         if p.pending_exit is not None:
+            # set_proc_exiting made it EXITING before schedule() picks it up:
+            # in_exiting, with 0 for the function (ERTS_PROC_IS_EXITING)
+            p.status = EXITING
             self._schedule_in(p, exiting=True)
             self._terminate(p, p.pending_exit, scheduled=True)
             return
@@ -284,16 +343,16 @@ class Node(ProcessOps, CallTracing, ResourceOps, SeqTrace, TracePoints, LocalBif
             try:
                 op = coro.send(value)
             except StopIteration:
-                self._terminate(p, am_normal, scheduled=True, self_exit=True)
+                self._terminate(p, am_normal, scheduled=True)
                 return
             except ErlangException as e:
-                self._terminate(p, self._exit_reason(p, e), scheduled=True, self_exit=True,
+                self._terminate(p, self._exit_reason(p, e), scheduled=True,
                                 crash_class=e.erlang_class)
                 return
             except Exception as e:  # a bug in the workload: class error, as badarg would be
                 reason = (_a("python_exception"), _a(type(e).__name__), str(e).encode())
                 self._terminate(p, (reason, self._stacktrace(p)), scheduled=True,
-                                self_exit=True, crash_class="error")
+                                crash_class="error")
                 return
             value = None
             kind = op.kind

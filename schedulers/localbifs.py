@@ -6,6 +6,10 @@ from __future__ import annotations
 from .common import *  # noqa: F401,F403
 from .common import _a, _Meta  # noqa: F401
 
+from smp.bifs import ALREADY_TRACED
+from smp.flags import PORT_ONLY_FLAGS, PROC_ONLY_FLAGS, TRACEE_MODIFIER_FLAGS
+from smp.matchspec import MatchSpec, compile_match_spec
+
 __all__ = ["LocalBifs"]
 
 
@@ -14,43 +18,73 @@ class LocalBifs:
 
     # ================================================================ local BIF parts
     def set_trace_local(self, spec, how: bool, bits: int, tracer, caller=None) -> int:
-        """Apply ``erlang:trace/3`` to this node's processes and ports.
+        """``trace_3``'s part on this node's processes and ports.
 
-        ``spec`` is a pid, a port, ``all`` or ``existing``.  Returns the match
-        count as erl_bif_trace.c counts it (the tracer itself is skipped)."""
-        targets: list = []
+        ``spec`` is a pid, a port, ``all`` or ``existing``; ``tracer`` is None
+        for ``false`` without ``{tracer, T}``.  Returns the match count as
+        erl_bif_trace.c counts it, or ``ALREADY_TRACED`` when the pid or port
+        asked for is held by another live tracer.  For ``all``/``existing``
+        the tracer itself and tracees of another live tracer are skipped, and
+        the loops follow the mask: processes for process flags, ports for
+        port flags, both for the modifiers; "matches are not counted for
+        ports"."""
         if type(spec) is Pid:
             t = self.procs.get(spec)
             if t is None or t.status == EXITED:
                 raise BadArg(f"no such process {spec!r}")
-            targets = [t]
-        elif type(spec) is Port:
+            if tracer is not None and self._already_traced(t, tracer):
+                return ALREADY_TRACED
+            self._set_tracee_flags(t, how, bits, tracer)
+            return 1
+        if type(spec) is Port:
             port = self.ports.get(spec)
             if port is None or port.closed:
                 raise BadArg(f"no such port {spec!r}")
-            targets = [port]
-        else:
-            targets = [t for t in self.procs.values() if t.status != EXITED]
-            targets += [pt for pt in self.ports.values() if not pt.closed]
+            if tracer is not None and self._already_traced(port, tracer):
+                return ALREADY_TRACED
+            self._set_tracee_flags(port, how, bits, tracer)
+            return 1
+        mods = bits & TRACEE_MODIFIER_FLAGS
         count = 0
-        for t in targets:
-            tid = t.pid if isinstance(t, Proc) else t.id
-            if type(spec) is not Pid and type(spec) is not Port:
-                if how and tid == tracer:
+        if bits & PROC_ONLY_FLAGS or mods:
+            for t in list(self.procs.values()):
+                if t.status == EXITED:
                     continue
-                if how and t.tracer is not NIL and t.tracer != tracer and not self._tracer_gone(t.tracer):
+                if tracer is not None and (t.pid == tracer or self._already_traced(t, tracer)):
                     continue
-            elif how and t.tracer is not NIL and t.tracer != tracer and not self._tracer_gone(t.tracer):
-                raise BadArg(f"{tid!r} already has another tracer")
-            if how:
-                t.flags |= bits
-                t.tracer = tracer
-            else:
-                t.flags &= ~bits
-                if not (t.flags & TRACEE_FLAGS):
-                    t.tracer = NIL
-            count += 1
+                self._set_tracee_flags(t, how, bits, tracer)
+                count += 1
+        if bits & PORT_ONLY_FLAGS or mods:
+            for port in list(self.ports.values()):
+                if port.closed:
+                    continue
+                if tracer is not None and (port.id == tracer or self._already_traced(port, tracer)):
+                    continue
+                self._set_tracee_flags(port, how, bits, tracer)
         return count
+
+    def _already_traced(self, t, tracer) -> bool:
+        """``already_traced`` / ``port_already_traced``: traced by another
+        tracer that still exists; a gone one is discarded (flags and tracer
+        reset) and the new one approved."""
+        if not (t.flags & TRACEE_FLAGS) or t.tracer == tracer or t.tracer is NIL:
+            return False
+        if self._tracer_gone(t.tracer):
+            t.flags &= ~TRACEE_FLAGS
+            t.tracer = NIL
+            return False
+        return True
+
+    @staticmethod
+    def _set_tracee_flags(t, how: bool, bits: int, tracer) -> None:
+        if how:
+            t.flags |= bits
+        else:
+            t.flags &= ~bits
+        if not (t.flags & TRACEE_FLAGS):
+            t.tracer = NIL
+        elif tracer is not None:
+            t.tracer = tracer
 
     def mark_tracer(self, pid: Pid) -> bool:
         t = self.procs.get(pid)
@@ -77,6 +111,8 @@ class LocalBifs:
     def set_pattern_local(self, mfa_spec, ms, kind: str, meta_tracer=None, enable=True) -> int:
         """``trace_pattern`` on this node's function table; returns matches."""
         m, f, a = mfa_spec
+        if ms is not None and not isinstance(ms, MatchSpec):
+            ms = compile_match_spec(ms)       # smp: the term, compiled here
         count = 0
         for key in self.functions:
             if ((m is _a("_") or key[0] == m) and (f is _a("_") or key[1] == f)

@@ -212,8 +212,20 @@ class Proc:
         return port
 
     async def port_command(self, port, data):
-        while not self.node.op_port_command(self, port, data):
-            await Op(SUSPEND, port)
+        while True:
+            r = self.node.op_port_command(self, port, data)
+            if r is True:
+                break
+            if r is False:                      # busy: suspended until it is not
+                await Op(SUSPEND, port)
+                continue
+            # on another scheduler: wait for its answer (True done, False busy
+            # then free again: try again, or an error)
+            r = await Op(RPC)
+            if isinstance(r, BaseException):
+                raise r
+            if r is True:
+                break
         await _ONE_RED
         return am_true
 
@@ -255,6 +267,15 @@ class Proc:
 
     async def trace_delivered(self, what):
         return await self.bif("trace_delivered", what)
+
+    async def trace_pattern(self, mfa, match_spec, flags=()):
+        """``erlang:trace_pattern/3`` as this process (``meta`` makes it the
+        meta tracer); ``match_spec`` may be Erlang text or ``"x"``/``"c"``/``"cx"``."""
+        if type(mfa) in (tuple, list):
+            mfa = tuple(Atom(x) if isinstance(x, str) else x for x in mfa)
+        flags = [Atom(f) if isinstance(f, str) else f for f in flags] \
+            if type(flags) in (list, tuple) else flags
+        return await self.bif("trace_pattern", mfa, match_spec, flags)
 
     async def set_system_seq_tracer(self, tracer):
         return await self.bif("set_system_seq_tracer", tracer)

@@ -13,20 +13,30 @@ class ProcessOps:
     """Mixed into ``schedulers.engine.Node``; runs in the scheduler process."""
 
     # ---------------------------------------------------------------- exits
-    def _terminate(self, p: Proc, reason, scheduled=False, self_exit=False, crash_class=None):
+    def _terminate(self, p: Proc, reason, scheduled=False, crash_class=None):
+        """``erts_do_exit_process`` + ``erts_continue_exit_process`` (17.x
+        erl_process.c), in their order: the crash report (``terminate_proc``
+        logs before it exits), ``exit``, the registered name last of the
+        "erlang resources" (``erts_unregister_name`` traces ``unregister``),
+        then ports and links (``doit_exit_link``).
+
+        The scheduling events follow ``schedule()``: a process scheduled out
+        in state FREE gives ``out_exited``; ``out_exiting`` only when it is
+        scheduled out while still EXITING, which happens when
+        ``erts_continue_exit_process`` yields half way.  This emulator's exit
+        never yields (links, ports and names are done in one step), so a
+        process that ends on its own gives ``out_exited`` alone, and one
+        killed while scheduled out gives ``in_exiting`` (``schedule()`` picks
+        it up EXITING, see ``Node._run_slice``) then ``out_exited``."""
         if p.status == EXITED:
             return
         p.status = EXITING
         p.exit_reason = reason
-        if scheduled and p.tracer is not NIL and self_exit:
-            if (are_trace_flags_on(p.flags, F_TRACE_SCHED_EXIT)):
-                self.trace_sched(p, am_out_exiting)
-                self.trace_sched(p, am_in_exiting)
-        if p.tracer is not NIL and are_trace_flags_on(p.flags, F_TRACE_PROCS):
-            self.trace_proc(p, p, am_exit, reason)
         if crash_class in ("error", "throw"):
             self.erts_queue_error_logger_message(
                 p.pid, M.error_logger_report(p.pid, reason, p.group_leader))
+        if p.tracer is not NIL and are_trace_flags_on(p.flags, F_TRACE_PROCS):
+            self.trace_proc(p, p, am_exit, reason)
         if p.reg_name is not None:
             name = p.reg_name
             p.reg_name = None
@@ -34,6 +44,8 @@ class ProcessOps:
                 del self.registry[name]
                 if self.smp:
                     self.transport.table_event(("unregister", name, p.pid))
+            if p.tracer is not NIL and are_trace_flags_on(p.flags, F_TRACE_PROCS):
+                self.trace_proc(p, p, am_unregister, name)
         for port in list(p.ports):
             self._close_port(port, reason)
         for other in list(p.links):
@@ -72,22 +84,27 @@ class ProcessOps:
         if self.is_local_pid(to):
             t = self.procs.get(to)
             if t is not None and t.status != EXITED:
-                self.exit_signal_arrived(t, p.pid, reason, link, token)
+                self.exit_signal_arrived(t, p.pid, reason, link, token, c_p=p)
         else:
             self.transport.peer(pid_owner(to, self.nsched),
                                 ("exit", to, p.pid, reason, link, token))
 
-    def exit_signal_arrived(self, t: Proc, from_, reason, link: bool, token=None) -> None:
+    def exit_signal_arrived(self, t: Proc, from_, reason, link: bool, token=None,
+                            c_p=None) -> None:
+        """``erts_send_exit_signal`` on ``t``; for a link (``doit_exit_link``)
+        the link is removed first and, once the signal is sent, the survivor
+        is traced ``getting_unlinked`` whether or not it traps exits."""
+        had_link = link and from_ in t.links
         if link:
             t.links.discard(from_)
         if reason is am_kill and not link:
             self._kill(t, am_killed)
         elif t.trap_exit:
             self._queue_message(t, (am_EXIT, from_, reason), token, trace_recv=True)
-        elif reason is am_normal:
-            return
-        else:
+        elif reason is not am_normal:
             self._kill(t, reason)
+        if had_link and t.tracer is not NIL and are_trace_flags_on(t.flags, F_TRACE_PROCS):
+            self.trace_proc(c_p, t, am_getting_unlinked, from_)
 
     def _kill(self, t: Proc, reason) -> None:
         if t.status in (EXITED, EXITING) or t.pending_exit is not None:
@@ -183,18 +200,18 @@ class ProcessOps:
         if type(name) is not Atom or name is am_undefined:
             raise Error(am_badarg)
         if self.smp:
+            # the dispatcher holds the registry; the registered process's own
+            # scheduler takes the name and traces it (``set_reg``)
             ok = await self.transport.rpc(p, "register", name, pid)
             if ok is not True:
                 raise Error(am_badarg)
             self.registry[name] = pid
         else:
-            self.register(name, pid)
-        t = self.procs.get(pid) if type(pid) is Pid else None
-        if t is not None and t.tracer is not NIL and are_trace_flags_on(t.flags, F_TRACE_PROCS):
-            self.trace_proc(p, t, am_register, name)
+            self.register(name, pid, c_p=p)
 
-    def register(self, name: Atom, pid) -> None:
-        """``register/2`` checks (nonsmp authority; smp applies after the dispatcher agreed)."""
+    def register(self, name: Atom, pid, c_p: Proc | None = None) -> None:
+        """``erts_register_name`` (register.c): the checks (nonsmp authority;
+        smp applies them after the dispatcher agreed), then the name."""
         if type(name) is not Atom or name is am_undefined:
             raise Error(am_badarg)
         if self.whereis(name) is not None:
@@ -204,57 +221,126 @@ class ProcessOps:
             raise Error(am_badarg)
         if t is not None and t.reg_name is not None:
             raise Error(am_badarg)
+        if type(pid) is Port:
+            port = self.ports.get(pid)
+            if port is None or port.closed:
+                raise Error(am_badarg)
+        elif type(pid) is not Pid:
+            raise Error(am_badarg)
+        self.set_reg(name, pid, c_p)
+
+    def set_reg(self, name: Atom, pid, c_p: Proc | None = None) -> None:
+        """The name is taken: ``register`` is traced on the registered process
+        (or port) whoever called ``register/2`` (register.c:
+        ``trace_proc(c_p, proc, am_register, name)``), once."""
         self.registry[name] = pid
-        if t is not None:
+        t = self.procs.get(pid) if type(pid) is Pid else None
+        if t is not None and t.status != EXITED and t.reg_name is None:
             t.reg_name = name
+            if t.tracer is not NIL and are_trace_flags_on(t.flags, F_TRACE_PROCS):
+                self.trace_proc(c_p, t, am_register, name)
+        port = self.ports.get(pid) if type(pid) is Port else None
+        if port is not None and port.reg_name is None:
+            port.reg_name = name
+            if port.tracer is not NIL and are_trace_flags_on(port.flags, F_TRACE_PORTS):
+                self.trace_port(port, am_register, name)
 
     async def op_unregister(self, p: Proc, name) -> None:
         owner = self.whereis(name)
         if owner is None:
             raise Error(am_badarg)
         if self.smp:
+            # the controller tells every scheduler (``unset_reg``); the
+            # owner's traces it
             await self.transport.rpc(p, "unregister", name, owner)
-        self.registry.pop(name, None)
+        else:
+            self.unset_reg(name, owner, c_p=p)
+
+    def unset_reg(self, name: Atom, owner, c_p: Proc | None = None) -> None:
+        """``erts_unregister_name``: ``unregister`` is traced on the process
+        (or port) that held the name."""
+        if self.registry.get(name) == owner:
+            del self.registry[name]
         t = self.procs.get(owner) if type(owner) is Pid else None
-        if t is not None:
+        if t is not None and t.reg_name == name:
             t.reg_name = None
             if t.tracer is not NIL and are_trace_flags_on(t.flags, F_TRACE_PROCS):
-                self.trace_proc(p, t, am_unregister, name)
+                self.trace_proc(c_p, t, am_unregister, name)
+        port = self.ports.get(owner) if type(owner) is Port else None
+        if port is not None and port.reg_name == name:
+            port.reg_name = None
+            if port.tracer is not NIL and are_trace_flags_on(port.flags, F_TRACE_PORTS):
+                self.trace_port(port, am_unregister, name)
 
     # ---------------------------------------------------------------- messages
     def op_send(self, p: Proc, to, msg) -> None:
-        if type(to) is Atom:
+        """``do_send`` (17.x bif.c).  The send is traced with the destination
+        *as written* (``trace_send(p, to, msg)``): a name, ``{Name, Node}`` or
+        a pid.  A pid is traced before it is looked up (a dead one gives
+        ``send_to_non_existing_process``); a name only once it resolves to a
+        process, or just before the ``badarg`` when it does not; ``{Name,
+        Node}`` on this node is traced first and sends nothing, silently, when
+        the name is free.  The seq_trace token moves only on the path that
+        queues the message (``erts_send_message``)."""
+        tt = type(to)
+        if tt is Pid:
+            if p.tracer is not NIL:
+                self.trace_send(p, to, msg)
+            self.save_calls(p, am_send)
+            self._send_message(p, to, msg)
+            return
+        if tt is Atom:
             dest = self.whereis(to)
+            if type(dest) is Port:
+                self._send_to_port(p, dest, msg)
+                return
+            if p.tracer is not NIL:
+                self.trace_send(p, to, msg)
+            self.save_calls(p, am_send)
             if dest is None:
                 raise Error(am_badarg)
-        elif type(to) is tuple and len(to) == 2 and type(to[0]) is Atom:
+            self._send_message(p, dest, msg)
+            return
+        if tt is tuple and len(to) == 2 and type(to[0]) is Atom and type(to[1]) is Atom:
+            if p.tracer is not NIL:
+                self.trace_send(p, to, msg)
+            self.save_calls(p, am_send)
             dest = self.whereis(to[0])
-            if dest is None:
-                return
-        elif type(to) is Pid:
-            dest = to
-        elif type(to) is Port:
-            dest = to
-        else:
-            raise Error(am_badarg)
-        if type(dest) is Port:
-            if type(msg) is tuple and len(msg) == 2 and type(msg[1]) is tuple and len(msg[1]) == 2:
-                self.op_port_command(p, dest, msg[1][1])
-                return
-            raise Error(am_badarg)
-        if p.tracer is not NIL:
-            self.trace_send(p, dest, msg)
-        self.save_calls(p, am_send)
-        token = None
-        if p.token is not None:
-            token = self._seq_send(p, dest, msg)
+            if type(dest) is Port:
+                self._send_to_port(p, dest, msg)
+            elif dest is not None:
+                self._send_message(p, dest, msg)
+            return
+        if tt is Port:
+            self._send_to_port(p, to, msg)
+            return
+        raise Error(am_badarg)
+
+    def _send_to_port(self, p: Proc, port, msg) -> None:
+        """``do_send``'s ``port_common``: ``{Pid, {command, Data}}`` to a port,
+        traced with the port id (once)."""
+        if type(msg) is tuple and len(msg) == 2 and type(msg[1]) is tuple and len(msg[1]) == 2:
+            if p.tracer is not NIL:
+                self.trace_send(p, port, msg)
+            self.op_port_command(p, port, msg[1][1], reply=False)
+            return
+        raise Error(am_badarg)
+
+    def _send_message(self, p: Proc, dest: Pid, msg) -> None:
+        """``erts_send_message``: only a live receiver gets the message, and
+        only then does a seq_trace token advance and make its ``send`` event."""
         self.stats.messages_sent += 1
         if self.is_local_pid(dest):
             t = self.procs.get(dest)
-            if t is not None and t.status != EXITED:
-                self._queue_message(t, msg, token, trace_recv=True)
-        else:
-            self.transport.peer(pid_owner(dest, self.nsched), ("msg", dest, msg, token))
+            if t is None or t.status == EXITED:
+                return
+            token = self._seq_send(p, dest, msg) if p.token is not None else None
+            self._queue_message(t, msg, token, trace_recv=True)
+            return
+        if not self.is_alive(dest):
+            return
+        token = self._seq_send(p, dest, msg) if p.token is not None else None
+        self.transport.peer(pid_owner(dest, self.nsched), ("msg", dest, msg, token))
 
     def _queue_message(self, t: Proc, msg, token, trace_recv=False) -> None:
         """``erts_queue_message`` (+ ``trace_receive`` on a send)."""
@@ -274,8 +360,11 @@ class ProcessOps:
         self._queue_message(t, msg, token, trace_recv=True)
         return True
 
-    def deliver_sys(self, to: Pid, msg) -> bool:
-        """A system message the dispatcher delivered (already complete)."""
+    def deliver_sys(self, to, msg) -> bool:
+        """A system message the dispatcher delivered (already complete), to a
+        process or to a port a process here opened."""
+        if type(to) is Port:
+            return self.write_driver_port(to, msg)
         t = self.procs.get(to)
         if t is None or t.status == EXITED:
             self.stats.sys_arrived_dead += 1
@@ -290,6 +379,10 @@ class ProcessOps:
         self.save_calls(p, am_receive)
         if token is None:
             p.token = None
+            return
+        if token is am_undefined:
+            # a port's message (erts_queue_message(..., am_undefined)):
+            # beam_emu's remove_message leaves the token as it is
             return
         p.token = list(token)
         serial = token[2]

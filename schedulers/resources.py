@@ -31,7 +31,8 @@ class ResourceOps:
             self.trace_gc(p, am_gc_end)
         st = self.state
         if st.system_monitor is not NIL:
-            if st.long_gc and cost >= st.long_gc:
+            # erl_gc.c: only a collection that took longer than the limit
+            if st.long_gc and cost > st.long_gc:
                 self.monitor_long_gc(p, cost)
             if st.large_heap and p.heap.total_block_size() >= st.large_heap:
                 self.monitor_large_heap(p)
@@ -46,13 +47,31 @@ class ResourceOps:
         self.ports[port_id] = port
         p.ports.add(port_id)
         p.links.add(port_id)
+        if self.smp and not port.dist:
+            # the dispatcher learns the ports it may write traces to
+            self.transport.table_event(("port_open", port_id))
         if port.tracer is not NIL and are_trace_flags_on(port.flags, F_TRACE_PORTS):
             self.trace_port_open(port, p.pid, _a(driver))
+        # erts_open_driver: the driver's start callback runs as the port
+        # scheduled in and out again ('start')
+        if port.tracer is not NIL and are_trace_flags_on(port.flags, F_TRACE_SCHED_PORTS):
+            self.trace_sched_ports_where(port, am_in, am_start)
+            self.trace_sched_ports_where(port, am_out, am_start)
         return port_id
 
-    def op_port_command(self, p: Proc, port_id, data) -> bool:
-        """Returns False when the port is busy: the caller is suspended."""
+    def op_port_command(self, p: Proc, port_id, data, reply: bool = True):
+        """Returns False when the port is busy: the caller is suspended.
+
+        Any process may command any port of the node.  In smp a port on
+        another scheduler gets the command there (``port_cmd``): the result
+        is ``PORT_REMOTE`` and the caller waits for the port's scheduler to
+        answer (done, busy: try again once it is not, or ``badarg``)."""
         port = self.ports.get(port_id)
+        if port is None and self.smp and type(port_id) is Port:
+            owner = port_owner(port_id, self.nsched)
+            if owner not in (0, self.sched_id):
+                self.transport.peer(owner, ("port_cmd", port_id, p.pid, data, reply))
+                return PORT_REMOTE
         if port is None or port.closed:
             raise Error(am_badarg)
         st = self.state
@@ -91,10 +110,72 @@ class ResourceOps:
                                          self._timer_seq, port, -1))
         return True
 
+    def remote_port_command(self, port_id, caller: Pid, data, reply: bool) -> None:
+        """smp: ``port_command`` from a process on another scheduler, run on
+        the port's.  A busy port fires ``busy_port`` for the caller, who waits
+        until the port is free again (told ``False``: try again).  ``reply``
+        is False for ``Port ! {Pid, {command, Data}}``, which does not wait."""
+        port = self.ports.get(port_id)
+        if port is None or port.closed:
+            if reply:
+                self._port_reply(caller, am_badarg)
+            return
+        st = self.state
+        if port.busy:
+            what = am_busy_dist_port if port.dist else am_busy_port
+            enabled = st.busy_dist_port if port.dist else st.busy_port
+            if enabled and st.system_monitor is not NIL:
+                self._monitor_send(caller, M.monitor_generic(caller, what, port_id))
+            if reply:
+                self.remote_waiting.setdefault(port_id, []).append(caller)
+            return
+        if st.profile_runnable_ports:
+            self.profile_runnable_port(port, am_active)
+        if port.tracer is not NIL and are_trace_flags_on(port.flags, F_TRACE_SCHED_PORTS):
+            self.trace_sched_ports_where(port, am_in, am_command)
+        for out in port.command(data):
+            self._port_output(port, out)
+        if port.tracer is not NIL and are_trace_flags_on(port.flags, F_TRACE_SCHED_PORTS):
+            self.trace_sched_ports_where(port, am_out, am_command)
+        if st.profile_runnable_ports:
+            self.profile_runnable_port(port, am_inactive)
+        if port.busy and port.busy_ms:
+            self._timer_seq += 1
+            heapq.heappush(self.timers, (time.monotonic() + port.busy_ms / 1000,
+                                         self._timer_seq, port, -1))
+        if reply:
+            self._port_reply(caller, True)
+
+    def _port_reply(self, caller: Pid, value) -> None:
+        self.transport.peer(pid_owner(caller, self.nsched), ("port_reply", caller, value))
+
+    def port_reply_arrived(self, pid: Pid, value) -> None:
+        """The answer to a ``port_cmd``: ``True`` done, ``False`` try again,
+        ``badarg``."""
+        p = self.procs.get(pid)
+        if p is not None and p.status == SUSPENDED and p.pending_exit is None:
+            p.resume = Error(am_badarg) if value is am_badarg else value
+            self._make_runnable(p)
+
+    def write_driver_port(self, port_id, msg) -> bool:
+        """smp: a system message the dispatcher delivered to a port a process
+        of this scheduler opened (``write_sys_msg_to_port``); False when the
+        port is no longer a valid tracer (closed or busy meanwhile)."""
+        pt = self.ports.get(port_id)
+        if pt is None or pt.closed or pt.busy or pt.dist:
+            self.stats.sys_arrived_dead += 1
+            return False
+        from smp.etf import encode
+        for out in pt.command(encode(msg)):
+            self._port_output(pt, out)
+        return True
+
     def _port_output(self, port, data) -> None:
         owner = self.procs.get(port.owner)
         if owner is not None and owner.status != EXITED:
-            self._queue_message(owner, (port.id, (_a("data"), data)), None, trace_recv=True)
+            # drivers queue with the seq_trace token 'undefined' (io.c)
+            self._queue_message(owner, (port.id, (_a("data"), data)), am_undefined,
+                                trace_recv=True)
 
     def port_unbusy(self, port) -> None:
         port.busy = False
@@ -102,6 +183,8 @@ class ResourceOps:
         for p in waiting:
             if p.status == SUSPENDED:
                 self._make_runnable(p)
+        for caller in self.remote_waiting.pop(port.id, ()):
+            self._port_reply(caller, False)
 
     def op_port_close(self, p: Proc, port_id) -> None:
         port = self.ports.get(port_id)
@@ -124,5 +207,9 @@ class ResourceOps:
         for p in self.suspended_on_port.pop(port_id, deque()):
             if p.status == SUSPENDED:
                 self._make_runnable(p)
+        for caller in self.remote_waiting.pop(port_id, ()):
+            self._port_reply(caller, False)    # tries again and finds it closed
+        if self.smp and not port.dist:
+            self.transport.table_event(("port_close", port_id))
         if not self.smp:
             self.state.trace_check_exiting(port_id, smp=False)

@@ -49,10 +49,12 @@ class SeqTrace:
 
     @staticmethod
     def new_seq_trace_token(p: Proc) -> None:
-        """erl_bif_trace.c ``new_seq_trace_token``: ``{0, 0, 0, Self, 0}`` when
-        there is none; ``seq_trace/2`` reads the old value after it."""
+        """erl_bif_trace.c ``new_seq_trace_token``: ``{0, 0, 0, Self,
+        LastCnt}`` when there is none, the last count being the process's
+        ``seq_trace_lastcnt`` (kept across ``set_token([])``); ``seq_trace/2``
+        reads the old value after it."""
         if p.token is None:
-            p.token = [0, 0, 0, p.pid, 0]
+            p.token = [0, 0, 0, p.pid, p.seq_lastcnt]
 
     def op_set_token(self, p: Proc, token):
         old = [] if p.token is None else tuple(p.token)
@@ -114,7 +116,7 @@ class SeqTrace:
             if self.smp:
                 self._enqueue(M.SYS_MSG_TYPE_SEQTRACE, from_, seq_tracer, mess, ts_kind)
                 return
-            tp = self.trace_ports.get(seq_tracer)
+            tp = self.tracer_port(seq_tracer)
             if tp is None or tp.closed:
                 self.state.seq_tracer_failed(seq_tracer)
                 self.stats.suppressed(M.SYS_MSG_TYPE_SEQTRACE, "port_closed")

@@ -77,7 +77,7 @@ class TracePoints:
                 msg = M.patch_ts(msg, self.clock.now())
             self._deliver_now(t, M.SYS_MSG_TYPE_TRACE, msg)
             return
-        tp = self.trace_ports.get(tracer)
+        tp = self.tracer_port(tracer)
         if tp is None or tp.closed:
             holder.tracer = NIL
             holder.flags &= ~TRACEE_FLAGS
@@ -191,7 +191,7 @@ class TracePoints:
                                   if profiler is not NIL else "nil_sender_nil_receiver")
             return
         if type(profiler) is Port:
-            tp = self.trace_ports.get(profiler)
+            tp = self.tracer_port(profiler)
             if tp is None or tp.closed:
                 self.stats.suppressed(M.SYS_MSG_TYPE_SYSPROF, "port_closed")
                 return

@@ -16,7 +16,7 @@ from .matchspec import compile_match_spec
 from .state import FALSE, NIL, UNDEFINED
 from .terms import Atom, Pid, Port, format_term
 
-__all__ = ["Backend", "call_bif", "BIF_NAMES"]
+__all__ = ["Backend", "call_bif", "BIF_NAMES", "ALREADY_TRACED"]
 
 am_true, am_false, am_all, am_new, am_existing = (
     Atom("true"), Atom("false"), Atom("all"), Atom("new"), Atom("existing"))
@@ -34,6 +34,7 @@ class Backend(Protocol):
     def bk_active_schedulers(self) -> int: ...
     def bk_trace_delivered(self, caller, what, ref) -> Any: ...
     def bk_make_ref(self): ...
+    def bk_error_logger(self, caller, text: str) -> None: ...
 
 
 def _bool(v, what: str) -> bool:
@@ -62,31 +63,51 @@ def _check_tracer(bk: Backend, tracer) -> None:
         raise BadArg(f"tracer must be a pid or a trace port, not {_show(tracer)}")
 
 
+#: What a backend's ``bk_trace_apply`` returns for a pid or port that another
+#: live tracer holds (erl_bif_trace.c ``already_traced``).
+ALREADY_TRACED = -1
+_ONE_TRACER = "** can only have one tracer per process\n"
+
+
 def bif_trace(bk: Backend, caller, pid_spec, how, flags) -> int:
-    """``erlang:trace(PidSpec, How, FlagList)``."""
-    on = _bool(how, "how")
+    """``erlang:trace(PidSpec, How, FlagList)`` as 17.x ``trace_3``.
+
+    The tracer (``{tracer, T}``, else the caller) must be a live process or a
+    valid trace port, for ``true`` and ``false`` alike, and a process tracer
+    gets the tracer mark either way.  Without ``{tracer, T}``, ``false``
+    clears flags whoever traces.  A pid or port spec may not be the tracer
+    itself.  A tracee held by another live tracer is ``badarg`` after
+    ``** can only have one tracer per process`` goes to the error logger
+    (``erts_send_error_to_logger_str``)."""
     bits, cpu_ts, tracer = parse_trace_flags(flags)
-    if tracer is None:
-        if caller is None:
-            raise BadArg("trace/3 called from the emulator API needs a {tracer, T} flag "
-                         "(or tracer=...)")
+    if tracer is None and caller is None:
+        raise BadArg("trace/3 called from the emulator API needs a {tracer, T} flag "
+                     "(or tracer=...)")
+    checked = caller if tracer is None else tracer
+    _check_tracer(bk, checked)
+    if type(checked) is Pid:
+        bk.bk_mark_tracer(checked)
+    on = _bool(how, "how")
+    if on and tracer is None:
         tracer = caller
-    if on:
-        _check_tracer(bk, tracer)
-    if cpu_ts and pid_spec is not am_all:
-        raise BadArg("cpu_timestamp can only be set with pid spec 'all'")
-    if type(pid_spec) is Pid:
-        if not bk.bk_is_alive(pid_spec):
+    if type(pid_spec) in (Pid, Port):
+        if cpu_ts:
+            raise BadArg("cpu_timestamp can only be set with pid spec 'all'")
+        if pid_spec == tracer:
+            raise BadArg(f"{pid_spec!r} cannot be its own tracer")
+        if type(pid_spec) is Pid and not bk.bk_is_alive(pid_spec):
             raise BadArg(f"process {pid_spec!r} is not alive")
-    elif type(pid_spec) is Port:
-        pass
     elif pid_spec not in (am_all, am_new, am_existing):
         raise BadArg(f"pid spec must be a pid, a port, all, existing or new, not {_show(pid_spec)}")
-    if on and type(tracer) is Pid:
-        bk.bk_mark_tracer(tracer)
+    elif cpu_ts and pid_spec is not am_all:
+        raise BadArg("cpu_timestamp can only be set with pid spec 'all'")
     count = 0
     if pid_spec is not am_new:
         count = bk.bk_trace_apply(pid_spec, on, bits, tracer)
+        if count == ALREADY_TRACED:
+            bk.bk_error_logger(caller, _ONE_TRACER)
+            raise BadArg(f"{pid_spec!r} already has another tracer "
+                         "(can only have one tracer per process)")
     if pid_spec in (am_all, am_new):
         bk.bk_state("change_default_tracing", on, bits, tracer if on else ...,
                     True if (cpu_ts and on) else (False if cpu_ts else None))
@@ -121,6 +142,8 @@ def bif_trace_pattern(bk: Backend, caller, mfa, match_spec, flags=()) -> int:
         raise BadArg("with module '_' the function and arity must be '_' too")
     if f is _WILD and a is not _WILD:
         raise BadArg("with function '_' the arity must be '_' too")
+    if type(flags) not in (list, tuple):
+        raise BadArg(f"trace_pattern flags must be a list, not {_show(flags)}")
     kind = "global"
     meta_tracer = None
     for fl in flags:

@@ -15,7 +15,7 @@ __all__ = [
     "F_TRACE_SCHED_EXIT", "F_TRACE_GC", "F_TRACE_ARITY_ONLY", "F_TRACE_RETURN_TO",
     "F_TRACE_SILENT", "F_TRACE_SCHED_NO", "F_TRACE_PORTS", "F_TRACE_SCHED_PORTS",
     "F_TRACE_SCHED_PROCS", "F_TRACER", "F_SENSITIVE", "F_EXCEPTION_TRACE",
-    "TRACEE_FLAGS", "FLAG_NAMES", "parse_trace_flags", "flags_to_list", "CPU_TIMESTAMP",
+    "TRACEE_FLAGS", "TRACEE_MODIFIER_FLAGS", "PORT_ONLY_FLAGS", "PROC_ONLY_FLAGS", "FLAG_NAMES", "parse_trace_flags", "flags_to_list", "flag_bit", "CPU_TIMESTAMP",
 ]
 
 F_TRACE_SEND = 1 << 0
@@ -43,6 +43,10 @@ F_SENSITIVE = 1 << 25
 F_EXCEPTION_TRACE = 1 << 26
 
 TRACEE_FLAGS = (1 << 19) - 1
+# erl_bif_trace.c: which tracees trace(all|existing, ...) walks for a mask.
+TRACEE_MODIFIER_FLAGS = F_TRACE_SILENT | F_TIMESTAMP | F_TRACE_SCHED_NO
+PORT_ONLY_FLAGS = F_TRACE_PORTS | F_TRACE_SCHED_PORTS
+PROC_ONLY_FLAGS = TRACEE_FLAGS & ~(PORT_ONLY_FLAGS | TRACEE_MODIFIER_FLAGS)
 
 # The atom of each flag, in the order erl_bif_trace.c builds trace_info's list
 # with FLAG(...) calls; CONS prepends, so the returned list is this reversed.
@@ -111,6 +115,12 @@ def parse_trace_flags(flags) -> tuple[int, bool, object]:
         else:
             raise BadArg(f"unknown trace flag '{name}'")
     return bits, cpu_ts, tracer
+
+
+def flag_bit(flag) -> int | None:
+    """The bit of one tracee flag atom (``erts_trace_flag2bit``), or None."""
+    name = flag.name if type(flag) is Atom else flag
+    return _BY_NAME.get(name) if isinstance(name, str) else None
 
 
 def flags_to_list(bits: int) -> list[Atom]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from .terms import Atom
+from .terms import Atom, format_term
 
 __all__ = [
     "SYS_MSG_TYPE_UNDEFINED", "SYS_MSG_TYPE_TRACE", "SYS_MSG_TYPE_SEQTRACE",
@@ -26,7 +26,7 @@ __all__ = [
     "seq_trace_output_generic", "monitor_long_gc", "monitor_large_heap",
     "monitor_long_schedule_proc", "monitor_long_schedule_port", "monitor_generic",
     "profile_scheduler", "profile_scheduler_q", "profile_runnable_proc",
-    "profile_runnable_port", "error_logger_report", "do_send_schedfix",
+    "profile_runnable_port", "error_logger_report", "error_logger_str", "do_send_schedfix",
     "GC_TAGS", "SEQ_TRACE_SEND", "SEQ_TRACE_RECEIVE", "SEQ_TRACE_PRINT", "SEQ_TRACE_TIMESTAMP",
 ]
 
@@ -222,9 +222,22 @@ def profile_runnable_port(port, status: Atom) -> tuple:
 
 
 # -- ERRLGR --------------------------------------------------------------------
-_ERROR_FORMAT = [ord(c) for c in "Error in process ~p with exit value:~n~p~n"]
+_S_N = [ord(c) for c in "~s~n"]
+am_emulator, am_noproc = Atom("emulator"), Atom("noproc")
+
+
+def error_logger_str(text: str, group_leader=None) -> tuple:
+    """``erts_send_error_to_logger_str`` (utils.c ``do_send_to_logger``):
+    ``{notify, {error, GL, {emulator, "~s~n", [Text]}}}``, ``GL`` the
+    caller's group leader (``noproc`` when there is none)."""
+    gl = am_noproc if group_leader is None else group_leader
+    return (am_notify, (am_error, gl, (am_emulator, _S_N, [[ord(c) for c in text]])))
 
 
 def error_logger_report(pid, reason, group_leader) -> tuple:
-    """The emulator's crash report, ``{notify, {error, GL, {Pid, Fmt, [Pid, Reason]}}}``."""
-    return (am_notify, (am_error, group_leader, (pid, _ERROR_FORMAT, [pid, reason])))
+    """The crash report of a process that ended with an uncaught error or
+    throw, as 17.x beam_emu.c ``terminate_proc`` makes it: the text
+    ``Error in process <Pid> with exit value: <Reason>`` (``%T``, the
+    reason as ``~w`` prints it) through ``erts_send_error_to_logger``."""
+    text = f"Error in process {format_term(pid)} with exit value: {format_term(reason)}\n"
+    return error_logger_str(text, group_leader)
