@@ -1,0 +1,330 @@
+"""Where the real node (OTP 25) differs from OTP 17 on purpose, as rules.
+
+The emulator follows the 17.x seed (``/work/shared/seed/erl_trace.c``); the
+node the differential tests run is OTP 25.  Every difference between the two
+that OTP made on purpose is one entry here: the release that changed it, the
+seed line that builds the 17.x form, and a rule that rewrites the node's term
+into the 17.x shape or removes an event 17.x never makes.  The rules run on
+the node's messages only, before the noise rules of ``normalise.py``; a
+message a rule changed or removed counts as a line that "differs only through
+the table".  Any other difference fails the test: it is either an emulator
+defect or a difference missing from this table.
+
+Each entry was observed on the OTP 25 node in the scenario it names
+(``observed_in``) and checked against the seed; ``verified`` says how the
+17.x side was checked where the seed alone does not show it.  ``seed_line``
+is None where the seed builds nothing of it (a BIF result).
+
+A rule gets the node's messages of one scenario, in arrival order, and
+returns them rewritten; rules that need context (the next event of the same
+tracee) look at the whole list.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from smp.terms import Atom, Pid, Port, charlist, format_term
+
+__all__ = ["BY_NAME", "DIFFERENCES", "DROP", "Difference", "apply_differences"]
+
+_a = Atom
+am_trace, am_trace_ts = _a("trace"), _a("trace_ts")
+_TRACE_TAGS = (am_trace, am_trace_ts)
+
+#: Marker a rule returns for a message that 17.x never sends.
+DROP = object()
+
+
+@dataclass(frozen=True)
+class Difference:
+    name: str
+    otp: str                # the OTP release that changed it
+    seed_line: int | None   # the line of seed/erl_trace.c that builds the 17.x form
+    observed_in: str        # the differential scenario where the node shows it
+    summary: str
+    verified: str           # how the 17.x side was checked beyond the seed line
+    rule: Callable[[list], list]
+
+
+def _per_message(fn: Callable) -> Callable[[list], list]:
+    """A rule that rewrites (or drops, returning DROP) each message alone;
+    ``fn`` returns None for a message it does not apply to."""
+    def rule(msgs: list) -> list:
+        out = []
+        for m in msgs:
+            r = fn(m)
+            out.append(m if r is None else r)
+        return out
+    return rule
+
+
+def _is_trace(m, what=None, size=None) -> bool:
+    return (type(m) is tuple and len(m) >= 4 and m[0] in _TRACE_TAGS
+            and (what is None or m[2] == _a(what))
+            and (size is None or len(m) - (m[0] is am_trace_ts) == size))
+
+
+# -- OTP 19: the spawned event ---------------------------------------------------------
+def _spawned(m):
+    # {trace, Child, spawned, Parent, {M, F, Args}}: the child's side of a spawn.
+    if _is_trace(m, "spawned"):
+        return DROP
+    return None
+
+
+def _getting_linked_at_spawn_link(msgs: list) -> list:
+    # OTP 19 also tells a traced spawn_link child {trace, Child, getting_linked, Parent}
+    # right after its spawned event; 17.x links the child silently.
+    out, spawned_by = [], {}
+    for m in msgs:
+        if _is_trace(m, "spawned"):
+            spawned_by[m[1]] = m[3]
+        elif _is_trace(m, "getting_linked") and spawned_by.pop(m[1], None) == m[3]:
+            out.append(DROP)
+            continue
+        elif type(m) is tuple and len(m) > 1:
+            spawned_by.pop(m[1], None)
+        out.append(m)
+    return out
+
+
+# -- OTP 19: garbage collection event names and the wordsize item -----------------------
+_GC_NAMES = {_a("gc_major_start"): _a("gc_start"), _a("gc_minor_start"): _a("gc_start"),
+             _a("gc_major_end"): _a("gc_end"), _a("gc_minor_end"): _a("gc_end")}
+
+
+def _gc_names(m):
+    if type(m) is tuple and len(m) >= 4 and m[0] in _TRACE_TAGS and m[2] in _GC_NAMES:
+        info = [kv for kv in m[3] if not (type(kv) is tuple and kv[0] == _a("wordsize"))]
+        return (m[0], m[1], _GC_NAMES[m[2]], info) + m[4:]
+    return None
+
+
+# -- OTP 19: the scheduler id after the MFA ------------------------------------------------
+_SCHED = {_a(w) for w in ("in", "out", "in_exiting", "out_exiting", "out_exited")}
+
+
+def _sched_id_last(m):
+    # 25: {trace, P, in, MFA, SchedId}; 17: {trace, P, in, SchedId, MFA}.
+    if type(m) is tuple and m and m[0] in _TRACE_TAGS and len(m) > 2 and m[2] in _SCHED:
+        n = len(m) - (m[0] is am_trace_ts)
+        if n == 5 and type(m[4]) is int and type(m[1]) is Pid:
+            return m[:3] + (m[4], m[3]) + m[5:]
+    return None
+
+
+# -- OTP 19: port open and its link -----------------------------------------------------------
+def _port_open_order(m):
+    # 25: {trace, Port, open, Pid, Driver}; 17: {trace, Pid, open, Port, Driver}.
+    if _is_trace(m, "open") and type(m[1]) is Port and type(m[3]) is Pid:
+        return (m[0], m[3], m[2], m[1]) + m[4:]
+    return None
+
+
+def _port_getting_linked_at_open(msgs: list) -> list:
+    # OTP 19 traces the owner's link to a port it opens as {trace, Port, getting_linked, Owner}
+    # (erl_bif_port.c open_port); 17.x links silently.
+    out, opened = [], set()
+    for m in msgs:
+        if _is_trace(m, "open") and type(m[1]) is Port:
+            opened.add((m[1], m[3]))
+        elif _is_trace(m, "getting_linked") and type(m[1]) is Port and (m[1], m[3]) in opened:
+            opened.discard((m[1], m[3]))
+            out.append(DROP)
+            continue
+        out.append(m)
+    return out
+
+
+# -- OTP 21: exit signals are handled by the receiver ----------------------------------------
+def _killed_scheduled_in(msgs: list) -> list:
+    # 25 schedules a process killed while it waits in normally ({trace, P, in, MFA})
+    # and it takes the signal itself; 17.x marks it exiting first (erl_process.c
+    # schedule(): erts_handle_pending_exit before the trace), so it comes in as
+    # {trace, P, in_exiting, 0} (trace_sched_aux: exiting => 0).
+    out = list(msgs)
+    for i, m in enumerate(msgs):
+        if not (_is_trace(m, "in") and type(m[1]) is Pid):
+            continue
+        nxt = next((x for x in msgs[i + 1:] if type(x) is tuple and len(x) > 1
+                    and x[1] == m[1]), None)
+        if nxt is not None and _is_trace(nxt, "exit") and nxt[3] == _a("killed"):
+            out[i] = (m[0], m[1], _a("in_exiting"), 0) + m[4:]
+    return out
+
+
+def _getting_unlinked_first(msgs: list) -> list:
+    # 25 handles a link's exit signal in the survivor: {trace, S, getting_unlinked, D}
+    # and then the 'EXIT' message ({trace, S, 'receive', {'EXIT', D, R}}); 17.x
+    # doit_exit_link queues the message first (send_exit_signal, whose
+    # erts_queue_message traces the receive) and then traces getting_unlinked.
+    out = list(msgs)
+    for i, m in enumerate(msgs):
+        if not (_is_trace(m, "getting_unlinked") and type(m[1]) is Pid):
+            continue
+        for j in range(i + 1, len(msgs)):
+            x = msgs[j]
+            if type(x) is tuple and len(x) > 1 and x[1] == m[1]:
+                if (_is_trace(x, "receive") and type(x[3]) is tuple and len(x[3]) == 3
+                        and x[3][0] == _a("EXIT") and x[3][1] == m[3]):
+                    out[i], out[j] = x, m
+                break
+    return out
+
+
+# -- OTP 18: trace_info flag order ---------------------------------------------------------------
+# 17.x erl_bif_trace.c builds the list with FLAG() calls that prepend, timestamp
+# between garbage_collection and arity; OTP 18 moved the timestamp FLAG()s first
+# (F_NOW_TS, F_STRICT_MON_TS, F_MON_TS), so 25 lists timestamp last.
+_FLAG_ORDER_17 = [_a(n) for n in reversed([
+    "send", "receive", "set_on_spawn", "call", "procs", "set_on_first_spawn", "set_on_link",
+    "set_on_first_link", "running", "exiting", "garbage_collection", "timestamp", "arity",
+    "return_to", "silent", "scheduler_id", "ports", "running_ports", "running_procs"])]
+
+
+def _trace_info_order(m):
+    # The scenarios report BIF results as {bif, trace_info, Result}.
+    if (type(m) is tuple and len(m) == 3 and m[0] == _a("bif") and m[1] == _a("trace_info")
+            and type(m[2]) is tuple and len(m[2]) == 2 and m[2][0] == _a("flags")):
+        flags = m[2][1]
+        ordered = sorted(flags, key=lambda f: _FLAG_ORDER_17.index(f)
+                         if f in _FLAG_ORDER_17 else len(_FLAG_ORDER_17))
+        if ordered != flags:
+            return (m[0], m[1], (m[2][0], ordered))
+    return None
+
+
+# -- OTP 21: the emulator's error reports go to the logger -----------------------------------------
+def _logger_report(m):
+    # 25: {log, error, "Error in process ~p with exit value:~n~p~n", [Pid, Reason],
+    #      #{error_logger => #{emulator => true, tag => error}, gl => GL, pid => Pid, ...}}
+    # to logger_proxy; 17.x utils.c do_send_to_logger: error_logger !
+    # {notify, {error, GL, {emulator, "~s~n", [Text]}}} with Text formatted by
+    # beam_emu.c terminate_proc: "Error in process ~w with exit value: ~w\n".
+    if not (type(m) is tuple and len(m) == 5 and m[0] == _a("log") and m[1] == _a("error")):
+        return None
+    meta = dict(m[4])
+    if dict(meta.get(_a("error_logger"), [])).get(_a("emulator")) != _a("true"):
+        return None
+    pid, reason = m[3]
+    text = charlist(f"Error in process {format_term(pid)} with exit value: "
+                    f"{format_term(reason)}\n")
+    return (_a("notify"), (_a("error"), meta[_a("gl")], (_a("emulator"), charlist("~s~n"), [text])))
+
+
+# -- OTP 19: the port's start callback is traced as 'open' -----------------------------------
+def _port_start_where(m):
+    # 25: {trace, Port, in|out, open} around the driver's start callback;
+    # 17.x io.c erts_open_driver: trace_sched_ports_where(port, am_in|am_out, am_start).
+    if (type(m) is tuple and len(m) == 4 and m[0] in _TRACE_TAGS and type(m[1]) is Port
+            and m[2] in (_a("in"), _a("out")) and m[3] == _a("open")):
+        return (m[0], m[1], m[2], _a("start"))
+    return None
+
+
+DIFFERENCES: list[Difference] = [
+    Difference(
+        "getting_linked_at_spawn_link", "19.0", 2023, "set_on_spawn_child",
+        "a traced spawn_link child gets {trace, Child, getting_linked, Parent} after its "
+        "spawned event; 17.x erl_create_process traces only the parent's link",
+        "17.x erl_process.c erl_create_process calls trace_proc(parent, parent, am_link, ...) "
+        "only",
+        _getting_linked_at_spawn_link),
+    Difference(
+        "spawned_event", "19.0", 2086, "set_on_spawn_child",
+        "a traced child also gets {trace, Child, spawned, Parent, MFA}; 17.x traces only "
+        "the parent's {trace, Parent, spawn, Child, MFA} (trace_proc_spawn)",
+        "the seed has no spawned atom; trace_proc_spawn is 17.x's only spawn event",
+        _per_message(_spawned)),
+    Difference(
+        "gc_event_names", "19.0", 2195, "garbage_collection",
+        "gc_start/gc_end became gc_major_start/gc_minor_start and gc_major_end/gc_minor_end, "
+        "and the info list gained {wordsize, N} in front of 17.x's 11 items",
+        "seed trace_gc (line 2177) is called with am_gc_start/am_gc_end and builds these "
+        "11 tags",
+        _per_message(_gc_names)),
+    Difference(
+        "scheduler_id_after_mfa", "19.0", 886, "running_scheduler_id",
+        "with scheduler_id, 25 puts the scheduler id after the MFA "
+        "({trace, P, in, MFA, SchedId}); 17.x puts it before ({trace, P, in, SchedId, MFA})",
+        "seed trace_sched_aux TUPLE5(am_trace, pid, what, sched_id, mfa)",
+        _per_message(_sched_id_last)),
+    Difference(
+        "port_getting_linked_at_open", "19.0", 2772, "port_open_closed",
+        "25 traces the opener's link to a new port as {trace, Port, getting_linked, Pid}; "
+        "17.x open_port links without a trace_port call",
+        "the 17.x-era sources searched have no trace_port(..., am_getting_linked, ...) in "
+        "open_port; it appears with the 19 tracer rework (trace_port with a flag argument)",
+        _port_getting_linked_at_open),
+    Difference(
+        "port_open_subject", "19.0", 2722, "port_open_closed",
+        "the open event is about the port in 25 ({trace, Port, open, Pid, Driver}); 17.x "
+        "sends {trace, Pid, open, Port, Driver}",
+        "seed trace_port_open TUPLE5(am_trace, calling_pid, am_open, port, drv_name)",
+        _per_message(_port_open_order)),
+    Difference(
+        "killed_scheduled_in", "21.0", 847, "killed_while_waiting",
+        "a process killed while waiting is scheduled in normally in 25 and handles the exit "
+        "signal itself ({trace, P, in, MFA}, then exit); 17.x handles the pending exit "
+        "before the in trace, so it comes in as {trace, P, in_exiting, 0}",
+        "17.x erl_process.c schedule(): erts_handle_pending_exit, then "
+        "in_exiting if ERTS_PSFLG_EXITING; trace_sched_aux gives 0 for an exiting process",
+        _killed_scheduled_in),
+    Difference(
+        "getting_unlinked_before_exit_message", "21.0", 2023, "exit_unlinks_survivor",
+        "a survivor trapping exits is traced getting_unlinked before the receive of the "
+        "link's 'EXIT' message in 25; 17.x traces the receive first",
+        "17.x erl_process.c doit_exit_link: send_exit_signal (erts_queue_message traces "
+        "the receive), then trace_proc(p, rp, am_getting_unlinked, ...)",
+        _getting_unlinked_first),
+    Difference(
+        "port_start_callback_where", "19.0", 2840, "running_ports",
+        "the in/out pair around a driver's start callback names it open in 25; 17.x names "
+        "it start",
+        "17.x io.c erts_open_driver: trace_sched_ports_where(port, am_in, am_start) before "
+        "driver->start and am_out after; the seed's trace_sched_ports_where passes Where "
+        "through as given",
+        _per_message(_port_start_where)),
+    Difference(
+        "trace_info_flag_order", "18.0", None, "trace_info_flags",
+        "trace_info(P, flags) lists timestamp last in 25; 17.x lists it between arity and "
+        "garbage_collection (erl_bif_trace.c FLAG() order)",
+        "the seed does not build trace_info; 17.x erl_bif_trace.c trace_info_pid calls "
+        "FLAG(F_TIMESTAMP) after FLAG(F_TRACE_GC), 18's calls FLAG(F_NOW_TS) first",
+        _per_message(_trace_info_order)),
+    Difference(
+        "emulator_error_report", "21.0", 3102, "crash_report",
+        "the emulator's crash report goes to the logger (on 25 through logger_proxy) as "
+        "{log, error, Format, [Pid, Reason], Meta}; 17.x queues error_logger "
+        "{notify, {error, GL, {emulator, \"~s~n\", [Text]}}} "
+        "(erts_queue_error_logger_message)",
+        "17.x utils.c do_send_to_logger builds {notify,{error,GL,{emulator,\"~s~n\",[Text]}}}; "
+        "Text is beam_emu.c terminate_proc's \"Error in process ~w with exit value: ~w\\n\" "
+        "(its format string is not in the sources searched; the shape decides the "
+        "comparison)",
+        _per_message(_logger_report)),
+]
+
+BY_NAME = {d.name: d for d in DIFFERENCES}
+
+
+def apply_differences(msgs: list) -> tuple[list, int, dict]:
+    """Rewrite the node's messages into the 17.x shape.
+
+    Returns the rewritten messages, how many of the node's messages a rule
+    changed or removed, and per rule the number of messages it touched."""
+    cur = [[m, False] for m in msgs]
+    used: dict[str, int] = {}
+    for d in DIFFERENCES:
+        live = [c for c in cur if c[0] is not DROP]
+        new = d.rule([c[0] for c in live])
+        n = 0
+        for c, m in zip(live, new):
+            if m is DROP or m != c[0]:
+                n += 1
+                c[0], c[1] = m, True
+        if n:
+            used[d.name] = n
+    changed = sum(1 for c in cur if c[1])
+    return [c[0] for c in cur if c[0] is not DROP], changed, used
