@@ -3,20 +3,23 @@
 
 Three threads, each with its own ZeroMQ sockets:
 
-* ingest (the ``smq_mtx`` side): takes batches off the PULL socket in arrival
-  order, which *is* the queue order.  It applies process-table events at
-  once, and for each message takes the timestamp and, for
-  ``profile_scheduler``, the active-scheduler count, then appends it to the
-  queue.  Message bodies travel inside the batch (one pickle per batch, so
-  repeated atoms and pids are stored once) and are never looked at, except
-  to write them to a port.
+* ingest (the ``smq_mtx`` side): takes batches off the ROUTER socket in
+  arrival order, which *is* the queue order, from the schedulers alone (each
+  known by the routing id, and with CURVE the key, it was given).  A batch
+  is checked whole, the bodies of its runs included, before any of it
+  counts; a bad one is refused, counted and logged.  It applies
+  process-table events at once, and for each message takes the timestamp
+  and, for ``profile_scheduler``, the active-scheduler count, then appends
+  it to the queue.  Message bodies travel inside the batch as each run's
+  bytes, forwarded as they came (decoded again only to write them to a
+  port).
 * dispatch (reader of the state): swaps the whole queue out, as the seed
   does, and decides each message with ``smp.dispatch.resolve``, sending pid
   deliveries in batches to the owning scheduler's inbox and writing port
   deliveries in the external term format.
-* control (writer of the state): serves the controller's requests: BIFs on
-  the state, register, hold/release, statistics, the queue listing, trace
-  ports.
+* control (writer of the state): serves the controller's requests (from
+  the controller's routing id alone): BIFs on the state, register,
+  hold/release, statistics, the queue listing, trace ports.
 
 Every state change is published (PUB) as a versioned snapshot to the
 schedulers' replicas.
@@ -37,63 +40,86 @@ from smp import messages as M
 from smp import wire
 from smp.clock import Clock, us_to_ts
 from smp.dispatch import DELIVER_PID, DELIVER_PORT, disp_failure, resolve
-from smp.errors import BadArg
+from smp import rundir
+from smp.errors import BadArg, ProtocolError, TracePortError
+from smp.security import describe_peer, recv_from
 from smp.state import NIL, TracerState
 from smp.stats import totals
 from smp.terms import Atom, Pid, Port
+from smp.tracerports import close_at_exit
 
 from .table import PidTable
 
 __all__ = ["dispatcher_main", "Dispatcher"]
 
 _PICKLE = pickle.HIGHEST_PROTOCOL
-am_active, am_error_logger = Atom("active"), Atom("error_logger")
+am_active, am_inactive = Atom("active"), Atom("inactive")
+am_error_logger = Atom("error_logger")
 LATENCY_SAMPLES = 200_000
 MAX_QUEUE = 200_000      # queued messages before ingest stops taking (push-back)
 HWM = 1000
+STOP_DRAIN_S = 2.0       # on stop, dispatch what is queued this long, then drop it
+CLOSE_WAIT_S = 20.0      # a port close waits this long for its turn in the queue
+INGEST_STALL_S = 10.0    # waiting for batches: this long without any is an error
+INGEST_WAIT_S = 25.0     # ... and this long in all (the controller waits 30 s)
 
 
-_EVENTS = {"spawn": 3, "exit": 3, "tracer": 3, "unregister": 4}
+_EVENTS = {"spawn": 3, "exit": 3, "tracer": 3, "unregister": 4, "port_open": 3,
+           "port_close": 3}
+_HEADER_TYPES = (Pid, Port, Atom, type(None))
+_MAX_NS = 1 << 64
 
 
-def _check_batch(obj, nsched: int) -> None:
-    """Validate a whole batch before accepting any of it (all or nothing)."""
+def _check_batch(obj, sender: int, nsched: int) -> None:
+    """Check a whole batch from scheduler ``sender`` field by field before
+    any of it counts (all or nothing): the runs' headers, their bodies
+    (``wire.run_bodies``, as the receiving scheduler will check them), and
+    the table events, each about a process of the sender."""
     if type(obj) is not tuple or len(obj) != 4:
-        raise ValueError("batch frame is not ('b', version, scheduler, items)")
+        raise ProtocolError("batch frame is not ('b', version, scheduler, items)")
     if obj[1] != wire.WIRE_VERSION:
-        raise ValueError(f"wire version {obj[1]!r}, expected {wire.WIRE_VERSION}")
-    sched, items = obj[2], obj[3]
-    if type(sched) is not int or not 1 <= sched <= nsched:
-        raise ValueError(f"bad scheduler id {sched!r}")
+        raise ProtocolError(f"wire version {obj[1]!r}, expected {wire.WIRE_VERSION}")
+    if obj[2] != sender or type(obj[2]) is not int:
+        raise ProtocolError(f"batch says it is from scheduler {obj[2]!r}, "
+                            f"its sender is scheduler {sender}")
+    items = obj[3]
     if type(items) is not list:
-        raise ValueError("batch items are not a list")
+        raise ProtocolError("batch items are not a list")
     for i, it in enumerate(items):
         if type(it) is not tuple or not it:
-            raise ValueError(f"item {i} is not a tuple")
+            raise ProtocolError(f"item {i} is not a tuple")
         if it[0] == "r":
-            if (len(it) != 8 or type(it[1]) is not int or not 1 <= it[1] <= 6
-                    or type(it[4]) is not int or not 0 <= it[4] <= 3
-                    or type(it[5]) is not int or not 1 <= it[5] <= 1_000_000
-                    or type(it[6]) is not bytes or type(it[7]) is not int):
-                raise ValueError(f"item {i} is not a well-formed run of system messages")
+            if len(it) != 8:
+                raise ProtocolError(f"item {i} is not a run of system messages")
+            _, type_, from_, to, ts_kind, n, blob, made_ns = it
+            if (type(type_) is not int or not 1 <= type_ <= 6
+                    or type(from_) not in _HEADER_TYPES or type(to) not in _HEADER_TYPES
+                    or type(ts_kind) is not int or not 0 <= ts_kind <= 3
+                    or type(n) is not int or not 1 <= n <= wire.MAX_RUN
+                    or type(made_ns) is not int or not 0 <= made_ns < _MAX_NS):
+                raise ProtocolError(f"item {i} is not a well-formed run of system messages")
+            if ts_kind == M.TS_SCHED and (type_ != M.SYS_MSG_TYPE_SYSPROF or n != 1
+                                          or to not in (am_active, am_inactive)):
+                raise ProtocolError(f"item {i} is not a well-formed profile_scheduler run")
+            try:
+                wire.run_bodies(blob, n, ts_kind)
+            except ProtocolError as e:
+                raise ProtocolError(f"item {i}: {e}") from None
         elif it[0] == "e":
             if len(it) < 2 or _EVENTS.get(it[1]) != len(it):
-                raise ValueError(f"item {i} is not a well-formed table event")
+                raise ProtocolError(f"item {i} is not a well-formed table event")
+            pid = it[-1]
+            if it[1] in ("port_open", "port_close"):
+                if type(pid) is not Port or pid.number % (nsched + 1) != sender:
+                    raise ProtocolError(f"item {i}: event about {pid!r}, "
+                                        f"not a port of scheduler {sender}")
+            elif type(pid) is not Pid or _owner(pid, nsched) != sender:
+                raise ProtocolError(f"item {i}: event about {pid!r}, "
+                                    f"not a process of scheduler {sender}")
+            if it[1] == "unregister" and type(it[2]) is not Atom:
+                raise ProtocolError(f"item {i}: registered name {it[2]!r} is not an atom")
         else:
-            raise ValueError(f"item {i} has unknown kind {it[0]!r}")
-
-
-def _sender_of(raw: bytes) -> str:
-    """Name the sender of a rejected frame as well as the frame allows."""
-    try:
-        obj = wire.loads(raw)
-        if type(obj) is tuple and len(obj) == 4 and type(obj[2]) is int:
-            return f"scheduler {obj[2]}"
-        if type(obj) is tuple and len(obj) >= 2 and type(obj[1]) is int:
-            return f"scheduler {obj[1]}"
-    except Exception:
-        pass
-    return "an unknown sender"
+            raise ProtocolError(f"item {i} has unknown kind {it[0]!r}")
 
 
 def _owner(pid: Pid, nsched: int) -> int:
@@ -102,11 +128,18 @@ def _owner(pid: Pid, nsched: int) -> int:
 
 class Dispatcher:
     def __init__(self, nsched: int, endpoints: dict, journal: str | None = None,
-                 security: dict | None = None):
+                 security: dict | None = None, controller_id: bytes | None = None):
         self.nsched = nsched
         self.ep = endpoints
         self.security = security
         self.inbox_map: dict[int, tuple] = {}
+        # who may send what: the controller's routing id on the control
+        # socket, each scheduler's on the ingest socket, and (CURVE) their keys
+        self.controller_id = controller_id
+        self.ingest_ids: dict[bytes, int] = {}
+        self.out_ids: dict[int, tuple] = {}      # to inbox k: (dispatch thread, ingest thread)
+        self.keys: dict[int, str | None] = {}
+        self.bad_at: Counter = Counter()       # bad frames by socket
         self.ctx = zmq.Context()
         self.auth = None
         if security:
@@ -121,6 +154,9 @@ class Dispatcher:
         self.queue_peak = 0              # the most queued since the last statistics()
         self.held = False
         self.dispatching = False
+        self.in_dispatch = 0             # messages swapped out of the queue, not yet counted
+        self.drain_by: float | None = None   # stopping: after this, drop what is left
+        self.terminated = False          # SIGTERM: stop as on the stop command
         self.stop = threading.Event()
         self.made: Counter = Counter()
         self.delivered: Counter = Counter()
@@ -142,11 +178,13 @@ class Dispatcher:
         self._tls = threading.local()
         self._port_counter = 0
         self._markers: dict = {}
-        self.ingest_sock = self.ctx.socket(zmq.PULL)
+        self.ingest_sock = self.ctx.socket(zmq.ROUTER)
         self.ingest_sock.setsockopt(zmq.RCVHWM, HWM)
+        self.ingest_sock.setsockopt(zmq.MAXMSGSIZE, wire.MAX_FRAME)   # a bigger one: disconnected
         self._curve_server(self.ingest_sock)
         self.ingest_sock.bind(endpoints["ingest"])
         self.ctl_sock = self.ctx.socket(zmq.ROUTER)
+        self.ctl_sock.setsockopt(zmq.MAXMSGSIZE, wire.MAX_FRAME)
         self._curve_server(self.ctl_sock)
         self.ctl_sock.bind(endpoints["disp_ctl"])
         self.pubs = {}
@@ -164,11 +202,12 @@ class Dispatcher:
             sock.curve_publickey = self.security["public"]
             sock.curve_server = True
 
-    def _inbox_socket(self, k: int, sndtimeo: int | None = None):
-        """A PUSH socket to scheduler ``k``'s inbox (its address and key came
-        in the controller's ``set_inboxes``)."""
+    def _inbox_socket(self, k: int, sndtimeo: int | None = None, thread: int = 0):
+        """A DEALER socket to scheduler ``k``'s inbox (its address and key, and
+        the routing id it knows this thread by, came in ``set_inboxes``)."""
         endpoint, key = self.inbox_map[k]
-        s = self.ctx.socket(zmq.PUSH)
+        s = self.ctx.socket(zmq.DEALER)
+        s.setsockopt(zmq.ROUTING_ID, self.out_ids[k][thread])
         s.setsockopt(zmq.LINGER, 2000)
         s.setsockopt(zmq.SNDHWM, HWM)
         if sndtimeo is not None:
@@ -217,36 +256,55 @@ class Dispatcher:
                 self.handshake_failed += 1
             if sock not in events:
                 continue
-            raw = sock.recv()
+            rid, parts, user = recv_from(sock, self.security is not None)
             try:
-                obj = wire.loads(raw)
-                if type(obj) is not tuple or not obj:
-                    raise ValueError("frame is not a tuple")
-                kind = obj[0]
-                if kind == "b":
-                    _check_batch(obj, self.nsched)
-                    self._ingest_batch(obj[2], obj[3])
-                elif kind == "fin":
-                    k = obj[1]
-                    if type(k) is not int or not 1 <= k <= self.nsched:
-                        raise ValueError(f"fin from unknown scheduler {k!r}")
-                    s = inboxes.get(k)
-                    if s is None:
-                        s = inboxes[k] = self._inbox_socket(k)
-                    s.send(b"P" + pickle.dumps(("fin-ack",), _PICKLE))
-                else:
-                    raise ValueError(f"unknown frame kind {kind!r}")
+                self._ingest_frame(rid, parts, user, inboxes)
             except Exception as e:  # a malformed frame is counted, never fatal
-                self.bad_frames += 1
-                sender = _sender_of(raw)
-                self.last_bad_frame = (f"rejected ingest frame of {len(raw)} bytes from {sender}: "
-                                       f"{type(e).__name__}: {e}")
-                os.write(2, f"dispatcher: {self.last_bad_frame}\n".encode())
+                k = self.ingest_ids.get(rid)
+                self._bad("ingest", f"scheduler {k}" if k else describe_peer(rid, user),
+                          sum(len(p) for p in parts), e)
         for s in inboxes.values():
             s.close()
         if monitor is not None:
             sock.disable_monitor()
             monitor.close(linger=0)
+
+    def _ingest_frame(self, rid: bytes, parts: list, user, inboxes: dict) -> None:
+        """One message from the ingest socket, accepted only from the
+        scheduler whose routing id (and, with CURVE, key) it comes with."""
+        k = self.ingest_ids.get(rid)
+        if k is None:
+            raise ProtocolError("not from a scheduler of this emulator")
+        if self.security is not None and user != self.keys.get(k):
+            raise ProtocolError(f"scheduler {k}'s routing id with another key")
+        if len(parts) != 1:
+            raise ProtocolError(f"a message of {len(parts)} parts, not 1")
+        obj = wire.loads_terms(parts[0])
+        if type(obj) is not tuple or not obj:
+            raise ProtocolError("frame is not a tuple")
+        kind = obj[0]
+        if kind == "b":
+            _check_batch(obj, k, self.nsched)
+            self._ingest_batch(k, obj[3])
+        elif kind == "fin":
+            if len(obj) != 3 or obj[1] != k or type(obj[1]) is not int or type(obj[2]) is not int:
+                raise ProtocolError(f"fin frame is not ('fin', {k}, batches)")
+            s = inboxes.get(k)
+            if s is None:
+                s = inboxes[k] = self._inbox_socket(k, thread=1)
+            s.send(b"P" + pickle.dumps(("fin-ack",), _PICKLE))
+        else:
+            raise ProtocolError(f"unknown frame kind {kind!r}")
+
+    def _bad(self, where: str, sender: str, size: int, e: BaseException) -> None:
+        """Count and log a refused frame (the log is bounded under a flood)."""
+        self.bad_at[where] += 1
+        self.bad_frames = sum(self.bad_at.values())
+        self.last_bad_frame = (f"rejected {where} frame of {size} bytes from {sender}: "
+                               f"{type(e).__name__}: {e}")
+        n = self.bad_at[where]
+        if n <= 100 or n % 1000 == 0:
+            os.write(2, f"dispatcher: {self.last_bad_frame}\n".encode())
 
     def _ingest_batch(self, sched: int, items) -> None:
         # push-back: while the queue is full (and not held on purpose) stop
@@ -256,7 +314,7 @@ class Dispatcher:
                 self.smq.wait(0.05)
         events_dead: list = []
         events_tracer: list = []
-        reg_changed = False
+        reg_changed = ports_changed = False
         with self.smq:
             clock, queue, made = self.clock, self.queue, self.made
             for item in items:
@@ -297,6 +355,13 @@ class Dispatcher:
                     elif ev == "unregister":
                         self.table.unregister(item[2])
                         reg_changed = True
+                    elif ev == "port_open":
+                        self.table.proc_ports.add(item[2])
+                        ports_changed = True
+                    elif ev == "port_close":
+                        self.table.proc_ports.discard(item[2])
+                        self.state.trace_check_exiting(item[2], smp=True)
+                        ports_changed = True
             self.smq.notify()
         if events_dead:
             self._pub(("dead", events_dead))
@@ -304,6 +369,8 @@ class Dispatcher:
             self._pub(("tracer", events_tracer))
         if reg_changed:
             self._pub(("reg", dict(self.table.registry)))
+        if ports_changed:
+            self._pub(("ports", self.table.open_tracer_ports()))
 
     # ------------------------------------------------------------- dispatch
     def dispatch_loop(self) -> None:
@@ -320,6 +387,8 @@ class Dispatcher:
                 local = self.queue
                 self.queue = deque()
                 self.queue_msgs = 0
+                # counted as queued until decided, so statistics() always adds up
+                self.in_dispatch = sum(item[5] for item in local)
                 self.smq.notify_all()      # ingest may be waiting for room
                 self.dispatching = True
             self._dispatch(local, inboxes)
@@ -334,7 +403,13 @@ class Dispatcher:
         the interleavings the seed's rwlock allows too) and its bytes are
         forwarded unopened.  TRACE runs to a pid (the bulk) take a fast path
         with ``resolve``'s outcome: delivered to a live, marked tracer, else
-        dropped (a TRACE failure has no side effect)."""
+        dropped (a TRACE failure has no side effect).
+
+        Events travel in the queue too (``n == 0``): a ``trace_delivered``
+        marker, and a port close, before which everything decided so far is
+        counted and sent, so the port holds exactly what was counted as
+        delivered to it.  While the dispatcher stops (``drain_by`` passed),
+        what is left is dropped as ``emulator_closed``."""
         out: dict[int, list] = {}
         state, table = self.state, self.table
         nsched = self.nsched
@@ -348,8 +423,19 @@ class Dispatcher:
         TRACE, ERRLGR = M.SYS_MSG_TYPE_TRACE, M.SYS_MSG_TYPE_ERRLGR
         for item in local:
             type_, from_, to, ts_kind, blob, n, base, active, made_ns = item
-            if n == 0:                       # trace_delivered marker
-                self._markers[blob[1]].set()
+            if n == 0:                       # an event in queue order
+                self._settle(out, delivered, dropped, inboxes)
+                out, delivered, dropped = {}, Counter(), Counter()
+                if blob[0] == "marker":      # trace_delivered
+                    self._markers[blob[1]].set()
+                else:                        # ("close", port ids or None, done)
+                    self._close_ports(blob[1])
+                    blob[2].set()
+                continue
+            if self.drain_by is not None and time.monotonic() > self.drain_by:
+                dropped[(type_, "emulator_closed")] += n
+                if journal is not None:
+                    journal.record("d", type_, n, 2, to, "emulator_closed")
                 continue
             lat.append(now_ns - made_ns)
             if type_ == TRACE and type(to) is Pid and not lost and journal is None:
@@ -374,25 +460,52 @@ class Dispatcher:
                 owner = _owner(d.receiver, nsched)
                 out.setdefault(owner, []).append((d.receiver, blob, n, ts_kind, base, active))
                 delivered[type_] += n
+            elif d.action == DELIVER_PORT and d.receiver in table.proc_ports:
+                # a port a process opened: its scheduler writes the bytes to
+                # the driver (erts_raw_port_command)
+                owner = d.receiver.number % (nsched + 1)
+                out.setdefault(owner, []).append((d.receiver, blob, n, ts_kind, base, active))
+                delivered[type_] += n
             elif d.action == DELIVER_PORT:
                 from smp.etf import encode
                 port = table.ports[d.receiver]
-                for i, body in enumerate(wire.loads(blob)):
-                    ts = us_to_ts(base + i) if ts_kind else None
-                    port.write(encode(M.complete(body, ts_kind, ts, active)))
-                delivered[type_] += n
+                written = 0
+                try:
+                    frames = [encode(M.complete(body, ts_kind, us_to_ts(base + i) if ts_kind
+                                                else None, active))
+                              for i, body in enumerate(wire.loads_terms(blob))]
+                except (TypeError, ValueError) as e:   # data, not a term: never written
+                    os.write(2, f"dispatcher: a run for trace port {d.receiver!r} holds "
+                                f"what is not a term ({e})\n".encode())
+                    dropped[(type_, "not_a_term")] += n
+                    continue
+                try:
+                    for frame in frames:
+                        port.write(frame)
+                        written += 1
+                except TracePortError as e:  # the driver failed: its port closes
+                    os.write(2, f"dispatcher: trace port {d.receiver!r}: {e}\n".encode())
+                    dropped[(type_, "port_closed")] += n - written
+                    self._close_ports([d.receiver])
+                delivered[type_] += written
             else:
                 if d.failure:
                     if type_ == ERRLGR:
-                        for body in wire.loads(blob):
+                        for body in wire.loads_terms(blob):
                             disp_failure(m._replace(msg=body), d.receiver, state, self._stderr)
                     else:
                         for _ in range(n):
                             disp_failure(m, d.receiver, state, self._stderr)
                 dropped[(type_, d.reason)] += n
+        self._settle(out, delivered, dropped, inboxes)
+
+    def _settle(self, out, delivered, dropped, inboxes) -> None:
+        """Count what was decided, then send the pid deliveries to their
+        schedulers.  Runs in the dispatcher process, dispatch thread."""
         with self.smq:
             self.delivered.update(delivered)
             self.dropped.update(dropped)
+            self.in_dispatch -= sum(delivered.values()) + sum(dropped.values())
             for owner, dl in out.items():
                 self.delivered_to[owner] += sum(x[2] for x in dl)
         for owner, deliveries in out.items():
@@ -405,8 +518,69 @@ class Dispatcher:
                     sock.send(frame)
                     break
                 except zmq.Again:
-                    if self.stop.is_set():
-                        return
+                    if self.stop.is_set() or self.drain_by is not None:
+                        return      # stopping: the schedulers have gone
+
+    def _close_ports(self, port_ids) -> None:
+        """Close tracer ports (``None``: every open one, as the emulator stops)
+        and tell the schedulers' replicas, the journal and the tracer state,
+        which resets whatever had the port as its tracer.  Runs in the
+        dispatch thread at the close's place in the queue; in the control
+        thread only while the dispatch thread is held or gone."""
+        ports = self.table.ports
+        closed = []
+        for port_id in (list(ports) if port_ids is None else port_ids):
+            tp = ports.get(port_id)
+            if tp is None or tp.closed:
+                continue
+            if port_ids is None:
+                err = close_at_exit(tp)
+            else:
+                try:
+                    tp.close()
+                    err = None
+                except Exception as e:
+                    err = f"{type(e).__name__}: {e}"
+            if err is not None:
+                os.write(2, f"dispatcher: closing trace port {port_id!r}: {err}\n".encode())
+            closed.append(port_id)
+            if self.journal is not None:
+                self.journal.record("e", "port_close", port_id)
+        if closed:
+            self._pub(("ports", self.table.open_tracer_ports()))
+            for port_id in closed:
+                self.state.trace_check_exiting(port_id, smp=True)
+
+    def _close_in_order(self, port_ids, wait: float) -> bool:
+        """Queue the close of ``port_ids`` (``None``: every port) behind every
+        message queued now and wait, at most ``wait`` s, for the dispatch
+        thread to reach it: what was queued before is written first, what
+        comes after finds the port closed (``port_closed``).  While the
+        dispatcher is held the close waits in the queue for the release.
+        True when the ports are closed.  Runs in the control thread."""
+        done = threading.Event()
+        with self.smq:
+            self.queue.append((M.SYS_MSG_TYPE_PROC_MSG, NIL, NIL, M.TS_NONE,
+                               ("close", port_ids, done), 0, 0, 0, 0))
+            self.smq.notify_all()
+            if self.held:
+                return False
+        return done.wait(wait)
+
+    def _stop_dispatching(self) -> None:
+        """The emulator stops: dispatch what is queued for at most
+        ``STOP_DRAIN_S`` more (then drop the rest as ``emulator_closed``) and
+        close every port after it, so each file ends with whole frames and
+        holds what was counted as delivered to it.  A held queue stays
+        queued.  Runs in the control thread."""
+        with self.smq:
+            held = self.held
+        if held:            # the dispatch thread is parked: no write is under way
+            self._close_ports(None)
+            return
+        self.drain_by = time.monotonic() + STOP_DRAIN_S
+        if not self._close_in_order(None, STOP_DRAIN_S + 0.5):
+            self._close_ports(None)   # stuck or gone: close anyway (frames stay whole)
 
     def _stderr(self, line: str) -> None:
         self.stderr_lines.append(line)
@@ -419,39 +593,79 @@ class Dispatcher:
         parent = os.getppid()
         last_hb = time.monotonic()
         while not self.stop.is_set():
+            if self.terminated:               # SIGTERM: stop as on the stop command
+                self._stop_dispatching()
+                self.stop.set()
+                break
             if not sock.poll(100):
                 if os.getppid() != parent:    # the controller is gone: never linger
+                    self._stop_dispatching()
                     self.stop.set()
                 now = time.monotonic()
                 if now - last_hb >= 1.0:      # heartbeat for schedulers on other hosts
                     last_hb = now
                     self._pub(("hb",))
                 continue
-            ident, raw = sock.recv_multipart()
+            ident, parts, user = recv_from(sock, self.security is not None)
             try:
-                req_id, cmd, args = wire.loads_any(raw)
-            except Exception as e:
-                self.bad_frames += 1
-                self.last_bad_frame = f"control: {type(e).__name__}: {e}"
+                req_id, cmd, args = self._control_frame(ident, parts, user)
+            except Exception as e:  # counted, logged with the sender, ignored
+                self._bad("control", describe_peer(ident, user), sum(len(p) for p in parts), e)
                 continue
             try:
                 value, ok = self.command(cmd, args), True
-            except BaseException as e:
+            except Exception as e:
                 value, ok = e, False
-            sock.send_multipart([ident, wire.dumps_any(("r", req_id, ok, value))])
+            try:
+                reply = wire.dumps_frame(("r", req_id, ok, value))
+            except wire.Unencodable as e:
+                reply = wire.dumps_frame(("r", req_id, False, e))
+            sock.send_multipart([ident, reply])
             if cmd == "stop":
                 self.stop.set()
+
+    def _control_frame(self, ident: bytes, parts: list, user) -> tuple:
+        """A request ``(id, command, args)``, accepted from the controller
+        alone: its routing id (and, with CURVE, the controller's key)."""
+        if ident != self.controller_id:
+            raise ProtocolError("not from the controller")
+        if self.security is not None and (user is None
+                                          or user.encode() != self.security["public"]):
+            raise ProtocolError("the controller's routing id with another key")
+        if len(parts) != 1:
+            raise ProtocolError(f"a message of {len(parts)} parts, not 1")
+        obj = wire.loads_frame(parts[0])
+        if (type(obj) is not tuple or len(obj) != 3 or type(obj[0]) is not int
+                or type(obj[1]) is not str or type(obj[2]) is not tuple):
+            raise ProtocolError("request is not (id, command, args)")
+        return obj
+
+    def set_inboxes(self, inbox_map: dict, ids: dict) -> None:
+        """Where each scheduler's inbox is, and who is who: the routing id
+        (and CURVE key) each scheduler sends its batches with, and the ones
+        this dispatcher's threads send to each inbox with."""
+        ks = set(range(1, self.nsched + 1))
+        if (type(inbox_map) is not dict or set(inbox_map) != ks or type(ids) is not dict
+                or set(ids.get("ingest", {}).values()) != ks or set(ids.get("out", {})) != ks):
+            raise BadArg("set_inboxes: not an inbox, routing ids and keys for every scheduler")
+        self.inbox_map = dict(inbox_map)
+        self.ingest_ids = dict(ids["ingest"])
+        self.out_ids = dict(ids["out"])
+        self.keys = {k: (key.decode() if type(key) is bytes else key)
+                     for k, key in ids.get("keys", {}).items()}
 
     def command(self, cmd: str, args):
         st = self.state
         if cmd == "state":
             op, a = args
+            if type(op) is not str or op.startswith("_") or type(a) is not tuple:
+                raise BadArg(f"bad state operation {op!r}")
             if op == "change_default_tracing":
                 on, bits, tracer, cpu = a
                 return st.change_default_tracing(on, bits, tracer, cpu)
             return getattr(st, op)(*a)
         if cmd == "set_inboxes":
-            self.inbox_map = dict(args[0])
+            self.set_inboxes(*args)
             return True
         if cmd == "hello":
             # publish on every socket (from its own thread's point of view the
@@ -495,13 +709,7 @@ class Dispatcher:
                 self.smq.notify_all()
             return True
         if cmd == "wait_ingested":
-            deadline = time.monotonic() + 10
-            with self.smq:
-                while any(self.ingested_items[k] < n for k, n in enumerate(args[0])):
-                    if time.monotonic() > deadline:
-                        raise TimeoutError("dispatcher did not receive every scheduler batch")
-                    self.smq.wait(0.01)
-            return True
+            return self.wait_ingested(*args)
         if cmd == "scheduler_lost":
             k = args[0]
             with self.smq:
@@ -544,7 +752,7 @@ class Dispatcher:
             self.table.ports[port_id] = open_tracer_port(kind, *a, **kw)
             if self.journal is not None:
                 self.journal.record("e", "port_open", port_id)
-            self._pub(("ports", [p for p, tp in self.table.ports.items() if not tp.closed]))
+            self._pub(("ports", self.table.open_tracer_ports()))
             return port_id
         if cmd == "trace_port_call":
             port_id, method, a = args
@@ -553,13 +761,8 @@ class Dispatcher:
                 raise BadArg(f"no trace port {port_id!r}")
             if method == "terms":
                 return tp.terms(*a) if hasattr(tp, "terms") else None
-            if method == "close":
-                with self.smq:   # not in the middle of a write
-                    tp.close()
-                    if self.journal is not None:
-                        self.journal.record("e", "port_close", port_id)
-                self._pub(("ports", [p for p, t in self.table.ports.items() if not t.closed]))
-                st.trace_check_exiting(port_id, smp=True)
+            if method == "close":   # an event in queue order
+                self._close_in_order([port_id], CLOSE_WAIT_S)
                 return True
             if method == "info":
                 return {"kind": tp.kind, "closed": tp.closed, **tp.stats,
@@ -567,17 +770,52 @@ class Dispatcher:
             return getattr(tp, method)(*a)
         if cmd == "trace_delivered":
             return self.trace_delivered(*args)
+        if cmd == "error_logger":
+            return self.queue_error_logger(*args)
         if cmd == "latencies":
             return list(self.latencies)
         if cmd == "stop":
-            for tp in self.table.ports.values():
-                try:
-                    tp.flush(2)
-                    tp.close()
-                except Exception:
-                    pass
+            self._stop_dispatching()
             return self.statistics()
         raise BadArg(f"unknown dispatcher command {cmd!r}")
+
+    def queue_error_logger(self, from_, msg) -> bool:
+        """``erts_queue_error_logger_message`` for a BIF the controller ran
+        (trace/3's ``** can only have one tracer per process``)."""
+        with self.smq:
+            blob = pickle.dumps([msg], _PICKLE)
+            self.queue.append((M.SYS_MSG_TYPE_ERRLGR, from_, Atom("error_logger"), M.TS_NONE,
+                               blob, 1, 0, 0, time.monotonic_ns()))
+            if self.journal is not None:
+                self.journal.record("q", M.SYS_MSG_TYPE_ERRLGR, from_, Atom("error_logger"),
+                                    M.TS_NONE, blob, 1, 0, 0)
+            self.made[M.SYS_MSG_TYPE_ERRLGR] += 1
+            self.smq.notify()
+        return True
+
+    def wait_ingested(self, want, limit: float | None = None) -> bool:
+        """Wait until the ingest thread has taken ``want[k]`` items from each
+        scheduler ``k``.  Under push-back (a slow port) that takes as long as
+        the queue needs to make room, so only ``INGEST_STALL_S`` without any
+        batch taken is an error; with ``limit``, give up after that many
+        seconds and return False.  Runs in the control thread."""
+        start = last_change = time.monotonic()
+        with self.smq:
+            last = sum(self.ingested_items)
+            while any(self.ingested_items[k] < n for k, n in enumerate(want)):
+                now = time.monotonic()
+                if limit is not None and now - start >= limit:
+                    return False
+                taken = sum(self.ingested_items)
+                if taken != last:
+                    last, last_change = taken, now
+                elif now - last_change > INGEST_STALL_S:
+                    raise TimeoutError(f"dispatcher took no scheduler batch for {INGEST_STALL_S:g} s")
+                if now - start > INGEST_WAIT_S:
+                    raise TimeoutError(f"dispatcher still behind the schedulers after "
+                                       f"{INGEST_WAIT_S:g} s")
+                self.smq.wait(0.01)
+        return True
 
     def trace_delivered(self, caller, what, ref):
         """Queue ``{trace_delivered, What, Ref}`` behind everything queued now."""
@@ -621,7 +859,7 @@ class Dispatcher:
                 to = st.get_system_profile()
             elif type_ == M.SYS_MSG_TYPE_ERRLGR:
                 to = am_error_logger
-            for i, body in enumerate(wire.loads(blob)):
+            for i, body in enumerate(wire.loads_terms(blob)):
                 ts = us_to_ts(base + i) if ts_kind else None
                 out.append((from_, to, M.complete(body, ts_kind, ts, active)))
         return out
@@ -631,25 +869,42 @@ class Dispatcher:
         previous call (each call starts a new interval)."""
         with self.smq:
             peak, self.queue_peak = self.queue_peak, self.queue_msgs
-            queued = Counter()
-            for item in self.queue:
-                queued[item[0]] += item[5]
+            queued = sum(item[5] for item in self.queue) + self.in_dispatch
             made = Counter(self.made)
             delivered = Counter(self.delivered)
             dropped = Counter(self.dropped)
+            ingested = list(self.ingested)
         return {
-            **totals(made, delivered, dropped, sum(queued.values())),
+            **totals(made, delivered, dropped, queued),
+            "ingested": ingested,
             "queue_peak": peak,
             "bad_frames": self.bad_frames, "last_bad_frame": self.last_bad_frame,
+            "bad_frames_at": dict(self.bad_at),
             "auth_denied": self.auth.denied if self.auth else 0,
             "handshake_failed": self.handshake_failed,
             "stderr_lines": list(self.stderr_lines),
         }
 
     # ------------------------------------------------------------- main
+    def _guarded(self, name: str, loop):
+        """A thread's loop; if it ever dies the dispatcher stops and exits
+        with an error, so the controller reports it (``DispatcherLost``)
+        instead of waiting for a thread that is gone."""
+        def run():
+            try:
+                loop()
+            except BaseException:
+                os.write(2, f"dispatcher: the {name} thread died:\n"
+                            f"{traceback.format_exc()}".encode())
+                self.thread_died = name
+                self.stop.set()
+        return run
+
+    thread_died: str | None = None
+
     def serve(self) -> None:
-        threads = [threading.Thread(target=f, name=n, daemon=True) for n, f in (
-            ("ingest", self.ingest_loop), ("dispatch", self.dispatch_loop))]
+        threads = [threading.Thread(target=self._guarded(n, f), name=n, daemon=True)
+                   for n, f in (("ingest", self.ingest_loop), ("dispatch", self.dispatch_loop))]
         for t in threads:
             t.start()
         try:
@@ -660,24 +915,40 @@ class Dispatcher:
                 self.smq.notify_all()
             for t in threads:
                 t.join(5)
+            for tp in self.table.ports.values():   # whatever ended the loop
+                if not tp.closed:
+                    close_at_exit(tp)
             for s in [self.ingest_sock, self.ctl_sock] + list(self.pubs.values()):
-                s.close(linger=1000)
+                s.close(linger=0 if self.terminated else 1000)
             if self.journal is not None:
                 self.journal.close()
             if self.auth is not None:
                 self.auth.stop()
             self.ctx.term()
+        if self.thread_died:
+            raise SystemExit(70)
 
 
 def dispatcher_main(nsched: int, endpoints: dict, ready, journal: str | None = None,
-                    security: dict | None = None) -> None:
+                    security: dict | None = None, controller_id: bytes | None = None) -> None:
     """Entry point of the dispatcher OS process."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
+    hold = rundir.hold(endpoints.get("dir"))
     try:
-        d = Dispatcher(nsched, endpoints, journal, security)
-    except Exception:
-        traceback.print_exc()
-        raise SystemExit(3)
-    ready.set()
-    d.serve()
+        try:
+            d = Dispatcher(nsched, endpoints, journal, security, controller_id)
+        except Exception:
+            traceback.print_exc()
+            raise SystemExit(3)
+        # SIGTERM (close() giving up on a stop, or the owner's exit): close the
+        # ports in order, then exit; SIGALRM's default action ends a process
+        # that cannot (blocked writing to a port nobody reads)
+        def on_sigterm(*_):
+            d.terminated = True
+            signal.alarm(5)
+        signal.signal(signal.SIGTERM, on_sigterm)
+        ready.set()
+        d.serve()
+    finally:
+        rundir.release(endpoints.get("dir"), hold)

@@ -24,6 +24,9 @@ class PidTable:
         self.tracers: set[Pid] = set()
         self.registry: dict[Atom, Pid] = {}
         self.ports: dict[Port, object] = {}
+        # ports processes opened (not distribution ports), by their schedulers'
+        # port_open/port_close events: valid tracers too (erts_is_valid_tracer_port)
+        self.proc_ports: set[Port] = set()
 
     # ProcTable / Liveness
     def is_alive(self, pid) -> bool:
@@ -40,7 +43,13 @@ class PidTable:
 
     def is_valid_tracer_port(self, port) -> bool:
         tp = self.ports.get(port)
-        return tp is not None and not tp.closed
+        if tp is None:
+            return port in self.proc_ports
+        return not tp.closed
+
+    def open_tracer_ports(self) -> list:
+        """What the schedulers' replicas take as valid tracer ports."""
+        return [p for p, tp in self.ports.items() if not tp.closed] + list(self.proc_ports)
 
     # events
     def spawned(self, pid: Pid) -> None:

@@ -4,11 +4,18 @@ Runs in each scheduler process (started with ``multiprocess``).  Sockets,
 each created here after the fork:
 
 * ``ctl``   DEALER to the controller's ROUTER: commands and replies;
-* smp only: ``sys`` PUSH to the dispatcher's ingest PULL (batched system
+* smp only: ``sys`` DEALER to the dispatcher's ingest ROUTER (batched system
   messages and process-table events, in the order they were made);
-  ``inbox`` PULL: messages and signals from other schedulers, and the system
-  messages the dispatcher delivers; ``state`` SUB: the tracer-state replica
-  and the dead/tracer notices; one PUSH per peer scheduler, made on first use.
+  ``inbox`` ROUTER: messages and signals from other schedulers, and the
+  system messages the dispatcher delivers; ``state`` SUB: the tracer-state
+  replica and the dead/tracer notices; one DEALER per peer scheduler, made
+  on first use.  Each DEALER has the routing id the welcome gave it for that
+  receiver; the inbox takes frames from the ids it was given alone.
+
+Every frame that arrives is decoded as data (``smp.wire``) and checked
+before any of it counts; a bad one is counted and logged.  Code (a closure
+to spawn) is taken from the controller alone, and only when the ``ctl``
+channel is authenticated (ipc in the owner-only directory, or CURVE).
 
 Outside ``run()`` the controller has paused the scheduler: it serves commands
 but runs no process.  Batches are flushed before the loop blocks, so nothing
@@ -27,11 +34,14 @@ from collections import deque
 import psutil
 import zmq
 
-from smp import wire
+from smp import rundir, wire
 from smp.clock import us_to_ts
-from smp.errors import BadArg
+from smp.errors import BadArg, ProtocolError
+from smp.flags import TRACEE_FLAGS
 from smp.messages import complete
-from smp.terms import Atom, Pid
+from smp.security import describe_peer, new_routing_id, owner_only_dir, recv_from
+from smp.state import Snapshot
+from smp.terms import Atom, Pid, Port
 
 from .engine import Node, pid_owner
 from .process import RPC, Op
@@ -45,7 +55,7 @@ HEARTBEAT_TIMEOUT = 5.0      # s without a word from a remote dispatcher: it is 
 _PICKLE = pickle.HIGHEST_PROTOCOL
 
 
-_dumps, _loads = wire.dumps_any, wire.loads_any
+am_undefined = Atom("undefined")
 
 
 class SmpTransport:
@@ -129,15 +139,21 @@ class Worker:
     hosts), and gets its scheduler id, the scheduler count and every peer's
     inbox address back in the welcome."""
 
-    def __init__(self, sched_id, smp, endpoints, options, security=None):
+    def __init__(self, sched_id, smp, endpoints, options, security=None, ctl_ident=None):
         self.smp = smp
         self.ep = endpoints
         self.options = options
         self.security = security
+        self.bad_frames = 0              # frames refused on any socket
+        # closures (dill) are taken only from a controller this channel
+        # authenticates: an ipc endpoint in a directory only this user may
+        # open, or CURVE with the controller's server key
+        ctl_ep = endpoints["ctl"]
+        self.ctl_trusted = bool(security) or (ctl_ep.startswith("ipc://")
+                                              and owner_only_dir(os.path.dirname(ctl_ep[6:])))
         self.ctx = zmq.Context()
         self.ctl = self.ctx.socket(zmq.DEALER)
-        ident = f"s{sched_id}" if sched_id is not None else f"r{os.getpid()}-{os.urandom(4).hex()}"
-        self.ctl.setsockopt(zmq.IDENTITY, ident.encode())
+        self.ctl.setsockopt(zmq.ROUTING_ID, ctl_ident or new_routing_id())
         self.ctl.setsockopt(zmq.LINGER, 2000)
         curve_client(self.ctl, security)
         self.ctl.connect(endpoints["ctl"])
@@ -146,8 +162,9 @@ class Worker:
         self.inbox_ep = None
         self.auth = None
         if smp:
-            self.inbox = self.ctx.socket(zmq.PULL)
+            self.inbox = self.ctx.socket(zmq.ROUTER)
             self.inbox.setsockopt(zmq.RCVHWM, HWM)
+            self.inbox.setsockopt(zmq.MAXMSGSIZE, wire.MAX_FRAME)
             self.auth = curve_server(self.ctx, self.inbox, security)
             bind = endpoints["inbox"]
             self.inbox.bind(bind.format(sched_id) if "{}" in bind else bind)
@@ -158,7 +175,13 @@ class Worker:
         self.send_ctl(("hello", sched_id, self.inbox_ep, os.getpid(), socket_host(),
                        security.get("public") if security else None))
         welcome = self._wait_welcome(endpoints.get("start_timeout", 30))
-        _, sched_id, nsched, inbox_map, allowed, dispatcher_pid, self.local = welcome
+        _, sched_id, nsched, inbox_map, allowed, dispatcher_pid, self.local, ids = welcome
+        # who may send to this inbox (routing id -> sender, 0 the dispatcher),
+        # with what key, and the routing ids this scheduler sends with
+        self.in_ids: dict[bytes, int] = ids.get("in", {})
+        self.out_ids: dict[int, bytes] = ids.get("out", {})
+        self.keys = {j: (key.decode() if type(key) is bytes else key)
+                     for j, key in ids.get("keys", {}).items()}
         self.sched_id = sched_id
         self.nsched = nsched
         self.inbox_map = inbox_map
@@ -168,6 +191,7 @@ class Worker:
         self.node = Node(sched_id, nsched, smp=smp, transport=self.transport, **options)
         self.running = False
         self.stopping = False
+        self.terminated = False          # SIGTERM: stop at once, handing nothing over
         self.peers: dict[int, zmq.Socket] = {}
         self.peer_sent = [0] * (nsched + 1)
         self.peer_recv = [0] * (nsched + 1)
@@ -179,11 +203,12 @@ class Worker:
         self.dispatcher_pid = dispatcher_pid
         self._next_watch = 0.0
         self.pending: dict = {}
-        self.bad_frames = 0
+        self.unsendable = 0
         self.backpressure_waits = 0
         self.deliveries = 0
         if smp:
-            self.sys_sock = self.ctx.socket(zmq.PUSH)
+            self.sys_sock = self.ctx.socket(zmq.DEALER)
+            self.sys_sock.setsockopt(zmq.ROUTING_ID, ids["ingest"])
             self.sys_sock.setsockopt(zmq.LINGER, 5000)
             self.sys_sock.setsockopt(zmq.SNDHWM, HWM)
             curve_client(self.sys_sock, security)
@@ -208,15 +233,28 @@ class Worker:
                 if os.getppid() != parent:
                     raise SystemExit(0)          # the controller went away: never linger
                 continue
-            msg = _loads(self.ctl.recv())
-            if msg[0] == "welcome":
+            try:
+                msg = wire.loads_frame(self.ctl.recv())
+                if type(msg) is not tuple or not msg:
+                    raise ProtocolError("not a tuple")
+            except ProtocolError as e:
+                self._bad("control", "the controller", e)
+                continue
+            if msg[0] == "welcome" and len(msg) == 8 and type(msg[7]) is dict:
                 return msg
             if msg[0] == "refused":
                 raise PermissionError(f"controller refused this scheduler: {msg[1]}")
 
     # ------------------------------------------------------------------ io
     def send_ctl(self, obj) -> None:
-        self.ctl.send(_dumps(obj))
+        self.ctl.send(wire.dumps_frame(obj))
+
+    def _bad(self, where: str, sender: str, e: BaseException, size: int = 0) -> None:
+        """Count and log a refused frame (the log is bounded under a flood)."""
+        self.bad_frames += 1
+        if self.bad_frames <= 100 or self.bad_frames % 1000 == 0:
+            os.write(2, f"scheduler {getattr(self, 'sched_id', '?')}: rejected {where} frame "
+                        f"of {size} bytes from {sender}: {type(e).__name__}: {e}\n".encode())
 
     def _queue_frame(self, sock, frame: bytes) -> None:
         """Send without blocking; what the socket will not take now waits here,
@@ -263,64 +301,153 @@ class Worker:
             if owner in self.lost:
                 self.node.stats.messages_to_dead += len(sigs)
                 continue
-            sock = self.peers.get(owner)
-            if sock is None:
-                sock = self.ctx.socket(zmq.PUSH)
-                sock.setsockopt(zmq.LINGER, 5000)
-                sock.setsockopt(zmq.SNDHWM, HWM)
-                curve_client(sock, self.security, self.inbox_map[owner][1])
-                sock.connect(self.inbox_map[owner][0])
-                self.peers[owner] = sock
-            self._queue_frame(sock, _dumps(("p", self.sched_id, sigs)))
+            try:
+                frame = wire.dumps_frame(("p", self.sched_id, sigs))
+            except wire.Unencodable:
+                sigs, frame = self._sendable(owner, sigs)
+                if not sigs:
+                    continue
+            self._queue_frame(self.peer_socket(owner), frame)
             self.peer_sent[owner] += len(sigs)
         t.peer_out = {}
 
-    # ------------------------------------------------------------------ inbound
-    _SIGNALS = {"msg": 4, "spawn": 6, "link": 4, "unlink": 3, "exit": 6}
+    def peer_socket(self, owner: int):
+        """The DEALER to scheduler ``owner``'s inbox, with the routing id it
+        knows this scheduler by (made on first use)."""
+        sock = self.peers.get(owner)
+        if sock is None:
+            sock = self.ctx.socket(zmq.DEALER)
+            sock.setsockopt(zmq.ROUTING_ID, self.out_ids[owner])
+            sock.setsockopt(zmq.LINGER, 5000)
+            sock.setsockopt(zmq.SNDHWM, HWM)
+            curve_client(sock, self.security, self.inbox_map[owner][1])
+            sock.connect(self.inbox_map[owner][0])
+            self.peers[owner] = sock
+        return sock
 
-    def handle_inbox(self, raw: bytes) -> None:
-        """A frame from a peer scheduler or the dispatcher.  The whole frame is
-        checked before any of it counts, so a malformed one changes nothing."""
-        obj = _loads(raw)
-        node = self.node
+    def _sendable(self, owner: int, sigs: list) -> tuple[list, bytes | None]:
+        """The signals of a frame that can travel as data; the others (a
+        message holding a closure, say) are dropped, counted and logged."""
+        keep = []
+        for sig in sigs:
+            try:
+                wire.dumps(sig)
+                keep.append(sig)
+            except wire.Unencodable as e:
+                self.unsendable += 1
+                os.write(2, f"scheduler {self.sched_id}: a {sig[0]} signal for {sig[1]!r} "
+                            f"cannot travel to scheduler {owner}: {e}\n".encode())
+        return keep, (wire.dumps_frame(("p", self.sched_id, keep)) if keep else None)
+
+    # ------------------------------------------------------------------ inbound
+    _SIGNALS = {"msg": 4, "spawn": 6, "link": 4, "unlink": 3, "exit": 6, "port_cmd": 5,
+                "port_reply": 3, "trace_flag": 4}
+
+    def handle_inbox(self, rid: bytes, parts: list, user=None) -> None:
+        """A message on the inbox: a frame from a peer scheduler or the
+        dispatcher, accepted only from the routing id (and, with CURVE, the
+        key) that sender was given.  The whole frame is checked before any of
+        it counts, so a malformed one changes nothing."""
+        sender = self.in_ids.get(rid)
+        if sender is None:
+            raise ProtocolError("not from the dispatcher or a scheduler of this emulator")
+        if self.security is not None and user != self.keys.get(sender):
+            raise ProtocolError(f"{_name(sender)}'s routing id with another key")
+        if len(parts) != 1:
+            raise ProtocolError(f"a message of {len(parts)} parts, not 1")
+        obj = wire.loads_frame(parts[0], funs="loaded")
         if type(obj) is not tuple or not obj:
-            raise ValueError("inbox frame is not a tuple")
+            raise ProtocolError("inbox frame is not a tuple")
         kind = obj[0]
-        if kind == "p":
-            if len(obj) != 3 or type(obj[1]) is not int or not 1 <= obj[1] <= self.nsched:
-                raise ValueError("peer frame is not ('p', scheduler, signals)")
-            sender, sigs = obj[1], obj[2]
-            if type(sigs) is not list or not all(
-                    type(g) is tuple and g and self._SIGNALS.get(g[0]) == len(g) for g in sigs):
-                raise ValueError("peer frame has a malformed signal")
+        if kind == "p" and sender:
+            if len(obj) != 3 or obj[1] != sender or type(obj[1]) is not int:
+                raise ProtocolError(f"peer frame is not ('p', {sender}, signals)")
+            sigs = obj[2]
+            if type(sigs) is not list:
+                raise ProtocolError("peer frame has no list of signals")
+            for g in sigs:
+                self._check_signal(g, sender)
             self.peer_recv[sender] += len(sigs)
             for sig in sigs:
-                self.handle_signal(sig)
-        elif kind == "d":   # deliveries from the dispatcher: whole runs
+                try:
+                    self.handle_signal(sig)
+                except Exception as e:   # e.g. a spawn whose arguments do not fit the body
+                    os.write(2, f"scheduler {self.sched_id}: a {sig[0]} signal for {sig[1]!r} "
+                                f"from scheduler {sender} failed: {type(e).__name__}: {e}\n"
+                                .encode())
+        elif kind == "d" and not sender:   # deliveries from the dispatcher: whole runs
             if len(obj) != 2 or type(obj[1]) is not list:
-                raise ValueError("delivery frame is not ('d', runs)")
-            runs = []
+                raise ProtocolError("delivery frame is not ('d', runs)")
+            msgs = []
+            n_all = 0
             for item in obj[1]:
                 if type(item) is not tuple or len(item) != 6:
-                    raise ValueError("delivery frame has a malformed run")
+                    raise ProtocolError("delivery frame has a malformed run")
                 to, blob, n, ts_kind, base_us, active = item
-                bodies = wire.loads(blob)
-                if type(bodies) is not list or len(bodies) != n or type(to) is not Pid:
-                    raise ValueError("delivery run does not hold what it says")
-                runs.append((to, bodies, n, ts_kind, base_us, active))
-            deliver = node.deliver_sys
-            for to, bodies, n, ts_kind, base_us, active in runs:
-                self.deliveries += n
+                if (not self._mine(to) or type(n) is not int or not 1 <= n <= wire.MAX_RUN
+                        or type(ts_kind) is not int or not 0 <= ts_kind <= 3
+                        or type(base_us) is not int or base_us < 0
+                        or type(active) is not int or active < 0):
+                    raise ProtocolError("delivery frame has a malformed run")
+                bodies = wire.run_bodies(blob, n, ts_kind)
                 if ts_kind:
-                    for i, body in enumerate(bodies):
-                        deliver(to, complete(body, ts_kind, us_to_ts(base_us + i), active))
-                else:
-                    for body in bodies:
-                        deliver(to, body)
-        elif kind == "fin-ack":
+                    bodies = [complete(body, ts_kind, us_to_ts(base_us + i), active)
+                              for i, body in enumerate(bodies)]
+                msgs.append((to, bodies))
+                n_all += n
+            deliver = self.node.deliver_sys
+            self.deliveries += n_all
+            for to, bodies in msgs:
+                for body in bodies:
+                    deliver(to, body)
+        elif kind == "fin-ack" and not sender and len(obj) == 1:
             self.fin_acked = True
         else:
-            raise ValueError(f"unknown inbox frame kind {kind!r}")
+            raise ProtocolError(f"a {kind!r} frame, which {_name(sender)} does not send")
+
+    def _mine(self, pid) -> bool:
+        if type(pid) is Port:       # a port a process of this scheduler opened
+            return pid.number % (self.nsched + 1) == self.sched_id
+        return type(pid) is Pid and pid_owner(pid, self.nsched) == self.sched_id
+
+    def _check_signal(self, g, sender: int) -> None:
+        """One signal from peer ``sender``, field by field: it is for a
+        process here, and what it says comes from one of the sender's."""
+        if type(g) is not tuple or not g or self._SIGNALS.get(g[0]) != len(g):
+            raise ProtocolError("peer frame has a malformed signal")
+        k = g[0]
+        if not self._mine(g[1]):
+            raise ProtocolError(f"a {k} signal for {g[1]!r}, which is not a process here")
+        if k == "msg":
+            ok = _token_ok(g[3])
+        elif k == "spawn":
+            _, _, fun, args, link_to, inherit = g
+            ok = (callable(fun) and type(args) in (tuple, list)
+                  and (link_to is None or self._from(link_to, sender))
+                  and (inherit is None or (type(inherit) is tuple and len(inherit) == 2
+                                           and type(inherit[0]) is int
+                                           and type(inherit[1]) in (Pid, Port))))
+        elif k == "link":
+            ok = self._from(g[2], sender) and (g[3] is None or (
+                type(g[3]) is tuple and len(g[3]) == 2 and type(g[3][0]) is int
+                and type(g[3][1]) in (Pid, Port)))
+        elif k == "unlink":
+            ok = self._from(g[2], sender)
+        elif k == "port_cmd":
+            ok = type(g[1]) is Port and self._from(g[2], sender) and type(g[4]) is bool
+        elif k == "port_reply":
+            ok = type(g[1]) is Pid and (g[2] is True or g[2] is False or g[2] == Atom("badarg"))
+        elif k == "trace_flag":
+            ok = (type(g[2]) is int and g[2] > 0 and not g[2] & ~TRACEE_FLAGS
+                  and type(g[3]) is bool)
+        else:   # exit
+            ok = ((type(g[2]) is Port or self._from(g[2], sender))
+                  and type(g[4]) is bool and _token_ok(g[5]))
+        if not ok:
+            raise ProtocolError(f"a malformed {k} signal")
+
+    def _from(self, pid, sender: int) -> bool:
+        return type(pid) is Pid and pid_owner(pid, self.nsched) == sender
 
     def handle_signal(self, sig) -> None:
         node = self.node
@@ -341,6 +468,13 @@ class Worker:
             t = node.procs.get(sig[1])
             if t is not None:
                 node.unlink_arrived(t, sig[2])
+        elif k == "port_cmd":
+            _, port, caller, data, reply = sig
+            node.remote_port_command(port, caller, data, reply)
+        elif k == "port_reply":
+            node.port_reply_arrived(sig[1], sig[2])
+        elif k == "trace_flag":
+            node.set_trace_flag(sig[1], sig[2], sig[3])
         elif k == "exit":
             _, to, from_, reason, link, token = sig
             t = node.procs.get(to)
@@ -348,7 +482,18 @@ class Worker:
                 node.exit_signal_arrived(t, from_, reason, link, token)
 
     def handle_state(self, raw: bytes) -> None:
-        i, seq, obj = wire.loads(raw)
+        """A publication of the dispatcher: ``(socket, seq, (kind, data))``."""
+        msg = wire.loads(raw, exceptions=False, state=True)
+        if (type(msg) is not tuple or len(msg) != 3 or msg[0] not in (0, 1, 2)
+                or type(msg[1]) is not int or type(msg[2]) is not tuple or not msg[2]):
+            raise ProtocolError("state frame is not (socket, seq, (kind, ...))")
+        i, seq, obj = msg
+        if obj[0] == "snap" and (len(obj) != 2 or type(obj[1]) is not Snapshot):
+            raise ProtocolError("snap frame without a snapshot")
+        if obj[0] in ("dead", "tracer", "ports") and (len(obj) != 2 or type(obj[1]) is not list):
+            raise ProtocolError(f"{obj[0]} frame without a list")
+        if obj[0] == "reg" and (len(obj) != 2 or type(obj[1]) is not dict):
+            raise ProtocolError("reg frame without a dict")
         self.pub_seen[i] = seq
         self.last_pub = time.monotonic()
         node = self.node
@@ -399,6 +544,8 @@ class Worker:
         if cmd == "stats":
             d = node.stats.as_dict()
             d["processes"] = sum(1 for p in node.procs.values() if p.status != "exited")
+            d["bad_frames"] = self.bad_frames
+            d["unsendable"] = self.unsendable
             return d
         if cmd == "messages":
             p = node.procs.get(args[0])
@@ -418,6 +565,8 @@ class Worker:
                     "token": tuple(p.token) if p.token else []}
         if cmd == "alive":
             return node.is_alive(args[0])
+        if cmd == "valid_port":
+            return node.is_valid_tracer_port(args[0])
         if cmd == "exit":
             return node.kill_from_outside(*args)
         if cmd == "register":
@@ -425,10 +574,11 @@ class Worker:
             return True
         if cmd == "set_reg":
             name, pid = args
-            t = node.procs.get(pid)
-            if t is not None:
-                t.reg_name = name
-            node.registry[name] = pid
+            node.set_reg(name, pid)
+            return True
+        if cmd == "unset_reg":
+            name, owner = args
+            node.unset_reg(name, owner)
             return True
         if cmd == "whereis":
             return node.whereis(args[0])
@@ -524,7 +674,18 @@ class Worker:
                 "backpressure_waits": self.backpressure_waits, "bad_frames": self.bad_frames}
 
     def handle_ctl(self, raw: bytes) -> None:
-        req_id, cmd, args = _loads(raw)
+        """A command from the controller: ``(id or None, command, args)``.
+        Function references may be imported; a frame with code (a closure)
+        is taken only when this channel is authenticated as the controller."""
+        try:
+            obj = wire.loads_frame(raw, code_ok=self.ctl_trusted, funs="import")
+            if (type(obj) is not tuple or len(obj) != 3 or type(obj[1]) is not str
+                    or type(obj[2]) is not tuple or not (obj[0] is None or type(obj[0]) is int)):
+                raise ProtocolError("command is not (id, command, args)")
+        except ProtocolError as e:   # counted, logged, ignored
+            self._bad("control", "the controller", e, len(raw))
+            return
+        req_id, cmd, args = obj
         try:
             value = self.command(cmd, args)
             ok = True
@@ -533,9 +694,10 @@ class Worker:
         if req_id is not None:
             self.flush()
             try:
-                self.ctl.send(_dumps(("r", req_id, ok, value)))
-            except Exception:
-                self.ctl.send(_dumps(("r", req_id, False, RuntimeError(traceback.format_exc()))))
+                reply = wire.dumps_frame(("r", req_id, ok, value))
+            except wire.Unencodable as e:
+                reply = wire.dumps_frame(("r", req_id, False, e))
+            self.ctl.send(reply)
 
     # ------------------------------------------------------------------ loop
     def peers_alive(self) -> bool:
@@ -595,35 +757,51 @@ class Worker:
                         try:
                             self.handle_state(raw)
                         except Exception as e:
-                            self.bad_frames += 1
-                            os.write(2, f"scheduler {self.sched_id}: rejected state frame: "
-                                        f"{type(e).__name__}: {e}\n".encode())
+                            self._bad("state", "the dispatcher", e, len(raw))
                 if self.inbox in events and self.running:
                     for _ in range(64):
-                        try:
-                            raw = self.inbox.recv(zmq.NOBLOCK)
-                        except zmq.Again:
+                        if not self.take_inbox(zmq.NOBLOCK):
                             break
-                        self.handle_inbox_safely(raw)
         self.shutdown()
 
-    def handle_inbox_safely(self, raw: bytes) -> None:
+    def take_inbox(self, flags: int = 0) -> bool:
+        """Take one message off the inbox (False: none waiting); a malformed
+        one is counted and logged with its sender, never fatal."""
         try:
-            self.handle_inbox(raw)
-        except Exception as e:   # a malformed frame is counted and logged, never fatal
-            self.bad_frames += 1
-            msg = (f"scheduler {self.sched_id}: rejected inbox frame of {len(raw)} bytes: "
-                   f"{type(e).__name__}: {e}\n")
-            os.write(2, msg.encode())
+            rid, parts, user = recv_from(self.inbox, self.security is not None, flags)
+        except zmq.Again:
+            return False
+        try:
+            self.handle_inbox(rid, parts, user)
+        except Exception as e:
+            sender = self.in_ids.get(rid)
+            self._bad("inbox", describe_peer(rid, user) if sender is None else _name(sender), e,
+                      sum(len(p) for p in parts))
+        return True
+
+    def close_trace_ports(self) -> None:
+        """nonsmp: close this scheduler's tracer ports, so a file port writes its
+        last buffer (as ``trace_file_drv`` does on close) whatever ends the
+        scheduler: a stop, the controller gone, SIGTERM or a crash."""
+        from smp.tracerports import close_at_exit
+        for port_id, tp in self.node.trace_ports.items():
+            if not tp.closed:
+                err = close_at_exit(tp)
+                if err is not None:
+                    os.write(2, f"scheduler {self.sched_id}: closing trace port {port_id!r}: "
+                                f"{err}\n".encode())
 
     def shutdown(self) -> None:
         """Hand over explicitly: the last batch is acknowledged before exit."""
+        self.close_trace_ports()
+        if self.terminated:
+            return
         self.flush()
         deadline = time.monotonic() + 10
         while (not self.drain_all() and time.monotonic() < deadline
                and not getattr(self, "dispatcher_gone", False)):
             if self.smp and self.inbox.poll(5):
-                self.handle_inbox_safely(self.inbox.recv())
+                self.take_inbox()
         if self.smp and not getattr(self, "dispatcher_gone", False):
             self.fin_acked = False
             self.sys_sock.send(pickle.dumps(("fin", self.sched_id, self.sys_batches), _PICKLE))
@@ -631,7 +809,7 @@ class Worker:
             while (not self.fin_acked and time.monotonic() < deadline
                    and _pid_alive(self.dispatcher_pid)):
                 if self.inbox.poll(100):
-                    self.handle_inbox_safely(self.inbox.recv())
+                    self.take_inbox()
         self.send_ctl(("bye", self.sched_id, self.node.stats.as_dict()))
         if self.auth is not None:
             self.auth.stop()
@@ -639,6 +817,18 @@ class Worker:
                 [self.sys_sock, self.inbox, self.sub] if self.smp else []):
             s.close(linger=2000)
         self.ctx.term()
+
+
+def _name(sender: int) -> str:
+    return f"scheduler {sender}" if sender else "the dispatcher"
+
+
+def _token_ok(token) -> bool:
+    """A seq_trace token as signals carry it: none, a port's, or
+    ``[Flags, Label, Serial, From, LastCnt]``."""
+    return (token is None or token is am_undefined
+            or (type(token) in (list, tuple) and len(token) == 5 and type(token[0]) is int
+                and type(token[2]) is int and type(token[4]) is int))
 
 
 def _pid_alive(pid) -> bool:
@@ -678,14 +868,28 @@ def curve_server(ctx, sock, security):
     return auth
 
 
-def scheduler_main(sched_id, smp, endpoints, options, security=None) -> None:
+def scheduler_main(sched_id, smp, endpoints, options, security=None, ctl_ident=None) -> None:
     """Entry point of a scheduler OS process (``sched_id`` None: a scheduler
     that joins from outside and is given its id by the controller)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)   # the controller decides when we stop
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
+    hold = rundir.hold(endpoints.get("dir"))
     try:
-        w = Worker(sched_id, smp, endpoints, options, security)
-    except Exception:
-        traceback.print_exc()
-        sys.exit(3)
-    w.loop()
+        try:
+            w = Worker(sched_id, smp, endpoints, options, security, ctl_ident)
+        except Exception:
+            traceback.print_exc()
+            sys.exit(3)
+        # SIGTERM (close() giving up on a stop, or the owner's exit): leave the
+        # loop, close the ports, exit; SIGALRM's default action ends a process
+        # that cannot (blocked writing to a port nobody reads)
+        def on_sigterm(*_):
+            w.stopping = w.terminated = True
+            signal.alarm(5)
+        signal.signal(signal.SIGTERM, on_sigterm)
+        try:
+            w.loop()
+        finally:
+            w.close_trace_ports()      # also when the loop dies of an exception
+    finally:
+        rundir.release(endpoints.get("dir"), hold)

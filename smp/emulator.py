@@ -18,19 +18,25 @@ import itertools
 import os
 import shutil
 import signal
+import sys
 import tempfile
 import time
+import warnings
 from typing import Any
 
 import multiprocess
 import psutil
 import zmq
 
+from . import messages as M
 from .bifs import call_bif
-from .errors import (BadArg, DispatcherLost, EmulatorTimeout, Error, SchedulerLost,
-                     SmpError, StartupError)
+from . import rundir
+from .errors import (BadArg, DispatcherLost, EmulatorTimeout, Error, ProtocolError,
+                     SchedulerLost, SmpError, StartupError)
+from .security import describe_peer, new_routing_id, recv_from
+from .state import NIL
 from .terms import Atom, Pid, Port, Ref
-from .wire import dumps_any, loads_any
+from .wire import MAX_FRAME, dumps_frame, loads_frame
 
 __all__ = ["Emulator"]
 
@@ -46,6 +52,36 @@ def tcp_endpoints(base: str) -> dict:
     port = int(port)
     ep = lambda n: f"tcp://{host}:{port + n}"  # noqa: E731
     return {"ctl": ep(0), "ingest": ep(1), "disp_ctl": ep(2), "pub": [ep(3), ep(4), ep(5)]}
+
+
+_STATUS = {"idle": bool, "timer": bool, "backlog": int, "runq": int, "sys_made": int,
+           "sys_items": int, "deliveries": int, "busy": list, "peer_sent": list, "peer_recv": list}
+
+
+def _reply_ok(cmd: str, value, nsched: int) -> bool:
+    """The replies the controller's loops read field by field have the shape
+    they read (a scheduler's status)."""
+    if cmd != "status":
+        return True
+    return (type(value) is dict and all(type(value.get(f)) is t for f, t in _STATUS.items())
+            and type(value.get("timer_in")) in (int, float, type(None))
+            and all(len(value[f]) == nsched + 1 and all(type(x) is int for x in value[f])
+                    for f in ("peer_sent", "peer_recv")))
+
+
+def _request_ok(request) -> bool:
+    """A BIF request of a process: ``(bif, name, args)``, ``(register, name,
+    pid)`` or ``(unregister, name, ...)``."""
+    if type(request) is not tuple or not request:
+        return False
+    kind = request[0]
+    if kind == "bif":
+        return len(request) == 3 and type(request[1]) is str and type(request[2]) in (tuple, list)
+    if kind == "register":
+        return len(request) == 3 and type(request[1]) is Atom
+    if kind == "unregister":
+        return len(request) >= 2 and type(request[1]) is Atom
+    return False
 
 
 class _Abandon(Exception):
@@ -74,6 +110,11 @@ def _atom(x):
 
 
 def _flags(flags):
+    """Flag lists as Python users write them: strings for atoms.  Anything
+    but a list (or a tuple) of flags is a ``BadArg``, as a flag list that is
+    not a proper list is ``badarg`` in the VM."""
+    if type(flags) not in (list, tuple):
+        raise BadArg(f"flags must be a list, not {flags!r}")
     out = []
     for f in flags:
         if isinstance(f, str):
@@ -99,14 +140,20 @@ async def collector(proc):
 
 class Emulator:
     """An emulated VM: ``mode="nonsmp"`` (one scheduler, no dispatcher) or
-    ``mode="smp"`` with ``schedulers=N`` and a dispatcher process."""
+    ``mode="smp"`` with ``schedulers=N`` and a dispatcher process.
+
+    Endpoints are ipc in an owner-only directory, or with ``bind="tcp://..."``
+    tcp with CURVE (``keys=DIR`` when ``remote_schedulers`` join; a key pair
+    made for the run otherwise); ``insecure=True`` runs tcp without CURVE and
+    warns (``InsecureWarning``)."""
 
     def __init__(self, mode: str = "nonsmp", schedulers: int | None = None, *,
                  reductions: int = 200, placement: str = "round_robin",
                  start_timeout: float = 10.0, endpoint_dir: str | None = None,
                  journal: str | None = None, bind: str | None = None,
                  remote_schedulers: int = 0, curve: bool | None = None,
-                 keys: str | None = None, advertise: str | None = None):
+                 keys: str | None = None, advertise: str | None = None,
+                 insecure: bool = False):
         if mode not in ("smp", "nonsmp"):
             raise BadArg(f"mode must be 'smp' or 'nonsmp', not {mode!r}")
         if schedulers is None:
@@ -127,13 +174,22 @@ class Emulator:
             raise BadArg("schedulers on other hosts need smp mode and bind='tcp://ADDR:PORT'")
         if bind is not None and not (bind.startswith("tcp://") and bind.rsplit(":", 1)[-1].isdigit()):
             raise BadArg(f"bind must be tcp://ADDR:PORT, not {bind!r}")
-        from .security import is_loopback, server_security
-        if curve is None:       # on with keys, and always off loopback
-            curve = bind is not None and (keys is not None or not is_loopback(bind))
-        if curve and keys is None:
-            raise BadArg("CURVE is on for a non-loopback endpoint: give keys=DIR "
-                         "(smp-emu keygen DIR), or curve=False to run unauthenticated")
-        self.security = server_security(keys) if curve else None
+        from .security import InsecureWarning, ephemeral_security, server_security
+        if curve is None:       # tcp, loopback included, is CURVE unless insecure=True
+            curve = bind is not None and not insecure
+        if bind is not None and not curve:
+            if not insecure:
+                raise BadArg("tcp without CURVE needs insecure=True: any process that can "
+                             "reach the ports could send the emulator frames")
+            warnings.warn(f"{bind}: tcp without CURVE (insecure=True): any process that can "
+                          "reach these ports can send the emulator frames", InsecureWarning,
+                          stacklevel=2)
+        if curve and keys is None and remote_schedulers:
+            raise BadArg("CURVE is on for tcp endpoints: give keys=DIR (smp-emu keygen DIR), "
+                         "or insecure=True to run unauthenticated")
+        self.security = (server_security(keys) if keys is not None else ephemeral_security()
+                         ) if curve else None
+        self.insecure = bool(bind is not None and not curve)
         self.remote_schedulers = remote_schedulers
         self.journal = journal
         self.mode = mode
@@ -158,6 +214,8 @@ class Emulator:
         self._new_losses: list[str] = []
         self._dir = tempfile.mkdtemp(prefix="smp-emu-", dir=endpoint_dir)
         os.chmod(self._dir, 0o700)
+        # held by every process of this emulator: the last to exit removes it
+        self._dir_hold = rundir.hold(self._dir)
         d = self._dir
         if bind is None:
             self.endpoints = {
@@ -172,11 +230,13 @@ class Emulator:
             self.endpoints["advertise_host"] = advertise or (
                 host if host not in ("0.0.0.0", "*") else "127.0.0.1")
         self.endpoints["start_timeout"] = start_timeout
+        self.endpoints["dir"] = d
         self.ctx = zmq.Context()
         self.auth = None
         self.ctl = self.ctx.socket(zmq.ROUTER)
         self.ctl.setsockopt(zmq.LINGER, 1000)
         self.ctl.setsockopt(zmq.ROUTER_MANDATORY, 1)
+        self.ctl.setsockopt(zmq.MAXMSGSIZE, MAX_FRAME)
         if self.security:
             from .security import Authenticator
             self.auth = Authenticator(self.ctx, self.security["allowed"])
@@ -184,7 +244,18 @@ class Emulator:
             self.ctl.curve_publickey = self.security["public"]
             self.ctl.curve_server = True
         self._ident: dict[int, bytes] = {}
+        self._by_ident: dict[bytes, int] = {}
+        self._keys: dict[int, str | None] = {}
         self._remote: set[int] = set()
+        self._remote_ids: set[bytes] = set()
+        self._disp_ident = new_routing_id()
+        self._pending: dict[int, tuple[int, str]] = {}    # request id -> (scheduler, command)
+        # closures travel (dill) only on a channel that authenticates the
+        # controller to the scheduler: ipc in the owner-only directory, or CURVE
+        self._code_ok = not self.insecure
+        #: Frames refused on the controller's sockets (counted, logged, ignored).
+        self.bad_frames = 0
+        self.last_bad_frame = ""
         self.ctl.bind(self.endpoints["ctl"])
         self.disp = None
         try:
@@ -205,13 +276,15 @@ class Emulator:
             from dispatcher.server import dispatcher_main
             ready = mp.Event()
             p = mp.Process(target=dispatcher_main,
-                           args=(self.nsched, self.endpoints, ready, self.journal, self.security),
+                           args=(self.nsched, self.endpoints, ready, self.journal, self.security,
+                                 self._disp_ident),
                            name="smp-dispatcher", daemon=True)
             self._start_process(p)
             if not ready.wait(timeout):
                 raise StartupError(f"dispatcher did not start within {timeout:g} s")
             self.dispatcher_pid = p.pid
             self.disp = self.ctx.socket(zmq.DEALER)
+            self.disp.setsockopt(zmq.ROUTING_ID, self._disp_ident)
             self.disp.setsockopt(zmq.LINGER, 1000)
             if local_sec:
                 self.disp.curve_secretkey = local_sec["secret"]
@@ -220,9 +293,10 @@ class Emulator:
             self.disp.connect(self.endpoints["disp_ctl"])
         from schedulers.worker import scheduler_main
         n_local = self.nsched - self.remote_schedulers
+        local_ids = {k: new_routing_id() for k in range(1, n_local + 1)}
         for k in range(1, n_local + 1):
             p = mp.Process(target=scheduler_main,
-                           args=(k, self.smp, self.endpoints, options, local_sec),
+                           args=(k, self.smp, self.endpoints, options, local_sec, local_ids[k]),
                            name=f"smp-scheduler-{k}", daemon=True)
             self._start_process(p)
         # hello from every scheduler (local ones know their id; the others get one)
@@ -239,36 +313,71 @@ class Emulator:
                     + (f" ({self.nsched - n_local - max(0, next_remote - n_local - 1)} remote "
                        f"scheduler(s) never connected to {self.endpoints['ctl']})"
                        if self.remote_schedulers else ""))
-            ident, raw = self.ctl.recv_multipart()
-            msg = loads_any(raw)
-            if msg[0] != "hello":
+            ident, parts, user = recv_from(self.ctl, self.security is not None)
+            try:
+                msg = self._startup_frame(parts, "hello", 6)
+                _, k, inbox_ep, os_pid, host, key = msg
+                if k is None and next_remote <= self.nsched and ident not in self._remote_ids:
+                    if type(host) is not str or (self.smp and not (
+                            type(inbox_ep) is str and inbox_ep.startswith("tcp://"))):
+                        raise ProtocolError("hello without a tcp inbox address and a host")
+                    if self.security is not None and (user is None or key != user.encode()):
+                        raise ProtocolError("hello with a key that is not the sender's")
+                    k = next_remote
+                    next_remote += 1
+                    self._remote.add(k)
+                    self._remote_ids.add(ident)
+                elif (type(k) is not int or not 1 <= k <= n_local or ident != local_ids[k]
+                      or k in hellos):
+                    raise ProtocolError(f"hello as scheduler {k!r}, which the sender is not")
+                key = user.encode() if user is not None else None
+            except ProtocolError as e:
+                self._bad(describe_peer(ident, user), parts, e)
                 continue
-            _, k, inbox_ep, os_pid, host, key = msg
-            if k is None:
-                k = next_remote
-                next_remote += 1
-                self._remote.add(k)
             hellos[k] = (ident, inbox_ep, os_pid, host, key)
         inbox_map = {k: (h[1], h[4]) for k, h in hellos.items()}
         self.scheduler_hosts = {k: (h[3], h[2]) for k, h in hellos.items()}
+        self._keys = {k: (h[4].decode() if h[4] is not None else None) for k, h in hellos.items()}
+        ks = sorted(hellos)
+        # routing ids: each scheduler's to the dispatcher's ingest, the
+        # dispatcher's two threads' to each inbox, each scheduler's to each
+        # other's; a receiver takes frames from the ids it is given alone
+        ingest_ids = {k: new_routing_id() for k in ks}
+        disp_ids = {k: (new_routing_id(), new_routing_id()) for k in ks}
+        peer_ids = {(j, k): new_routing_id() for j in ks for k in ks if j != k}
+        server_key = self.security["public"] if self.security else None
         if self.smp:
-            self._disp_call("set_inboxes", inbox_map)
+            self._disp_call("set_inboxes", inbox_map, {
+                "ingest": {ingest_ids[k]: k for k in ks}, "out": disp_ids,
+                "keys": {k: hellos[k][4] for k in ks}})
         allowed = sorted(self.security["allowed"]) if self.security else []
         for k, h in hellos.items():
             self._ident[k] = h[0]
             dpid = None if (k in self._remote or not self.smp) else self.dispatcher_pid
-            self.ctl.send_multipart([h[0], dumps_any(("welcome", k, self.nsched, inbox_map,
-                                                       allowed, dpid, k not in self._remote))])
+            ids = {"ingest": ingest_ids[k],
+                   "out": {j: peer_ids[(k, j)] for j in ks if j != k},
+                   "in": {**{peer_ids[(j, k)]: j for j in ks if j != k},
+                          disp_ids[k][0]: 0, disp_ids[k][1]: 0},
+                   "keys": {0: server_key, **{j: hellos[j][4] for j in ks}}}
+            self.ctl.send_multipart([h[0], dumps_frame((
+                "welcome", k, self.nsched, inbox_map, allowed, dpid, k not in self._remote,
+                ids if self.smp else {}))])
+        self._by_ident = {h[0]: k for k, h in hellos.items()}
         ready: set[int] = set()
         while len(ready) < self.nsched:
             left = deadline - time.monotonic()
             if left <= 0 or not self.ctl.poll(int(left * 1000) + 1):
                 raise StartupError(f"{self.nsched - len(ready)} scheduler(s) did not get ready "
                                    f"within {timeout:g} s")
-            ident, raw = self.ctl.recv_multipart()
-            msg = loads_any(raw)
-            if msg[0] == "ready":
-                ready.add(msg[1])
+            ident, parts, user = recv_from(self.ctl, self.security is not None)
+            try:
+                msg = self._startup_frame(parts, "ready", 3)
+                if msg[1] != self._by_ident.get(ident) or not self._key_ok(msg[1], user):
+                    raise ProtocolError(f"ready as scheduler {msg[1]!r}, which the sender is not")
+            except ProtocolError as e:
+                self._bad(describe_peer(ident, user), parts, e)
+                continue
+            ready.add(msg[1])
         if self.smp:
             # PUB/SUB joins late: publish until every scheduler's SUB has
             # seen something on each of the dispatcher's three PUB sockets
@@ -283,6 +392,26 @@ class Emulator:
                         raise StartupError("schedulers did not subscribe to the dispatcher's "
                                            f"state within {timeout:g} s") from None
         self._started = True
+
+    def _startup_frame(self, parts: list, kind: str, n: int) -> tuple:
+        if len(parts) != 1:
+            raise ProtocolError(f"a message of {len(parts)} parts, not 1")
+        msg = loads_frame(parts[0])
+        if type(msg) is not tuple or len(msg) != n or msg[0] != kind:
+            raise ProtocolError(f"not a {kind} frame")
+        return msg
+
+    def _key_ok(self, k, user) -> bool:
+        """With CURVE, a frame of scheduler ``k`` comes with its key."""
+        return self.security is None or (user is not None and user == self._keys.get(k))
+
+    def _bad(self, sender: str, parts: list, e: BaseException, where: str = "controller") -> None:
+        """Count and log a refused frame (the log is bounded under a flood)."""
+        self.bad_frames += 1
+        self.last_bad_frame = (f"rejected {where} frame of {sum(len(p) for p in parts)} bytes "
+                               f"from {sender}: {type(e).__name__}: {e}")
+        if self.bad_frames <= 100 or self.bad_frames % 1000 == 0:
+            sys.stderr.write(f"smp: {self.last_bad_frame}\n")
 
     def _start_process(self, p) -> None:
         """Fork ``p`` and record it with Ctrl-C held back in between, so an
@@ -354,6 +483,7 @@ class Emulator:
             if self.auth is not None:
                 self.auth.stop()
             self.ctx.term()
+            rundir.release(self._dir, self._dir_hold)
             shutil.rmtree(self._dir, ignore_errors=True)
             self._closed = True
 
@@ -376,9 +506,11 @@ class Emulator:
 
     def _send_sched(self, k: int, req_id, cmd: str, args) -> bool:
         """False when scheduler ``k`` is no longer connected (it exited)."""
+        frame = dumps_frame((req_id, cmd, args), code_ok=self._code_ok)
         try:
-            self.ctl.send_multipart([self._ident.get(k, f"s{k}".encode()),
-                                     dumps_any((req_id, cmd, args))])
+            self.ctl.send_multipart([self._ident.get(k, f"s{k}".encode()), frame])
+            if req_id is not None:
+                self._pending[req_id] = (k, cmd)
             return True
         except zmq.error.ZMQError as e:
             if e.errno != zmq.EHOSTUNREACH:
@@ -389,20 +521,49 @@ class Emulator:
         """Take whatever the schedulers sent: replies, process BIF requests, goodbyes."""
         if not self.ctl.poll(int(timeout * 1000)):
             return
-        while True:
+        while self.ctl.poll(0):
+            ident, parts, user = recv_from(self.ctl, self.security is not None)
+            k = self._by_ident.get(ident)
             try:
-                ident, raw = self.ctl.recv_multipart(zmq.NOBLOCK)
-            except zmq.Again:
-                return
-            msg = loads_any(raw)
-            kind = msg[0]
-            if kind == "r":
-                self._replies[msg[1]] = (msg[2], msg[3])
-            elif kind == "rpc":
-                k = next(k for k, i in self._ident.items() if i == ident)
-                self._rpcs.append((k, msg[1], msg[2]))
-            elif kind == "bye":
-                self._byes[msg[1]] = msg[2]
+                self._take(k, parts, user)
+            except ProtocolError as e:   # counted, logged with the sender, ignored
+                self._bad(f"scheduler {k}" if k is not None else describe_peer(ident, user),
+                          parts, e)
+
+    def _take(self, k, parts: list, user) -> None:
+        """One message on the controller's socket, checked field by field: it
+        comes from a scheduler of this emulator (routing id, and with CURVE
+        its key), a reply answers a request sent to that scheduler, a BIF
+        request is made by one of its processes."""
+        if k is None:
+            raise ProtocolError("not from a scheduler of this emulator")
+        if not self._key_ok(k, user):
+            raise ProtocolError(f"scheduler {k}'s routing id with another key")
+        if len(parts) != 1:
+            raise ProtocolError(f"a message of {len(parts)} parts, not 1")
+        msg = loads_frame(parts[0])
+        if type(msg) is not tuple or not msg:
+            raise ProtocolError("frame is not a tuple")
+        kind = msg[0]
+        if kind == "r" and len(msg) == 4:
+            _, rid, ok, value = msg
+            if type(rid) is not int or self._pending.get(rid, (None,))[0] != k:
+                raise ProtocolError(f"a reply to {rid!r}, no request to scheduler {k}")
+            if type(ok) is not bool or not (ok or isinstance(value, Exception)):
+                raise ProtocolError("a reply that is neither a value nor an error")
+            if ok and not _reply_ok(self._pending[rid][1], value, self.nsched):
+                raise ProtocolError(f"a malformed reply to {self._pending[rid][1]!r}")
+            del self._pending[rid]
+            self._replies[rid] = (ok, value)
+        elif kind == "rpc" and len(msg) == 3:
+            _, pid, request = msg
+            if type(pid) is not Pid or self._owner(pid) != k or not _request_ok(request):
+                raise ProtocolError("a malformed BIF request")
+            self._rpcs.append((k, pid, request))
+        elif kind == "bye" and len(msg) == 3 and msg[1] == k and type(msg[2]) is dict:
+            self._byes[k] = msg[2]
+        else:
+            raise ProtocolError(f"a {kind!r} frame, which scheduler {k} does not send now")
 
     def _sched_proc(self, k: int):
         if k in self._remote:
@@ -519,7 +680,7 @@ class Emulator:
     def _disp_call(self, cmd: str, *args, timeout: float = 30.0):
         self._check_open()
         req = next(self._req)
-        self.disp.send(dumps_any((req, cmd, args)))
+        self.disp.send(dumps_frame((req, cmd, args)))
         deadline = time.monotonic() + timeout
         while True:
             left = deadline - time.monotonic()
@@ -529,7 +690,16 @@ class Emulator:
                 if left <= 0:
                     raise SmpError(f"dispatcher did not answer {cmd!r} within {timeout:g} s")
                 continue
-            _, rid, ok, value = loads_any(self.disp.recv())
+            raw = self.disp.recv_multipart()
+            try:
+                msg = loads_frame(raw[0], state=True) if len(raw) == 1 else None
+                if (type(msg) is not tuple or len(msg) != 4 or msg[0] != "r"
+                        or type(msg[2]) is not bool or not (msg[2] or isinstance(msg[3], Exception))):
+                    raise ProtocolError("not a reply (r, id, ok, value)")
+            except ProtocolError as e:
+                self._bad("the dispatcher", raw, e, "dispatcher reply")
+                continue
+            _, rid, ok, value = msg
             if rid == req:
                 break
         if not ok:
@@ -543,14 +713,18 @@ class Emulator:
             return x.number % (self.nsched + 1)
         raise BadArg(f"not a pid or port: {x!r}")
 
-    def _sync_dispatcher(self) -> None:
-        """Wait until the dispatcher has taken every batch the schedulers sent."""
+    def _sync_dispatcher(self, limit: float | None = None) -> dict:
+        """Wait until the dispatcher has taken every batch the schedulers sent
+        (with ``limit``, at most that many seconds); returns each scheduler's
+        status as it was asked."""
         if not self.smp:
-            return
+            return {}
         items = [0] * (self.nsched + 1)
-        for k, st in self._all_scheds("status").items():
+        sts = self._all_scheds("status")
+        for k, st in sts.items():
             items[k] = st["sys_items"]
-        self._disp_call("wait_ingested", items)
+        self._disp_call("wait_ingested", items, limit)
+        return sts
 
     # ================================================================ backend (smp)
     def bk_is_alive(self, pid) -> bool:
@@ -559,9 +733,16 @@ class Emulator:
         return bool(self._sched_call(self._owner(pid), "alive", pid))
 
     def bk_valid_tracer_port(self, port) -> bool:
-        if self.smp:
+        """A trace port (the dispatcher's) or a port a process opened, asked
+        of its own scheduler: open, not busy, not a distribution port."""
+        if not self.smp or type(port) is not Port:
+            return False
+        owner = self._owner(port)
+        if owner == 0:
             return bool(self._disp_call("valid_port", port))
-        return False
+        if owner in self.lost_schedulers:
+            return False
+        return bool(self._sched_call(owner, "valid_port", port))
 
     def _replicas_current(self) -> None:
         """Every scheduler has taken in every state publication made so far
@@ -598,10 +779,15 @@ class Emulator:
         owner = self._owner(what)
         if owner == 0 or owner in self.lost_schedulers:
             return Atom("undefined")
+        if self.smp:
+            self._replicas_current()   # a tracer port closed just now is seen closed
         return self._sched_call(owner, "trace_info", what, item)
 
     def bk_pattern(self, mfa, ms, kind, meta_tracer, enable) -> int:
-        return next(iter(self._all_scheds("pattern", mfa, ms, kind, meta_tracer, enable).values()))
+        # the match spec travels as its term; each scheduler compiles it again
+        source = None if ms is None else ms.source
+        return next(iter(self._all_scheds("pattern", mfa, source, kind, meta_tracer,
+                                          enable).values()))
 
     def bk_active_schedulers(self) -> int:
         if not self._running:
@@ -610,6 +796,13 @@ class Emulator:
 
     def bk_make_ref(self):
         return Ref((next(self._refs), 0, 0))
+
+    def bk_error_logger(self, caller, text: str) -> None:
+        """``erts_send_error_to_logger_str``: queued for the dispatcher as
+        every ERRLGR message is; every process's group leader is <0.0.0>."""
+        gl = None if caller is None else Pid(0)
+        self._disp_call("error_logger", NIL if caller is None else caller,
+                        M.error_logger_str(text, gl))
 
     def bk_trace_delivered(self, caller, what, ref):
         self._sync_dispatcher()
@@ -687,8 +880,13 @@ class Emulator:
         return self._bif("trace_info", _spec(what), _atom(item))
 
     def trace_pattern(self, mfa, match_spec, flags=()) -> int:
-        mfa = tuple(_atom(x) for x in mfa)
-        return self._bif("trace_pattern", mfa, match_spec, list(_flags(flags)))
+        """``erlang:trace_pattern/3``.  ``match_spec`` may be a term, Erlang
+        text (``"[{'_',[],[{return_trace}]}]"``) or dbg's ``"x"``, ``"c"``, ``"cx"``."""
+        if type(mfa) in (tuple, list):
+            mfa = tuple(_atom(x) for x in mfa)
+        else:
+            mfa = _atom(mfa)
+        return self._bif("trace_pattern", mfa, match_spec, _flags(flags))
 
     def set_system_seq_tracer(self, tracer):
         return self._bif("set_system_seq_tracer", tracer)
@@ -777,6 +975,10 @@ class Emulator:
         return self._port_call(port, "flush", timeout)
 
     def close_trace_port(self, port: Port) -> None:
+        """Close a tracer port; a file port writes its last buffer.  smp: the
+        close is an event in queue order: every message made before the call
+        is written first, later ones are dropped as ``port_closed``."""
+        self._sync_dispatcher()
         self._port_call(port, "close")
 
     # -- races ---------------------------------------------------------------
@@ -806,16 +1008,25 @@ class Emulator:
     # -- statistics ----------------------------------------------------------
     def statistics(self) -> dict:
         """made = delivered + dropped (by reason) + queued, per type and in all;
-        ``auth_denied`` counts peers refused by CURVE at the dispatcher and here."""
+        ``auth_denied`` counts peers refused by CURVE at the dispatcher and here.
+
+        smp: ``made`` counts what entered the dispatcher's queue, ``queued``
+        what it has not decided yet (the batch being dispatched included),
+        and ``in_transit`` what the schedulers made that is still on its way
+        to the queue (push-back from a slow port holds it there).  Returns
+        within about a second whatever the dispatcher is doing."""
         scheds = list(self._all_scheds("stats").values())
         if self.smp:
-            self._sync_dispatcher()
+            sts = self._sync_dispatcher(limit=1.0)
             d = self._disp_call("stats")
+            ingested = d.pop("ingested", None)
+            d["in_transit"] = 0 if ingested is None else sum(
+                max(0, st["sys_made"] - ingested[k]) for k, st in sts.items())
         else:
             s = scheds[0]
             d = {k: s[k] for k in ("made", "made_by_type", "delivered", "delivered_by_type",
                                    "dropped", "dropped_by_reason")}
-            d.update(queued=0, bad_frames=0, stderr_lines=[])
+            d.update(queued=0, in_transit=0, bad_frames=0, stderr_lines=[])
         suppressed: dict = {}
         for s in scheds:
             for reason, by_type in s["suppressed_by_reason"].items():
@@ -832,6 +1043,17 @@ class Emulator:
         d["mode"] = self.mode
         d["lost_schedulers"] = dict(self.lost_schedulers)
         d["auth_denied"] = d.get("auth_denied", 0) + (self.auth.denied if self.auth else 0)
+        # frames refused (counted, logged, ignored): at the dispatcher's ingest
+        # and control sockets, at the controller's, at the schedulers'
+        at = dict(d.get("bad_frames_at", {}))
+        if self.bad_frames:
+            at["controller"] = self.bad_frames
+        in_scheds = sum(s.get("bad_frames", 0) for s in scheds)
+        if in_scheds:
+            at["schedulers"] = in_scheds
+        d["bad_frames_at"] = at
+        d["bad_frames"] = sum(at.values())
+        d["last_bad_frame"] = d.get("last_bad_frame") or self.last_bad_frame
         return d
 
     # ================================================================ run
@@ -859,7 +1081,7 @@ class Emulator:
         try:
             while True:
                 self._check_processes()
-                self._serve_rpcs()
+                self._serve_rpcs(deadline)
                 sts = self._all_scheds("status")
                 live = sorted(sts)
                 quiet = all(s["idle"] and not s["timer"] and not s["backlog"]
@@ -907,9 +1129,14 @@ class Emulator:
             report, self._new_losses = self._new_losses, []
             raise SchedulerLost("; ".join(report))
 
-    def _serve_rpcs(self) -> None:
+    def _serve_rpcs(self, deadline: float | None = None) -> None:
         """Serve the BIFs emulated processes called (smp mode)."""
-        while self._rpcs:
+        # only those waiting now, and none once run()'s timeout is up: serving
+        # one can bring in more, and processes that call BIFs without pause
+        # must not hold run() (and run_for's callers' sampling) past its timeout
+        for _ in range(len(self._rpcs)):
+            if deadline is not None and time.monotonic() > deadline:
+                break
             k, pid, request = self._rpcs.pop(0)
             try:
                 kind = request[0]
@@ -924,6 +1151,8 @@ class Emulator:
                 elif kind == "unregister":
                     self._sync_dispatcher()
                     value = self._disp_call("unregister", request[1])
+                    if value:
+                        self._all_scheds("unset_reg", request[1], request[2])
                 else:
                     value = BadArg(f"unknown request {kind!r}")
             except BaseException as e:
