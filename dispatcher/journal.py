@@ -18,14 +18,15 @@ Records (after ``(seq, kind)``):
   through ``resolve``, so every run has one);
 * ``lost`` scheduler id, pids: a scheduler died.
 
-The file is a sequence of pickles; ``read_journal`` yields the records.
+The file is a sequence of pickles; ``dispatcher.replay.read_records`` reads
+them back with the restricted decoder (``smp.wire.load_record``).
 """
 from __future__ import annotations
 
 import pickle
 import threading
 
-__all__ = ["Journal", "read_journal", "JOURNAL_MAGIC"]
+__all__ = ["Journal", "JOURNAL_MAGIC"]
 
 JOURNAL_MAGIC = ("smp-journal", 1)
 
@@ -47,17 +48,3 @@ class Journal:
         with self.lock:
             if not self.f.closed:
                 self.f.close()
-
-
-def read_journal(path: str):
-    """Yield the header then every record of a journal file."""
-    with open(path, "rb") as f:
-        header = pickle.load(f)
-        if tuple(header[:2]) != JOURNAL_MAGIC:
-            raise ValueError(f"{path}: not a dispatcher journal (header {header!r})")
-        yield header
-        while True:
-            try:
-                yield pickle.load(f)
-            except EOFError:
-                return

@@ -34,12 +34,13 @@ failed SEQTRACE/SYSMON/SYSPROF) shows up in the recorded snapshots.
 """
 from __future__ import annotations
 
-import io
 import pickle
 from collections import Counter, deque
 from dataclasses import dataclass, field, fields
 
 from smp import messages as M
+from smp.placement import pid_owner
+from smp.wire import load_record, loads_terms
 from smp.clock import us_to_ts
 from smp.compare import OrderChecker
 from smp.dbgfmt import format_dbg
@@ -58,28 +59,11 @@ ACTION_NAMES = {DELIVER_PID: "deliver", DELIVER_PORT: "deliver_port", DROP: "dro
 am_error_logger = Atom("error_logger")
 _STATE_FIELDS = [f.name for f in fields(Snapshot) if f.name != "version"]
 
-_ALLOWED = {
-    ("smp.terms", "Atom"), ("smp.terms", "Pid"), ("smp.terms", "Port"), ("smp.terms", "Ref"),
-    ("smp.terms", "ImproperList"), ("smp.messages", "SysMsg"), ("smp.state", "Snapshot"),
-    ("builtins", "Ellipsis"), ("builtins", "set"), ("builtins", "frozenset"),
-}
-
-
 class NotAJournal(ValueError):
     """The file is not a dispatcher journal."""
 
 
-class _Unpickler(pickle.Unpickler):
-    # a journal is a file from outside: never let it name arbitrary classes
-    def find_class(self, module, name):
-        if (module, name) in _ALLOWED:
-            return super().find_class(module, name)
-        raise pickle.UnpicklingError(f"refers to {module}.{name}")
-
-
-def _owner(pid: Pid, nsched: int) -> int:
-    # dispatcher.server._owner, without importing ZeroMQ into the user's process
-    return (pid.number + (pid.serial << 15) - 80) % nsched + 1
+_owner = pid_owner
 
 
 def read_records(path: str) -> tuple[tuple, list, str | None]:
@@ -94,7 +78,7 @@ def read_records(path: str) -> tuple[tuple, list, str | None]:
         raise NotAJournal(f"{path}: cannot read: {e.strerror}") from None
     with f:
         try:
-            header = _Unpickler(f).load()
+            header = load_record(f)
         except Exception as e:
             raise NotAJournal(f"{path}: not a dispatcher journal "
                               f"({type(e).__name__}: {e})") from None
@@ -105,7 +89,7 @@ def read_records(path: str) -> tuple[tuple, list, str | None]:
         truncated = None
         while True:
             try:
-                rec = _Unpickler(f).load()      # one per record: each has its own memo
+                rec = load_record(f)      # one per record: each has its own memo
             except EOFError:
                 break
             except Exception as e:
@@ -247,7 +231,7 @@ def _terms(q: tuple, limit: int | None = None) -> list:
     """The completed messages of a ``q`` record (first ``limit`` of them)."""
     _, _, type_, from_, to, ts_kind, blob, n, base, active = q
     try:
-        bodies = _Unpickler(io.BytesIO(blob)).load()
+        bodies = loads_terms(blob)
     except Exception as e:
         return [f"(undecodable bodies: {type(e).__name__})"]
     out = []

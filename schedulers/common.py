@@ -14,6 +14,7 @@ from smp import messages as M
 from smp.clock import Clock
 from smp.dispatch import format_error_logger_failure
 from smp.errors import BadArg, Error, ErlangException, Exit, Throw
+from smp.placement import PID_BASE, pid_index, pid_owner, port_owner
 from smp.flags import (F_SENSITIVE, F_TIMESTAMP, F_TRACE_ARITY_ONLY, F_TRACE_CALLS,
                        F_TRACE_GC, F_TRACE_PORTS, F_TRACE_PROCS, F_TRACE_RECEIVE,
                        F_TRACE_RETURN_TO, F_TRACE_SCHED, F_TRACE_SCHED_EXIT,
@@ -30,7 +31,6 @@ from .drivers import make_driver
 from .process import EXITED, EXITING, REDS, RPC, RUNNABLE, SUSPEND, SUSPENDED, WAIT, WAITING, Proc
 
 
-PID_BASE = 80
 _a = Atom
 am_in, am_out, am_in_exiting, am_out_exiting, am_out_exited = (
     _a("in"), _a("out"), _a("in_exiting"), _a("out_exiting"), _a("out_exited"))
@@ -53,21 +53,6 @@ am_receive, am_start = _a("receive"), _a("start")
 GROUP_LEADER = Pid(0)
 #: op_port_command's answer when the port lives on another scheduler.
 PORT_REMOTE = "remote"
-
-
-def pid_index(pid: Pid) -> int:
-    """The full index: pids past 2**15 carry the high bits in the serial, as
-    the VM's do, so that a real node can read every pid we write."""
-    return pid.number + (pid.serial << 15)
-
-
-def pid_owner(pid: Pid, nsched: int) -> int:
-    return (pid_index(pid) - PID_BASE) % nsched + 1
-
-
-def port_owner(port: Port, nsched: int) -> int:
-    """0 is the owner of trace ports (the dispatcher, or the nonsmp node)."""
-    return port.number % (nsched + 1)
 
 
 def inherited_tracing(p, always: int, once: int):

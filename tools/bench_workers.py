@@ -10,6 +10,7 @@ import time
 
 import zmq
 
+from smp.placement import pid_owner
 from smp import messages as M
 from smp.terms import Atom, Pid
 from smp.wire import WIRE_VERSION
@@ -89,8 +90,7 @@ def pusher_main(endpoint: str, frame: bytes, duration: float, go, out) -> None:
 
 
 # =============================================================== (b) dispatcher
-def owner_of(pid: Pid, nsched: int) -> int:
-    return (pid.number + (pid.serial << 15) - 80) % nsched + 1
+owner_of = pid_owner
 
 
 def make_sys_batch(sched_id: int, seq: int, senders: list, targets: list, port, port_every: int,
