@@ -39,6 +39,7 @@ import zmq
 from smp import messages as M
 from smp import wire
 from smp.clock import Clock, us_to_ts
+from smp.placement import pid_owner, port_owner
 from smp.dispatch import DELIVER_PID, DELIVER_PORT, disp_failure, resolve
 from smp import rundir
 from smp.errors import BadArg, ProtocolError, TracePortError
@@ -110,7 +111,7 @@ def _check_batch(obj, sender: int, nsched: int) -> None:
                 raise ProtocolError(f"item {i} is not a well-formed table event")
             pid = it[-1]
             if it[1] in ("port_open", "port_close"):
-                if type(pid) is not Port or pid.number % (nsched + 1) != sender:
+                if type(pid) is not Port or port_owner(pid, nsched) != sender:
                     raise ProtocolError(f"item {i}: event about {pid!r}, "
                                         f"not a port of scheduler {sender}")
             elif type(pid) is not Pid or _owner(pid, nsched) != sender:
@@ -122,8 +123,7 @@ def _check_batch(obj, sender: int, nsched: int) -> None:
             raise ProtocolError(f"item {i} has unknown kind {it[0]!r}")
 
 
-def _owner(pid: Pid, nsched: int) -> int:
-    return (pid.number + (pid.serial << 15) - 80) % nsched + 1
+_owner = pid_owner
 
 
 class Dispatcher:
@@ -440,7 +440,7 @@ class Dispatcher:
             lat.append(now_ns - made_ns)
             if type_ == TRACE and type(to) is Pid and not lost and journal is None:
                 if to in tracers:
-                    owner = (to.number + (to.serial << 15) - 80) % nsched + 1
+                    owner = pid_owner(to, nsched)
                     dl = out.get(owner)
                     if dl is None:
                         dl = out[owner] = []
@@ -463,7 +463,7 @@ class Dispatcher:
             elif d.action == DELIVER_PORT and d.receiver in table.proc_ports:
                 # a port a process opened: its scheduler writes the bytes to
                 # the driver (erts_raw_port_command)
-                owner = d.receiver.number % (nsched + 1)
+                owner = port_owner(d.receiver, nsched)
                 out.setdefault(owner, []).append((d.receiver, blob, n, ts_kind, base, active))
                 delivered[type_] += n
             elif d.action == DELIVER_PORT:

@@ -43,7 +43,7 @@ from smp.security import describe_peer, new_routing_id, owner_only_dir, recv_fro
 from smp.state import Snapshot
 from smp.terms import Atom, Pid, Port
 
-from .engine import Node, pid_owner
+from .engine import Node, pid_owner, port_owner
 from .process import RPC, Op
 
 __all__ = ["scheduler_main", "SmpTransport"]
@@ -407,7 +407,7 @@ class Worker:
 
     def _mine(self, pid) -> bool:
         if type(pid) is Port:       # a port a process of this scheduler opened
-            return pid.number % (self.nsched + 1) == self.sched_id
+            return port_owner(pid, self.nsched) == self.sched_id
         return type(pid) is Pid and pid_owner(pid, self.nsched) == self.sched_id
 
     def _check_signal(self, g, sender: int) -> None:

@@ -34,6 +34,7 @@ from . import rundir
 from .errors import (BadArg, DispatcherLost, EmulatorTimeout, Error, ProtocolError,
                      SchedulerLost, SmpError, StartupError)
 from .security import describe_peer, new_routing_id, recv_from
+from .placement import owner
 from .state import NIL
 from .terms import Atom, Pid, Port, Ref
 from .wire import MAX_FRAME, dumps_frame, loads_frame
@@ -707,11 +708,10 @@ class Emulator:
         return value
 
     def _owner(self, x) -> int:
-        if type(x) is Pid:
-            return (x.number + (x.serial << 15) - 80) % self.nsched + 1
-        if type(x) is Port:
-            return x.number % (self.nsched + 1)
-        raise BadArg(f"not a pid or port: {x!r}")
+        try:
+            return owner(x, self.nsched)
+        except ValueError as e:
+            raise BadArg(str(e)) from None
 
     def _sync_dispatcher(self, limit: float | None = None) -> dict:
         """Wait until the dispatcher has taken every batch the schedulers sent

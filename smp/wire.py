@@ -39,7 +39,7 @@ from .state import Snapshot
 from .terms import LOCAL_NODE, Atom, ImproperList, Pid, Port, Ref
 
 __all__ = ["DATA", "MAX_FRAME", "MAX_RUN", "STATE", "TERMS", "WIRE_VERSION", "Unencodable", "Unresolved",
-           "dumps", "dumps_frame", "fun_ref", "loads", "loads_frame", "loads_terms", "run_bodies"]
+           "dumps", "dumps_frame", "fun_ref", "load_record", "loads", "loads_frame", "loads_terms", "run_bodies"]
 
 #: Version of the batch frames schedulers send the dispatcher:
 #: ``("b", WIRE_VERSION, scheduler_id, items)``.
@@ -280,6 +280,13 @@ def loads_terms(raw: bytes):
         raise
     except Exception as e:
         raise ProtocolError(f"undecodable frame: {type(e).__name__}: {e}") from None
+
+
+def load_record(f):
+    """One pickle read from the file ``f`` (a dispatcher journal: a file is
+    data from outside too), decoded as the dispatcher's frames are; raises
+    ``EOFError`` at the end of the file."""
+    return _Unpickler(f, STATE, None, False).load()
 
 
 def loads(raw: bytes, *, funs: str | None = None, exceptions: bool = True,
