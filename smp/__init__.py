@@ -11,10 +11,12 @@ from .errors import (BadArg, DecodeError, EmulatorTimeout, Error, ErlangExceptio
                      ProtocolError, ScenarioError, SmpError, StartupError, Throw, TracePortError,
                      SchedulerLost, DispatcherLost)
 from .reader import read_trace
-from .terms import A, Atom, ImproperList, Pid, Port, Ref, atom, charlist, format_term
+from .terms import (A, Atom, BitString, ExportFun, Fun, ImproperList, Map, Pid, Port, Ref, atom,
+                    charlist, format_term)
 
 __all__ = [
-    "Emulator", "Atom", "Pid", "Port", "Ref", "ImproperList", "A", "atom", "charlist",
+    "Emulator", "Atom", "Pid", "Port", "Ref", "ImproperList", "Map", "Fun", "ExportFun",
+    "BitString", "A", "atom", "charlist",
     "format_term", "format_dbg", "read_trace",
     "SmpError", "BadArg", "EmulatorTimeout", "StartupError", "DecodeError", "TracePortError",
     "ProtocolError", "ScenarioError", "SchedulerLost", "DispatcherLost", "ErlangException", "Error", "Throw", "Exit",

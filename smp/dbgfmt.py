@@ -4,26 +4,34 @@
 message, trailing newline included, or ``""`` for terms dhandler prints
 nothing for (``end_of_trace``, ``{trace, _, 'receive', {dbg, ok}}``, and any
 term that is not a ``trace``/``trace_ts``/``seq_trace``/``drop`` tuple of the
-sizes dhandler matches).  The text follows OTP 25's dbg.erl clause by clause,
-with a latin1 output device (dhandler's ``~p`` without the ``t`` modifier).
+sizes dhandler matches, or on which dhandler would crash).
 
-Terms are printed with :func:`smp.terms.format_term`, i.e. ``~p`` on one line.
-Deviation: ``io:format("~p")`` breaks terms longer than the line (80 columns)
-over several lines; ``format_dbg`` never breaks lines.
+The text is byte for byte what ``dbg:trace_client`` prints on a latin-1
+device (``erl -noshell``: dhandler's ``~p`` without the ``t`` modifier),
+written in latin-1: it follows dbg.erl clause by clause, with its separate
+``io:format`` and ``io_lib:format`` calls (each starts counting columns
+afresh), and :mod:`smp.pretty` prints each ``~p`` as ``io_lib_pretty`` does,
+line breaks at 80 columns included.
+
+Pids, ports and refs of other nodes print with the number the reading node
+has for their node (``<N.X.Y>``); a real node prints the index of the node
+name's atom in its atom table.  Pass ``nodes=NodeNumbers({node: N, ...})`` to
+print a given node's numbers; without it, nodes are numbered 1, 2, ... in
+the order this process first prints them.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
-from .terms import Atom, format_term
+from .pretty import NodeNumbers, fmt
+from .terms import Atom, ImproperList
 
-__all__ = ["format_dbg", "ffunc"]
+__all__ = ["format_dbg", "ffunc", "NodeNumbers"]
 
 _TRACE = Atom("trace")
 _TRACE_TS = Atom("trace_ts")
 _SEQ_TRACE = Atom("seq_trace")
 _DROP = Atom("drop")
-_END = Atom("end_of_trace")
 _DBG = Atom("dbg")
 _OK = Atom("ok")
 _RECEIVE = Atom("receive")
@@ -35,94 +43,107 @@ _RETURN_TO = Atom("return_to")
 _SPAWN = Atom("spawn")
 _PRINT = Atom("print")
 
-p = format_term
+_NODES = NodeNumbers()
 
 
-def _fargs(args) -> str:
+def _fargs(args, nodes) -> str:
+    # dbg:fargs/2: each argument is its own io_lib:format call
     if type(args) is int:
         return str(args)
     if type(args) is list:
-        return ",".join(p(a) for a in args)
-    return p(args)
+        if not args:
+            return ""
+        return "".join(fmt("~p,", [a], nodes) for a in args[:-1]) + fmt("~p", [args[-1]], nodes)
+    if type(args) is ImproperList:
+        return ("".join(fmt("~p,", [a], nodes) for a in args.elements)
+                + _fargs(args.tail, nodes))
+    return fmt("~p", [args], nodes)
 
 
-def ffunc(mfa: Any) -> str:
+def ffunc(mfa: Any, nodes: Optional[NodeNumbers] = None) -> str:
     """dbg's ``ffunc/2``: ``m:f(a,b)``, ``m:f/2`` or the term itself."""
+    nodes = nodes or _NODES
     if type(mfa) is tuple and len(mfa) == 3:
         m, f, a = mfa
-        if type(a) is list:
-            return f"{p(m)}:{p(f)}({_fargs(a)})"
-        return f"{p(m)}:{p(f)}/{p(a)}"
-    return p(mfa)
+        if type(a) is list or type(a) is ImproperList:
+            return fmt("~p:~p(~s)", [m, f, _fargs(a, nodes)], nodes)
+        return fmt("~p:~p/~p", [m, f, a], nodes)
+    return fmt("~p", [mfa], nodes)
 
 
-def _ftup(trace: tuple, index: int, size: int) -> str:
-    # ftup(Trace, Index, Size): elements Index..Size (1-based), space separated
-    return " ".join(p(trace[i - 1]) for i in range(index, size + 1))
+def _ftup(trace: tuple, index: int, size: int, nodes) -> str:
+    # ftup(Trace, Index, Size): elements Index..Size (1-based), each "~p "
+    # but the last; Index > Size crashes dhandler (element/2 of a missing one)
+    if index == size:
+        return fmt("~p", [trace[index - 1]], nodes)
+    return fmt("~p ", [trace[index - 1]], nodes) + _ftup(trace, index + 1, size, nodes)
 
 
-def _dhandler1(trace: tuple, size: int, ts_suffix: str) -> str:
-    frm = p(trace[1])
+def _dhandler1(trace: tuple, size: int, ts, nodes) -> str:
+    frm = trace[1]
     op = trace[2]
+    t = "" if ts is None else " (Timestamp: ~p)"
+    tsa = [] if ts is None else [ts]
     if op is _RECEIVE:
         msg = trace[3]
         if type(msg) is tuple and len(msg) == 2 and msg[0] is _DBG and msg[1] is _OK:
             return ""
-        return f"({frm}) << {p(msg)}{ts_suffix}\n"
+        return fmt("(~p) << ~p" + t + "~n", [frm, msg] + tsa, nodes)
     if op is _SEND:
-        return f"({frm}) {p(trace[4])} ! {p(trace[3])}{ts_suffix}\n"
+        return fmt("(~p) ~p ! ~p" + t + "~n", [frm, trace[4], trace[3]] + tsa, nodes)
     if op is _CALL:
+        mfa = ffunc(trace[3], nodes)
         if size == 5:
-            return f"({frm}) call {ffunc(trace[3])} ({p(trace[4])}){ts_suffix}\n"
-        return f"({frm}) call {ffunc(trace[3])}{ts_suffix}\n"
+            return fmt("(~p) call ~s (~p)" + t + "~n", [frm, mfa, trace[4]] + tsa, nodes)
+        return fmt("(~p) call ~s" + t + "~n", [frm, mfa] + tsa, nodes)
     if op is _RETURN:
+        mfa = ffunc(trace[3], nodes)
         if size == 5:
-            return f"({frm}) old_ret {ffunc(trace[3])} -> {p(trace[4])}{ts_suffix}\n"
-        return f"({frm}) old_ret {ffunc(trace[3])}{ts_suffix}\n"
+            return fmt("(~p) old_ret ~s -> ~p" + t + "~n", [frm, mfa, trace[4]] + tsa, nodes)
+        return fmt("(~p) old_ret ~s" + t + "~n", [frm, mfa] + tsa, nodes)
     if op is _RETURN_FROM:
-        return f"({frm}) returned from {ffunc(trace[3])} -> {p(trace[4])}{ts_suffix}\n"
+        mfa = ffunc(trace[3], nodes)
+        return fmt("(~p) returned from ~s -> ~p" + t + "~n", [frm, mfa, trace[4]] + tsa, nodes)
     if op is _RETURN_TO:
-        return f"({frm}) returning to {ffunc(trace[3])}{ts_suffix}\n"
+        return fmt("(~p) returning to ~s" + t + "~n", [frm, ffunc(trace[3], nodes)] + tsa, nodes)
     if op is _SPAWN and size == 5:
-        return f"({frm}) spawn {p(trace[3])} as {ffunc(trace[4])}{ts_suffix}\n"
-    return f"({frm}) {p(op)} {_ftup(trace, 4, size)}{ts_suffix}\n"
+        return fmt("(~p) spawn ~p as ~s" + t + "~n", [frm, trace[3], ffunc(trace[4], nodes)] + tsa,
+                   nodes)
+    return fmt("(~p) ~p ~s" + t + "~n", [frm, op, _ftup(trace, 4, size, nodes)] + tsa, nodes)
 
 
-def format_dbg(term: Any) -> str:
-    """Return what ``dbg:dhandler(Term, user)`` prints for ``term``."""
+def format_dbg(term: Any, nodes: Optional[NodeNumbers] = None) -> str:
+    """Return what ``dbg:dhandler(Term, user)`` prints for ``term`` (a ``str``
+    of characters 0..255, to be written in latin-1)."""
     if type(term) is not tuple or not term:
         return ""
+    nodes = nodes or _NODES
     tag = term[0]
     n = len(term)
-    if tag is _TRACE and n >= 3:
-        # dhandler1/3 reads elements 2..4 (5 for send); a 3-tuple would crash
-        # dhandler (badarg in element/2) for ops needing more elements.
-        try:
-            return _dhandler1(term, n, "")
-        except IndexError:
-            return ""   # dhandler crashes (badarg in element/2): nothing printed
-    if tag is _TRACE_TS and n >= 4:
-        try:
-            return _dhandler1(term[:-1], n - 1, f" (Timestamp: {p(term[-1])})")
-        except IndexError:
-            return ""
+    try:
+        if tag is _TRACE and n >= 3:
+            return _dhandler1(term, n, None, nodes)
+        if tag is _TRACE_TS and n >= 4:
+            return _dhandler1(term[:-1], n - 1, term[-1], nodes)
+    except IndexError:
+        return ""   # dhandler crashes (badarg in element/2): nothing printed
     if tag is _DROP and n == 2:
-        return f"*** Dropped {p(term[1])} messages.\n"
+        return fmt("*** Dropped ~p messages.~n", [term[1]], nodes)
     if tag is _SEQ_TRACE and n >= 3:
         if n == 4:
-            head = f"SeqTrace {p(term[3])} [{p(term[1])}]: "
+            head = fmt("SeqTrace ~p [~p]: ", [term[3], term[1]], nodes)
         elif n == 3:
-            head = f"SeqTrace [{p(term[1])}]: "
+            head = fmt("SeqTrace [~p]: ", [term[1]], nodes)
         else:
             return ""  # dhandler: case_clause (crashes); prints nothing
         info = term[2]
         if type(info) is tuple and len(info) == 5:
             kind, ser, fr, to, mes = info
             if kind is _SEND:
-                return f"{head}({p(fr)}) {p(to)} ! {p(mes)} [Serial: {p(ser)}]\n"
+                return head + fmt("(~p) ~p ! ~p [Serial: ~p]~n", [fr, to, mes, ser], nodes)
             if kind is _RECEIVE:
-                return f"{head}({p(to)}) << {p(mes)} [Serial: {p(ser)}, From: {p(fr)}]\n"
+                return head + fmt("(~p) << ~p [Serial: ~p, From: ~p]~n", [to, mes, ser, fr], nodes)
             if kind is _PRINT:
-                return f"{head}-> {p(mes)} [Serial: {p(ser)}, From: {p(fr)}]\n"
-        return f"{head}{p(info)}\n"
+                return head + fmt("-> ~p [Serial: ~p, From: ~p]~n", [mes, ser, fr], nodes)
+        return head + fmt("~p~n", [info], nodes)
     return ""

@@ -112,8 +112,8 @@ def wrap_log_files(path, suffix: str, count: int = DEFAULT_WRAP_COUNT) -> list[s
     files = wrap_files(os.path.abspath(os.fspath(path)), suffix)
     n = count
     cs = [c for c, _ in files]
-    bad = DecodeError(f"inconsistent wrap file trace set for {path!r} {suffix!r}: "
-                      f"counters {cs} with {n} files")
+    bad = DecodeError(f"inconsistent wrap file trace set {path}N{suffix}: file counters "
+                      f"{', '.join(map(str, cs))} do not fit a wrap log of count {n}")
     if not files:
         return []
     if cs[0] == 0:

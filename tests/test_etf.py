@@ -8,7 +8,7 @@ from hypothesis import given, settings, strategies as st
 
 from smp.errors import DecodeError
 from smp.etf import decode, decode_prefix, encode
-from smp.terms import Atom, ImproperList, LOCAL_NODE, Pid, Port, Ref
+from smp.terms import Atom, BitString, ExportFun, Fun, ImproperList, LOCAL_NODE, Map, Pid, Port, Ref
 
 NODE = b"\x77\x0dnonode@nohost"  # SMALL_ATOM_UTF8_EXT nonode@nohost
 
@@ -34,7 +34,68 @@ KNOWN = [
      + b"\x00\x00\x00\x03\x00\x00\x00\x02\x00\x00\x00\x01"),
     ((Atom("ok"), Pid(9)), b"\x83\x68\x02\x77\x02ok\x58" + NODE
      + b"\x00\x00\x00\x09" + b"\x00" * 8),
+    (Map([(Atom("a"), 1)]), b"\x83t\x00\x00\x00\x01w\x01aa\x01"),
+    (BitString(b"\x01\x02\x18", 21), b"\x83M\x00\x00\x00\x03\x05\x01\x02\x18"),
+    (ExportFun(Atom("lists"), Atom("map"), 2), b"\x83qw\x05listsw\x03mapa\x02"),
+    # fun(X) -> X + 1 end, made by <0.9.0> in module t2
+    (Fun(Atom("t2"), 1, bytes([68, 102, 170, 45, 157, 226, 187, 202, 97, 198, 43, 7, 170, 18, 50, 87]),
+         0, 0, 0x02233551, Pid(9)),
+     bytes([131, 112, 0, 0, 0, 68, 1, 68, 102, 170, 45, 157, 226, 187, 202, 97, 198, 43, 7, 170,
+            18, 50, 87, 0, 0, 0, 0, 0, 0, 0, 0, 119, 2, 116, 50, 97, 0, 98, 2, 35, 53, 81, 88,
+            119, 13]) + b"nonode@nohost" + bytes([0, 0, 0, 9] + [0] * 8)),
 ]
+
+# term_to_binary(T) (minor version 1) and term_to_binary(T, [{minor_version, 0}])
+OLDER = [
+    (Atom("caf\u00e9"), 1, b"\x83d\x00\x04caf\xe9"),
+    (Atom("\U0001F600"), 1, b"\x83w\x04\xf0\x9f\x98\x80"),
+    (Atom("ok"), 0, b"\x83d\x00\x02ok"),
+    (1.5, 1, b"\x83F?\xf8" + b"\x00" * 6),
+    (1.5, 0, b"\x83c1.50000000000000000000e+00\x00\x00\x00\x00\x00"),
+]
+
+
+@pytest.mark.parametrize("term,minor,data", OLDER, ids=[repr(k) for k in OLDER])
+def test_known_older_minor_versions(term, minor, data):
+    assert encode(term, minor_version=minor) == data
+    assert decode(data) == term
+
+
+def test_compressed_only_when_it_pays():
+    small = (Atom("a"), 1)
+    assert encode(small, compressed=True) == encode(small)
+    big = [Atom("x")] * 100
+    data = encode(big, compressed=True)
+    assert data[:2] == b"\x83\x50" and decode(data) == big
+    assert encode(big, compressed=0) == encode(big)
+    with pytest.raises(ValueError):
+        encode(big, compressed=10)
+
+
+def test_old_id_encodings_refuse_what_old_nodes_could_not_hold():
+    assert encode(Pid(5, 1), old_ids=True)[1] == 103
+    assert encode(Port(5), old_ids=True)[1] == 102
+    assert encode(Ref((5,)), old_ids=True)[1] == 101
+    assert encode(Ref((5, 6, 7)), old_ids=True)[1] == 114
+    for bad in (Pid(1 << 15), Pid(1, 0, LOCAL_NODE, 4), Port(1 << 28), Ref((1 << 18, 1, 1))):
+        with pytest.raises(TypeError):
+            encode(bad, old_ids=True)
+
+
+def test_map_keeps_erlang_key_order_and_exact_keys():
+    m = Map([(Atom("b"), 1), (1.0, 2), (1, 3), ([1], 4), ((1,), 5), (b"x", 6), (-(2 ** 70), 7)])
+    assert list(m) == [-(2 ** 70), 1, 1.0, Atom("b"), (1,), [1], b"x"]
+    assert m[1] == 3 and m[1.0] == 2 and m[[1]] == 4 and [2] not in m
+    assert Map([(1, 1), (1, 2)]) == Map([(1, 2)])
+    assert repr(m) == '#{-1180591620717411303424 => 7,1 => 3,1.0 => 2,b => 1,{1} => 5,[1] => 4,<<"x">> => 6}'
+
+
+def test_bit_strings():
+    b = BitString(b"\x01\xff", 11)
+    assert b.data == b"\x01\xe0" and b.tail_bits == 3 and repr(b) == "<<1,7:3>>"
+    with pytest.raises(ValueError):
+        BitString(b"\x01", 8)
+    assert decode(b"\x83M\x00\x00\x00\x01\x08\x07") == b"\x07"
 
 
 @pytest.mark.parametrize("term,data", KNOWN, ids=[repr(k[0]) for k in KNOWN])
@@ -148,8 +209,12 @@ def test_compressed_size_mismatch():
     (b"\x83\x77\x05ab", 3),               # truncated atom text
     (b"\x83\x6d\x00\x00\x00\x09ab", 6),   # truncated binary data
     (b"\x83\x01", 1),                     # unknown tag
-    (b"\x83\x74\x00\x00\x00\x00", 1),     # map: unsupported
-    (b"\x83\x4d\x00\x00\x00\x01\x03\xff", 1),  # bit binary: unsupported
+    (b"\x83\x74\x00\x00\x00\x02\x61\x01\x61\x02\x61\x01\x61\x03", 1),  # repeated map key
+    (b"\x83\x74\x00\x00\x00\x01\x61\x01", 8),  # map value missing
+    (b"\x83\x4d\x00\x00\x00\x01\x09\xff", 6),  # bit count 9
+    (b"\x83\x4d\x00\x00\x00\x02\x03\xff", 7),  # bit string data truncated
+    (b"\x83\x75\x00\x00\x00\x00", 1),     # FUN_EXT: refused, as OTP 23+ refuses it
+    (b"\x83\x71\x61\x01\x77\x01f\x61\x01", 2),  # EXPORT_EXT module not an atom
     (b"\x83\x61\x01\x00", 3),             # trailing byte
     (b"\x83\x58\x61\x01" + b"\x00" * 12, 4),  # pid node not an atom
 ])
@@ -187,6 +252,9 @@ leaves = st.one_of(
     st.builds(Port, st.integers(0, 2 ** 64 - 1), node_names, u32),
     st.builds(Ref, st.lists(u32, min_size=1, max_size=5).map(tuple), node_names, u32),
     st.lists(st.integers(0, 255), max_size=10),
+    st.builds(lambda d, b: BitString(d + b"\0", 8 * len(d) + b), st.binary(max_size=5),
+              st.integers(1, 7)),
+    st.builds(ExportFun, atoms, atoms, st.integers(0, 255)),
 )
 
 
@@ -202,6 +270,10 @@ terms = st.recursive(
         st.lists(children, max_size=5).map(tuple),
         st.tuples(st.lists(children, min_size=1, max_size=4),
                   children.filter(lambda t: type(t) not in (list, ImproperList))).map(_improper),
+        st.lists(st.tuples(children, children), max_size=4).map(Map),
+        st.builds(Fun, atoms, st.integers(0, 255), st.binary(min_size=16, max_size=16), u32,
+                  st.integers(0, 2 ** 27), st.integers(-(2 ** 27), 2 ** 27),
+                  st.builds(Pid, u32, u32, node_names, u32), st.lists(children, max_size=3)),
     ),
     max_leaves=25,
 )
@@ -238,3 +310,76 @@ def test_truncation_always_raises_decode_error(term, cut):
     with pytest.raises(DecodeError) as ei:
         decode(data[:cut])
     assert ei.value.offset is not None and 0 <= ei.value.offset <= cut
+
+
+# ------------------------------------------------------------ every kind, against a real node
+
+from erlnode import REMOTE, collect, estr, exact, frames, needs_erl, node_atoms, node_terms, run_node, \
+    SPLIT, u32, unframe  # noqa: E402
+from smp.terms import A  # noqa: E402
+
+
+VARIANTS = [dict(), dict(minor_version=1), dict(minor_version=0),
+            dict(minor_version=1, compressed=True), dict(compressed=1)]
+NODE_VARIANTS = ("[{minor_version, 2}]", "[]", "[{minor_version, 0}]", "[compressed]",
+                 "[{compressed, 1}, {minor_version, 2}]")
+
+
+@needs_erl
+@pytest.mark.parametrize("old_ids", [False, True], ids=["new-ids", "old-ids"])
+def test_every_kind_round_trips_through_a_node_byte_for_byte(tmp_path_factory, old_ids):
+    """Hypothesis batches of terms of every kind: the node reads each of our
+    encodings (new and old id tags, minor versions 0-2, compressed) as the
+    same term, its term_to_binary in each variant is our encode byte for
+    byte, and we decode each of its binaries back to the exact term."""
+
+    strategy = node_terms
+    if old_ids:
+        # the old id tags hold creation 0..3 and the old widths of numbers
+        small_cre = st.integers(1, 3)
+        strategy = st.recursive(
+            st.one_of(node_atoms, st.builds(Pid, st.integers(0, 2 ** 15 - 1),
+                                            st.integers(0, 2 ** 13 - 1),
+                                            st.sampled_from(REMOTE), small_cre),
+                      st.builds(Port, st.integers(0, 2 ** 28 - 1), st.sampled_from(REMOTE),
+                                small_cre),
+                      st.builds(lambda a, rest, node, cre: Ref((a,) + rest, node, cre),
+                                st.integers(0, 2 ** 18 - 1),
+                                st.lists(u32, max_size=2).map(tuple),
+                                st.sampled_from(REMOTE), small_cre),
+                      st.builds(Pid, st.integers(0, 2 ** 15 - 1), st.integers(0, 2 ** 13 - 1)),
+                      st.builds(lambda a, b, c: Ref((a, b, c)), st.integers(0, 2 ** 18 - 1),
+                                u32, u32)),
+            lambda ch: st.lists(ch, max_size=4).map(tuple), max_leaves=8)
+
+    batch = collect(strategy, 400)
+    tmp = tmp_path_factory.mktemp("etf")
+    inp, out = tmp / "in.bin", tmp / "out.bin"
+    ours = []
+    for t in batch:
+        if old_ids:
+            ours.append([encode(t, old_ids=True), encode(t, old_ids=True, minor_version=0)])
+        else:
+            ours.append([encode(t, **v) for v in VARIANTS])
+    inp.write_bytes(frames([b for group in ours for b in group]))
+    per = len(ours[0])
+    code = (SPLIT + "{ok, In} = file:read_file(" + estr(inp) + "),"
+            + "Groups = fun G([]) -> []; G(L) -> {H, R} = lists:split(" + str(per)
+            + ", L), [H | G(R)] end,"
+            + "Out = [begin [T | Ts] = [binary_to_term(B) || B <- Bs],"
+              " [term_to_binary([X =:= T || X <- Ts]) | [term_to_binary(T, O) || O <- ["
+            + ", ".join(NODE_VARIANTS) + "]]] end || Bs <- Groups(Split(In))],"
+            + "ok = file:write_file(" + estr(out)
+            + ", [[<<0, (byte_size(X)):32>>, X] || X <- lists:append(Out)]), halt().")
+    run_node(code)
+    k = 1 + len(VARIANTS)
+    blobs = unframe(out.read_bytes())
+    assert len(blobs) == k * len(batch)
+    for i, term in enumerate(batch):
+        same, *theirs = blobs[k * i:k * i + k]
+        assert all(x is A.true for x in decode(same)), (term, decode(same))
+        for v, b in zip(VARIANTS, theirs):
+            back = decode(b)
+            assert exact(back, term), (v, term, back)
+            if not old_ids or not v:
+                assert encode(term, **v) == b, (v, term)
