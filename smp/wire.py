@@ -36,7 +36,7 @@ import types
 
 from .errors import BadArg, ProtocolError, SmpError
 from .state import Snapshot
-from .terms import LOCAL_NODE, Atom, ImproperList, Pid, Port, Ref
+from .terms import LOCAL_NODE, Atom, BitString, ExportFun, Fun, ImproperList, Map, Pid, Port, Ref
 
 __all__ = ["DATA", "MAX_FRAME", "MAX_RUN", "STATE", "TERMS", "WIRE_VERSION", "Unencodable", "Unresolved",
            "dumps", "dumps_frame", "fun_ref", "load_record", "loads", "loads_frame", "loads_terms", "run_bodies"]
@@ -100,6 +100,38 @@ def _improper(elements=None, tail=None):
     return ImproperList(elements, tail)
 
 
+def _bits(data=None, size=None):
+    if type(data) is not bytes or type(size) is not int:
+        raise ProtocolError("bit string must be built from bytes and a bit count")
+    try:
+        return BitString(data, size)
+    except ValueError as e:
+        raise ProtocolError(f"bit string: {e}") from None
+
+
+def _map(pairs=None):
+    if type(pairs) is not list or not all(type(kv) is tuple and len(kv) == 2 for kv in pairs):
+        raise ProtocolError("map must be built from a list of (key, value) pairs")
+    return Map(pairs)
+
+
+def _funterm(module=None, arity=None, uniq=None, index=None, old_index=None, old_uniq=None,
+             pid=None, free=()):
+    if type(uniq) is not bytes or type(pid) is not Pid or type(free) is not tuple:
+        raise ProtocolError("fun must carry 16 bytes of uniq, a pid and a tuple of free values")
+    try:
+        return Fun(module, arity, uniq, index, old_index, old_uniq, pid, free)
+    except (TypeError, ValueError) as e:
+        raise ProtocolError(f"fun: {e}") from None
+
+
+def _export(module=None, function=None, arity=None):
+    try:
+        return ExportFun(module, function, arity)
+    except (TypeError, ValueError) as e:
+        raise ProtocolError(f"external fun: {e}") from None
+
+
 def _counter(mapping=None):
     if mapping is not None and type(mapping) is not dict:
         raise ProtocolError("Counter must be built from a dict")
@@ -134,6 +166,8 @@ TERMS = {
     ("smp.terms", "Atom"): _fixed(_atom), ("smp.terms", "Pid"): _fixed(_pid),
     ("smp.terms", "Port"): _fixed(_port), ("smp.terms", "Ref"): _fixed(_ref),
     ("smp.terms", "ImproperList"): _fixed(_improper),
+    ("smp.terms", "BitString"): _fixed(_bits), ("smp.terms", "Map"): _fixed(_map),
+    ("smp.terms", "Fun"): _fixed(_funterm), ("smp.terms", "ExportFun"): _fixed(_export),
 }
 #: Terms and the emulator's own data: replies, commands, state publications.
 DATA = {
@@ -339,7 +373,8 @@ def fun_ref(f) -> tuple[str, str] | None:
     return (module, qualname) if obj is f else None
 
 
-_PLAIN = frozenset({Atom, Pid, Port, Ref, ImproperList, Snapshot, collections.Counter,
+_PLAIN = frozenset({Atom, Pid, Port, Ref, ImproperList, BitString, Map, Fun, ExportFun,
+                    Snapshot, collections.Counter,
                     bytearray, pathlib.PosixPath, pathlib.PurePosixPath, type(...)})
 
 

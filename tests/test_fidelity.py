@@ -597,3 +597,16 @@ def test_process_trace_pattern_with_text(vm):
     assert vm.messages(report) == [1]
     assert vm.messages(t) == [(T, p, A.call, (A.m, A.double, [2])),
                               (T, p, A.return_from, (A.m, A.double, 1), 4)]
+
+
+def test_maps_funs_and_bit_strings_cross_schedulers(vm):
+    from smp.terms import BitString, ExportFun, Map
+    msg = (Map({A.k: [1, 2.5]}), BitString(b"\xff\x80", 9), ExportFun(A.lists, A.map, 2))
+    t = vm.spawn_collector()
+    sink = vm.spawn_collector(scheduler=vm.nsched)
+    p = vm.spawn(send_to, sink, msg, scheduler=1)
+    vm.trace(p, True, ["send"], tracer=t)
+    vm.run()
+    assert vm.messages(sink) == [msg]
+    assert vm.messages(t) == [(T, p, A.send, msg, sink)]
+    check_counts(vm)

@@ -502,3 +502,17 @@ def test_a_dispatcher_whose_thread_dies_exits(tmp_path, monkeypatch):
     with pytest.raises(SystemExit) as e:
         disp.serve()
     assert e.value.code == 70 and disp.thread_died == "dispatch"
+
+
+def test_every_term_type_travels_and_is_checked():
+    """Maps, funs and bit strings travel in message bodies and between
+    schedulers like every other term, built by checking constructors."""
+    import pickle as _pickle
+    from smp.terms import A as _A, BitString, ExportFun, Fun, Map, Pid as _Pid
+    terms = [Map({_A.a: 1, 2.0: [Map()]}), BitString(b"\x01\x40", 11),
+             ExportFun(_A.m, _A.f, 2), Fun(_A.m, 1, bytes(16), 0, 0, 5, _Pid(81), (1, _A.x))]
+    assert wire.loads_terms(_pickle.dumps(terms, 5)) == terms
+    assert wire.loads(wire.dumps(terms)) == terms
+    bad = _pickle.dumps(BitString(b"\x01\x40", 11), 5).replace(b"\x0b", b"\x08", 1)
+    with pytest.raises(ProtocolError):
+        wire.loads_terms(bad)
