@@ -20,7 +20,6 @@ class PidTable:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.alive: set[Pid] = set()
-        self.dead: set[Pid] = set()
         self.tracers: set[Pid] = set()
         self.registry: dict[Atom, Pid] = {}
         self.ports: dict[Port, object] = {}
@@ -60,7 +59,6 @@ class PidTable:
         """Returns the names that pid held."""
         with self.lock:
             self.alive.discard(pid)
-            self.dead.add(pid)
             self.tracers.discard(pid)
             names = [n for n, p in self.registry.items() if p == pid]
             for n in names:

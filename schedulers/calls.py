@@ -192,8 +192,7 @@ class CallTracing:
                 rf |= MATCH_SET_RETURN_TO_TRACE
         a = mfa[2] if flags & F_TRACE_ARITY_ONLY else list(args)
         msg = M.erts_call_trace(p.pid, mfa[0], mfa[1], a, pam)
-        self._send_to_tracer(holder, NIL if meta else p.pid, msg, bool(flags & F_TIMESTAMP), p,
-                             checked=True)
+        self._send_to_tracer(holder, NIL if meta else p.pid, msg, bool(flags & F_TIMESTAMP), p)
         return 0 if holder.tracer is NIL else rf
 
     def erts_trace_return(self, p: Proc, mfa, value, holder) -> None:

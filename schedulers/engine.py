@@ -247,9 +247,6 @@ class Node(ProcessOps, CallTracing, ResourceOps, SeqTrace, TracePoints, LocalBif
             if was_waiting and self.state.profile_runnable_procs:
                 self.profile_runnable_proc(p, am_active)
 
-    def has_work(self) -> bool:
-        return bool(self.runq)
-
     def next_deadline(self) -> float | None:
         while self.timers:
             deadline, _, p, gen = self.timers[0]

@@ -51,8 +51,7 @@ class TracePoints:
             self._write_port(tp, in_msg, M.SYS_MSG_TYPE_TRACE)
             self.stats.fake_schedule_pairs += 1
 
-    def _send_to_tracer(self, holder, from_, msg, ts_on: bool, c_p: Proc | None,
-                        checked: bool = False) -> None:
+    def _send_to_tracer(self, holder, from_, msg, ts_on: bool, c_p: Proc | None) -> None:
         """``send_to_tracer`` / ``send_to_port`` for TRACE messages.
 
         ``holder`` carries ``tracer`` and ``flags`` (a process, a port, or a
