@@ -3,8 +3,34 @@
 ``erts_trace_exception`` and ``erts_trace_return_to``, and ``save_calls``."""
 from __future__ import annotations
 
-from .common import *  # noqa: F401,F403
-from .common import _a, _Meta  # noqa: F401
+import sys
+
+from .common import (
+    EXITED,
+    F_SENSITIVE,
+    F_TIMESTAMP,
+    F_TRACE_ARITY_ONLY,
+    F_TRACE_CALLS,
+    F_TRACE_RETURN_TO,
+    F_TRACE_SILENT,
+    MATCH_SET_EXCEPTION_TRACE,
+    MATCH_SET_RETURN_TO_TRACE,
+    MATCH_SET_RETURN_TRACE,
+    NIL,
+    TRACEE_FLAGS,
+    ErlangException,
+    Error,
+    M,
+    Pid,
+    Proc,
+    _a,
+    am_undef,
+    am_undefined,
+    are_trace_flags_on,
+    flag_bit,
+    format_term,
+    pid_owner,
+)
 
 __all__ = ["CallTracing"]
 

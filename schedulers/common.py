@@ -1,6 +1,6 @@
-"""What the scheduler's modules share: imports, atoms, pid placement and
-``ARE_TRACE_FLAGS_ON``.  The modules import it whole (``from .common import *``),
-so the imports here are re-exports.
+"""What the scheduler's modules share: atoms, the names they take from the
+core (re-exported here so each module imports what it uses from one place),
+and ``ARE_TRACE_FLAGS_ON``.
 """
 # ruff: noqa: F401
 from __future__ import annotations
@@ -13,23 +13,44 @@ from collections import deque
 from smp import messages as M
 from smp.clock import Clock
 from smp.dispatch import format_error_logger_failure
-from smp.errors import BadArg, Error, ErlangException, Exit, Throw
+from smp.errors import BadArg, ErlangException, Error, Exit, Throw
+from smp.flags import (
+    F_SENSITIVE,
+    F_TIMESTAMP,
+    F_TRACE_ARITY_ONLY,
+    F_TRACE_CALLS,
+    F_TRACE_GC,
+    F_TRACE_PORTS,
+    F_TRACE_PROCS,
+    F_TRACE_RECEIVE,
+    F_TRACE_RETURN_TO,
+    F_TRACE_SCHED,
+    F_TRACE_SCHED_EXIT,
+    F_TRACE_SCHED_NO,
+    F_TRACE_SCHED_PORTS,
+    F_TRACE_SCHED_PROCS,
+    F_TRACE_SEND,
+    F_TRACE_SILENT,
+    F_TRACE_SOL,
+    F_TRACE_SOL1,
+    F_TRACE_SOS,
+    F_TRACE_SOS1,
+    F_TRACER,
+    TRACEE_FLAGS,
+    flag_bit,
+)
+from smp.matchspec import (
+    MATCH_SET_EXCEPTION_TRACE,
+    MATCH_SET_RETURN_TO_TRACE,
+    MATCH_SET_RETURN_TRACE,
+)
 from smp.placement import PID_BASE, pid_index, pid_owner, port_owner
-from smp.flags import (F_SENSITIVE, F_TIMESTAMP, F_TRACE_ARITY_ONLY, F_TRACE_CALLS,
-                       F_TRACE_GC, F_TRACE_PORTS, F_TRACE_PROCS, F_TRACE_RECEIVE,
-                       F_TRACE_RETURN_TO, F_TRACE_SCHED, F_TRACE_SCHED_EXIT,
-                       F_TRACE_SCHED_NO, F_TRACE_SCHED_PORTS, F_TRACE_SCHED_PROCS,
-                       F_TRACE_SEND, F_TRACE_SILENT, F_TRACE_SOL, F_TRACE_SOL1, F_TRACE_SOS,
-                       F_TRACE_SOS1, F_TRACER, TRACEE_FLAGS, flag_bit)
-from smp.matchspec import (MATCH_SET_EXCEPTION_TRACE, MATCH_SET_RETURN_TO_TRACE,
-                           MATCH_SET_RETURN_TRACE)
 from smp.state import FALSE, NIL, TracerState
 from smp.stats import Stats
 from smp.terms import Atom, Pid, Port, Ref, format_term
 
 from .drivers import make_driver
 from .process import EXITED, EXITING, REDS, RPC, RUNNABLE, SUSPEND, SUSPENDED, WAIT, WAITING, Proc
-
 
 _a = Atom
 am_in, am_out, am_in_exiting, am_out_exiting, am_out_exited = (

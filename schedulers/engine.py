@@ -18,11 +18,62 @@ Where the seed's ``#ifdef ERTS_SMP`` branches differ, ``self.smp`` decides:
 """
 from __future__ import annotations
 
+import heapq
+import sys
+import time
+from collections import deque
+
 from smp import wire
 
 from .calls import CallTracing
-from .common import *  # noqa: F401,F403
-from .common import _a, _Meta  # noqa: F401
+from .common import (
+    EXITED,
+    EXITING,
+    F_TRACE_PROCS,
+    F_TRACE_SCHED,
+    F_TRACE_SCHED_EXIT,
+    F_TRACE_SCHED_PROCS,
+    F_TRACE_SOS,
+    F_TRACE_SOS1,
+    F_TRACER,
+    GROUP_LEADER,
+    NIL,
+    PID_BASE,
+    REDS,
+    RPC,
+    RUNNABLE,
+    SUSPEND,
+    SUSPENDED,
+    TRACEE_FLAGS,
+    WAIT,
+    WAITING,
+    Atom,
+    BadArg,
+    Clock,
+    ErlangException,
+    Exit,
+    Pid,
+    Port,
+    Proc,
+    Ref,
+    Stats,
+    Throw,
+    TracerState,
+    _a,
+    am_active,
+    am_in,
+    am_in_exiting,
+    am_inactive,
+    am_link,
+    am_nocatch,
+    am_normal,
+    am_out,
+    are_trace_flags_on,
+    inherited_tracing,
+    pid_index,
+    pid_owner,
+    port_owner,
+)
 from .localbifs import LocalBifs
 from .procs import ProcessOps
 from .resources import ResourceOps

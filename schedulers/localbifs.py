@@ -3,12 +3,25 @@ ports (``trace/3`` on them, ``trace_info``, ``trace_pattern`` on its function
 table, the state replica), and BIFs called by its processes."""
 from __future__ import annotations
 
-from .common import *  # noqa: F401,F403
-from .common import _a, _Meta  # noqa: F401
-
 from smp.bifs import ALREADY_TRACED
 from smp.flags import PORT_ONLY_FLAGS, PROC_ONLY_FLAGS, TRACEE_MODIFIER_FLAGS
 from smp.matchspec import MatchSpec, compile_match_spec
+
+from .common import (
+    EXITED,
+    F_TRACER,
+    NIL,
+    TRACEE_FLAGS,
+    BadArg,
+    Error,
+    Pid,
+    Port,
+    Proc,
+    _a,
+    _Meta,
+    am_badarg,
+    am_undefined,
+)
 
 __all__ = ["LocalBifs"]
 

@@ -3,8 +3,55 @@ process flags: the operations that reach ``trace_proc``, ``trace_send``,
 ``trace_receive``, ``seq_trace`` token passing and the error logger."""
 from __future__ import annotations
 
-from .common import *  # noqa: F401,F403
-from .common import _a, _Meta  # noqa: F401
+from collections import deque
+
+from .common import (
+    EXITED,
+    EXITING,
+    F_SENSITIVE,
+    F_TRACE_PORTS,
+    F_TRACE_PROCS,
+    F_TRACE_RECEIVE,
+    F_TRACE_SCHED_EXIT,
+    F_TRACE_SOL,
+    F_TRACE_SOL1,
+    GROUP_LEADER,
+    NIL,
+    SUSPENDED,
+    TRACEE_FLAGS,
+    WAITING,
+    Atom,
+    Error,
+    Exit,
+    M,
+    Pid,
+    Port,
+    Proc,
+    am_badarg,
+    am_EXIT,
+    am_exit,
+    am_false,
+    am_getting_linked,
+    am_getting_unlinked,
+    am_inactive,
+    am_kill,
+    am_killed,
+    am_link,
+    am_noproc,
+    am_normal,
+    am_out_exited,
+    am_receive,
+    am_register,
+    am_send,
+    am_timeout,
+    am_true,
+    am_undefined,
+    am_unlink,
+    am_unregister,
+    are_trace_flags_on,
+    inherited_tracing,
+    pid_owner,
+)
 
 __all__ = ["ProcessOps"]
 

@@ -5,8 +5,45 @@
 ``profile_runnable_port``)."""
 from __future__ import annotations
 
-from .common import *  # noqa: F401,F403
-from .common import _a, _Meta  # noqa: F401
+import heapq
+import time
+from collections import deque
+
+from .common import (
+    EXITED,
+    F_TRACE_GC,
+    F_TRACE_PORTS,
+    F_TRACE_SCHED,
+    F_TRACE_SCHED_PORTS,
+    NIL,
+    PORT_REMOTE,
+    SUSPENDED,
+    TRACEE_FLAGS,
+    Error,
+    M,
+    Pid,
+    Port,
+    Proc,
+    _a,
+    am_active,
+    am_badarg,
+    am_busy_dist_port,
+    am_busy_port,
+    am_closed,
+    am_command,
+    am_gc_end,
+    am_gc_start,
+    am_in,
+    am_inactive,
+    am_normal,
+    am_out,
+    am_start,
+    am_undefined,
+    are_trace_flags_on,
+    make_driver,
+    pid_owner,
+    port_owner,
+)
 
 __all__ = ["ResourceOps"]
 

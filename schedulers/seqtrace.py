@@ -2,8 +2,21 @@
 ``seq_trace_output_generic`` (to a process or a port seq tracer)."""
 from __future__ import annotations
 
-from .common import *  # noqa: F401,F403
-from .common import _a, _Meta  # noqa: F401
+from .common import (
+    EXITED,
+    F_SENSITIVE,
+    FALSE,
+    NIL,
+    Atom,
+    BadArg,
+    Error,
+    M,
+    Port,
+    Proc,
+    am_badarg,
+    am_false,
+    am_true,
+)
 
 __all__ = ["SeqTrace"]
 

@@ -6,8 +6,32 @@ In smp mode each goes to the dispatcher's queue (``enqueue_sys_msg``); in
 nonsmp mode the tracer is looked up now (``ERTS_GET_TRACER_REF``)."""
 from __future__ import annotations
 
-from .common import *  # noqa: F401,F403
-from .common import _a, _Meta  # noqa: F401
+from .common import (
+    EXITED,
+    EXITING,
+    F_TIMESTAMP,
+    F_TRACE_SCHED,
+    F_TRACE_SCHED_NO,
+    F_TRACE_SEND,
+    F_TRACER,
+    NIL,
+    TRACEE_FLAGS,
+    M,
+    Pid,
+    Port,
+    Proc,
+    am_active,
+    am_error_logger,
+    am_exit,
+    am_in,
+    am_out,
+    am_out_exited,
+    am_out_exiting,
+    am_send,
+    am_send_to_non_existing,
+    are_trace_flags_on,
+    format_error_logger_failure,
+)
 
 __all__ = ["TracePoints"]
 
