@@ -110,7 +110,7 @@ def run(args) -> int:
                   if args.mode == "smp" else ["scheduler 1"])
         outdir = args.raw or tmp
         spies = []
-        for pid, label in zip(pids, labels):
+        for pid, label in zip(pids, labels, strict=True):
             path = os.path.join(outdir, label.replace(" ", "_") + ".txt")
             spies.append((label, path, subprocess.Popen(
                 ["py-spy", "record", "--pid", str(pid), "--rate", str(args.rate), "--format",
