@@ -419,6 +419,24 @@ class ProcessOps:
         self._queue_message(t, msg, None)
         return True
 
+    def deliver_sys_run(self, to, bodies: list) -> None:
+        """A run of system messages the dispatcher delivered to one receiver:
+        into the mailbox in one step (system messages are not traced as
+        received and carry no seq_trace token)."""
+        if type(to) is Port:
+            for body in bodies:
+                self.write_driver_port(to, body)
+            return
+        t = self.procs.get(to)
+        if t is None or t.status == EXITED:
+            self.stats.sys_arrived_dead += len(bodies)
+            return
+        t.mailbox.extend([(body, None) for body in bodies])
+        if t.kept is not None:
+            t.kept.extend(bodies)
+        if t.status == WAITING:
+            self._make_runnable(t)
+
     def on_message_removed(self, p: Proc, entry) -> None:
         """A receive took ``entry`` out of the queue: seq_trace token handling."""
         token = entry[1]
