@@ -167,7 +167,7 @@ class Node(ProcessOps, CallTracing, ResourceOps, SeqTrace, TracePoints, LocalBif
         return Ref((self._ref_counter, self.sched_id, 0))
 
     def is_local_pid(self, pid: Pid) -> bool:
-        return pid_owner(pid, self.nsched) == self.sched_id
+        return self.nsched == 1 or pid_owner(pid, self.nsched) == self.sched_id
 
     # ---------------------------------------------------------------- liveness (ProcTable)
     def is_alive(self, pid) -> bool:

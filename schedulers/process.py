@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from itertools import islice
 
 from smp.errors import BadArg, Error
 from smp.terms import Atom
@@ -108,14 +109,21 @@ class Proc:
         idx = 0
         while True:
             mb = self.mailbox
-            while idx < len(mb):
-                entry = mb[idx]
-                if match is None or match(entry[0]):
-                    del mb[idx]
-                    node.on_message_removed(self, entry)
-                    await _ONE_RED
-                    return entry[0]
-                idx += 1
+            if match is None and mb:            # the first message: no scan
+                entry = mb.popleft()
+                node.on_message_removed(self, entry)
+                await _ONE_RED
+                return entry[0]
+            if idx < len(mb):
+                # one pass from where the last look stopped (indexing a deque
+                # in the middle is linear: a long mailbox would be quadratic)
+                for entry in islice(mb, idx, None):
+                    if match is None or match(entry[0]):
+                        del mb[idx]
+                        node.on_message_removed(self, entry)
+                        await _ONE_RED
+                        return entry[0]
+                    idx += 1
             if deadline is not None and time.monotonic() >= deadline:
                 node.on_receive_timeout(self)
                 await _ONE_RED
