@@ -7,17 +7,18 @@ seq_trace, system_monitor and system_profile message as the SMP build does.
 """
 from .dbgfmt import format_dbg
 from .emulator import Emulator
+from .explore import explore
 from .errors import (BadArg, DecodeError, EmulatorTimeout, Error, ErlangException, Exit,
                      ProtocolError, ScenarioError, SmpError, StartupError, Throw, TracePortError,
                      SchedulerLost, DispatcherLost)
-from .reader import read_trace
+from .reader import merge_traces, read_trace
 from .terms import (A, Atom, BitString, ExportFun, Fun, ImproperList, Map, Pid, Port, Ref, atom,
                     charlist, format_term)
 
 __all__ = [
-    "Emulator", "Atom", "Pid", "Port", "Ref", "ImproperList", "Map", "Fun", "ExportFun",
+    "Emulator", "explore", "Atom", "Pid", "Port", "Ref", "ImproperList", "Map", "Fun", "ExportFun",
     "BitString", "A", "atom", "charlist",
-    "format_term", "format_dbg", "read_trace",
+    "format_term", "format_dbg", "read_trace", "merge_traces",
     "SmpError", "BadArg", "EmulatorTimeout", "StartupError", "DecodeError", "TracePortError",
     "ProtocolError", "ScenarioError", "SchedulerLost", "DispatcherLost", "ErlangException", "Error", "Throw", "Exit",
 ]

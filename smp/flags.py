@@ -75,6 +75,8 @@ _BY_NAME = {name: bit for bit, name in FLAG_NAMES}
 # 'all' sets every tracee flag (erl_bif_trace.c: mask |= TRACEE_FLAGS).
 _ALL = TRACEE_FLAGS
 CPU_TIMESTAMP = "cpu_timestamp"
+# OTP 18's timestamp flags: not in the 17.x seed, refused as 17.x refuses them
+OTP18_TIMESTAMPS = ("monotonic_timestamp", "strict_monotonic_timestamp")
 
 
 def _name(flag) -> str:
@@ -112,6 +114,9 @@ def parse_trace_flags(flags) -> tuple[int, bool, object]:
             cpu_ts = True
         elif name in _BY_NAME:
             bits |= _BY_NAME[name]
+        elif name in OTP18_TIMESTAMPS:
+            raise BadArg(f"unknown trace flag '{name}': it came with OTP 18; the 17.x "
+                         "trace/3 has timestamp and cpu_timestamp only")
         else:
             raise BadArg(f"unknown trace flag '{name}'")
     return bits, cpu_ts, tracer

@@ -1,29 +1,35 @@
 """Read trace frames back, as ``dbg:trace_client`` does.
 
 ``read_trace(source)`` yields the terms of a trace file, a wrap log or an ip
-trace port.  A drop frame (op 1) is yielded as ``(Atom('drop'), N)``, as dbg's
-reader does.  Errors raise :class:`smp.errors.DecodeError` naming the byte
-offset in the file (or in the stream read from the socket): the offset of a
-bad op byte, of a truncated frame header, or of the start of a truncated or
-undecodable term.
+trace port; ``read_trace(path, follow=True)`` keeps reading a file as it
+grows, as ``dbg:trace_client(follow_file, Path)`` does.  ``merge_traces``
+merges several sources by timestamp as ``ttb:format`` does.  A drop frame
+(op 1) is yielded as ``(Atom('drop'), N)``, as dbg's reader does.  Errors
+raise :class:`smp.errors.DecodeError` naming the byte offset in the file (or
+in the stream read from the socket): the offset of a bad op byte, of a
+truncated frame header, or of the start of a truncated or undecodable term.
 """
 from __future__ import annotations
 
+import heapq
 import os
 import re
 import socket
 import struct
-from typing import Iterator, Optional
+import time
+from typing import Any, Iterator, Optional
 
 from . import etf
 from .errors import DecodeError
-from .terms import Atom
+from .terms import Atom, term_order_key
 from .traceport import DEFAULT_WRAP_COUNT, wrap_files
 
-__all__ = ["read_trace", "read_frames", "wrap_log_files"]
+__all__ = ["read_trace", "read_frames", "wrap_log_files", "merge_traces", "merge_key"]
 
 _DROP = Atom("drop")
 _WRAP = Atom("wrap")
+_TRACE_TS = Atom("trace_ts")
+_SEQ_TRACE = Atom("seq_trace")
 _HDR = struct.Struct(">BI")
 _CHUNK = 1 << 20
 _HOSTPORT = re.compile(r"\A(\[[^\]]*\]|[^:/\\]+):([0-9]{1,5})\Z")
@@ -103,6 +109,22 @@ def _read_file(path: str) -> Iterator:
         yield from _frames(lambda: f.read(_CHUNK), path)
 
 
+def _follow_file(path: str, poll: float) -> Iterator:
+    """A file that is still being written: at its end, wait for more (every
+    ``poll`` seconds) instead of stopping, as dbg's ``follow_read`` retries
+    from the same offset until the whole header or term is there.  It never
+    ends by itself: the caller stops reading (Ctrl-C in ``smp-emu read
+    --follow``)."""
+    with open(path, "rb", buffering=0) as f:
+        def read_chunk():
+            while True:
+                chunk = f.read(_CHUNK)
+                if chunk:
+                    return chunk
+                time.sleep(poll)
+        yield from _frames(read_chunk, path)
+
+
 def wrap_log_files(path, suffix: str, count: int = DEFAULT_WRAP_COUNT) -> list[str]:
     """The files of a wrap log in reading order, as dbg's wrap_sort orders them.
 
@@ -162,7 +184,8 @@ def _read_ip(host: str, port: int, timeout: Optional[float]) -> Iterator:
         yield from _frames(read_chunk, where)
 
 
-def read_trace(source, *, timeout: Optional[float] = None) -> Iterator:
+def read_trace(source, *, timeout: Optional[float] = None, follow: bool = False,
+               poll: float = 0.05) -> Iterator:
     """Yield the trace terms of ``source``.
 
     ``source`` is one of:
@@ -174,7 +197,19 @@ def read_trace(source, *, timeout: Optional[float] = None) -> Iterator:
     * an ip trace port: ``("host", port)`` or ``"host:port"`` (a str that is
       not an existing file); reads until the port closes the connection.
       ``timeout`` bounds each socket wait (``TimeoutError`` when exceeded).
+
+    ``follow=True`` (a file path only) reads on past the end of the file as
+    it grows, as ``dbg:trace_client(follow_file, Path)`` does, checking for
+    new data every ``poll`` seconds; it never ends by itself.
     """
+    if follow:
+        if isinstance(source, tuple):
+            raise ValueError("follow reads one trace file, not a wrap log or an ip port")
+        path = os.fspath(source)
+        path = os.fsdecode(path) if isinstance(path, bytes) else path
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"{path}: no such file")
+        return _follow_file(path, poll)
     if isinstance(source, tuple):
         if len(source) == 2 and isinstance(source[0], str) and type(source[1]) is int:
             return _read_ip(source[0], source[1], timeout)
@@ -195,3 +230,45 @@ def read_trace(source, *, timeout: Optional[float] = None) -> Iterator:
         if m:
             return _read_ip(m.group(1).strip("[]"), int(m.group(2)), timeout)
     return _read_file(path)
+
+
+def merge_key(term: Any):
+    """The key ``ttb:format`` sorts a message by (its ``timestamp/1``): the
+    timestamp of a ``trace_ts`` message and of a ``seq_trace`` message with
+    one (4 elements), else 0, which sorts before every timestamp.  Keys
+    compare in Erlang's term order."""
+    if type(term) is tuple and term and (
+            term[0] is _TRACE_TS or (term[0] is _SEQ_TRACE and len(term) == 4)):
+        return term_order_key(term[-1])
+    return term_order_key(0)
+
+
+def merge_traces(sources, *, timeout: Optional[float] = None) -> Iterator:
+    """Yield ``(i, term)``: the terms of ``sources`` (anything ``read_trace``
+    takes) merged by timestamp as ``ttb:format`` merges the files of several
+    nodes, ``i`` being the index of the source the term came from.
+
+    As ttb's collector does, it holds the next message of every source and
+    takes the one with the smallest ``merge_key`` (``lists:keysort``, which
+    is stable): on equal keys the source it took from last goes first, then
+    the order of ``sources``.  A source's own messages keep their order, so
+    messages without a timestamp (key 0) come out as soon as they are at the
+    head of their file, in file order.
+    """
+    readers = [iter(read_trace(s, timeout=timeout)) for s in sources]
+    heap: list = []
+    for i, r in enumerate(readers):
+        for term in r:
+            heap.append((merge_key(term), i, i, term))
+            break
+    heapq.heapify(heap)
+    # ttb puts the source it just read from at the head of the list before
+    # the stable sort: a tie goes to the newest entry, so its rank decreases
+    rank = 0
+    while heap:
+        _, _, i, term = heapq.heappop(heap)
+        yield i, term
+        for nxt in readers[i]:
+            rank -= 1
+            heapq.heappush(heap, (merge_key(nxt), rank, i, nxt))
+            break
