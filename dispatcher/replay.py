@@ -385,7 +385,11 @@ class _Replayer:
         dseq, _, d_type, d_n, d_action, d_receiver, d_reason = rec
         recorded = Decision(d_action, d_receiver, d_reason)
         q = self.pending[0] if self.pending else None
-        if q is None or (q[2], q[7]) != (d_type, d_n):
+        # step mode (Emulator.step_dispatcher) decides the first d_n of a run
+        if (q is not None and q[2] == d_type and type(d_n) is int and 0 < d_n < q[7]
+                and (d_type != M.SYS_MSG_TYPE_PROC_MSG or d_receiver == q[4])):
+            q = self._split_head(d_n)
+        elif q is None or (q[2], q[7]) != (d_type, d_n):
             if d_type == M.SYS_MSG_TYPE_PROC_MSG and d_n == 1 and type(d_receiver) is Pid:
                 # trace_delivered's reply is queued by the control thread with no 'q' record
                 q = (dseq, "q", d_type, d_receiver, d_receiver, M.TS_NONE,
@@ -446,6 +450,20 @@ class _Replayer:
                     disp_failure(m, d.receiver, self.state)
                 if self.state.version != before:
                     self.effects.append((dseq, "fail", (m, d.receiver), "dispatch"))
+
+    def _split_head(self, k: int) -> tuple:
+        """The first ``k`` messages of the oldest undecided run as a record
+        of their own; the rest stays undecided, its timestamps after them."""
+        seq, kind, type_, from_, to, ts_kind, blob, n, base, active = self.pending[0]
+        try:
+            bodies = loads_terms(blob)
+            head = pickle.dumps(bodies[:k], pickle.HIGHEST_PROTOCOL)
+            tail = pickle.dumps(bodies[k:], pickle.HIGHEST_PROTOCOL)
+        except Exception:       # undecodable: both parts keep the bytes (_terms says so)
+            head = tail = blob
+        self.pending[0] = (seq, kind, type_, from_, to, ts_kind, tail, n - k,
+                           base + k if ts_kind else 0, active)
+        return (seq, kind, type_, from_, to, ts_kind, head, k, base, active)
 
     def _decide(self, m, table, state, lost) -> Decision:
         d = resolve(m, state, table)

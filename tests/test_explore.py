@@ -1,0 +1,283 @@
+"""smp-emu explore: every interleaving of the dispatcher's queue with the
+state changes, each schedule run on a real smp emulator stepped message by
+message, and the step mode itself."""
+from __future__ import annotations
+
+import itertools
+import json
+import random
+
+import pytest
+from click.testing import CliRunner
+from helpers import check_counts
+
+import smp
+from smp import Atom as A
+from smp.cli import cli
+from smp.explore import (
+    canonical_classes,
+    canonicalize,
+    change_footprint,
+    count_classes,
+    dependent,
+    explore_example_names,
+    load_explore_scenario,
+    message_footprint,
+    parse_schedule,
+)
+
+pytestmark = pytest.mark.timeout(120)
+
+SEQ_MSGS = [f"{{seq_trace,7,{{send,{{0,{i + 1}}},chain,sink,{{explore,{i}}}}}}}" for i in range(3)]
+
+
+@pytest.fixture(scope="module")
+def seq():
+    return smp.explore("seq")
+
+
+@pytest.fixture(scope="module")
+def monitor():
+    return smp.explore("monitor")
+
+
+# ---------------------------------------------------------------- step mode
+async def chain_sender(proc, to, n):
+    await proc.seq_trace("label", 7)
+    await proc.seq_trace("send", True)
+    for i in range(n):
+        await proc.send(to, (A("hop"), i))
+
+
+def test_step_dispatcher_message_by_message_then_by_run():
+    with smp.Emulator(mode="smp", schedulers=1) as vm:
+        old, new, sink = vm.spawn_collector(), vm.spawn_collector(), vm.spawn_collector()
+        vm.set_system_seq_tracer(old)
+        with pytest.raises(smp.SmpError, match="held dispatcher"):
+            vm.step_dispatcher()
+        vm.hold_dispatcher()
+        p = vm.spawn(chain_sender, sink, 4)
+        vm.run()
+        assert len(vm.queued_messages()) == 4          # one run of 4 in the queue
+        got = vm.step_dispatcher()                      # the run is split
+        assert [(f, to, o) for f, to, _m, o in got] == [(None, old, "delivered")]
+        assert got[0][2] == (A("seq_trace"), 7, (A("send"), (0, 1), p, sink, (A("hop"), 0)))
+        assert vm.messages(old) == [got[0][2]]          # delivered before it returns
+        vm.set_system_seq_tracer(new)
+        assert [to for _f, to, _m in vm.queued_messages()] == [new, new, new]
+        assert len(vm.step_dispatcher(1, unit="run")) == 3    # the rest of the run at once
+        assert vm.step_dispatcher(5) == []              # nothing left: still held
+        assert check_counts(vm)["queued"] == 0
+        vm.release_dispatcher()
+        vm.run()
+        assert [m[2][1] for m in vm.messages(new)] == [(0, 2), (0, 3), (0, 4)]
+        with pytest.raises(smp.BadArg):
+            vm.step_dispatcher(0)
+
+
+def test_stepped_run_replays_from_its_journal(tmp_path):
+    from dispatcher.replay import replay
+    path = str(tmp_path / "step.journal")
+    with smp.Emulator(mode="smp", schedulers=2, journal=path) as vm:
+        old, new, sink = vm.spawn_collector(), vm.spawn_collector(), vm.spawn_collector()
+        vm.set_system_seq_tracer(old)
+        vm.hold_dispatcher()
+        vm.spawn(chain_sender, sink, 4)
+        vm.run()
+        assert [o for *_x, o in vm.step_dispatcher()] == ["delivered"]
+        vm.set_system_seq_tracer(new)
+        assert [o for *_x, o in vm.step_dispatcher(2)] == ["delivered"] * 2
+        vm.exit(new, A("kill"))
+        vm.run()
+        assert [o for *_x, o in vm.step_dispatcher()] == ["no_receiver"]   # reset on exit
+        vm.release_dispatcher()
+        vm.run()
+        stats = check_counts(vm)
+    r = replay(path)                    # one run of 4, decided as 1 + 2 + 1
+    assert r.ok, (r.divergences, r.violations)
+    assert r.runs == 3
+    assert r.totals["delivered_by_type"] == stats["delivered_by_type"] == {"SEQTRACE": 3}
+
+
+def test_step_dispatcher_needs_smp():
+    with smp.Emulator(mode="nonsmp") as vm:
+        with pytest.raises(smp.SmpError, match="needs smp mode"):
+            vm.step_dispatcher()
+
+
+# ---------------------------------------------------------------- the examples
+def test_seq_tracer_replaced_with_three_queued_gives_four_outcomes(seq):
+    assert (seq.possible, seq.classes, seq.run, len(seq.outcomes)) == (4, 4, 4, 4)
+    assert seq.exhaustive
+    by_k = {o["positions"][0]: o for o in seq.outcomes}
+    assert sorted(by_k) == [0, 1, 2, 3]
+    for k, o in by_k.items():
+        assert o["schedule"] == f"replace@{k}"
+        assert o["fates"] == ["old"] * k + ["new"] * (3 - k)
+        assert o["received"].get("old", []) == SEQ_MSGS[:k]
+        assert o["received"].get("new", []) == SEQ_MSGS[k:]
+        assert o["state"]["seq_tracer"] == "new"
+        assert o["results"] == ["old"]                  # set_system_seq_tracer returned old
+    # nonsmp: one outcome, every message at the old tracer
+    assert seq.nonsmp["same_as"] == by_k[3]["index"]
+    assert seq.nonsmp["received"] == {"old": SEQ_MSGS}
+    for k in (0, 1, 2):
+        why = by_k[k]["why_not_nonsmp"]
+        assert why[0]["types"] == ["SEQTRACE"]
+        assert why[0]["messages"] == [f"m{i}" for i in range(k + 1, 4)]
+    text = seq.text()
+    assert "4 possible, 4 classes, 4 run (exhaustive); 4 outcome(s)" in text
+    assert "#ifndef ERTS_SMP" in text and "erl_trace.c:1241-1242" in text
+
+
+def test_monitor_replaced_with_its_own_event_queued(monitor):
+    fates = {tuple(o["fates"]) for o in monitor.outcomes}
+    # replaced first: the new monitor's own event is dropped (from == receiver)
+    assert ("drop:sender_is_receiver", "m2") in fates
+    # replaced after it: the old monitor receives it
+    assert ("m1", "m2") in fates and ("m1", "m1") in fates
+    assert len(monitor.outcomes) == 3 == monitor.run
+    dropped = next(o for o in monitor.outcomes if o["fates"][0] == "drop:sender_is_receiver")
+    assert dropped["schedule"] == "replace@0"
+    assert [m.split(",")[1] for m in dropped["received"]["m2"]] == ["other"]
+    assert "m1" not in dropped["received"]
+    same = [o for o in monitor.outcomes if o["nonsmp"]]
+    assert [o["fates"] for o in same] == [["m1", "m1"]]
+    assert dropped["why_not_nonsmp"][0]["types"] == ["SYSMON"]
+
+
+def test_every_outcome_replays_to_the_same_result(seq, monitor):
+    for res, name in ((seq, "seq"), (monitor, "monitor")):
+        for o in res.outcomes:
+            again = smp.explore(name, schedule=o["schedule"], nonsmp=False)
+            assert again.run == 1 and again.single
+            assert again.outcomes[0]["key"] == o["key"], o["schedule"]
+
+
+def test_pruning_runs_one_schedule_per_class():
+    r = smp.explore("commute")
+    assert (r.possible, r.classes, r.run, len(r.outcomes)) == (4, 1, 1, 1)
+    assert r.deps == [set()]
+    assert r.outcomes[0]["fates"] == ["t", "t", "t"] and r.outcomes[0]["nonsmp"]
+    # without pruning every schedule runs, and they all end alike
+    full = smp.explore("commute", prune=False, nonsmp=False)
+    assert (full.run, len(full.outcomes)) == (4, 1)
+    assert full.outcomes[0]["key"] == r.outcomes[0]["key"]
+    assert sorted(full.outcomes[0]["schedules"]) == [f"replace@{k}" for k in range(4)]
+
+
+def test_races_example_kill_seq_and_monitor():
+    r = smp.explore("races")
+    assert (r.possible, r.classes, r.run, len(r.outcomes)) == (56, 10, 10, 10)
+    assert [sorted(d) for d in r.deps] == [[3, 4], [1, 2], [5]]
+    first, last = r.outcomes[0], r.outcomes[-1]
+    assert first["schedule"] == "kill@0 seq@0 mon@0"
+    assert first["fates"] == ["new", "new", "drop:receiver_dead", "drop:receiver_dead",
+                              "drop:sender_is_receiver"]
+    assert last["schedule"] == "kill@4 seq@4 mon@5" and last["nonsmp"]
+    assert last["fates"] == ["old", "old", "t", "t", "m1"]
+    assert sum(1 for o in r.outcomes if o["nonsmp"]) == 1
+    assert {t for o in r.outcomes for w in o["why_not_nonsmp"] for t in w["types"]} == {
+        "TRACE", "SEQTRACE", "SYSMON"}
+
+
+def test_beyond_the_bound_a_seeded_sample():
+    r = smp.explore("seq", max_messages=2, samples=2, seed=11, nonsmp=False)
+    assert not r.exhaustive and r.seed == 11
+    assert r.classes == 4 and r.run == 2 and r.coverage == 0.5
+    assert [o["schedule"] for o in r.outcomes] == ["replace@0", "replace@3"]
+    text = r.text()
+    assert "a random sample, seed 11, coverage 50.0 %" in text
+
+
+# ---------------------------------------------------------------- command line
+def test_cli_explore_table_json_and_report(tmp_path):
+    runner = CliRunner()
+    res = runner.invoke(cli, ["explore", "commute"])
+    assert res.exit_code == 0, res.output
+    assert "schedules: 4 possible, 1 classes, 1 run (exhaustive); 1 outcome(s)" in res.output
+    assert "smp-emu explore commute --schedule 'replace@0'" in res.output
+    res = runner.invoke(cli, ["explore", "monitor", "--json"])
+    assert res.exit_code == 0, res.output
+    d = json.loads(res.output)
+    assert d["kind"] == "explore" and d["schedules"]["run"] == 3
+    assert d["nonsmp"]["same_as"] == 3
+    path = tmp_path / "explore.json"
+    path.write_text(res.output)
+    out = tmp_path / "explore.html"
+    res = runner.invoke(cli, ["report", str(path), "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    html = out.read_text()
+    assert "id='explore-tree'" in html and "drop:sender_is_receiver" in html
+    assert "#1 replace@0" in html and "<script" not in html
+    res = runner.invoke(cli, ["explore", "monitor", "--schedule", "replace@1"])
+    assert res.exit_code == 0, res.output
+    assert "schedule replace@1: run 1" in res.output
+
+
+def test_cli_explore_refuses_bad_input(tmp_path):
+    runner = CliRunner()
+    res = runner.invoke(cli, ["explore", "no-such"])
+    assert res.exit_code == 2 and "no such explore scenario" in res.output
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[[processes]]\nname = "a"\n[[queue]]\nname = "q"\ndo = "dance"\n'
+                   '[[changes]]\naction = "kill"\ntarget = "a"\n')
+    res = runner.invoke(cli, ["explore", str(bad)])
+    assert res.exit_code == 2 and "queue[0].do: must be one of" in res.output
+    res = runner.invoke(cli, ["explore", "seq", "--schedule", "replace@9"])
+    assert res.exit_code == 2 and "only 3 messages are queued" in res.output
+
+
+# ---------------------------------------------------------------- the pure parts
+def test_examples_load():
+    assert {"seq", "monitor", "commute", "races"} <= set(explore_example_names())
+    for name in explore_example_names():
+        sc = load_explore_scenario(name)
+        assert sc["queue"] and sc["changes"]
+
+
+def test_schedule_text():
+    changes = [{"name": "kill"}, {"name": "seq"}]
+    assert parse_schedule("kill@1 seq@3", changes) == (1, 3)
+    assert parse_schedule("seq@3,kill@0", changes) == (0, 3)
+    for bad, msg in (("kill@1", "every change once"), ("kill@3 seq@1", "cannot decrease"),
+                     ("kill@x seq@1", "is not change@k"), ("kill@1 kill@2", "twice")):
+        with pytest.raises(smp.BadArg, match=msg):
+            parse_schedule(bad, changes)
+
+
+def test_commutation():
+    roles = {"seq": {"old", "new"}, "mon": {"m1", "m2"}, "prof": {"p"}, "reg": set(),
+             "tracers": {"t"}}
+    seq_change = change_footprint({"action": "seq_tracer", "tracer": "new"}, roles)
+    clear_prof = change_footprint({"action": "system_profile", "profiler": "undefined"}, roles)
+    kill_t = change_footprint({"action": "kill", "target": "t"}, roles)
+    kill_old = change_footprint({"action": "kill", "target": "old"}, roles)
+    trace = message_footprint("TRACE", "t", roles)
+    seqm = message_footprint("SEQTRACE", None, roles)
+    sysmon = message_footprint("SYSMON", None, roles)
+    assert not dependent(seq_change, trace)        # a TRACE message does not read the seq tracer
+    assert not dependent(clear_prof, sysmon)       # a SYSMON message does not read the profiler
+    assert dependent(seq_change, seqm) and dependent(clear_prof,
+                                                     message_footprint("SYSPROF", None, roles))
+    assert dependent(kill_t, trace) and not dependent(kill_t, seqm)
+    assert dependent(kill_old, seqm)               # the seq tracer's death resets it
+
+
+def test_classes_match_brute_force():
+    rng = random.Random(3)
+    for _ in range(60):
+        n, k = rng.randint(0, 6), rng.randint(1, 3)
+        deps = [{i for i in range(1, n + 1) if rng.random() < 0.4} for _ in range(k)]
+        # two schedules are equivalent when every change has the same
+        # dependent messages before it
+        sig = {}
+        for p in itertools.combinations_with_replacement(range(n + 1), k):
+            s = tuple(sum(1 for i in d if i <= x) for d, x in zip(deps, p, strict=False))
+            sig.setdefault(s, []).append(p)
+        classes = list(canonical_classes(deps))
+        assert len(classes) == len(set(classes)) == len(sig) == count_classes(deps)
+        for members in sig.values():
+            reps = {canonicalize(p, deps) for p in members}
+            assert len(reps) == 1 and reps.pop() == min(members, key=lambda p: (sum(p), p))
+            assert canonicalize(members[0], deps) in classes
