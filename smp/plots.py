@@ -1,37 +1,74 @@
-"""Inline SVG charts for the HTML report: lines over time, a log-scale
-histogram and an activity timeline.
+"""The report's charts, drawn with matplotlib's SVG backend and embedded
+inline: lines over time drawn as steps, a log-scale histogram and an
+activity timeline.
 
-Pure functions from numbers to markup; runs in the user's process.  No
-scripts and no external assets: every chart is one ``<figure class="plot">``
-holding a ``<figcaption>`` (its title) and an ``<svg>``.  Each drawn series
-carries ``data-mode`` / ``data-series`` attributes so a reader (or a test)
-can tell the lines apart without knowing the colours.
+Runs in the user's process.  Every chart is one ``<figure class="plot">``
+holding a ``<figcaption>`` (its title), one inline ``<svg>`` and a note: no
+scripts and no external assets, so the page stays one self-contained file.
+Each drawn series is a group whose ``id`` names it (``series-MODE-WHAT``,
+``bars-MODE-K``, ``sched-MODE-N``), and the axis labels are ``xlabel`` and
+``ylabel``, so a reader (or a test) can find them without knowing the
+colours.  Every id in a chart is prefixed with the chart's id, so several
+charts can share a page.
+
+Values over time are steps: the value of the interval that ends at a
+sample is drawn across that interval, an interval with a missing sample (a
+gap) is left empty and shaded, and the last interval, which ends with the
+run and is usually shorter, is hatched.
 """
 from __future__ import annotations
 
-import math
+import io
+import re
 from html import escape
-from typing import Callable, NamedTuple
+from typing import NamedTuple
 
-__all__ = ["Line", "Bars", "Row", "line_chart", "log_histogram", "timeline", "nice_ticks",
-           "si", "fmt_ns", "PALETTE", "DASHES"]
+import matplotlib
+import matplotlib.ticker
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
 
-PALETTE = ["#4e79a7", "#f28e2b", "#e15759", "#59a14f", "#b07aa1", "#76b7b2", "#edc948",
-           "#9c755f", "#ff9da7", "#bab0ac"]
-DASHES = ["", "7 4", "2 3", "10 3 2 3"]
+__all__ = ["Line", "Bars", "Row", "line_chart", "log_histogram", "timeline", "si", "fmt_ns",
+           "STYLES", "figure_html", "bar_chart", "style"]
 
-_W, _H = 760, 270                       # the plot area's outer size
-_L, _R, _T, _B = 72, 16, 12, 42         # margins: axis labels left, x labels below
+matplotlib.rcParams.update({
+    "svg.fonttype": "none",         # text stays text: searchable, selectable
+    "svg.hashsalt": "smp-emu",      # the same page for the same data
+    "font.size": 9,
+    "font.family": "sans-serif",
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+})
+
+# (colour, marker, linestyle) per (mode, what): no two series of a chart share one
+STYLES = {
+    ("nonsmp", "made"): ("#1f77b4", "o", "-"),
+    ("nonsmp", "delivered"): ("#17becf", "s", "--"),
+    ("smp", "made"): ("#d62728", "^", "-"),
+    ("smp", "delivered"): ("#ff7f0e", "v", "--"),
+    ("nonsmp", ""): ("#1f77b4", "o", "-"),
+    ("smp", ""): ("#d62728", "^", "-"),
+}
+_MORE = [("#2ca02c", "D", "-"), ("#9467bd", "P", "--"), ("#8c564b", "X", ":"),
+         ("#e377c2", "*", "-."), ("#7f7f7f", "h", "-"), ("#bcbd22", "p", "--")]
+
+
+def style(mode: str, what: str, i: int = 0) -> tuple[str, str, str]:
+    """The colour, marker and line style of series ``what`` of ``mode``."""
+    return STYLES.get((mode, what)) or _MORE[i % len(_MORE)]
 
 
 class Line(NamedTuple):
     name: str                   # legend text
-    xs: list
-    ys: list
+    ts: list                    # sample times, seconds since the run started
+    values: list                # the value of the interval ending at each sample (None: unknown)
     colour: str
-    dash: str = ""
+    marker: str = "o"
+    linestyle: str = "-"
     mode: str = ""
-    series: str = ""            # what it measures, for data-series
+    series: str = ""            # what it measures, for the id
+    gaps: tuple = ()            # indexes k whose interval (ts[k-1], ts[k]] has no sample in it
 
 
 class Bars(NamedTuple):
@@ -45,29 +82,10 @@ class Bars(NamedTuple):
 class Row(NamedTuple):
     label: str
     detail: str
-    intervals: list             # [[start_s, end_s], ...]
+    intervals: list             # [[start_s, end_s], ...] in seconds since the run started
     colour: str
     mode: str = ""
     scheduler: int = 0
-
-
-def nice_ticks(lo: float, hi: float, n: int = 5) -> list[float]:
-    """Round tick values (1, 2, 5 times a power of ten) from ``lo`` up to the
-    first one at or above ``hi``, so the axis ends on a labelled tick."""
-    if hi <= lo:
-        hi = lo + 1
-    raw = (hi - lo) / n
-    mag = 10 ** math.floor(math.log10(raw))
-    step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
-    first = math.floor(lo / step) * step
-    ticks, k = [], 0
-    while True:
-        v = first + k * step
-        if v >= lo - step * 1e-9:
-            ticks.append(round(v, 12))
-        if v >= hi - step * 1e-9:
-            return ticks
-        k += 1
 
 
 def si(v: float) -> str:
@@ -86,169 +104,206 @@ def fmt_ns(ns: float) -> str:
     return f"{ns:.3g} ns"
 
 
-def _figure(chart_id: str, title: str, svg: str, note: str = "") -> str:
+# ---------------------------------------------------------------- svg out
+_ID = re.compile(r'\bid="([^"]+)"')
+
+
+def _svg(fig: Figure, chart_id: str) -> str:
+    """The figure as inline SVG markup, every id prefixed with ``chart_id``."""
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None})
+    text = buf.getvalue()
+    text = text[text.index("<svg"):]
+    # inline in HTML: no namespace declarations (the HTML parser knows svg and
+    # xlink) and no RDF metadata, so the page names no other document
+    text = re.sub(r"<metadata>.*?</metadata>", "", text, count=1, flags=re.S)
+    text = re.sub(r'\s+xmlns(:\w+)?="[^"]*"', "", text[:text.index(">") + 1]) + \
+        text[text.index(">") + 1:]
+    ids = set(_ID.findall(text))
+    if ids:
+        pat = re.compile(r'(\bid="|url\(#|xlink:href="#|href="#)(' +
+                         "|".join(re.escape(i) for i in sorted(ids, key=len, reverse=True)) +
+                         r')(?=["\)])')
+        text = pat.sub(lambda m: f"{m.group(1)}{chart_id}-{m.group(2)}", text)
+    return text.replace("<svg ", '<svg class="chart" role="img" ', 1)
+
+
+def figure_html(chart_id: str, title: str, svg: str, note: str = "", extra_class: str = "") -> str:
     n = f'<p class="note">{note}</p>' if note else ""
-    return (f'<figure class="plot" id="{escape(chart_id)}"><figcaption>{escape(title)}'
+    cls = "plot" + (f" {extra_class}" if extra_class else "")
+    return (f'<figure class="{cls}" id="{escape(chart_id)}"><figcaption>{escape(title)}'
             f'</figcaption>{svg}{n}</figure>')
 
 
-def _svg_open(w: int, h: int, title: str) -> str:
-    return (f'<svg width="{w}" height="{h}" '
-            f'viewBox="0 0 {w} {h}" role="img"><title>{escape(title)}</title>')
+def _new(height: float = 3.0) -> tuple[Figure, object]:
+    fig = Figure(figsize=(8.4, height), layout="constrained")
+    return fig, fig.add_subplot()
 
 
-def _legend(items: list[tuple[str, str, str]], x: float, y: float) -> tuple[str, float]:
-    """Legend entries (name, colour, dash) in rows below the plot; returns markup and height."""
-    out, cx, cy = [], x, y
-    for name, colour, dash in items:
-        w = 34 + 6.5 * len(name)
-        if cx + w > _W and cx > x:
-            cx, cy = x, cy + 18
-        d = f' stroke-dasharray="{dash}"' if dash else ""
-        out.append(f'<line x1="{cx:.1f}" y1="{cy:.1f}" x2="{cx + 24:.1f}" y2="{cy:.1f}" '
-                   f'stroke="{colour}" stroke-width="2.5"{d}/>'
-                   f'<text x="{cx + 29:.1f}" y="{cy + 4:.1f}">{escape(name)}</text>')
-        cx += w + 12
-    return "".join(out), cy - y + 18
+def _labels(ax, x_label: str, y_label: str) -> None:
+    ax.set_xlabel(x_label)
+    ax.set_ylabel(y_label)
+    ax.xaxis.label.set_gid("xlabel")
+    ax.yaxis.label.set_gid("ylabel")
+    ax.grid(True, color="#e6e6e6", linewidth=0.8)
+    ax.set_axisbelow(True)
 
 
-def _axes(x0, x1, y0, y1, xt, yt, xmap, ymap, xfmt, yfmt, x_label, y_label) -> str:
-    out = []
-    for v in yt:
-        y = ymap(v)
-        out.append(f'<line x1="{x0}" y1="{y:.1f}" x2="{x1}" y2="{y:.1f}" stroke="#e6e6e6"/>'
-                   f'<text x="{x0 - 6}" y="{y + 4:.1f}" text-anchor="end">{escape(yfmt(v))}</text>')
-    for v in xt:
-        x = xmap(v)
-        out.append(f'<line x1="{x:.1f}" y1="{y1}" x2="{x:.1f}" y2="{y1 + 5}" stroke="#444"/>'
-                   f'<text x="{x:.1f}" y="{y1 + 18}" text-anchor="middle">{escape(xfmt(v))}</text>')
-    out.append(f'<line x1="{x0}" y1="{y1}" x2="{x1}" y2="{y1}" stroke="#444"/>'
-               f'<line x1="{x0}" y1="{y0}" x2="{x0}" y2="{y1}" stroke="#444"/>'
-               f'<text x="{(x0 + x1) / 2:.1f}" y="{y1 + 34}" text-anchor="middle" '
-               f'class="axis">{escape(x_label)}</text>'
-               f'<text x="14" y="{(y0 + y1) / 2:.1f}" text-anchor="middle" class="axis" '
-               f'transform="rotate(-90 14 {(y0 + y1) / 2:.1f})">{escape(y_label)}</text>')
-    return "".join(out)
+# ---------------------------------------------------------------- lines over time
+def _steps(ln: Line) -> tuple[list, list]:
+    """The step path of a line: each interval's value across the interval, a
+    break (NaN) for an interval that is a gap or whose value is unknown."""
+    xs, ys = [], []
+    gaps = set(ln.gaps)
+    for k in range(1, len(ln.ts)):
+        v = ln.values[k]
+        if k in gaps or v is None:
+            xs.append(float("nan"))
+            ys.append(float("nan"))
+            continue
+        xs += [ln.ts[k - 1], ln.ts[k]]
+        ys += [v, v]
+    return xs, ys
 
 
 def line_chart(chart_id: str, title: str, lines: list[Line], x_label: str, y_label: str,
-               yfmt: Callable[[float], str] = si, note: str = "", counts: bool = False) -> str:
-    """Lines on shared axes from 0; one ``<polyline>`` per line, one vertex per value.
-    ``counts``: y is a whole number of messages, so no ticks between integers."""
-    xs = [x for ln in lines for x in ln.xs]
-    ys = [y for ln in lines for y in ln.ys]
-    xmax = max(xs + [0]) or 1.0
-    ymax = max(ys + [0]) or 1.0
-    if counts:
-        ymax = max(ymax, 5)
-    xt, yt = nice_ticks(0, xmax), nice_ticks(0, ymax)
-    xmax, ymax = max(xmax, xt[-1]), max(ymax, yt[-1])
-    x0, x1, y0, y1 = _L, _W - _R, _T, _H - _B
-
-    def xmap(v):
-        return x0 + (x1 - x0) * v / xmax
-
-    def ymap(v):
-        return y1 - (y1 - y0) * v / ymax
-
-    body = [_axes(x0, x1, y0, y1, xt, yt, xmap, ymap, lambda v: f"{v:g}", yfmt, x_label, y_label)]
+               note: str = "", counts: bool = False, partial: list | None = None,
+               gap_spans: list | None = None) -> str:
+    """Lines on shared axes from 0, as steps with a marker at each sample.
+    ``partial`` = ``[(start, end, label), ...]`` hatches each last, partial interval;
+    ``gap_spans`` are shaded as intervals with no sample.  ``counts``: y is
+    a whole number of messages."""
+    fig, ax = _new()
+    handles = []
     for ln in lines:
-        pts = " ".join(f"{xmap(x):.1f},{ymap(y):.1f}" for x, y in zip(ln.xs, ln.ys))
-        d = f' stroke-dasharray="{ln.dash}"' if ln.dash else ""
-        body.append(f'<polyline class="series" data-mode="{escape(ln.mode)}" '
-                    f'data-series="{escape(ln.series or ln.name)}" fill="none" '
-                    f'stroke="{ln.colour}" stroke-width="1.8"{d} points="{pts}"/>')
-        if len(ln.xs) == 1:
-            body.append(f'<circle cx="{xmap(ln.xs[0]):.1f}" cy="{ymap(ln.ys[0]):.1f}" r="2.5" '
-                        f'fill="{ln.colour}"/>')
-    legend, lh = _legend([(ln.name, ln.colour, ln.dash) for ln in lines], x0, _H + 4)
-    svg = _svg_open(_W, int(_H + lh + 6), title) + "".join(body) + legend + "</svg>"
-    return _figure(chart_id, title, svg, note)
+        xs, ys = _steps(ln)
+        gid = f"series-{ln.mode}-{ln.series or ln.name}".replace(" ", "_")
+        path, = ax.plot(xs, ys, color=ln.colour, linestyle=ln.linestyle, linewidth=1.6,
+                        label=ln.name)
+        path.set_gid(gid)
+        pts = [(t, v) for k, (t, v) in enumerate(zip(ln.ts, ln.values))
+               if k and v is not None and k not in set(ln.gaps)]
+        if pts:
+            dots, = ax.plot([p[0] for p in pts], [p[1] for p in pts], linestyle="none",
+                            marker=ln.marker, markersize=4, color=ln.colour)
+            dots.set_gid(gid + "-samples")
+        handles.append(Line2D([], [], color=ln.colour, linestyle=ln.linestyle,
+                              marker=ln.marker, markersize=5, label=ln.name))
+    shaded = False
+    for a, b in gap_spans or []:
+        ax.axvspan(a, b, color="#bbbbbb", alpha=0.25, linewidth=0)
+        shaded = True
+    if shaded:
+        handles.append(Patch(facecolor="#bbbbbb", alpha=0.4, label="no sample in this interval"))
+    for a, b, label in partial or []:
+        ax.axvspan(a, b, facecolor="none", edgecolor="#888888", hatch="///", linewidth=0)
+        handles.append(Patch(facecolor="none", edgecolor="#888888", hatch="///",
+                             label=f"{label}last interval, partial ({b - a:.3f} s)"))
+    ax.set_xlim(left=0)
+    ax.set_ylim(bottom=0)
+    if counts:
+        ax.yaxis.get_major_locator().set_params(integer=True)
+    ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: si(v)))
+    _labels(ax, x_label, y_label)
+    if handles:
+        ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8,
+                  frameon=False)
+    return figure_html(chart_id, title, _svg(fig, chart_id), note)
 
 
+# ---------------------------------------------------------------- latency histogram
 def log_histogram(chart_id: str, title: str, bars: list[Bars], per_decade: int,
                   x_label: str, note: str = "") -> str:
     """Bucket counts on a log x axis (bucket ``e`` spans ``10**(e/per_decade)``
     up to the next), runs side by side in each bucket, marks as dashed lines."""
-    exps = sorted({e for b in bars for e in b.counts})
-    lo, hi = (exps[0], exps[-1] + 1) if exps else (0, per_decade)
-    ymax = max([c for b in bars for c in b.counts.values()] + [1])
-    yt = nice_ticks(0, ymax)
-    ymax = max(ymax, yt[-1])
-    x0, x1, y0, y1 = _L, _W - _R, _T + 14, _H - _B
-
-    def xmap(e):
-        return x0 + (x1 - x0) * (e - lo) / (hi - lo)
-
-    def ymap(v):
-        return y1 - (y1 - y0) * v / ymax
-
-    decades = [e for e in range(lo, hi + 1) if e % per_decade == 0] or [lo, hi]
-    body = [_axes(x0, x1, y0, y1, decades, yt, xmap, ymap,
-                  lambda e: fmt_ns(10 ** (e / per_decade)), si, x_label, "messages")]
-    slot = (x1 - x0) / (hi - lo)
-    bw = max(1.0, (slot - 2) / max(1, len(bars)))
+    fig, ax = _new()
+    n = max(1, len(bars))
+    handles = []
     for j, b in enumerate(bars):
+        if not b.counts:
+            continue
+        lefts, widths, heights = [], [], []
         for e, c in sorted(b.counts.items()):
-            x = xmap(e) + 1 + j * bw
-            body.append(f'<rect class="bucket" data-mode="{escape(b.mode)}" x="{x:.1f}" '
-                        f'y="{ymap(c):.1f}" width="{bw:.1f}" height="{y1 - ymap(c):.1f}" '
-                        f'fill="{b.colour}"><title>{escape(b.name)}: {c} in '
-                        f'{escape(fmt_ns(10 ** (e / per_decade)))}..'
-                        f'{escape(fmt_ns(10 ** ((e + 1) / per_decade)))}</title></rect>')
-    k = 0
-    for b in bars:
-        for v, label in b.marks:
+            lo, hi = 10 ** (e / per_decade), 10 ** ((e + 1) / per_decade)
+            # runs side by side inside the bucket, evenly on the log scale
+            a = lo * (hi / lo) ** (j / n)
+            z = lo * (hi / lo) ** ((j + 1) / n)
+            lefts.append(a)
+            widths.append(z - a)
+            heights.append(c)
+        cont = ax.bar(lefts, heights, width=widths, align="edge", color=b.colour,
+                      edgecolor="white", linewidth=0.4, label=b.name)
+        for k, patch in enumerate(cont.patches):
+            patch.set_gid(f"bars-{b.mode}-{k}")
+        handles.append(Patch(color=b.colour, label=b.name))
+        for k, (v, label) in enumerate(b.marks):
             if not v:
                 continue
-            x = min(max(xmap(math.log10(max(v, 1)) * per_decade), x0), x1)
-            body.append(f'<line class="mark" data-mode="{escape(b.mode)}" x1="{x:.1f}" '
-                        f'y1="{y0 - 4}" x2="{x:.1f}" y2="{y1}" stroke="{b.colour}" '
-                        f'stroke-width="1.5" stroke-dasharray="4 3"/>'
-                        + (f'<text x="{x - 3:.1f}" text-anchor="end"' if x > x1 - 110 else
-                           f'<text x="{x + 3:.1f}"')
-                        + f' y="{y0 - 6 + 11 * (k % 2)}" fill="{b.colour}">'
-                        f'{escape(label)} {escape(fmt_ns(v))}</text>')
-            k += 1
-    legend, lh = _legend([(b.name, b.colour, "") for b in bars], x0, _H + 4)
-    svg = _svg_open(_W, int(_H + lh + 6), title) + "".join(body) + legend + "</svg>"
-    return _figure(chart_id, title, svg, note)
+            ls = "--" if k == 0 else ":"
+            ax.axvline(v, color=b.colour, linestyle=ls, linewidth=1.4)
+            handles.append(Line2D([], [], color=b.colour, linestyle=ls,
+                                  label=f"{label} {fmt_ns(v)}"))
+    ax.set_xscale("log")
+    ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: fmt_ns(v * 1.0)))
+    ax.set_ylim(bottom=0)
+    ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: si(v)))
+    _labels(ax, x_label, "messages")
+    if handles:
+        ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8,
+                  frameon=False)
+    return figure_html(chart_id, title, _svg(fig, chart_id), note)
 
 
+# ---------------------------------------------------------------- scheduler timeline
 def timeline(chart_id: str, title: str, rows: list[Row], span: float, x_label: str,
              note: str = "") -> str:
-    """One row per scheduler, its active intervals as bars (at least half a
-    pixel wide, so a burst shorter than a pixel still shows)."""
-    label_w, detail_w, row_h = 150, 240, 20
-    x0, x1 = label_w, _W + 150 - detail_w
-    span = span or 1.0
-    xt = nice_ticks(0, span)
-    span = max(span, xt[-1])
-    y1 = _T + row_h * len(rows) + 4
-
-    def xmap(v):
-        return x0 + (x1 - x0) * v / span
-
-    body = []
+    """One row per scheduler, its active intervals drawn to scale (a spell
+    shorter than a pixel is not widened: the share beside the row is what
+    the bar shows)."""
+    fig, ax = _new(height=max(1.6, 0.45 * len(rows) + 1.1))
     for i, r in enumerate(rows):
-        y = _T + i * row_h
-        body.append(f'<g class="sched-row" data-mode="{escape(r.mode)}" '
-                    f'data-scheduler="{r.scheduler}">'
-                    f'<rect x="{x0}" y="{y + 2}" width="{x1 - x0}" height="{row_h - 4}" '
-                    f'fill="#f3f3f3"/>'
-                    f'<text x="{x0 - 6}" y="{y + row_h / 2 + 4}" text-anchor="end">'
-                    f'{escape(r.label)}</text>')
-        for s, e in r.intervals:
-            w = max(0.5, xmap(e) - xmap(s))
-            body.append(f'<rect class="active" x="{xmap(s):.2f}" y="{y + 2}" width="{w:.2f}" '
-                        f'height="{row_h - 4}" fill="{r.colour}"/>')
-        body.append(f'<text x="{x1 + 8}" y="{y + row_h / 2 + 4}">{escape(r.detail)}</text></g>')
-    for v in xt:
-        x = xmap(v)
-        body.append(f'<line x1="{x:.1f}" y1="{y1}" x2="{x:.1f}" y2="{y1 + 5}" stroke="#444"/>'
-                    f'<text x="{x:.1f}" y="{y1 + 18}" text-anchor="middle">{v:g}</text>')
-    body.append(f'<line x1="{x0}" y1="{y1}" x2="{x1}" y2="{y1}" stroke="#444"/>'
-                f'<text x="{(x0 + x1) / 2:.1f}" y="{y1 + 34}" text-anchor="middle" '
-                f'class="axis">{escape(x_label)}</text>')
-    svg = _svg_open(_W + 150, y1 + 42, title) + "".join(body) + "</svg>"
-    return _figure(chart_id, title, svg, note)
+        y = len(rows) - 1 - i
+        bg = ax.broken_barh([(0, span)], (y - 0.35, 0.7), facecolors="#f0f0f0", linewidth=0)
+        bg.set_gid(f"schedbg-{r.mode}-{r.scheduler}")
+        spans = [(s, e - s) for s, e in r.intervals if e > s]
+        coll = ax.broken_barh(spans, (y - 0.35, 0.7), facecolors=r.colour, linewidth=0)
+        coll.set_gid(f"sched-{r.mode}-{r.scheduler}")
+        ax.text(1.01, y, r.detail, transform=ax.get_yaxis_transform(), va="center",
+                fontsize=8)
+    ax.set_yticks(range(len(rows)), [r.label for r in reversed(rows)])
+    ax.set_ylim(-0.6, len(rows) - 0.4)
+    ax.set_xlim(0, span or 1.0)
+    ax.grid(True, axis="x", color="#e6e6e6", linewidth=0.8)
+    ax.set_axisbelow(True)
+    ax.set_xlabel(x_label)
+    ax.set_ylabel("scheduler")
+    ax.xaxis.label.set_gid("xlabel")
+    ax.yaxis.label.set_gid("ylabel")
+    ax.spines["left"].set_visible(False)
+    ax.tick_params(axis="y", length=0)
+    return figure_html(chart_id, title, _svg(fig, chart_id), note)
+
+
+def bar_chart(chart_id: str, title: str, labels: list[str], series: dict[str, list],
+              x_label: str, y_label: str, note: str = "", fmt=None) -> str:
+    """Grouped horizontal bars: one group per label, one bar per series."""
+    names = list(series)
+    n = max(1, len(names))
+    fig, ax = _new(height=max(1.8, 0.22 * len(labels) * n + 1.0))
+    h = 0.8 / n
+    for j, name in enumerate(names):
+        colour, _, _ = style(name, "", j)
+        ys = [len(labels) - 1 - i + 0.4 - (j + 0.5) * h for i in range(len(labels))]
+        vals = [v or 0 for v in series[name]]
+        cont = ax.barh(ys, vals, height=h * 0.9, color=colour, label=name)
+        for k, patch in enumerate(cont.patches):
+            patch.set_gid(f"bars-{name}-{k}")
+        for y, v in zip(ys, series[name]):
+            ax.text(v or 0, y, " " + (fmt(v) if fmt else (si(v) if v is not None else "-")),
+                    va="center", fontsize=7)
+    ax.set_yticks(range(len(labels)), list(reversed(labels)))
+    ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: si(v)))
+    ax.set_xlim(left=0)
+    _labels(ax, x_label, y_label)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+    return figure_html(chart_id, title, _svg(fig, chart_id), note)

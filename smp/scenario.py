@@ -21,13 +21,19 @@ from importlib import resources
 from typing import Any
 
 from .errors import ScenarioError
-from .terms import Atom, ImproperList
+from .matchspec import DBG_SHORTCUTS
+from .termtext import parse_term
+from .terms import Atom
 
 __all__ = ["load_scenario", "parse_scenario", "default_scenario_text", "example_names",
            "example_path", "parse_term", "match_spec_from", "TRACE_FLAG_NAMES",
-           "FAULT_ACTIONS", "TRACER_KINDS"]
+           "FAULT_ACTIONS", "TRACER_KINDS", "NONSMP_RULE"]
 
 TRACER_KINDS = ("collector", "file", "ip", "memory", "null")
+# one rule for a scenario file and the command line alike
+NONSMP_RULE = ("nonsmp always runs exactly 1 scheduler; the scheduler count (schedulers, "
+               "--schedulers) is the smp one, used when the scenario runs in smp mode "
+               "(--mode smp, compare), and not used in nonsmp mode")
 FAULT_ACTIONS = ("kill_tracer", "replace_seq_tracer", "replace_monitor", "replace_profiler",
                  "kill_processes", "set_sensitive")
 TRACE_FLAG_NAMES = (
@@ -127,6 +133,9 @@ SCHEMA = {
     "system_monitor": ("table", None, _MONITOR),
     "system_profile": ("table", None, _PROFILE),
     "faults": ("tables", [], _FAULT),
+    # recon_trace's caps: at most N trace messages, or N per window of ms
+    "max_messages": ("int", None, (1, None)),
+    "rate": ("any", None, None),
 }
 
 
@@ -205,12 +214,16 @@ class _Checker:
         self.source = source
         self._lines: _KeyLines | None = None
 
-    def fail(self, path: tuple, message: str):
+    def where(self, path: tuple) -> str:
+        """``file:line: key`` of ``path``."""
         if self._lines is None:
             self._lines = _KeyLines(self.text)
         line = self._lines.find(path)
-        where = f"{self.source}:{line}" if line else self.source
-        raise ScenarioError(f"{where}: {_fmt_path(path)}: {message}")
+        return f"{self.source}:{line}: {_fmt_path(path)}" if line else \
+            f"{self.source}: {_fmt_path(path)}"
+
+    def fail(self, path: tuple, message: str):
+        raise ScenarioError(f"{self.where(path)}: {message}")
 
     # -- generic schema walk --------------------------------------------------
     def table(self, data: Any, schema: dict, path: tuple) -> dict:
@@ -288,93 +301,6 @@ def _show(v: Any) -> str:
     return repr(v)
 
 
-# ---------------------------------------------------------------- Erlang term text
-_TOKEN = re.compile(r"""\s*(?:
-    (?P<num>-?\d+(?:\.\d+(?:[eE][-+]?\d+)?)?) |
-    (?P<qatom>'(?:[^'\\]|\\.)*') |
-    (?P<str>"(?:[^"\\]|\\.)*") |
-    (?P<atom>[a-z][A-Za-z0-9_@]*) |
-    (?P<var>[A-Z_][A-Za-z0-9_]*) |
-    (?P<punct>[{}\[\],|])
-)""", re.X)
-
-
-def parse_term(text: str):
-    """Parse Erlang term text (atoms, numbers, strings, tuples, lists) into terms.
-
-    ``'$1'`` and ``'_'`` stay atoms, as match specs need them.  Raises
-    ``ValueError`` naming the offset of the first thing it cannot read.
-    """
-    toks: list[tuple[str, str, int]] = []
-    pos = 0
-    text = text.strip()
-    if text.endswith("."):
-        text = text[:-1]
-    while pos < len(text):
-        m = _TOKEN.match(text, pos)
-        if not m or m.end() == pos:
-            if text[pos:].strip() == "":
-                break
-            raise ValueError(f"cannot read term at offset {pos}: {text[pos:pos + 10]!r}")
-        kind = m.lastgroup
-        toks.append((kind, m.group(kind), m.start(kind)))
-        pos = m.end()
-    i = 0
-
-    def take():
-        nonlocal i
-        if i >= len(toks):
-            raise ValueError("term ends too early")
-        i += 1
-        return toks[i - 1]
-
-    def term():
-        kind, tok, at = take()
-        if kind == "num":
-            return float(tok) if "." in tok else int(tok)
-        if kind == "atom":
-            return Atom(tok)
-        if kind == "qatom":
-            return Atom(tok[1:-1].encode().decode("unicode_escape"))
-        if kind == "var":
-            if tok == "_":
-                return Atom("_")
-            raise ValueError(f"variables are written '$1' in match specs, not {tok} (offset {at})")
-        if kind == "str":
-            return [ord(c) for c in tok[1:-1].encode().decode("unicode_escape")]
-        if tok == "{":
-            items = seq("}")
-            return tuple(items)
-        if tok == "[":
-            items, tail = seq("]", allow_tail=True)
-            return items if tail is None else ImproperList(items, tail)
-        raise ValueError(f"unexpected {tok!r} at offset {at}")
-
-    def seq(close, allow_tail=False):
-        nonlocal i
-        items: list = []
-        tail = None
-        if i < len(toks) and toks[i][1] == close:
-            i += 1
-            return (items, None) if allow_tail else items
-        while True:
-            items.append(term())
-            kind, tok, at = take()
-            if tok == ",":
-                continue
-            if tok == "|" and allow_tail:
-                tail = term()
-                kind, tok, at = take()
-            if tok != close:
-                raise ValueError(f"expected {close!r} at offset {at}, found {tok!r}")
-            return (items, tail) if allow_tail else items
-
-    t = term()
-    if i != len(toks):
-        raise ValueError(f"unexpected {toks[i][1]!r} after the term (offset {toks[i][2]})")
-    return t
-
-
 _SHORT_MS = {
     "return_trace": "[{'_', [], [{return_trace}]}]",
     "exception_trace": "[{'_', [], [{exception_trace}]}]",
@@ -389,6 +315,8 @@ def match_spec_from(v):
     if v in ("true", "false"):
         return v == "true"
     text = _SHORT_MS.get(v, v)
+    if text in DBG_SHORTCUTS:
+        text = DBG_SHORTCUTS[text]
     return parse_term(text)
 
 
@@ -490,6 +418,32 @@ def _check_refs(c: _Checker, sc: dict) -> None:
                 c.fail(path, "'every' needs 'times' when the duration is in operations")
         if f["every"] is None:
             f["every"] = 0.0
+        # a fault must come while the run does: one past its end never fires
+        last = f["at"] + (f["times"] - 1) * f["every"]
+        if d["seconds"] is not None and f["at"] >= d["seconds"]:
+            c.fail(path + ("at",), f"{f['at']:g} s is past the end of the run "
+                   f"(duration.seconds = {d['seconds']:g}): it would never fire")
+        if d["seconds"] is not None and last >= d["seconds"]:
+            c.fail(path + ("times",), f"{f['times']} times every {f['every']:g} s from "
+                   f"{f['at']:g} s ends at {last:g} s, past the end of the run "
+                   f"(duration.seconds = {d['seconds']:g}): the last would never fire")
+        if last >= sc["timeout"]:
+            c.fail(path + ("at",) if f["times"] == 1 else path + ("times",),
+                   f"fires at {last:g} s, past the end of the run: it gives up after "
+                   f"timeout = {sc['timeout']:g} s")
+        f["where"] = c.where(path + ("at",))
+
+
+def _check_rate(c: _Checker, sc: dict) -> None:
+    """``rate = [N, ms]``: at most N trace messages per window of ms
+    milliseconds (recon_trace's ``{N, Millisecs}``)."""
+    r = sc["rate"]
+    if r is None:
+        return
+    if (not isinstance(r, list) or len(r) != 2
+            or not all(type(x) is int and x >= 1 for x in r)):
+        c.fail(("rate",), f"must be [N, ms] with two integers >= 1 (at most N trace "
+               f"messages per ms milliseconds), not {_show(r) if not isinstance(r, list) else r}")
 
 
 # ---------------------------------------------------------------- entry points
@@ -503,9 +457,11 @@ def parse_scenario(text: str, source: str = "<scenario>") -> dict:
         raise ScenarioError(f"{where}: not valid TOML: {e}") from None
     c = _Checker(text, source)
     sc = c.table(data, SCHEMA, ())
+    sc["notes"] = []
     if sc["mode"] == "nonsmp" and "schedulers" in data and sc["schedulers"] != 1:
-        c.fail(("schedulers",), "nonsmp mode has exactly one scheduler")
+        sc["notes"].append(f"{c.where(('schedulers',))}: {NONSMP_RULE}")
     _check_refs(c, sc)
+    _check_rate(c, sc)
     sc["source"] = source
     return sc
 

@@ -2,7 +2,13 @@
 the schedulers' active/inactive intervals, as JSON-able summary parts.
 
 Runs in the user's process.  ``execute`` feeds ``Series`` a
-``vm.statistics()`` snapshot after every ``run_for`` slice; the rest are pure
+``vm.statistics()`` snapshot at a steady interval (``SAMPLE_INTERVAL_S``, or
+what the command line asks): it runs the emulator until the next multiple of
+the interval and samples there.  When the controller is held past a sampling
+time (serving a BIF a process called, waiting for a busy scheduler) that
+sample is missing, and the gap stays a gap: nothing is made up for it.  The
+last interval ends with the run, so it is usually shorter (``partial_last``).
+The rest are pure
 functions of what the run left behind (``vm.latencies_ns()`` and the
 ``{profile, scheduler, Id, active|inactive, NActive, Ts}`` messages that
 ``profile_scheduler`` / ``profile_scheduler_q`` in ``erl_trace.c`` send).
@@ -16,8 +22,11 @@ import math
 from .clock import ts_to_us
 from .terms import Atom
 
-__all__ = ["Series", "latency_histogram", "scheduler_timeline", "MAX_POINTS"]
+__all__ = ["Series", "latency_histogram", "scheduler_timeline", "MAX_POINTS",
+           "SAMPLE_INTERVAL_S", "GAP_FACTOR"]
 
+SAMPLE_INTERVAL_S = 0.1     # the steady sampling interval, unless asked otherwise
+GAP_FACTOR = 1.5            # an interval this many times the sampling interval is a gap
 MAX_POINTS = 500            # time series samples kept per run
 MAX_INTERVALS = 1000        # active intervals kept per scheduler
 PER_DECADE = 4              # latency buckets per power of ten
@@ -34,10 +43,14 @@ class Series:
     a sample loses resolution but no count; ``queued`` is a level, so a merged
     sample keeps the highest level it stood for in ``queued_max``."""
 
-    def __init__(self, max_points: int = MAX_POINTS) -> None:
+    def __init__(self, max_points: int = MAX_POINTS,
+                 interval: float = SAMPLE_INTERVAL_S) -> None:
         if max_points < 3:
             raise ValueError("max_points must be >= 3")
+        if not interval > 0:
+            raise ValueError("interval must be > 0")
         self.max_points = max_points
+        self.interval = interval
         self.merges = 0
         self._points: list[dict] = []
 
@@ -65,7 +78,8 @@ class Series:
             self._halve()
 
     def _halve(self) -> None:
-        """Drop every other inner sample, folding its queue peak into the next one kept."""
+        """Drop every other inner sample, folding its queue peak into the next one
+        kept: the sampling interval doubles."""
         pts = self._points
         kept = [pts[0]]
         for i in range(1, len(pts) - 1):
@@ -77,12 +91,26 @@ class Series:
         kept.append(pts[-1])
         self._points = kept
         self.merges += 1
+        self.interval *= 2
+
+    def gaps(self) -> list[list[float]]:
+        """``[start, end]`` of every interval between two samples that is longer
+        than ``GAP_FACTOR`` sampling intervals: no sample was taken in it."""
+        pts = self._points
+        return [[round(a["t"], 6), round(b["t"], 6)] for a, b in zip(pts, pts[1:])
+                if b["t"] - a["t"] > GAP_FACTOR * self.interval]
 
     def to_json(self) -> dict:
-        """Columns, one value per sample; ``t_s`` is seconds since the run started."""
+        """Columns, one value per sample; ``t_s`` is seconds since the run started.
+        ``interval_s`` is the sampling interval, ``gaps`` the intervals with a
+        missing sample, and ``partial_last`` says the last interval (it ends
+        with the run) is shorter than the others."""
         pts = self._points
         reasons = sorted({r for p in pts for r in p["by_reason"]})
-        return {"t_s": [round(p["t"], 6) for p in pts],
+        last = pts[-1]["t"] - pts[-2]["t"] if len(pts) > 1 else 0.0
+        return {"interval_s": round(self.interval, 6), "gaps": self.gaps(),
+                "partial_last": len(pts) > 1 and last < 0.9 * self.interval,
+                "t_s": [round(p["t"], 6) for p in pts],
                 "made": [p["made"] for p in pts],
                 "delivered": [p["delivered"] for p in pts],
                 "dropped": [p["dropped"] for p in pts],

@@ -23,12 +23,14 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from .emulator import Emulator
-from .errors import ErlangException, Error, Exit, SmpError, Throw
+from .errors import ErlangException, Error, Exit, SchedulerLost, SmpError, Throw
+from .limits import TraceLimit
 from .reader import read_trace
-from .series import Series, latency_histogram, scheduler_timeline
+from .series import SAMPLE_INTERVAL_S, Series, latency_histogram, scheduler_timeline
 from .terms import Atom
 
-__all__ = ["WORKLOADS", "Workload", "check_params", "execute", "RunOutcome", "CTL"]
+__all__ = ["WORKLOADS", "Workload", "check_params", "execute", "RunOutcome", "CTL",
+           "duration_note", "fault_notes"]
 
 A = Atom
 CTL = A("$smp_emu")
@@ -93,9 +95,9 @@ async def pp_pong(proc, sensitive):
 
 
 async def pp_ping(proc, peer, ops, secs, payload, sensitive):
+    end, i, data = _end(secs), 0, list(range(payload))     # before any BIF that may wait
     await _start(proc, sensitive)
     await proc.link(peer)
-    end, i, data = _end(secs), 0, list(range(payload))
     while _more(i, ops, end):
         await proc.send(peer, (PING, proc.pid, i, data))
         await _recv(proc)
@@ -118,6 +120,8 @@ async def ring_member(proc, nxt, sensitive):
 
 
 async def ring_head(proc, name, nxt, ops, secs, seq_label, seq_flags, print_every, sensitive):
+    # the duration counts from the start: register waits for the controller
+    end, i = _end(secs), 0
     await _start(proc, sensitive)
     await proc.register(name)
     if type(nxt) is not Atom:
@@ -126,7 +130,6 @@ async def ring_head(proc, name, nxt, ops, secs, seq_label, seq_flags, print_ever
         await proc.seq_trace("label", seq_label)
         for f in seq_flags:
             await proc.seq_trace(f, True)
-    end, i = _end(secs), 0
     while _more(i, ops, end):
         await proc.send(nxt, (TOKEN, proc.pid, i))
         await _recv(proc)
@@ -148,9 +151,9 @@ async def fan_hot(proc, senders, sensitive):
 
 
 async def fan_sender(proc, hot, ops, secs, payload, sensitive):
+    end, i, data = _end(secs), 0, list(range(payload))
     await _start(proc, sensitive)
     await proc.link(hot)
-    end, i, data = _end(secs), 0, list(range(payload))
     while _more(i, ops, end):
         await _poll(proc)
         await proc.send(hot, (CAST, proc.pid, i, data))
@@ -237,9 +240,9 @@ async def churn_echo(proc):
 
 
 async def churner(proc, ops, secs, burst, flags, sensitive):
+    end, i, seq = _end(secs), 0, 0
     await _start(proc, sensitive)
     worker = await proc.spawn_link(churn_echo)
-    end, i, seq = _end(secs), 0, 0
     while _more(i, ops, end):
         t = await proc.spawn(churn_sink)
         try:
@@ -509,9 +512,12 @@ def execute(sc: dict, *, mode: str | None = None, schedulers: int | None = None,
             on_trace: Callable[[str, Any], None] | None = None,
             on_progress: Callable[[dict], None] | None = None,
             extra_faults: list | None = None, journal: str | None = None,
-            emulator_options: dict | None = None) -> RunOutcome:
+            emulator_options: dict | None = None,
+            sample_interval: float = SAMPLE_INTERVAL_S) -> RunOutcome:
     """Run scenario ``sc`` once; ``on_trace(tracer_name, term)`` is called as
-    terms arrive.  ``journal`` (smp mode) is where the dispatcher records its
+    terms arrive, ``on_progress({"elapsed", "made", "delivered", "received"})``
+    at every sample (``sample_interval`` seconds apart; the counts are the
+    run's live statistics).  ``journal`` (smp mode) is where the dispatcher records its
     queue and decisions for ``dispatcher.replay``; ``emulator_options`` go to
     ``Emulator`` (``bind``, ``remote_schedulers``, ``keys``... for schedulers
     on other hosts).  KeyboardInterrupt stops the run early: the outcome is still
@@ -525,6 +531,9 @@ def execute(sc: dict, *, mode: str | None = None, schedulers: int | None = None,
     messages: dict[str, list] = {}
     labels: dict = {}
     emit = on_trace or (lambda name, term: None)
+    limit = TraceLimit.from_scenario(sc)      # max_messages / rate, as recon_trace caps
+    if limit is not None:
+        emit = limit.printer(emit)
     t_setup = time.perf_counter()
     with Emulator(mode=mode, schedulers=n, journal=journal if mode == "smp" else None,
                   **(emulator_options or {})) as vm:
@@ -606,6 +615,7 @@ def execute(sc: dict, *, mode: str | None = None, schedulers: int | None = None,
             p = sc["system_profile"]
             vm.system_profile(tracers[p["profiler"]], _profile_opts(p))
         plan = _resolve_plan(plan_events, tracers, group_pids, sc)
+        ctl = None
         if plan:
             ctl = vm.spawn(controller, plan)
             labels[ctl] = "controller"
@@ -617,7 +627,10 @@ def execute(sc: dict, *, mode: str | None = None, schedulers: int | None = None,
 
         def pull():
             for name, pid in collectors.items():
-                new = vm.messages(pid, start=offsets[name])
+                try:
+                    new = vm.messages(pid, start=offsets[name])
+                except SchedulerLost:     # it lived on a scheduler that was lost
+                    continue
                 offsets[name] += len(new)
                 messages[name].extend(new)
                 if name in printed:
@@ -626,38 +639,64 @@ def execute(sc: dict, *, mode: str | None = None, schedulers: int | None = None,
 
         interrupted = completed = False
         error = None
-        series = Series()
+        series = Series(interval=sample_interval)
+        held = {"s": 0.0, "at": 0.0}     # the longest the controller overshot a sampling time
+        not_fired: list = []
+        last: dict = {}
 
         def sample(t: float) -> None:
             try:
-                series.add(t, vm.statistics())
+                st = vm.statistics()
             except SmpError:
-                pass        # a scheduler went away: the end of the run says so
+                return      # a scheduler went away: the end of the run says so
+            series.add(t, st)
+            last.update(st)
 
         run_start_us = time.time_ns() // 1000     # the trace timestamps' clock
         t0 = time.perf_counter()
         sample(0.0)
         deadline = time.monotonic() + sc["timeout"]
+        run_for = vm.run_for if limit is None else limit.runner(vm, t0, tracers.values())
+        k = 1
         try:
             while True:
-                if vm.run_for(min(_slice(time.perf_counter() - t0),
-                                  max(0.01, deadline - time.monotonic()))):
+                # run until the next multiple of the interval, then sample there
+                target = k * sample_interval
+                wait = max(0.001, target - (time.perf_counter() - t0))
+                if run_for(min(wait, max(0.01, deadline - time.monotonic()))):
                     completed = True
                     break
-                sample(time.perf_counter() - t0)
+                now = time.perf_counter() - t0
+                if now - target > held["s"]:
+                    held.update(s=now - target, at=target)
+                sample(now)
+                k = max(k + 1, int(now / sample_interval + 1e-9) + 1)   # a missed slot stays a gap
+                if ctl is not None and now < plan[-1][0] and _work_over(vm, group_pids):
+                    # faults still to come would hold a finished run: they do not fire
+                    not_fired = _not_fired(plan_events, now)
+                    vm.exit(ctl, am_kill)
+                    ctl = None
                 if time.monotonic() >= deadline:
                     error = f"run not finished within {sc['timeout']:g} s"
                     break
                 if on_trace is not None:
-                    pull()      # only what is new since the last slice
+                    pull()      # only what is new since the last sample
                 if on_progress:
                     on_progress({"elapsed": time.perf_counter() - t0,
+                                 "made": last.get("made", 0),
+                                 "delivered": last.get("delivered", 0),
                                  "received": sum(len(m) for m in messages.values())})
             elapsed = time.perf_counter() - t0
             pull()
         except KeyboardInterrupt:
             elapsed = time.perf_counter() - t0
             interrupted = True
+        except SchedulerLost as e:
+            # the rest of the run became quiet: it ends here, measured, and
+            # the summary says what was lost
+            elapsed = time.perf_counter() - t0
+            error = str(e)
+            pull()
         # From here on the run is over: a second Ctrl-C must not leave it half-measured.
         stats = vm.statistics()
         series.add(elapsed, stats)
@@ -698,6 +737,9 @@ def execute(sc: dict, *, mode: str | None = None, schedulers: int | None = None,
     summary = _summary(sc, mode, n, stats, lat, elapsed, setup_s, messages, port_info,
                        completed=completed, interrupted=interrupted, error=error)
     summary["timeseries"] = series.to_json()
+    summary["duration"] = _duration_report(sc, summary, held)
+    summary["faults_not_fired"] = not_fired
+    summary["limit"] = limit.to_json() if limit is not None else None
     summary["latency_histogram"] = latency_histogram(lat)
     prof = sc["system_profile"]
     summary["scheduler_timeline"] = {
@@ -706,11 +748,83 @@ def execute(sc: dict, *, mode: str | None = None, schedulers: int | None = None,
     return RunOutcome(summary, messages, labels)
 
 
-def _slice(elapsed: float) -> float:
-    """How long the next ``run_for`` slice runs: 50 ms while the run is young
-    (a short run still gets a useful time series), then a 50th of the time
-    so far, at most 1 s (each sample costs a ``statistics()`` round trip)."""
-    return min(1.0, max(0.05, elapsed / 50))
+def _work_over(vm, group_pids: dict) -> bool:
+    """Every workload process has exited (asked until one is found alive)."""
+    try:
+        return not any(vm.is_alive(p) for pids in group_pids.values() for p in pids)
+    except SmpError:
+        return False
+
+
+def _not_fired(events: list, now: float) -> list[dict]:
+    """The faults (one entry each) with a planned time after ``now``."""
+    out: dict = {}
+    for at, f, k, _ in events:
+        if at > now:
+            key = id(f)
+            if key not in out:
+                out[key] = {"where": f.get("where"), "action": f["action"], "at": f["at"],
+                            "first_missed_s": round(at, 6), "missed": 0,
+                            "why": f"the workload was over at {now:.2f} s"}
+            out[key]["missed"] += 1
+    return list(out.values())
+
+
+def fault_notes(summary: dict) -> list[str]:
+    """One line per fault that did not fire, naming the file, line and key."""
+    out = []
+    for f in summary.get("faults_not_fired") or []:
+        where = f"{f['where']}: " if f.get("where") else ""
+        out.append(f"{where}{f['action']} at {f['first_missed_s']:g} s did not fire"
+                   + (f" ({f['missed']} times)" if f["missed"] > 1 else "") + f": {f['why']}")
+    return out
+
+
+def _duration_report(sc: dict, summary: dict, held: dict) -> dict:
+    """What was asked (``seconds`` or ``operations``) against how long the run
+    took; when a time-bounded run took more than 10 % longer, ``why`` says
+    what the samples show it was doing after its time was up."""
+    d = sc["duration"]
+    secs, elapsed = d["seconds"], summary["elapsed_s"]
+    out = {"seconds": secs, "operations": d["operations"], "elapsed_s": elapsed,
+           "within_10pct": None, "over_pct": None, "why": []}
+    if not secs:
+        return out
+    over = (elapsed - secs) / secs * 100
+    out.update(within_10pct=elapsed <= secs * 1.1, over_pct=round(over, 1))
+    if out["within_10pct"] or summary["interrupted"]:
+        return out
+    ts = summary["timeseries"]
+    t, made, qmax = ts["t_s"], ts["made"], ts["queued_max"]
+    why = []
+    at = next((i for i, x in enumerate(t) if x >= secs), None)
+    if at is not None and made[-1] > made[at]:
+        done = next(x for x, m in zip(t, made) if m == made[-1])
+        why.append(f"the workload processes stop at the end of the iteration they are in "
+                   f"at {secs:g} s; {made[-1] - made[at]:,} trace messages were made after "
+                   f"{t[at]:.2f} s, the last of them by {done:.2f} s")
+    peak = max(qmax[at:], default=0) if at is not None else 0
+    if peak:
+        why.append(f"the dispatcher still had up to {peak:,} messages queued after "
+                   f"{secs:g} s and delivered them before the end")
+    if held["s"] > max(0.1 * secs, 2 * ts["interval_s"]):
+        why.append(f"the controller was held {held['s']:.2f} s past a sampling time "
+                   f"(at {held['at']:.2f} s) serving the BIFs processes called or waiting "
+                   f"for a busy scheduler, so it noticed late that the run was over")
+    if not why:
+        why.append("the run became quiet (every process idle, every message delivered) "
+                   f"only at {elapsed:.2f} s")
+    out["why"] = why
+    return out
+
+
+def duration_note(summary: dict) -> str | None:
+    """One line on stderr when a time-bounded run took more than 10 % longer."""
+    d = summary.get("duration") or {}
+    if not d.get("seconds") or d.get("within_10pct") is not False:
+        return None
+    return (f"ran {d['elapsed_s']:.2f} s for seconds = {d['seconds']:g} "
+            f"(+{d['over_pct']:.0f} %): " + "; ".join(d["why"]))
 
 
 def _pct(sorted_values: list, q: float):

@@ -100,7 +100,7 @@ def test_read_trace_file_written_by_a_run(small):
 
 def test_read_missing_file_fails():
     r = CliRunner().invoke(cli, ["read", "/nonexistent/trace.bin"])
-    assert r.exit_code == 1
+    assert r.exit_code == 2
     assert "no such file" in r.output
 
 

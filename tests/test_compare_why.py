@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 from click.testing import CliRunner
 
@@ -18,6 +19,130 @@ def test_each_kind_of_difference_has_its_seed_reason():
     assert why("messages_sent") is None
 
 
+DETERMINISTIC = """\
+name = "det"
+seed = 5
+[duration]
+operations = 3
+[[tracers]]
+name = "t"
+[[tracers]]
+name = "mem"
+kind = "memory"
+heavy_every = 2
+[[groups]]
+name = "pp"
+workload = "ping_pong"
+trace = ["send", "running", "timestamp"]
+tracer = "mem"
+[[groups]]
+name = "ring"
+workload = "ring"
+trace = ["send", "receive", "timestamp"]
+tracer = "t"
+[groups.params]
+size = 3
+"""
+
+TIMED = """\
+name = "timed"
+seed = 2
+[duration]
+seconds = 0.3
+[[tracers]]
+name = "t"
+[[groups]]
+name = "pp"
+workload = "ping_pong"
+trace = ["send", "receive"]
+tracer = "t"
+"""
+
+
+def _compare(args):
+    r = CliRunner().invoke(cli, ["compare", *args])
+    assert r.exit_code == 0, r.output
+    return r
+
+
+def test_a_time_bounded_scenario_is_converted_and_both_modes_do_the_same_work(tmp_path):
+    p = tmp_path / "timed.toml"
+    p.write_text(TIMED)
+    c = json.loads(_compare([str(p), "--json", "--operations", "7"]).stdout)
+    w = c["workload"]
+    assert w["converted_from_seconds"] == 0.3 and w["operations"] == 7
+    assert "compare converted it" in w["note"] and "7 operations" in w["note"]
+    made = next(r for r in c["rows"] if r["what"] == "made")
+    # ping: 7 pings + stop, pong: 7 pongs, receive of each: the same work in both modes
+    assert made["nonsmp"] == made["smp"] == 2 * (7 + 1 + 7)
+    assert all(r["duration"]["operations"] == 7 for r in c["runs"].values())
+    text = _compare([str(p)]).stdout
+    assert text.splitlines()[0].startswith("work: ") and "time-bounded" in text.splitlines()[0]
+
+
+def test_why_names_only_causes_whose_counters_are_not_zero():
+    from smp.compare import explain_row
+    a = {"made": 120, "delivered": 100, "made_by_type": {"TRACE": 120},
+         "delivered_by_type": {"TRACE": 100}, "dropped_by_reason": {"no_error_logger": {"TRACE": 20}},
+         "suppressed_by_reason": {}, "fake_schedule_pairs": 0}
+    b = {"made": 100, "delivered": 100, "made_by_type": {"TRACE": 100},
+         "delivered_by_type": {"TRACE": 100}, "dropped_by_reason": {}, "suppressed_by_reason": {},
+         "fake_schedule_pairs": 0}
+    text = explain_row("made", a, b, "nonsmp", "smp", "REST")
+    assert text.startswith("nonsmp made 20 more") and "no_error_logger" in text
+    for absent in ("suppress", "receiver_dead", "fake", "REST"):
+        assert absent not in text, absent
+    b["delivered"] = b["delivered_by_type"]["TRACE"] = 90
+    text = explain_row("delivered", a, b, "nonsmp", "smp", "REST")
+    assert text == ("nonsmp delivered 10 more: 10 more delivered by nonsmp than smp without a "
+                    "counter that explains them: REST")
+
+
+def test_time_bounded_difference_is_not_blamed_on_suppression():
+    from smp.compare import explain_row
+    a = {"made": 63284, "delivered": 63284, "dropped_by_reason": {}, "suppressed_by_reason": {}}
+    b = {"made": 9718, "delivered": 9718, "dropped_by_reason": {}, "suppressed_by_reason": {}}
+    text = explain_row("made", a, b, "nonsmp", "smp", "the workload is time-bounded")
+    assert "suppress" not in text and "time-bounded" in text
+
+
+def test_compare_lists_each_message_only_one_mode_made_with_the_seed_reason(tmp_path):
+    p = tmp_path / "det.toml"
+    p.write_text(DETERMINISTIC)
+    c = json.loads(_compare([str(p), "--json"]).stdout)
+    msgs = c["messages"]
+    assert msgs["deterministic"]
+    fake = c["runs"]["nonsmp"]["stats"]["fake_schedule_pairs"]
+    assert fake > 0
+    by = {t["tracer"]: t for t in msgs["tracers"]}
+    assert by["t"]["only_count"] == {"nonsmp": 0, "smp": 0} and by["t"]["only"] == []
+    mem = by["mem"]
+    assert len(mem["only"]) == sum(mem["only_count"].values())
+    fakes = [d for d in mem["only"] if re.search(r"\) (out|in) 0 ", d["message"])]
+    assert len(fakes) == 2 * fake
+    for d in fakes:
+        assert d["mode"] == "nonsmp" and d["tracee"].startswith("<pp[0].")
+        assert d["why"].startswith("do_send_schedfix_to_port")
+    for d in mem["only"]:
+        # the rest: real schedule in/out, which depends on the interleaving
+        assert d in fakes or d["why"].startswith("scheduling (trace_sched)"), d
+    text = _compare([str(p), "--first", "2"]).stdout
+    assert "why: do_send_schedfix_to_port" in text and "more not listed" in text
+    assert "None" not in text
+
+
+def test_a_message_smp_made_and_dropped_gets_erts_check_my_tracer_proc():
+    from smp.compare import _classify
+    from smp.terms import A, Pid
+    item = {"term": (A.trace, Pid(0, 80, 0), A.send, 1, Pid(0, 81, 0)), "mode": "smp",
+            "fate": "dropped receiver_dead"}
+    ctx = {"nonsmp": "nonsmp", "smp": "smp", "fake": 0, "deterministic": True, "rest": ""}
+    assert _classify(item, ctx).startswith("erts_check_my_tracer_proc")
+    item = {"term": (A.seq_trace, 7, (A.send, 1, 2, 3)), "mode": "nonsmp",
+            "fate": "delivered", "moved_to": "seqt~1"}
+    assert _classify(item, ctx).startswith("queue-time receiver resolution")
+
+
 def test_compare_explains_every_differing_row():
     r = CliRunner().invoke(cli, ["compare", "churn", "--json"])
     assert r.exit_code == 0, r.output
@@ -29,6 +154,11 @@ def test_compare_explains_every_differing_row():
     assert "per-tracee order holds" in c["order_note"]
     r = CliRunner().invoke(cli, ["compare", "churn"])
     assert "why they differ" in r.stdout and "ordering:" in r.stdout
+    # a "why" names a suppression only where something was suppressed
+    for row in differing:
+        if "suppressed" in (row["why"] or "") and not row["what"].startswith("suppressed"):
+            assert c["runs"]["nonsmp"]["stats"]["suppressed"] or c["runs"]["smp"]["stats"][
+                "suppressed"]
 
 
 def test_read_prints_what_dbg_does_not_format_as_terms(tmp_path):

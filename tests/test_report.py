@@ -56,54 +56,63 @@ TITLES = {
     "plot-latency": "make-to-dispatch latency",
     "plot-schedulers": "scheduler activity",
 }
+_PY_REPR = re.compile(r"\b(None|True|False)\b|\[\]|\w\(\w+=")
 
 
 class _Page(HTMLParser):
-    """The figures of a report: caption, polylines, histogram bars, timeline rows."""
+    """The figures of a report: caption, svg group ids, and the visible text."""
 
     def __init__(self):
         super().__init__()
         self.figures: dict[str, dict] = {}
-        self.tags: list[tuple[str, dict]] = []
+        self.text: list[str] = []
         self._fig = None
         self._in_caption = False
-        self._row = None
+        self._skip = 0
 
     def handle_starttag(self, tag, attrs):
         a = dict(attrs)
-        self.tags.append((tag, a))
+        if tag in ("style", "title"):
+            self._skip += 1
         if tag == "figure" and "plot" in (a.get("class") or ""):
-            self._fig = {"caption": "", "polylines": [], "buckets": [], "rows": []}
+            self._fig = {"caption": "", "ids": [], "paths": {}, "svg": 0,
+                         "empty": "empty" in a["class"], "text": ""}
             self.figures[a["id"]] = self._fig
         elif self._fig is None:
             return
         elif tag == "figcaption":
             self._in_caption = True
-        elif tag == "polyline":
-            self._fig["polylines"].append(a)
-        elif tag == "rect" and a.get("class") == "bucket":
-            self._fig["buckets"].append(a)
-        elif tag == "g" and a.get("class") == "sched-row":
-            self._row = {"mode": a["data-mode"], "scheduler": int(a["data-scheduler"]),
-                         "active": 0}
-            self._fig["rows"].append(self._row)
-        elif tag == "rect" and a.get("class") == "active" and self._row is not None:
-            self._row["active"] += 1
+        elif tag == "svg":
+            self._fig["svg"] += 1
+        elif tag == "g" and a.get("id"):
+            self._fig["ids"].append(a["id"])
+            self._group = a["id"]
+        elif tag == "path" and a.get("d") and getattr(self, "_group", None):
+            self._fig["paths"].setdefault(self._group, []).append(a["d"])
 
     def handle_startendtag(self, tag, attrs):
         self.handle_starttag(tag, attrs)
+        if tag in ("style", "title"):
+            self._skip -= 1
 
     def handle_endtag(self, tag):
+        if tag in ("style", "title"):
+            self._skip -= 1
         if tag == "figcaption":
             self._in_caption = False
         elif tag == "g":
-            self._row = None
+            self._group = None
         elif tag == "figure":
             self._fig = None
 
     def handle_data(self, data):
-        if self._in_caption and self._fig is not None:
-            self._fig["caption"] += data
+        if self._skip:
+            return
+        self.text.append(data)
+        if self._fig is not None:
+            self._fig["text"] += data
+            if self._in_caption:
+                self._fig["caption"] += data
 
 
 def _parse(html: str) -> _Page:
@@ -112,18 +121,14 @@ def _parse(html: str) -> _Page:
     return p
 
 
-def _points(polyline: dict) -> list[tuple[float, float]]:
-    return [tuple(map(float, xy.split(","))) for xy in polyline["points"].split()]
-
-
-def _lines(fig: dict, mode: str, series: str) -> list[dict]:
-    return [p for p in fig["polylines"] if p["data-mode"] == mode and p["data-series"] == series]
+def _has(fig: dict, gid: str) -> bool:
+    return any(i.endswith("-" + gid) for i in fig["ids"])
 
 
 def _cli(args):
     r = CliRunner().invoke(cli, args, catch_exceptions=False)
     assert r.exit_code == 0, r.output
-    return r.output
+    return r.stdout
 
 
 @pytest.fixture(scope="module")
@@ -133,7 +138,8 @@ def saved(tmp_path_factory):
     sc = d / "reported.toml"
     sc.write_text(SCENARIO)
     out = {}
-    for kind, args in (("run", ["run", str(sc), "--json"]), ("compare", ["compare", str(sc), "--json"])):
+    for kind, args in (("run", ["run", str(sc), "--json"]),
+                       ("compare", ["compare", str(sc), "--json", "--operations", "20"])):
         text = _cli(args)
         data = json.loads(text[text.index("{"):])
         (d / f"{kind}.json").write_text(json.dumps(data))
@@ -144,31 +150,119 @@ def saved(tmp_path_factory):
 
 # ---------------------------------------------------------------- the run report
 def test_run_report_is_self_contained(saved):
-    _, html = saved["run"]
-    assert "<script" not in html.lower()
-    assert not re.search(r"\b(src|href)\s*=", html, re.I)
-    assert not re.search(r"https?://|url\(|@import", html, re.I)
-    assert html.count("<svg") >= 5
+    for kind in ("run", "compare"):
+        html = saved[kind][1]
+        assert "<script" not in html.lower()
+        # the only references are to fragments of the same page (matplotlib's markers)
+        assert not re.search(r"\b(src|href)\s*=\s*\"(?!#)", html, re.I)
+        assert not re.search(r"https?://|url\((?!#)|@import", html, re.I)
+        assert html.count("<svg") >= 4
 
 
-def test_run_report_has_the_five_plots_with_their_titles(saved):
+def test_run_report_has_the_plots_with_their_titles(saved):
     page = _parse(saved["run"][1])
     for fid, title in TITLES.items():
         assert fid in page.figures, f"no {fid}"
         assert page.figures[fid]["caption"] == title
+    for fid in ("plot-throughput", "plot-queue", "plot-latency", "plot-schedulers"):
+        fig = page.figures[fid]
+        assert fig["svg"] == 1 and _has(fig, "xlabel") and _has(fig, "ylabel"), fid
 
 
-def test_throughput_polyline_has_one_vertex_per_sample(saved):
+def test_no_python_repr_on_the_page(saved):
+    for kind in ("run", "compare"):
+        text = " ".join(_parse(saved[kind][1]).text)
+        assert not _PY_REPR.search(text), _PY_REPR.search(text).group(0)
+
+
+def test_made_and_delivered_have_their_own_colour_marker_and_legend(saved):
+    from smp.plots import STYLES
+    styles = [STYLES[(m, w)] for m in ("nonsmp", "smp") for w in ("made", "delivered")]
+    assert len({s[0] for s in styles}) == 4 and len({s[1] for s in styles}) == 4
+    fig = _parse(saved["compare"][1]).figures["plot-throughput"]
+    for mode in ("nonsmp", "smp"):
+        for what in ("made", "delivered"):
+            assert _has(fig, f"series-{mode}-{what}"), (mode, what)
+            assert f"{mode}: {what}/s" in fig["text"]          # the legend
+
+
+def test_nothing_dropped_is_said_not_drawn(saved):
     data, html = saved["run"]
-    n = len(data["timeseries"]["t_s"])
-    assert n >= 3            # start, at least one slice, end
-    fig = _parse(html).figures["plot-throughput"]
-    for series in ("made", "delivered"):
-        (line,) = _lines(fig, "smp", series)
-        assert len(_points(line)) == n
-    for fid, series in (("plot-queue", "queued"),):
-        (line,) = _lines(_parse(html).figures[fid], "smp", series)
-        assert len(_points(line)) == n
+    assert data["stats"]["dropped"] == 0
+    fig = _parse(html).figures["plot-drops"]
+    assert fig["empty"] and fig["svg"] == 0
+    assert "Nothing dropped" in fig["text"]
+
+
+def test_drops_are_drawn_as_steps_when_something_dropped(saved):
+    from smp.report import render_report
+    data = copy.deepcopy(saved["run"][0])
+    ts = data["timeseries"]
+    n = len(ts["t_s"])
+    ts["dropped_by_reason"] = {"receiver_dead": [min(k, 3) for k in range(n)]}
+    ts["dropped"] = list(ts["dropped_by_reason"]["receiver_dead"])
+    data["stats"]["dropped"] = ts["dropped"][-1]
+    fig = _parse(render_report(data)).figures["plot-drops"]
+    assert not fig["empty"] and _has(fig, "series-smp-receiver_dead")
+
+
+def _ts(t, made):
+    return {"interval_s": 0.1, "t_s": t, "made": made, "delivered": made,
+            "dropped": [0] * len(t), "queued": [0] * len(t), "queued_max": [0] * len(t),
+            "dropped_by_reason": {}, "merges": 0,
+            "partial_last": True, "gaps": []}
+
+
+def test_a_missing_sample_leaves_a_gap_and_the_last_interval_is_marked(saved):
+    from smp.report import render_report
+    data = copy.deepcopy(saved["run"][0])
+    # samples at 0.1 s, none between 0.3 and 0.9 s, the run ends at 1.04 s
+    t = [0.0, 0.1, 0.2, 0.3, 0.9, 1.0, 1.04]
+    data["timeseries"] = _ts(t, [0, 10, 20, 30, 90, 100, 104])
+    page = _parse(render_report(data))
+    fig = page.figures["plot-throughput"]
+    (path,) = next(v for k, v in fig["paths"].items() if k.endswith("series-smp-made"))
+    # steps: the path starts over (a new M) after the gap instead of crossing it
+    assert path.count("M") == 2
+    assert "no sample in this interval" in fig["text"]
+    assert "last interval, partial (0.040 s)" in fig["text"]
+
+
+def test_steps_cover_each_interval_and_break_at_gaps():
+    from smp.plots import Line, _steps
+    ln = Line("x", [0.0, 0.1, 0.2, 0.5, 0.6], [None, 5, 7, 9, 11], "#000", gaps=(3,))
+    xs, ys = _steps(ln)
+    assert xs[:4] == [0.0, 0.1, 0.1, 0.2] and ys[:4] == [5, 5, 7, 7]
+    assert xs[4] != xs[4] and ys[4] != ys[4]            # NaN: the gap 0.2..0.5
+    assert xs[5:] == [0.5, 0.6] and ys[5:] == [11, 11]
+
+
+def test_time_series_is_sampled_at_a_steady_interval(saved):
+    data, _ = saved["run"]
+    ts = data["timeseries"]
+    assert ts["interval_s"] == pytest.approx(0.1)
+    t = ts["t_s"]
+    assert len(t) >= 3 and t[0] == 0.0
+    gaps = [[a, b] for a, b in zip(t, t[1:]) if b - a > 1.5 * ts["interval_s"]]
+    assert ts["gaps"] == gaps
+    # every inner sample is at (or, when the controller was busy, after) its slot
+    assert all(x >= 0.1 * k - 1e-6 for k, x in enumerate(t[:-1]))
+    last = t[-1] - t[-2]
+    assert ts["partial_last"] == (last < 0.09)
+
+
+def test_sample_interval_is_configurable(tmp_path):
+    sc = tmp_path / "s.toml"
+    sc.write_text(SCENARIO.replace("seconds = 0.4", "seconds = 0.3").replace(
+        'mode = "smp"', 'mode = "nonsmp"'))
+    data = json.loads(_cli(["run", str(sc), "--json", "--sample-interval", "0.05"]))
+    ts = data["timeseries"]
+    assert ts["interval_s"] == pytest.approx(0.05)
+    t = ts["t_s"]
+    # a sample every 0.05 s, except where the controller was busy: those are gaps
+    assert ts["gaps"] == [[a, b] for a, b in zip(t, t[1:]) if b - a > 0.075]
+    covered = sum(b - a for a, b in zip(t, t[1:]) if b - a <= 0.075)
+    assert covered + sum(b - a for a, b in ts["gaps"]) == pytest.approx(t[-1], abs=1e-4)
 
 
 def test_time_series_adds_up_to_the_run_totals(saved):
@@ -193,9 +287,9 @@ def test_latency_histogram_counts_every_sample(saved):
     assert len(h["edges_ns"]) == len(h["counts"]) + 1
     assert h["edges_ns"][0] <= data["latency_ns"]["p50"] <= h["edges_ns"][-1]
     fig = _parse(html).figures["plot-latency"]
-    assert len(fig["buckets"]) == sum(1 for c in h["counts"] if c)
-    assert re.search(r"smp p50 [\d.]+ (ns|µs|ms|s)<", html)
-    assert re.search(r"smp p99 [\d.]+ (ns|µs|ms|s)<", html)
+    assert sum(1 for i in fig["ids"] if "-bars-smp-" in i) == sum(1 for c in h["counts"] if c)
+    assert re.search(r"smp p50 [\d.]+ (ns|µs|ms|s)", fig["text"])
+    assert re.search(r"smp p99 [\d.]+ (ns|µs|ms|s)", fig["text"])
 
 
 def test_timeline_shows_every_scheduler(saved):
@@ -203,18 +297,54 @@ def test_timeline_shows_every_scheduler(saved):
     tl = data["scheduler_timeline"]
     assert tl["profiled"] and tl["messages"] > 0
     assert [r["scheduler"] for r in tl["schedulers"]] == list(range(1, data["schedulers"] + 1))
-    rows = _parse(html).figures["plot-schedulers"]["rows"]
-    assert sorted(r["scheduler"] for r in rows) == list(range(1, data["schedulers"] + 1))
-    assert all(r["active"] >= 1 for r in rows)
+    fig = _parse(html).figures["plot-schedulers"]
+    for k in range(1, data["schedulers"] + 1):
+        assert _has(fig, f"sched-smp-{k}")
+    from smp.report import ACTIVE_DEFINITION
+    assert "the same for every mode" in fig["text"] and "Active" in ACTIVE_DEFINITION
+
+
+def _widths(paths: list[str]) -> float:
+    """Total width of the rectangles ``M x0 y0 L x1 y1 ...`` in ``paths``."""
+    total = 0.0
+    for d in paths:
+        for rect in d.split("z"):
+            xs = [float(v) for v in re.findall(r"[ML]\s*(-?[\d.]+)", rect)]
+            if xs:
+                total += max(xs) - min(xs)
+    return total
+
+
+def test_activity_bars_are_to_scale_with_one_definition(saved):
+    from smp.report import render_report
+    data = copy.deepcopy(saved["compare"][0])
+    for mode, share in (("nonsmp", 0.5), ("smp", 0.004)):
+        run = data["runs"][mode]
+        run["elapsed_s"] = 1.0
+        # a hundred spells adding up to ``share`` of the run
+        w = share / 100
+        run["scheduler_timeline"] = {
+            "profiled": True, "messages": 200, "span_s": 1.0, "offset_s": 0.0,
+            "schedulers": [{"scheduler": 1, "intervals": [[k / 100, k / 100 + w]
+                                                          for k in range(100)],
+                            "transitions": 200, "active_s": share, "open": False,
+                            "merged": False}]}
+    fig = _parse(render_report(data)).figures["plot-schedulers"]
+    for mode, share, text in (("nonsmp", 0.5, "50.0 % active"), ("smp", 0.004, "0.4 % active")):
+        bar = next(v for k, v in fig["paths"].items() if k.endswith(f"-sched-{mode}-1"))
+        bg = next(v for k, v in fig["paths"].items() if k.endswith(f"-schedbg-{mode}-1"))
+        assert _widths(bar) / _widths(bg) == pytest.approx(share, rel=0.05, abs=1e-3)
+        assert text in fig["text"]
+    assert fig["text"].count("the same for every mode") == 1
 
 
 def test_report_says_how_to_turn_scheduler_profiling_on(saved):
     data = copy.deepcopy(saved["run"][0])
     data["scheduler_timeline"] = {"profiled": False}
     from smp.report import render_report
-    page = _parse(html := render_report(data))
-    fig = page.figures["plot-schedulers"]
-    assert fig["rows"] == []
+    html = render_report(data)
+    fig = _parse(html).figures["plot-schedulers"]
+    assert fig["svg"] == 0
     assert "scheduler profiling is off" in html and "[system_profile]" in html
 
 
@@ -223,39 +353,32 @@ def test_compare_report_draws_both_modes_on_each_chart(saved):
     data, html = saved["compare"]
     assert data["modes"] == ["nonsmp", "smp"]
     page = _parse(html)
-    assert set(page.figures) == set(TITLES)
-    for fid in ("plot-throughput", "plot-queue", "plot-drops"):
-        modes = {p["data-mode"] for p in page.figures[fid]["polylines"]}
-        assert modes == {"nonsmp", "smp"}, fid
-    for mode in ("nonsmp", "smp"):
-        n = len(data["runs"][mode]["timeseries"]["t_s"])
-        (line,) = _lines(page.figures["plot-throughput"], mode, "made")
-        assert len(_points(line)) == n
+    assert set(TITLES) <= set(page.figures)
+    for fid, what in (("plot-throughput", "made"), ("plot-queue", "queued")):
+        for mode in ("nonsmp", "smp"):
+            assert _has(page.figures[fid], f"series-{mode}-{what}"), (fid, mode)
     # latencies exist in smp only; the page says why nonsmp has none
-    assert {b["data-mode"] for b in page.figures["plot-latency"]["buckets"]} == {"smp"}
+    ids = page.figures["plot-latency"]["ids"]
+    assert any("-bars-smp-" in i for i in ids) and not any("-bars-nonsmp-" in i for i in ids)
     assert "nonsmp: no latencies" in html
-    rows = page.figures["plot-schedulers"]["rows"]
-    assert sorted((r["mode"], r["scheduler"]) for r in rows) == [
-        ("nonsmp", 1), ("smp", 1), ("smp", 2)]
-    # the tables are still there
-    assert "<th>nonsmp</th><th>smp</th>" in html and "first differences" in html
-    assert "<script" not in html.lower() and not re.search(r"\b(src|href)\s*=", html, re.I)
+    fig = page.figures["plot-schedulers"]
+    for mode, k in (("nonsmp", 1), ("smp", 1), ("smp", 2)):
+        assert _has(fig, f"sched-{mode}-{k}")
+    # the tables are still there, and the messages only one mode made
+    assert "<th>nonsmp</th><th>smp</th>" in html and "messages only one mode made" in html
+    assert "compare converted it" in html          # time-bounded: the page says what ran
 
 
-def test_compare_lines_share_one_time_axis(saved):
-    data, html = saved["compare"]
-    fig = _parse(html).figures["plot-throughput"]
-    ends = {}
-    for mode in ("nonsmp", "smp"):
-        (line,) = _lines(fig, mode, "made")
-        ends[mode] = _points(line)[-1][0]
-    longer = max(data["modes"], key=lambda m: data["runs"][m]["timeseries"]["t_s"][-1])
-    shorter = min(data["modes"], key=lambda m: data["runs"][m]["timeseries"]["t_s"][-1])
-    ta = data["runs"][shorter]["timeseries"]["t_s"][-1]
-    tb = data["runs"][longer]["timeseries"]["t_s"][-1]
-    # x is proportional to time on one scale that starts at the same origin
-    origin = _points(_lines(fig, longer, "made")[0])[0][0]
-    assert (ends[shorter] - origin) / (ends[longer] - origin) == pytest.approx(ta / tb, rel=0.02)
+def test_messages_section_never_prints_a_python_none(saved):
+    from smp.report import render_report
+    data = copy.deepcopy(saved["compare"][0])
+    data["messages"]["tracers"].append({"tracer": "x", "nonsmp": 0, "smp": 1,
+                                        "only_count": {"nonsmp": 0, "smp": 1},
+                                        "only": [{"tracee": "*", "mode": "smp", "index": 1,
+                                                  "message": None, "fate": "delivered",
+                                                  "why": "w"}]})
+    text = " ".join(_parse(render_report(data)).text)
+    assert "None" not in text and "(none)" in text
 
 
 # ---------------------------------------------------------------- smp.series

@@ -69,9 +69,10 @@ def test_missing_groups():
         parse_scenario('name = "a"\n', "x.toml")
 
 
-def test_nonsmp_with_schedulers_is_an_error():
-    with pytest.raises(ScenarioError, match=r"x.toml:3: schedulers: nonsmp mode"):
-        parse_scenario(GOOD.replace('seed = 3', 'schedulers = 2'), "x.toml")
+def test_nonsmp_with_schedulers_is_a_note_with_the_rule():
+    from smp.scenario import NONSMP_RULE
+    sc = parse_scenario(GOOD.replace('seed = 3', 'schedulers = 2'), "x.toml")
+    assert sc["notes"] == [f"x.toml:3: schedulers: {NONSMP_RULE}"]
 
 
 def test_fault_every_needs_times_with_operations():

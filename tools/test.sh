@@ -1,6 +1,7 @@
 #!/bin/sh
-# Install what the test suite needs (Python test extras and, for the interop
-# tests, a real Erlang node from Debian's erlang-nox), then run the suite.
+# Install what the test suite needs (Python test extras; for the interop
+# tests, a real Erlang node from Debian's erlang-nox; for the report's browser
+# test, Debian's chromium), then run the suite.
 set -e
 cd "$(dirname "$0")/.."
 if ! command -v erl >/dev/null 2>&1; then
@@ -9,6 +10,15 @@ if ! command -v erl >/dev/null 2>&1; then
         DEBIAN_FRONTEND=noninteractive apt-get install -y -qq erlang-nox >/dev/null
     else
         echo "warning: erl not found and cannot install erlang-nox: interop tests will skip" >&2
+    fi
+fi
+# the report's browser test renders every report kind in Debian's chromium
+if ! command -v chromium >/dev/null 2>&1; then
+    if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+    else
+        echo "warning: chromium not found and cannot install it: the report browser test will skip" >&2
     fi
 fi
 python3 -m pip install -q -e '.[test]'

@@ -1,0 +1,118 @@
+"""Every kind of report (run, compare, stress, profile) opened in a real
+headless browser (Debian's chromium, which tools/test.sh installs), driven
+over the DevTools protocol: each chart is drawn with data, its axes are
+labelled, and the page logs no error."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from smp.cli import cli
+from smp.scenario import example_path
+
+from browser import Browser, available
+
+pytestmark = pytest.mark.skipif(not available(), reason="chromium is not installed "
+                                                        "(sh tools/test.sh installs it)")
+
+SMALL = """\
+name = "small"
+mode = "smp"
+schedulers = 2
+seed = 2
+[duration]
+seconds = 0.3
+[[tracers]]
+name = "t"
+[[groups]]
+name = "pp"
+workload = "ping_pong"
+trace = ["send", "receive", "timestamp"]
+tracer = "t"
+[[groups]]
+name = "churn"
+workload = "churn"
+[groups.params]
+burst = 3
+flags = ["send", "receive", "timestamp"]
+"""
+
+CHECK = """(() => {
+  const out = [];
+  for (const fig of document.querySelectorAll('figure.plot')) {
+    const svg = fig.querySelector('svg');
+    const r = {id: fig.id, caption: fig.querySelector('figcaption').textContent,
+               svg: !!svg, text: fig.textContent.slice(0, 200)};
+    if (svg) {
+      const b = svg.getBoundingClientRect();
+      r.w = b.width; r.h = b.height;
+      const label = k => { const e = svg.querySelector('[id$="-' + k + '"]');
+                           return e ? e.textContent.trim() : ''; };
+      r.xlabel = label('xlabel'); r.ylabel = label('ylabel');
+      const data = [...svg.querySelectorAll(
+          'g[id*="-series-"], g[id*="-bars-"], g[id*="-sched-"]')];
+      r.series = data.length;
+      r.drawn = data.filter(g => { const bb = g.getBBox();
+                                   return bb.width > 0 || bb.height > 0; }).length;
+    }
+    out.push(r);
+  }
+  return out;
+})()"""
+
+
+def _json(args) -> dict:
+    r = CliRunner().invoke(cli, args, catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    return json.loads(r.stdout)
+
+
+@pytest.fixture(scope="module")
+def reports(tmp_path_factory):
+    d = tmp_path_factory.mktemp("browser")
+    small = d / "small.toml"
+    small.write_text(SMALL)
+    with open(example_path("profile"), encoding="utf-8") as f:
+        prof = f.read().replace("seconds = 1.0", "seconds = 0.3")
+    (d / "profile.toml").write_text(prof)
+    results = {
+        "run": _json(["run", str(small), "--json"]),
+        "compare": _json(["compare", str(small), "--json", "--operations", "15"]),
+        "stress": _json(["stress", str(small), "--duration", "0.3", "--faults", "4", "--json"]),
+        "profile": _json(["run", str(d / "profile.toml"), "--json"]),
+    }
+    pages = {}
+    for kind, data in results.items():
+        (d / f"{kind}.json").write_text(json.dumps(data))
+        r = CliRunner().invoke(cli, ["report", str(d / f"{kind}.json"), "-o",
+                                     str(d / f"{kind}.html")])
+        assert r.exit_code == 0, r.output
+        pages[kind] = str(d / f"{kind}.html")
+    return results, pages
+
+
+@pytest.mark.timeout(90)
+def test_every_report_kind_draws_its_charts_in_a_browser(reports):
+    results, pages = reports
+    with Browser() as browser:
+        for kind, path in pages.items():
+            page = browser.open(path)
+            figures = page.evaluate(CHECK)
+            assert page.errors() == [], (kind, page.errors())
+            drawn = [f for f in figures if f["svg"]]
+            ids = {f["id"] for f in drawn}
+            assert {"plot-throughput", "plot-queue", "plot-totals"} <= ids, (kind, ids)
+            for f in drawn:
+                where = (kind, f["id"])
+                assert f["w"] > 200 and f["h"] > 80, where
+                assert f["xlabel"] and f["ylabel"], where
+                assert f["series"] >= 1 and f["drawn"] >= 1, where
+            for f in figures:
+                if not f["svg"]:     # a chart with nothing to draw says why instead
+                    assert f["text"].strip() != f["caption"].strip(), (kind, f["id"])
+            page.close()
+    # the profile run has the scheduler timeline, smp runs the latency histogram
+    assert results["profile"]["scheduler_timeline"]["schedulers"]
+    assert results["run"]["latency_histogram"]["count"] > 0
