@@ -39,15 +39,15 @@ from collections import Counter, deque
 from dataclasses import dataclass, field, fields
 
 from smp import messages as M
-from smp.placement import pid_owner
-from smp.wire import load_record, loads_terms
 from smp.clock import us_to_ts
 from smp.compare import OrderChecker
 from smp.dbgfmt import format_dbg
 from smp.dispatch import DELIVER_PID, DELIVER_PORT, DROP, Decision, disp_failure, resolve
+from smp.placement import pid_owner
 from smp.state import NIL, Snapshot, TracerState
 from smp.stats import totals
 from smp.terms import Atom, Pid, Port, format_term
+from smp.wire import load_record, loads_terms
 
 from .journal import JOURNAL_MAGIC
 from .table import PidTable

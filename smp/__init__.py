@@ -7,13 +7,39 @@ seq_trace, system_monitor and system_profile message as the SMP build does.
 """
 from .dbgfmt import format_dbg
 from .emulator import Emulator
+from .errors import (
+                     BadArg,
+                     DecodeError,
+                     DispatcherLost,
+                     EmulatorTimeout,
+                     ErlangException,
+                     Error,
+                     Exit,
+                     ProtocolError,
+                     ScenarioError,
+                     SchedulerLost,
+                     SmpError,
+                     StartupError,
+                     Throw,
+                     TracePortError,
+)
 from .explore import explore
-from .errors import (BadArg, DecodeError, EmulatorTimeout, Error, ErlangException, Exit,
-                     ProtocolError, ScenarioError, SmpError, StartupError, Throw, TracePortError,
-                     SchedulerLost, DispatcherLost)
 from .reader import merge_traces, read_trace
-from .terms import (A, Atom, BitString, ExportFun, Fun, ImproperList, Map, Pid, Port, Ref, atom,
-                    charlist, format_term)
+from .terms import (
+                     A,
+                     Atom,
+                     BitString,
+                     ExportFun,
+                     Fun,
+                     ImproperList,
+                     Map,
+                     Pid,
+                     Port,
+                     Ref,
+                     atom,
+                     charlist,
+                     format_term,
+)
 
 __all__ = [
     "Emulator", "explore", "Atom", "Pid", "Port", "Ref", "ImproperList", "Map", "Fun", "ExportFun",

@@ -339,7 +339,7 @@ def _run_and_report(sc, mode, schedulers, fmt, out, as_json, summary, check, jou
         sys.exit(EXIT_INTERRUPTED)
     except SmpError as e:
         click.echo(f"smp-emu: {e}", err=True)
-        sys.exit(EXIT_FAILED)
+        sys.exit(EXIT_USAGE if isinstance(e, BadArg) else EXIT_FAILED)
     finally:
         if out and stream is not None:
             stream.close()
@@ -407,6 +407,13 @@ def dispatcher(scenario, bind, schedulers, keys, insecure, advertise, wait, fmt,
     sc = _load(scenario)
     opts = {"bind": bind, "remote_schedulers": schedulers, "keys": keys,
             "insecure": insecure, "advertise": advertise, "start_timeout": wait}
+    if keys is not None:        # unreadable keys are a usage error, said before the run
+        from .security import server_security
+        try:
+            server_security(keys)
+        except SmpError as e:
+            click.echo(f"smp-emu: {e}", err=True)
+            sys.exit(EXIT_USAGE)
     if insecure:
         _warn_insecure(bind)
     try:
@@ -485,6 +492,7 @@ def compare(scenario, schedulers, operations, as_json, first, sample_interval):
     journal)."""
     import shutil
     import tempfile
+
     from .compare import compare_runs, journal_messages, same_work
     sc, work = same_work(_load(scenario), operations)
     tmpdir = tempfile.mkdtemp(prefix="smp-emu-compare-")
@@ -718,6 +726,7 @@ def stress(scenario, duration, schedulers, mode, seed, faults, journal_path, as_
     import random
     import shutil
     import tempfile
+
     from .compare import check_invariants
     from .scenario import NONSMP_RULE
     from .workloads import fault_notes
@@ -957,6 +966,7 @@ def _random_faults(sc: dict, rng, duration: float, n: int) -> list:
 
 # smp-emu explore: every interleaving of the queue and the state (smp/explore.py)
 from .explore import explore_command as _explore_command  # noqa: E402
+
 cli.add_command(_explore_command)
 
 
@@ -965,6 +975,9 @@ def main(argv=None) -> None:
         cli.main(args=argv, prog_name="smp-emu", standalone_mode=True)
     except KeyboardInterrupt:
         sys.exit(EXIT_INTERRUPTED)
+    except (OSError, SmpError) as e:    # an error no command handled: one line
+        click.echo(f"smp-emu: {e}", err=True)
+        sys.exit(EXIT_FAILED if type(e) is SmpError else EXIT_USAGE)
 
 
 if __name__ == "__main__":

@@ -29,9 +29,9 @@ __all__ = ["run_schedulers", "scheduler_security"]
 def scheduler_security(keys_dir: str, name: str) -> dict:
     """A remote scheduler's keys: its own ``NAME.key_secret`` and the
     controller's ``server.key`` in ``keys_dir``."""
-    import zmq.auth
+    from .security import load_public
     public, secret = load_keys(os.path.join(keys_dir, f"{name}.key_secret"))
-    server_public, _ = zmq.auth.load_certificate(os.path.join(keys_dir, "server.key"))
+    server_public = load_public(os.path.join(keys_dir, "server.key"))
     return {"public": public, "secret": secret, "server_public": server_public}
 
 

@@ -111,7 +111,7 @@ def check_invariants(outcome, limit: int = 20) -> list[str]:
                    f"{dropped_total} + queued {queued}")
     if queued == 0:
         dropped_by_type: dict = {}
-        for reason, by_type in st["dropped_by_reason"].items():
+        for by_type in st["dropped_by_reason"].values():
             for t, n in by_type.items():
                 dropped_by_type[t] = dropped_by_type.get(t, 0) + n
         for t, made in st["made_by_type"].items():

@@ -6,9 +6,9 @@ from __future__ import annotations
 import sys
 import time
 
+from .dbgfmt import format_dbg
 from .emulator import Emulator
 from .errors import Error
-from .dbgfmt import format_dbg
 from .terms import Atom
 
 A = Atom

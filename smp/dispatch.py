@@ -11,8 +11,15 @@ from __future__ import annotations
 import sys
 from typing import Callable, NamedTuple, Protocol
 
-from .messages import (SYS_MSG_TYPE_ERRLGR, SYS_MSG_TYPE_PROC_MSG, SYS_MSG_TYPE_SEQTRACE,
-                       SYS_MSG_TYPE_SYSMON, SYS_MSG_TYPE_SYSPROF, SYS_MSG_TYPE_TRACE, SysMsg)
+from .messages import (
+    SYS_MSG_TYPE_ERRLGR,
+    SYS_MSG_TYPE_PROC_MSG,
+    SYS_MSG_TYPE_SEQTRACE,
+    SYS_MSG_TYPE_SYSMON,
+    SYS_MSG_TYPE_SYSPROF,
+    SYS_MSG_TYPE_TRACE,
+    SysMsg,
+)
 from .state import NIL, TracerState
 from .terms import Atom, Pid, Port, format_term
 

@@ -99,10 +99,10 @@ def _match(pat, val, binds: dict) -> bool:
     tp = type(pat)
     if tp is tuple:
         return (type(val) is tuple and len(val) == len(pat)
-                and all(_match(p, v, binds) for p, v in zip(pat, val)))
+                and all(_match(p, v, binds) for p, v in zip(pat, val, strict=False)))
     if tp is list:
         return (type(val) is list and len(val) == len(pat)
-                and all(_match(p, v, binds) for p, v in zip(pat, val)))
+                and all(_match(p, v, binds) for p, v in zip(pat, val, strict=False)))
     return tp is type(val) and pat == val
 
 
@@ -212,7 +212,8 @@ _TYPE_TESTS = {
 
 # name -> (arity, function of the evaluated arguments)
 _GUARD_FUNS: dict[str, tuple[int, object]] = {
-    **{n: (1, (lambda k: lambda x: _atom_of(type(x) is k))(k)) for n, k in _TYPE_TESTS.items()},
+    **{n: (1, (lambda kind: lambda x: _atom_of(type(x) is kind))(k))
+       for n, k in _TYPE_TESTS.items()},
     "is_list": (1, lambda x: _atom_of(type(x) in (list, ImproperList))),
     "is_number": (1, lambda x: _atom_of(type(x) in (int, float))),
     "is_boolean": (1, lambda x: _atom_of(x is _TRUE or x is _FALSE)),

@@ -138,7 +138,7 @@ GC_TAGS = tuple(_a(n) for n in (
 
 def trace_gc(pid, what: Atom, values: tuple) -> tuple:
     """``trace_gc``: the 11 ``{Tag, Value}`` items in the seed's order."""
-    return (am_trace, pid, what, [(t, v) for t, v in zip(GC_TAGS, values)])
+    return (am_trace, pid, what, [(t, v) for t, v in zip(GC_TAGS, values, strict=False)])
 
 
 def trace_port_open(calling_pid, port, drv_name: Atom) -> tuple:
@@ -179,13 +179,13 @@ def monitor_long_gc(pid, time: int, sizes: tuple) -> tuple:
     old_heap_size, heap_size)."""
     tags = ("timeout", "old_heap_block_size", "heap_block_size", "mbuf_size", "stack_size",
             "old_heap_size", "heap_size")
-    return (am_monitor, pid, am_long_gc, [(_a(t), v) for t, v in zip(tags, (time,) + sizes)])
+    return (am_monitor, pid, am_long_gc, [(_a(t), v) for t, v in zip(tags, (time,) + sizes, strict=False)])
 
 
 def monitor_large_heap(pid, sizes: tuple) -> tuple:
     tags = ("old_heap_block_size", "heap_block_size", "mbuf_size", "stack_size",
             "old_heap_size", "heap_size")
-    return (am_monitor, pid, am_large_heap, [(_a(t), v) for t, v in zip(tags, sizes)])
+    return (am_monitor, pid, am_large_heap, [(_a(t), v) for t, v in zip(tags, sizes, strict=False)])
 
 
 def monitor_long_schedule_proc(pid, in_mfa, out_mfa, time: int) -> tuple:

@@ -181,7 +181,7 @@ def line_chart(chart_id: str, title: str, lines: list[Line], x_label: str, y_lab
         path, = ax.plot(xs, ys, color=ln.colour, linestyle=ln.linestyle, linewidth=1.6,
                         label=ln.name)
         path.set_gid(gid)
-        pts = [(t, v) for k, (t, v) in enumerate(zip(ln.ts, ln.values))
+        pts = [(t, v) for k, (t, v) in enumerate(zip(ln.ts, ln.values, strict=False))
                if k and v is not None and k not in set(ln.gaps)]
         if pts:
             dots, = ax.plot([p[0] for p in pts], [p[1] for p in pts], linestyle="none",
@@ -298,7 +298,7 @@ def bar_chart(chart_id: str, title: str, labels: list[str], series: dict[str, li
         cont = ax.barh(ys, vals, height=h * 0.9, color=colour, label=name)
         for k, patch in enumerate(cont.patches):
             patch.set_gid(f"bars-{name}-{k}")
-        for y, v in zip(ys, series[name]):
+        for y, v in zip(ys, series[name], strict=False):
             ax.text(v or 0, y, " " + (fmt(v) if fmt else (si(v) if v is not None else "-")),
                     va="center", fontsize=7)
     ax.set_yticks(range(len(labels)), list(reversed(labels)))

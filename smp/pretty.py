@@ -25,8 +25,18 @@ from __future__ import annotations
 from typing import Any, Callable, Optional
 
 from .terms import (
-    Atom, BitString, ExportFun, Fun, ImproperList, LOCAL_NODE, Map, Pid, Port, Ref,
-    _string_char, quote_atom,
+    LOCAL_NODE,
+    Atom,
+    BitString,
+    ExportFun,
+    Fun,
+    ImproperList,
+    Map,
+    Pid,
+    Port,
+    Ref,
+    _string_char,
+    quote_atom,
 )
 
 __all__ = ["pformat", "fmt", "write_one_line", "erl_float", "NodeNumbers", "erts_atom"]

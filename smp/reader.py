@@ -148,7 +148,7 @@ def wrap_log_files(path, suffix: str, count: int = DEFAULT_WRAP_COUNT) -> list[s
                 continue
             if c1 + 2 == c2 and c2 <= n:
                 rest = cs[i + 1:]
-                if rest[-1] != n or any(b != a + 1 for a, b in zip(rest, rest[1:])):
+                if rest[-1] != n or any(b != a + 1 for a, b in zip(rest, rest[1:], strict=False)):
                     raise bad
                 return [f for _, f in files[i + 1:]] + [f for _, f in files[:i + 1]]
             raise bad
@@ -156,7 +156,7 @@ def wrap_log_files(path, suffix: str, count: int = DEFAULT_WRAP_COUNT) -> list[s
             return [f for _, f in files]
         raise bad
     if cs[0] == 1:
-        if cs[-1] != n or any(b != a + 1 for a, b in zip(cs, cs[1:])):
+        if cs[-1] != n or any(b != a + 1 for a, b in zip(cs, cs[1:], strict=False)):
             raise bad
         return [f for _, f in files]
     raise bad

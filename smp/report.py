@@ -17,7 +17,17 @@ from __future__ import annotations
 
 from html import escape
 
-from .plots import Bars, Line, Row, bar_chart, figure_html, line_chart, log_histogram, style, timeline
+from .plots import (
+    Bars,
+    Line,
+    Row,
+    bar_chart,
+    figure_html,
+    line_chart,
+    log_histogram,
+    style,
+    timeline,
+)
 
 __all__ = ["render_report", "PLOT_TITLES", "ACTIVE_DEFINITION", "report_kind"]
 
@@ -176,7 +186,7 @@ def _interval(ts: dict) -> float:
     if ts.get("interval_s"):
         return ts["interval_s"]
     t = ts["t_s"]
-    diffs = sorted(b - a for a, b in zip(t, t[1:]))
+    diffs = sorted(b - a for a, b in zip(t, t[1:], strict=False))
     return diffs[len(diffs) // 2] if diffs else 0.1
 
 

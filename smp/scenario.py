@@ -23,7 +23,6 @@ from typing import Any
 from .errors import ScenarioError
 from .matchspec import DBG_SHORTCUTS
 from .termtext import parse_term
-from .terms import Atom
 
 __all__ = ["load_scenario", "parse_scenario", "default_scenario_text", "example_names",
            "example_path", "parse_term", "match_spec_from", "TRACE_FLAG_NAMES",
@@ -322,9 +321,9 @@ def match_spec_from(v):
 
 # ---------------------------------------------------------------- cross checks
 def _check_refs(c: _Checker, sc: dict) -> None:
-    from .workloads import WORKLOADS, check_params
-    from .matchspec import compile_match_spec
     from .errors import BadArg
+    from .matchspec import compile_match_spec
+    from .workloads import WORKLOADS, check_params
 
     tracers = {}
     for i, t in enumerate(sc["tracers"]):

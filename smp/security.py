@@ -36,7 +36,7 @@ from zmq.auth.thread import ThreadAuthenticator
 from .errors import SmpError
 
 __all__ = ["Authenticator", "InsecureWarning", "describe_peer", "ephemeral_security",
-           "is_loopback", "keygen", "load_allowed", "load_keys", "new_routing_id",
+           "is_loopback", "keygen", "load_allowed", "load_keys", "load_public", "new_routing_id",
            "owner_only_dir", "recv_from", "server_security"]
 
 
@@ -74,18 +74,48 @@ class Authenticator:
 def keygen(directory: str, name: str = "server") -> tuple[str, str]:
     """Write ``NAME.key`` and ``NAME.key_secret`` in ``directory``."""
     d = Path(directory)
-    d.mkdir(parents=True, exist_ok=True)
-    for suffix in (".key", ".key_secret"):
-        if (d / f"{name}{suffix}").exists():
-            raise SmpError(f"{d / (name + suffix)} exists: not overwriting a key")
-    public_file, secret_file = zmq.auth.create_certificates(str(d), name)
-    os.chmod(secret_file, 0o600)
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+        for suffix in (".key", ".key_secret"):
+            if (d / f"{name}{suffix}").exists():
+                raise SmpError(f"{d / (name + suffix)} exists: not overwriting a key")
+        public_file, secret_file = zmq.auth.create_certificates(str(d), name)
+        os.chmod(secret_file, 0o600)
+    except OSError as e:
+        raise SmpError(f"cannot write keys in {directory}: {_why(e, directory)}") from None
     return public_file, secret_file
+
+
+def _why(e: OSError, said: str | None = None) -> str:
+    """An OS error in a few words, with the file it is about (unless that is
+    ``said`` already)."""
+    what = e.strerror or str(e)
+    if e.filename and e.strerror and str(e.filename) != str(said):
+        return f"{e.filename}: {what}"
+    return what
+
+
+def load_public(path: str) -> bytes:
+    """The public key of a ``.key`` (or ``.key_secret``) file."""
+    return _certificate(path)[0]
+
+
+def _certificate(path: str) -> tuple[bytes, bytes | None]:
+    """(public, secret or None) of a key file; a missing or unreadable one is
+    an ``SmpError`` saying so in one line."""
+    if not os.path.isfile(path):
+        raise SmpError(f"no key file {path} (smp-emu keygen makes key pairs)")
+    try:
+        return zmq.auth.load_certificate(path)
+    except OSError as e:
+        raise SmpError(f"cannot read the key {path}: {_why(e, path)}") from None
+    except ValueError:
+        raise SmpError(f"{path} holds no public key: not a key file of smp-emu keygen") from None
 
 
 def load_keys(path: str) -> tuple[bytes, bytes]:
     """(public, secret) from a ``.key_secret`` file."""
-    public, secret = zmq.auth.load_certificate(path)
+    public, secret = _certificate(path)
     if secret is None:
         raise SmpError(f"{path} has no secret key (use the .key_secret file)")
     return public, secret
@@ -96,7 +126,7 @@ def load_allowed(directory: str) -> set[bytes]:
     d = Path(directory)
     if not d.is_dir():
         raise SmpError(f"allow-list {directory} is not a directory")
-    return {zmq.auth.load_certificate(str(f))[0] for f in sorted(d.glob("*.key"))}
+    return {load_public(str(f)) for f in sorted(d.glob("*.key"))}
 
 
 def is_loopback(endpoint: str) -> bool:

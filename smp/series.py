@@ -97,7 +97,7 @@ class Series:
         """``[start, end]`` of every interval between two samples that is longer
         than ``GAP_FACTOR`` sampling intervals: no sample was taken in it."""
         pts = self._points
-        return [[round(a["t"], 6), round(b["t"], 6)] for a, b in zip(pts, pts[1:])
+        return [[round(a["t"], 6), round(b["t"], 6)] for a, b in zip(pts, pts[1:], strict=False)
                 if b["t"] - a["t"] > GAP_FACTOR * self.interval]
 
     def to_json(self) -> dict:

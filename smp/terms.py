@@ -48,9 +48,9 @@ class Atom:
             return cls._table[name]
         except KeyError:
             if not isinstance(name, str):
-                raise TypeError(f"atom name must be str, not {type(name).__name__}")
+                raise TypeError(f"atom name must be str, not {type(name).__name__}") from None
             if len(name) > 255:
-                raise ValueError("atom name longer than 255 characters")
+                raise ValueError("atom name longer than 255 characters") from None
             self = object.__new__(cls)
             object.__setattr__(self, "name", name)
             cls._table[name] = self

@@ -759,7 +759,7 @@ def _work_over(vm, group_pids: dict) -> bool:
 def _not_fired(events: list, now: float) -> list[dict]:
     """The faults (one entry each) with a planned time after ``now``."""
     out: dict = {}
-    for at, f, k, _ in events:
+    for at, f, _k, _ in events:
         if at > now:
             key = id(f)
             if key not in out:
@@ -799,7 +799,7 @@ def _duration_report(sc: dict, summary: dict, held: dict) -> dict:
     why = []
     at = next((i for i, x in enumerate(t) if x >= secs), None)
     if at is not None and made[-1] > made[at]:
-        done = next(x for x, m in zip(t, made) if m == made[-1])
+        done = next(x for x, m in zip(t, made, strict=False) if m == made[-1])
         why.append(f"the workload processes stop at the end of the iteration they are in "
                    f"at {secs:g} s; {made[-1] - made[at]:,} trace messages were made after "
                    f"{t[at]:.2f} s, the last of them by {done:.2f} s")
@@ -898,7 +898,7 @@ def _resolve_plan(events, tracers: dict, group_pids: dict, sc: dict) -> list:
     mon = sc["system_monitor"]["monitor"] if sc["system_monitor"] else None
     prof = sc["system_profile"]["profiler"] if sc["system_profile"] else None
     plan = []
-    for at, f, k, repl in events:
+    for at, f, _k, repl in events:
         a = f["action"]
         steps: list = []
         if a == "kill_tracer":

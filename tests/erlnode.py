@@ -8,10 +8,12 @@ import subprocess
 import warnings
 
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings, strategies as st
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
 from hypothesis.errors import HypothesisWarning
 
-from smp.terms import (Atom, BitString, ExportFun, Fun, ImproperList, Map, Pid, Port, Ref)
+from smp.terms import Atom, BitString, ExportFun, Fun, ImproperList, Map, Pid, Port, Ref
+
 
 def needs_erl(test):
     """Mark ``test`` interop, skipped where ``erl`` is absent."""
@@ -76,12 +78,12 @@ def exact(a, b) -> bool:
     if type(a) is float:
         return struct.pack(">d", a) == struct.pack(">d", b)
     if type(a) in (tuple, list):
-        return len(a) == len(b) and all(exact(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(exact(x, y) for x, y in zip(a, b, strict=False))
     if type(a) is ImproperList:
         return exact(a.elements, b.elements) and exact(a.tail, b.tail)
     if type(a) is Map:
         return len(a) == len(b) and all(exact(k1, k2) and exact(v1, v2)
-                                        for (k1, v1), (k2, v2) in zip(a.items(), b.items()))
+                                        for (k1, v1), (k2, v2) in zip(a.items(), b.items(), strict=False))
     if type(a) is Fun:
         return (a.module is b.module and (a.arity, a.uniq, a.index, a.old_index, a.old_uniq)
                 == (b.arity, b.uniq, b.index, b.old_index, b.old_uniq)

@@ -22,7 +22,7 @@ def assert_increasing(stamps: list) -> None:
     """{MegaSecs, Secs, MicroSecs} timestamps, strictly increasing."""
     for ts in stamps:
         assert type(ts) is tuple and len(ts) == 3 and all(type(x) is int for x in ts)
-    assert all(a < b for a, b in zip(stamps, stamps[1:])), stamps
+    assert all(a < b for a, b in zip(stamps, stamps[1:], strict=False)), stamps
 
 
 def free_base() -> int:

@@ -7,7 +7,8 @@ import pickle
 
 import pytest
 import zmq
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import smp
 from smp import Atom as A

@@ -4,10 +4,10 @@ the bad part.  Both modes."""
 from __future__ import annotations
 
 import pytest
+from helpers import check_counts
 
 from smp import BadArg
 from smp.terms import A
-from helpers import check_counts
 
 
 async def waiter(proc):

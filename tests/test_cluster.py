@@ -9,13 +9,15 @@ import sys
 import psutil
 import pytest
 import zmq
+from helpers import free_base
 
 import smp
 from smp import Atom as A
+from smp.demo import check as _check
+from smp.demo import fact as _fact
 from smp.demo import ping, pong
 from smp.security import InsecureWarning, keygen
 from smp.wire import WIRE_VERSION
-from helpers import free_base
 
 pytestmark = pytest.mark.timeout(90)
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -53,7 +55,6 @@ def workload(vm) -> None:
     assert s["made"] == s["delivered"] + s["dropped"] + s["queued"] == 4
 
 
-from smp.demo import check as _check, fact as _fact  # noqa: E402
 
 
 def test_remote_schedulers_over_tcp_insecure():
@@ -181,3 +182,71 @@ def test_loopback_tcp_is_curve_by_default():
     with smp.Emulator(mode="smp", schedulers=2, bind=url) as vm:
         assert vm.security is not None
         workload(vm)
+
+
+def _cli(*args: str, timeout: float = 30) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "smp.cli", *args],
+                          env=dict(os.environ, PYTHONPATH=ROOT), capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def test_a_scheduler_with_an_unauthorized_key_stops_at_once_with_a_message(tmp_path):
+    """Refused by the controller's authenticator, it says so in one line and
+    exits (it does not wait for a welcome that never comes), and the refusal
+    is counted in auth_denied."""
+    import time
+    keys = tmp_path / "keys"
+    keygen(str(keys), "server")
+    keygen(str(keys / "authorized"), "sched")
+    good_keys, rogue_keys = tmp_path / "good", tmp_path / "rogue"
+    good_keys.mkdir()
+    for f in ("sched.key", "sched.key_secret"):
+        (good_keys / f).write_bytes((keys / "authorized" / f).read_bytes())
+    (keys / "authorized" / "sched.key_secret").unlink()
+    keygen(str(rogue_keys), "rogue")                      # a key pair nobody authorized
+    for d in (good_keys, rogue_keys):
+        (d / "server.key").write_bytes((keys / "server.key").read_bytes())
+    url = f"tcp://127.0.0.1:{free_base()}"
+    good = start_remote(url, 1, "--keys", str(good_keys), "--name", "sched")
+    try:
+        with smp.Emulator(mode="smp", schedulers=1, remote_schedulers=1, bind=url,
+                          keys=str(keys), start_timeout=30) as vm:
+            t0 = time.monotonic()
+            r = _cli("scheduler", "--connect", url, "--keys", str(rogue_keys), "--name",
+                     "rogue")
+            took = time.monotonic() - t0
+            assert r.returncode == 1, r.stderr
+            assert took <= 5, took                        # start-up included
+            lines = r.stderr.strip().splitlines()
+            assert len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
+            assert "refused this scheduler's key" in lines[0]
+            assert "authorized" in lines[0]
+            workload(vm)
+            assert vm.statistics()["auth_denied"] >= 1
+    finally:
+        code, err = finish(good)
+    assert code == 0, err
+
+
+def test_cli_errors_are_one_line_and_exit_2(tmp_path):
+    (tmp_path / "a_file").write_text("")
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "h.key_secret").write_text("not a key\n")
+    cases = [
+        ("keygen", "/proc/smp-emu-keys"),                    # cannot be created
+        ("keygen", str(tmp_path / "a_file" / "keys")),       # under a file
+        ("scheduler", "--connect", "tcp://127.0.0.1:9", "--keys", str(tmp_path / "empty"),
+         "--name", "h"),                                     # no key files
+        ("scheduler", "--connect", "tcp://127.0.0.1:9", "--keys", str(tmp_path / "bad"),
+         "--name", "h"),                                     # not a key
+        ("dispatcher", "--bind", "tcp://127.0.0.1:9", "--schedulers", "1", "--keys",
+         str(tmp_path / "empty")),                           # no server key
+        ("dispatcher", "--bind", "tcp://127.0.0.1:9", "--schedulers", "1"),   # no keys at all
+    ]
+    for args in cases:
+        r = _cli(*args)
+        assert r.returncode == 2, (args, r.returncode, r.stderr)
+        assert "Traceback" not in r.stderr, (args, r.stderr)
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("smp-emu: "), (args, r.stderr)

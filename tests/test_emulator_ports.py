@@ -96,6 +96,7 @@ def test_ip_port_tracer(vm):
 @pytest.mark.skipif(shutil.which("erl") is None, reason="no Erlang node: `erl` not on PATH")
 def test_emulator_trace_file_read_by_real_dbg_trace_client(vm, tmp_path):
     from test_interop import COLLECT, WAIT, estr, run_erl
+
     from smp.etf import decode
     path, out = tmp_path / "emu.trc", tmp_path / "out.bin"
     port = vm.open_trace_port("file", str(path))

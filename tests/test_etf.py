@@ -4,11 +4,37 @@ import struct
 import zlib
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from erlnode import (
+    REMOTE,
+    SPLIT,
+    collect,
+    estr,
+    exact,
+    frames,
+    needs_erl,
+    node_atoms,
+    node_terms,
+    run_node,
+    unframe,
+)
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from smp.errors import DecodeError
 from smp.etf import decode, decode_prefix, encode
-from smp.terms import Atom, BitString, ExportFun, Fun, ImproperList, LOCAL_NODE, Map, Pid, Port, Ref
+from smp.terms import (
+    LOCAL_NODE,
+    A,
+    Atom,
+    BitString,
+    ExportFun,
+    Fun,
+    ImproperList,
+    Map,
+    Pid,
+    Port,
+    Ref,
+)
 
 NODE = b"\x77\x0dnonode@nohost"  # SMALL_ATOM_UTF8_EXT nonode@nohost
 
@@ -240,7 +266,7 @@ def test_decode_prefix_stream():
 # ------------------------------------------------------------ property tests
 
 node_names = st.sampled_from([LOCAL_NODE, Atom("a@b"), Atom("n\u00f6de@host")])
-u32 = st.integers(0, 2 ** 32 - 1)
+u32 = st.integers(0, 2 ** 32 - 1)   # as erlnode.u32
 atoms = st.text(min_size=0, max_size=20).map(Atom) | st.sampled_from(
     [Atom("ok"), Atom("true"), Atom("false"), Atom("")])
 leaves = st.one_of(
@@ -286,7 +312,7 @@ def _same(a, b):
     if type(a) is float:
         return struct.pack(">d", a) == struct.pack(">d", b)
     if type(a) in (tuple, list):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=False))
     if type(a) is ImproperList:
         return _same(a.elements, b.elements) and _same(a.tail, b.tail)
     return a == b
@@ -313,10 +339,6 @@ def test_truncation_always_raises_decode_error(term, cut):
 
 
 # ------------------------------------------------------------ every kind, against a real node
-
-from erlnode import REMOTE, collect, estr, exact, frames, needs_erl, node_atoms, node_terms, run_node, \
-    SPLIT, u32, unframe  # noqa: E402
-from smp.terms import A  # noqa: E402
 
 
 VARIANTS = [dict(), dict(minor_version=1), dict(minor_version=0),
@@ -378,7 +400,7 @@ def test_every_kind_round_trips_through_a_node_byte_for_byte(tmp_path_factory, o
     for i, term in enumerate(batch):
         same, *theirs = blobs[k * i:k * i + k]
         assert all(x is A.true for x in decode(same)), (term, decode(same))
-        for v, b in zip(VARIANTS, theirs):
+        for v, b in zip(VARIANTS, theirs, strict=False):
             back = decode(b)
             assert exact(back, term), (v, term, back)
             if not old_ids or not v:

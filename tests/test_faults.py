@@ -127,3 +127,36 @@ def test_lost_active_scheduler_reported_inactive_with_profile_scheduler_q():
         assert s["made"] == s["delivered"] + s["dropped"] + s["queued"]
     finally:
         vm.close()
+
+
+async def flood(proc, sink):
+    i = 0
+    while True:
+        await proc.send(sink, i)
+        i += 1
+
+
+def test_dispatcher_lost_counts_what_the_schedulers_received():
+    """Killed in the middle of a flood: DispatcherLost says how many messages
+    are known delivered from what the schedulers took, not from a dispatcher
+    status that a run never quiet did not ask for."""
+    import re
+    vm = smp.Emulator(mode="smp", schedulers=2)
+    try:
+        t = vm.spawn_collector(scheduler=1)
+        p = vm.spawn(flood, vm.spawn_collector(scheduler=2), scheduler=2)
+        vm.trace(p, True, ["send"], tracer=t)
+        assert vm.run_for(1.0) is False
+        got = len(vm.messages(t))
+        assert got > 0
+        os.kill(vm.os_pids[0], signal.SIGKILL)
+        with pytest.raises(smp.DispatcherLost) as e:
+            vm.run(timeout=20)
+        m = re.search(r"(\d+) system message\(s\) made by the schedulers, (\d+) known "
+                      r"delivered \(the schedulers received them\), so up to (\d+) lost",
+                      str(e.value))
+        assert m, str(e.value)
+        made, known, lost = map(int, m.groups())
+        assert made >= known >= got and lost == made - known
+    finally:
+        vm.close()

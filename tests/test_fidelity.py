@@ -5,11 +5,11 @@ erl_db_util.c's match-spec functions, erl_gc.c), in both modes."""
 from __future__ import annotations
 
 import pytest
+from helpers import check_counts, mfa
 
 import smp
 from smp import Error
 from smp.terms import A, ImproperList
-from helpers import check_counts, mfa
 
 T = A.trace
 ST = A.seq_trace
@@ -360,7 +360,7 @@ def test_new_token_takes_the_process_lastcnt(vm):
 
 def test_port_message_leaves_token_unchanged(vm):
     report = vm.spawn_collector()
-    p = vm.spawn(port_reader, report)
+    vm.spawn(port_reader, report)
     vm.run()
     (before, msg, after), = vm.messages(report)
     assert msg[1] == (A.data, b"hi")
@@ -610,3 +610,26 @@ def test_maps_funs_and_bit_strings_cross_schedulers(vm):
     assert vm.messages(sink) == [msg]
     assert vm.messages(t) == [(T, p, A.send, msg, sink)]
     check_counts(vm)
+
+
+class NotATerm:
+    """A Python object a workload might send by mistake."""
+
+
+async def sends_not_a_term(proc, to):
+    await proc.send(to, A.before)
+    await proc.send(to, NotATerm())
+    await proc.send(to, A.after)
+
+
+def test_a_traced_non_term_is_dropped_alone(smp2):
+    """smp: a trace message holding what is not a term is dropped at its
+    scheduler and counted; the rest of the batch arrives and run() is quiet."""
+    t = smp2.spawn_collector(scheduler=2)
+    sink = smp2.spawn(waiter, scheduler=1)
+    p = smp2.spawn(sends_not_a_term, sink, scheduler=1)
+    smp2.trace(p, True, ["send"], tracer=t)
+    smp2.run(timeout=20)
+    assert smp2.messages(t) == [(T, p, A.send, A.before, sink), (T, p, A.send, A.after, sink)]
+    s = check_counts(smp2)
+    assert s["unsendable"] == 1, s

@@ -22,7 +22,9 @@ import tempfile
 
 import pytest
 import zmq
-from hypothesis import HealthCheck, given, settings, strategies as st
+from helpers import free_base
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import smp
 from smp import Atom as A
@@ -31,7 +33,6 @@ from smp.errors import ProtocolError
 from smp.security import InsecureWarning
 from smp.terms import Pid
 from smp.wire import WIRE_VERSION
-from helpers import free_base
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -508,7 +509,10 @@ def test_every_term_type_travels_and_is_checked():
     """Maps, funs and bit strings travel in message bodies and between
     schedulers like every other term, built by checking constructors."""
     import pickle as _pickle
-    from smp.terms import A as _A, BitString, ExportFun, Fun, Map, Pid as _Pid
+
+    from smp.terms import A as _A
+    from smp.terms import BitString, ExportFun, Fun, Map
+    from smp.terms import Pid as _Pid
     terms = [Map({_A.a: 1, 2.0: [Map()]}), BitString(b"\x01\x40", 11),
              ExportFun(_A.m, _A.f, 2), Fun(_A.m, 1, bytes(16), 0, 0, 5, _Pid(81), (1, _A.x))]
     assert wire.loads_terms(_pickle.dumps(terms, 5)) == terms

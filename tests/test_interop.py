@@ -5,12 +5,13 @@ import struct
 import subprocess
 
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings, strategies as st
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
 
 from smp.dbgfmt import format_dbg
 from smp.etf import decode, encode
 from smp.reader import read_frames, read_trace
-from smp.terms import A, Atom, ImproperList, LOCAL_NODE, Pid, Port, Ref, charlist
+from smp.terms import LOCAL_NODE, A, Atom, ImproperList, Pid, Port, Ref, charlist
 from smp.traceport import FileTracePort, IpTracePort
 
 pytestmark = [
@@ -232,7 +233,7 @@ def _exact(a, b):
     if type(a) is float:
         return struct.pack(">d", a) == struct.pack(">d", b)
     if type(a) in (tuple, list):
-        return len(a) == len(b) and all(_exact(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(_exact(x, y) for x, y in zip(a, b, strict=False))
     if type(a) is ImproperList:
         return _exact(a.elements, b.elements) and _exact(a.tail, b.tail)
     return a == b
@@ -325,5 +326,5 @@ def test_format_dbg_matches_dhandler(tmp_path):
     stdout = run_erl(code)
     theirs = stdout.split("@@\n")[:-1]
     assert len(theirs) == len(terms)
-    for term, text in zip(terms, theirs):
+    for term, text in zip(terms, theirs, strict=False):
         assert format_dbg(term) == text, term

@@ -5,10 +5,10 @@ counterparts are pinned beside them where the difference is the point."""
 from __future__ import annotations
 
 import pytest
+from helpers import assert_increasing, check_counts, mfa
 
 import smp
 from smp.terms import A
-from helpers import assert_increasing, check_counts, mfa
 
 T, TS = A.trace, A.trace_ts
 

@@ -13,14 +13,13 @@ import threading
 import time
 
 import pytest
+from helpers import check_counts
 
 import smp
 from smp import Atom as A
 from smp.etf import encode
 from smp.reader import read_trace
 from smp.traceport import FileTracePort
-
-from helpers import check_counts
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -17,12 +17,12 @@ import shutil
 import subprocess
 
 import pytest
+from helpers import assert_increasing, check_counts, mfa
 
 from smp.etf import decode, encode
 from smp.reader import read_trace
 from smp.terms import A
 from smp.traceport import FileTracePort
-from helpers import assert_increasing, check_counts, mfa
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -38,7 +38,7 @@ def assert_ts(ts) -> None:
 def assert_nondecreasing(stamps: list) -> None:
     for ts in stamps:
         assert_ts(ts)
-    assert all(a <= b for a, b in zip(stamps, stamps[1:])), stamps
+    assert all(a <= b for a, b in zip(stamps, stamps[1:], strict=False)), stamps
 
 
 class OtpFileDrv:

@@ -4,10 +4,10 @@ preemption.  Both modes unless stated."""
 from __future__ import annotations
 
 import pytest
+from helpers import check_counts, mfa
 
 import smp
 from smp.terms import A
-from helpers import check_counts, mfa
 
 T = A.trace
 

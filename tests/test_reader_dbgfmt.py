@@ -191,6 +191,7 @@ def test_funs_print_as_the_vm_prints_them():
 
 def test_smp_emu_read_writes_latin1_and_takes_node_numbers(tmp_path):
     from click.testing import CliRunner
+
     from smp.cli import cli
     path = tmp_path / "t.trc"
     path.write_bytes(frame(encode((A.trace, Pid(5, 1, Atom("w@h"), 2), A["receive"], b"caf\xe9"))))
@@ -205,6 +206,7 @@ def test_smp_emu_read_writes_latin1_and_takes_node_numbers(tmp_path):
 
 
 from erlnode import REMOTE, SPLIT, collect, estr, frames, needs_erl, node_terms, run_node, unframe  # noqa: E402
+
 from smp.pretty import NodeNumbers, erl_float, fmt  # noqa: E402
 from smp.terms import Atom, BitString, ExportFun, ImproperList, Map, Ref  # noqa: E402
 
@@ -220,7 +222,7 @@ def node_numbers_code(nodes):
 
 
 def parse_numbers(blobs, nodes):
-    return NodeNumbers({n: int(b.decode().strip("<>").split(".")[0]) for n, b in zip(nodes, blobs)})
+    return NodeNumbers({n: int(b.decode().strip("<>").split(".")[0]) for n, b in zip(nodes, blobs, strict=False)})
 
 
 @needs_erl
@@ -307,7 +309,7 @@ def test_float_printing_is_float_to_list_short(tmp_path):
               "[float_to_list(F, [short]) || F <- binary_to_term(In)])), halt().")
     run_node(code)
     theirs = out.read_text().split(" ")
-    bad = [(f, e, t) for f, e, t in zip(floats, map(erl_float, floats), theirs) if e != t]
+    bad = [(f, e, t) for f, e, t in zip(floats, map(erl_float, floats), theirs, strict=False) if e != t]
     assert not bad, bad[:10]
 
 
@@ -376,7 +378,7 @@ def dbg_text_of_node(path, nodes, tmp):
     text = run_node(code)
     numbers = {}
     if nodes:
-        for node, s in zip(nodes, nums.read_text(encoding="latin-1").split("\n")):
+        for node, s in zip(nodes, nums.read_text(encoding="latin-1").split("\n"), strict=False):
             numbers[node] = int(s.strip("<>").split(".")[0])
     return text, numbers
 
@@ -393,7 +395,7 @@ def smp_emu_read(path, numbers):
 
 def _first_difference(a: bytes, b: bytes) -> str:
     la, lb = a.split(b"\n"), b.split(b"\n")
-    for i, (x, y) in enumerate(zip(la, lb)):
+    for i, (x, y) in enumerate(zip(la, lb, strict=False)):
         if x != y:
             return f"line {i + 1}:\n node: {x!r}\n  smp: {y!r}"
     return f"{len(la)} lines vs {len(lb)} lines"

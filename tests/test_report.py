@@ -243,7 +243,7 @@ def test_time_series_is_sampled_at_a_steady_interval(saved):
     assert ts["interval_s"] == pytest.approx(0.1)
     t = ts["t_s"]
     assert len(t) >= 3 and t[0] == 0.0
-    gaps = [[a, b] for a, b in zip(t, t[1:]) if b - a > 1.5 * ts["interval_s"]]
+    gaps = [[a, b] for a, b in zip(t, t[1:], strict=False) if b - a > 1.5 * ts["interval_s"]]
     assert ts["gaps"] == gaps
     # every inner sample is at (or, when the controller was busy, after) its slot
     assert all(x >= 0.1 * k - 1e-6 for k, x in enumerate(t[:-1]))
@@ -260,8 +260,8 @@ def test_sample_interval_is_configurable(tmp_path):
     assert ts["interval_s"] == pytest.approx(0.05)
     t = ts["t_s"]
     # a sample every 0.05 s, except where the controller was busy: those are gaps
-    assert ts["gaps"] == [[a, b] for a, b in zip(t, t[1:]) if b - a > 0.075]
-    covered = sum(b - a for a, b in zip(t, t[1:]) if b - a <= 0.075)
+    assert ts["gaps"] == [[a, b] for a, b in zip(t, t[1:], strict=False) if b - a > 0.075]
+    covered = sum(b - a for a, b in zip(t, t[1:], strict=False) if b - a <= 0.075)
     assert covered + sum(b - a for a, b in ts["gaps"]) == pytest.approx(t[-1], abs=1e-4)
 
 

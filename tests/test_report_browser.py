@@ -7,12 +7,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from browser import Browser, available
 from click.testing import CliRunner
 
 from smp.cli import cli
 from smp.scenario import example_path
-
-from browser import Browser, available
 
 pytestmark = pytest.mark.skipif(not available(), reason="chromium is not installed "
                                                         "(sh tools/test.sh installs it)")

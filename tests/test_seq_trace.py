@@ -3,8 +3,9 @@
 wrapping, in both modes."""
 from __future__ import annotations
 
-from smp.terms import A
 from helpers import assert_increasing, check_counts
+
+from smp.terms import A
 
 SEND, RECV, PRINT, TSF = 1, 2, 4, 8
 ST = A.seq_trace

@@ -3,10 +3,10 @@ made deterministic by holding the dispatcher while messages queue up."""
 from __future__ import annotations
 
 import pytest
+from helpers import check_counts
 
 import smp
 from smp import Atom as A
-from helpers import check_counts
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -69,14 +69,14 @@ def test_soak_memory_bounded_with_tracer_churn(mode, n):
             s = vm.statistics()
             assert s["made"] == s["delivered"] + s["dropped"] + s["queued"]
         third = max(1, len(samples) // 3)
-        early = [max(col) for col in zip(*samples[:third])]
-        late = [max(col) for col in zip(*samples[-third:])]
-        peak = [max(col) for col in zip(*samples)]
+        early = [max(col) for col in zip(*samples[:third], strict=False)]
+        late = [max(col) for col in zip(*samples[-third:], strict=False)]
+        peak = [max(col) for col in zip(*samples, strict=False)]
         s = vm.statistics()
         print(f"\nsoak {mode}: {SECONDS / 2:.0f} s, made {s['made']}, delivered {s['delivered']}, "
               f"dropped {s['dropped']}; peak RSS MiB per process "
               f"{[round(p / 2**20, 1) for p in peak]} (early {[round(e / 2**20, 1) for e in early]})")
-        for e, l in zip(early, late):
-            assert l <= e * 1.5 + 32 * 2**20, (early, late)
+        for e, last in zip(early, late, strict=False):
+            assert last <= e * 1.5 + 32 * 2**20, (early, late)
         exited = sum(x["processes_exited"] for x in s["schedulers"])
         assert exited > SECONDS / 2 / 0.05 / 4    # the churn really swapped tracers

@@ -9,12 +9,11 @@ import threading
 import time
 
 import pytest
+from helpers import check_counts
 
 import smp
 from smp import Atom as A
 from smp.reader import read_trace
-
-from helpers import check_counts
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -2,8 +2,9 @@
 DESIGN.md section 3), reached from workloads in both modes."""
 from __future__ import annotations
 
-from smp.terms import A, Port
 from helpers import assert_increasing, check_counts, mfa
+
+from smp.terms import A, Port
 
 
 # ---------------------------------------------------------------- bodies

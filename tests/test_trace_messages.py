@@ -8,12 +8,11 @@ tracees are compared per tracee.
 from __future__ import annotations
 
 import pytest
+from helpers import assert_increasing, check_counts, mfa
 
 import smp
-
 from smp import Error, Exit, Throw
 from smp.terms import A, Atom, Pid, Port
-from helpers import assert_increasing, check_counts, mfa
 
 T, TS = A.trace, A.trace_ts
 
@@ -428,8 +427,8 @@ def test_trace_gc_items_in_seed_order(vm):
             A.bin_vheap_block_size, A.bin_old_vheap_size, A.bin_old_vheap_block_size]
     before = [0, 233, 0, 0, 10, 0, 100, 0, 46422, 0, 46422]
     after = [233, 233, 0, 100, 10, 100, 0, 0, 46422, 0, 46422]
-    assert vm.messages(t) == [(T, p, A.gc_start, list(zip(tags, before))),
-                              (T, p, A.gc_end, list(zip(tags, after)))]
+    assert vm.messages(t) == [(T, p, A.gc_start, list(zip(tags, before, strict=False))),
+                              (T, p, A.gc_end, list(zip(tags, after, strict=False)))]
     check_counts(vm)
 
 

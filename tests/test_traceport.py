@@ -9,8 +9,13 @@ from smp.errors import TracePortError
 from smp.etf import decode, encode
 from smp.reader import read_frames
 from smp.terms import Atom, ImproperList, Pid
-from smp.traceport import (FILE_BUFFER_SIZE, FileTracePort, IpTracePort, NullTracePort,
-                           open_trace_port)
+from smp.traceport import (
+    FILE_BUFFER_SIZE,
+    FileTracePort,
+    IpTracePort,
+    NullTracePort,
+    open_trace_port,
+)
 
 
 def frame(payload):

@@ -44,11 +44,11 @@ for p in (ROOT, HERE):
     if p not in sys.path:
         sys.path.insert(0, p)
 
+import bench_workers as W  # noqa: E402
 import multiprocess  # noqa: E402
 import psutil  # noqa: E402
 import zmq  # noqa: E402
 
-import bench_workers as W  # noqa: E402
 from smp import messages as M  # noqa: E402
 from smp.terms import Atom, Pid  # noqa: E402
 from smp.wire import WIRE_VERSION  # noqa: E402
@@ -97,10 +97,10 @@ def table(title: str, columns: list[str], rows: list[list]) -> None:
               for i, c in enumerate(columns)]
     print(title)
     print("  ".join(c.ljust(w) if i == 0 else c.rjust(w)
-                    for i, (c, w) in enumerate(zip(columns, widths))))
+                    for i, (c, w) in enumerate(zip(columns, widths, strict=False))))
     for r in rows:
         print("  ".join(v.ljust(w) if i == 0 else v.rjust(w)
-                        for i, (v, w) in enumerate(zip(r, widths))))
+                        for i, (v, w) in enumerate(zip(r, widths, strict=False))))
     print(flush=True)
 
 
@@ -161,7 +161,7 @@ class RssSampler:
 
     def __init__(self, pids: list[int], labels: list[str], interval: float = 0.05):
         self.procs = []
-        for pid, label in zip(pids, labels):
+        for pid, label in zip(pids, labels, strict=False):
             try:
                 self.procs.append((label, pid, psutil.Process(pid)))
             except psutil.NoSuchProcess:

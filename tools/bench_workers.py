@@ -10,9 +10,9 @@ import time
 
 import zmq
 
-from smp.placement import pid_owner
 from smp import messages as M
-from smp.terms import Atom, Pid
+from smp.placement import pid_owner
+from smp.terms import Atom
 from smp.wire import WIRE_VERSION
 
 _PICKLE = pickle.HIGHEST_PROTOCOL

@@ -5,8 +5,15 @@ from __future__ import annotations
 import pytest
 
 from smp import messages as M
-from smp.dispatch import (DELIVER_PID, DELIVER_PORT, DROP, DROP_REASONS, disp_failure,
-                          format_error_logger_failure, resolve)
+from smp.dispatch import (
+    DELIVER_PID,
+    DELIVER_PORT,
+    DROP,
+    DROP_REASONS,
+    disp_failure,
+    format_error_logger_failure,
+    resolve,
+)
 from smp.state import FALSE, NIL, TracerState
 from smp.terms import A, Pid, Port
 

@@ -8,8 +8,7 @@ from pathlib import Path
 import pytest
 
 from smp.errors import BadArg
-from smp.matchspec import (MATCH_SET_EXCEPTION_TRACE, MATCH_SET_RETURN_TRACE,
-                           compile_match_spec)
+from smp.matchspec import MATCH_SET_EXCEPTION_TRACE, MATCH_SET_RETURN_TRACE, compile_match_spec
 from smp.terms import A, Pid
 
 SELF = Pid(90)

@@ -320,7 +320,7 @@ def apply_differences(msgs: list) -> tuple[list, int, dict]:
         live = [c for c in cur if c[0] is not DROP]
         new = d.rule([c[0] for c in live])
         n = 0
-        for c, m in zip(live, new):
+        for c, m in zip(live, new, strict=False):
             if m is DROP or m != c[0]:
                 n += 1
                 c[0], c[1] = m, True

@@ -249,7 +249,7 @@ def _monitored(bodies, options):
         for p in ps:
             kick(vm, p, A.go)
         vm.system_monitor("undefined")
-        return [("monitor", t)] + [(b.__name__, p) for b, p in zip(bodies, ps)], vm.messages(t)
+        return [("monitor", t)] + [(b.__name__, p) for b, p in zip(bodies, ps, strict=False)], vm.messages(t)
     return run
 
 
