@@ -321,10 +321,36 @@ def match_spec_from(v):
 
 # ---------------------------------------------------------------- cross checks
 def _check_refs(c: _Checker, sc: dict) -> None:
-    from .errors import BadArg
-    from .matchspec import compile_match_spec
-    from .workloads import WORKLOADS, check_params
+    """Cross checks: names refer to tracers and groups that exist, match
+    specs compile, the duration is one of seconds or operations, faults come
+    while the run does."""
+    tracers = _check_tracers(c, sc)
 
+    def ref(path, name, pids_only=False, what="tracer"):
+        if name not in tracers:
+            c.fail(path, f"unknown {what} {name!r} (tracers: {', '.join(tracers) or 'none'})")
+        if pids_only and tracers[name]["kind"] != "collector":
+            c.fail(path, f"{what} {name!r} must be a collector process, not a {tracers[name]['kind']} port")
+
+    groups = _check_groups(c, sc, ref)
+    for i, t in enumerate(sc["trace"]):
+        ref(("trace", i, "tracer"), t["tracer"])
+    _check_patterns(c, sc, ref)
+    if sc["seq_trace"] is not None:
+        ref(("seq_trace", "tracer"), sc["seq_trace"]["tracer"])
+    if sc["system_monitor"] is not None:
+        ref(("system_monitor", "monitor"), sc["system_monitor"]["monitor"], True, "monitor")
+    if sc["system_profile"] is not None:
+        ref(("system_profile", "profiler"), sc["system_profile"]["profiler"], what="profiler")
+    d = sc["duration"]
+    if d["seconds"] is not None and d["operations"] is not None:
+        c.fail(("duration",), "give either 'seconds' or 'operations', not both")
+    if d["seconds"] is None and d["operations"] is None:
+        d["operations"] = 100
+    _check_faults(c, sc, groups, ref)
+
+
+def _check_tracers(c: _Checker, sc: dict) -> dict:
     tracers = {}
     for i, t in enumerate(sc["tracers"]):
         if t["name"] in tracers:
@@ -333,12 +359,11 @@ def _check_refs(c: _Checker, sc: dict) -> None:
         if t["kind"] == "file" and not t["path"]:
             c.fail(("tracers", i), "a file tracer needs a 'path'")
 
-    def ref(path, name, pids_only=False, what="tracer"):
-        if name not in tracers:
-            c.fail(path, f"unknown {what} {name!r} (tracers: {', '.join(tracers) or 'none'})")
-        if pids_only and tracers[name]["kind"] != "collector":
-            c.fail(path, f"{what} {name!r} must be a collector process, not a {tracers[name]['kind']} port")
+    return tracers
 
+
+def _check_groups(c: _Checker, sc: dict, ref) -> dict:
+    from .workloads import WORKLOADS, check_params
     groups = {}
     for i, g in enumerate(sc["groups"]):
         path = ("groups", i)
@@ -362,8 +387,12 @@ def _check_refs(c: _Checker, sc: dict) -> None:
             c.fail(path + ("params", key), msg)
     if not groups:
         c.fail(("groups",), "at least one group is needed")
-    for i, t in enumerate(sc["trace"]):
-        ref(("trace", i, "tracer"), t["tracer"])
+    return groups
+
+
+def _check_patterns(c: _Checker, sc: dict, ref) -> None:
+    from .errors import BadArg
+    from .matchspec import compile_match_spec
     for i, p in enumerate(sc["patterns"]):
         path = ("patterns", i)
         mfa = p["mfa"]
@@ -380,17 +409,10 @@ def _check_refs(c: _Checker, sc: dict) -> None:
             if p["meta_tracer"] is None:
                 c.fail(path, "a meta pattern needs a 'meta_tracer'")
             ref(path + ("meta_tracer",), p["meta_tracer"])
-    if sc["seq_trace"] is not None:
-        ref(("seq_trace", "tracer"), sc["seq_trace"]["tracer"])
-    if sc["system_monitor"] is not None:
-        ref(("system_monitor", "monitor"), sc["system_monitor"]["monitor"], True, "monitor")
-    if sc["system_profile"] is not None:
-        ref(("system_profile", "profiler"), sc["system_profile"]["profiler"], what="profiler")
+
+
+def _check_faults(c: _Checker, sc: dict, groups: dict, ref) -> None:
     d = sc["duration"]
-    if d["seconds"] is not None and d["operations"] is not None:
-        c.fail(("duration",), "give either 'seconds' or 'operations', not both")
-    if d["seconds"] is None and d["operations"] is None:
-        d["operations"] = 100
     for i, f in enumerate(sc["faults"]):
         path = ("faults", i)
         a = f["action"]
