@@ -508,7 +508,8 @@ class _IpReader(threading.Thread):
             self.error = str(e)
 
 
-def execute(sc: dict, *, mode: str | None = None, schedulers: int | None = None,
+def execute(sc: dict, *, mode: str | None = None,  # noqa: C901 - one run, set-up to summary
+            schedulers: int | None = None,
             on_trace: Callable[[str, Any], None] | None = None,
             on_progress: Callable[[dict], None] | None = None,
             extra_faults: list | None = None, journal: str | None = None,
