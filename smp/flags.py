@@ -15,7 +15,7 @@ __all__ = [
     "F_TRACE_SCHED_EXIT", "F_TRACE_GC", "F_TRACE_ARITY_ONLY", "F_TRACE_RETURN_TO",
     "F_TRACE_SILENT", "F_TRACE_SCHED_NO", "F_TRACE_PORTS", "F_TRACE_SCHED_PORTS",
     "F_TRACE_SCHED_PROCS", "F_TRACER", "F_SENSITIVE", "F_EXCEPTION_TRACE",
-    "TRACEE_FLAGS", "TRACEE_MODIFIER_FLAGS", "PORT_ONLY_FLAGS", "PROC_ONLY_FLAGS", "FLAG_NAMES", "parse_trace_flags", "flags_to_list", "flag_bit", "CPU_TIMESTAMP",
+    "TRACEE_FLAGS", "TRACEE_MODIFIER_FLAGS", "PORT_ONLY_FLAGS", "PROC_ONLY_FLAGS", "FLAG_NAMES", "parse_trace_flags", "flags_to_list", "flag_bit", "TRACE_FLAG_NAMES", "CPU_TIMESTAMP",
 ]
 
 F_TRACE_SEND = 1 << 0
@@ -72,6 +72,9 @@ FLAG_NAMES: list[tuple[int, str]] = [
     (F_TRACE_SCHED_PROCS, "running_procs"),
 ]
 _BY_NAME = {name: bit for bit, name in FLAG_NAMES}
+#: Every name trace/3 takes in its flag list: the tracee flags, 'all' and
+#: 'cpu_timestamp' (the {tracer, T} tuple aside).
+TRACE_FLAG_NAMES = ("all",) + tuple(name for _, name in FLAG_NAMES) + ("cpu_timestamp",)
 # 'all' sets every tracee flag (erl_bif_trace.c: mask |= TRACEE_FLAGS).
 _ALL = TRACEE_FLAGS
 CPU_TIMESTAMP = "cpu_timestamp"

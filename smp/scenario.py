@@ -20,9 +20,11 @@ import tomllib
 from importlib import resources
 from typing import Any
 
-from .errors import ScenarioError
-from .matchspec import DBG_SHORTCUTS
+from .errors import BadArg, ScenarioError
+from .flags import TRACE_FLAG_NAMES
+from .matchspec import DBG_SHORTCUTS, compile_match_spec
 from .termtext import parse_term
+from .workloads import WORKLOADS, check_params
 
 __all__ = ["load_scenario", "parse_scenario", "default_scenario_text", "example_names",
            "example_path", "parse_term", "match_spec_from", "TRACE_FLAG_NAMES",
@@ -35,11 +37,6 @@ NONSMP_RULE = ("nonsmp always runs exactly 1 scheduler; the scheduler count (sch
                "(--mode smp, compare), and not used in nonsmp mode")
 FAULT_ACTIONS = ("kill_tracer", "replace_seq_tracer", "replace_monitor", "replace_profiler",
                  "kill_processes", "set_sensitive")
-TRACE_FLAG_NAMES = (
-    "all", "send", "receive", "procs", "call", "silent", "return_to", "running", "exiting",
-    "garbage_collection", "timestamp", "cpu_timestamp", "arity", "set_on_spawn",
-    "set_on_first_spawn", "set_on_link", "set_on_first_link", "scheduler_id", "ports",
-    "running_ports", "running_procs")
 
 # ---------------------------------------------------------------- schema
 # A field is (kind, default, extra); kind is one of
@@ -363,7 +360,6 @@ def _check_tracers(c: _Checker, sc: dict) -> dict:
 
 
 def _check_groups(c: _Checker, sc: dict, ref) -> dict:
-    from .workloads import WORKLOADS, check_params
     groups = {}
     for i, g in enumerate(sc["groups"]):
         path = ("groups", i)
@@ -391,8 +387,6 @@ def _check_groups(c: _Checker, sc: dict, ref) -> dict:
 
 
 def _check_patterns(c: _Checker, sc: dict, ref) -> None:
-    from .errors import BadArg
-    from .matchspec import compile_match_spec
     for i, p in enumerate(sc["patterns"]):
         path = ("patterns", i)
         mfa = p["mfa"]

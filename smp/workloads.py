@@ -24,6 +24,7 @@ from typing import Any, Callable
 
 from .emulator import Emulator
 from .errors import ErlangException, Error, Exit, SchedulerLost, SmpError, Throw
+from .flags import TRACE_FLAG_NAMES
 from .limits import TraceLimit
 from .reader import read_trace
 from .series import SAMPLE_INTERVAL_S, Series, latency_histogram, scheduler_timeline
@@ -379,7 +380,6 @@ def _opt_nonneg(v):
 
 
 def _flags_check(v):
-    from .scenario import TRACE_FLAG_NAMES
     if not isinstance(v, list) or not all(isinstance(x, str) and x in TRACE_FLAG_NAMES for x in v):
         return "must be a list of trace flag names"
     return None
