@@ -19,7 +19,8 @@ Three threads, each with its own ZeroMQ sockets:
   deliveries in the external term format.
 * control (writer of the state): serves the controller's requests (from
   the controller's routing id alone): BIFs on the state, register,
-  hold/release, statistics, the queue listing, trace ports.
+  hold/release and step (the next n messages while held), statistics,
+  the queue listing, trace ports.
 
 Every state change is published (PUB) as a versioned snapshot to the
 schedulers' replicas.
@@ -154,6 +155,8 @@ class Dispatcher:
         self.queue_peak = 0              # the most queued since the last statistics()
         self.held = False
         self.dispatching = False
+        self.step_req: tuple | None = None   # held: (n, unit) to dispatch now (step mode)
+        self.step_done: list | None = None   # what the last step decided
         self.in_dispatch = 0             # messages swapped out of the queue, not yet counted
         self.drain_by: float | None = None   # stopping: after this, drop what is left
         self.terminated = False          # SIGTERM: stop as on the stop command
@@ -378,22 +381,109 @@ class Dispatcher:
         inboxes: dict[int, zmq.Socket] = {}
         while not self.stop.is_set():
             with self.smq:
-                while (not self.queue or self.held) and not self.stop.is_set():
+                while ((not self.queue or (self.held and self.step_req is None))
+                       and not self.stop.is_set()):
                     self.dispatching = False
                     self.smq.notify_all()
                     self.smq.wait(0.1)
                 if self.stop.is_set():
                     break
-                local = self.queue
-                self.queue = deque()
-                self.queue_msgs = 0
+                record = None
+                if self.held:              # step mode: the next n messages or runs only
+                    local = self._take_step(*self.step_req)
+                    record = []
+                else:
+                    local = self.queue
+                    self.queue = deque()
+                    self.queue_msgs = 0
                 # counted as queued until decided, so statistics() always adds up
                 self.in_dispatch = sum(item[5] for item in local)
                 self.smq.notify_all()      # ingest may be waiting for room
                 self.dispatching = True
-            self._dispatch(local, inboxes)
+            if record is None:
+                self._dispatch(local, inboxes)
+            else:
+                for item in local:
+                    self._dispatch_recorded(item, inboxes, record)
+                with self.smq:
+                    self.step_done, self.step_req = record, None
+                    self.smq.notify_all()
         for s in inboxes.values():
             s.close()
+
+    def _take_step(self, n: int, unit: str) -> deque:
+        """Step mode (held): take the next ``n`` messages (``unit`` "message";
+        a run longer than what is left is split, its bodies and timestamps
+        kept in order) or the next ``n`` runs off the queue, with the events
+        (port closes, markers) before them.  Under ``smq``."""
+        local: deque = deque()
+        queue = self.queue
+        while queue and n > 0:
+            item = queue[0]
+            k = item[5]
+            if k == 0:
+                local.append(queue.popleft())
+                continue
+            if unit == "message" and k > n:
+                type_, from_, to, ts_kind, blob, _, base, active, made_ns = item
+                bodies = wire.loads_terms(blob)
+                local.append((type_, from_, to, ts_kind, pickle.dumps(bodies[:n], _PICKLE), n,
+                              base, active, made_ns))
+                queue[0] = (type_, from_, to, ts_kind, pickle.dumps(bodies[n:], _PICKLE), k - n,
+                            base + n if ts_kind else 0, active, made_ns)
+                self.queue_msgs -= n
+                break
+            local.append(queue.popleft())
+            self.queue_msgs -= k
+            n -= k if unit == "message" else 1
+        return local
+
+    def step(self, n, unit: str) -> list:
+        """Step mode: while held, dispatch exactly the next ``n`` messages
+        (``unit="message"``, the seed's granularity: a run is split) or runs
+        (``unit="run"``), then stay held.  Returns ``(From, Receiver, Msg,
+        Outcome)`` for each message dispatched, Outcome ``delivered`` or the
+        reason it was dropped.  Runs in the control thread."""
+        if type(n) is not int or n < 1 or unit not in ("message", "run"):
+            raise BadArg(f"step: n must be an integer >= 1 and unit 'message' or 'run', "
+                         f"not {n!r}, {unit!r}")
+        with self.smq:
+            if not self.held:
+                raise BadArg("step needs a held dispatcher (hold_dispatcher() first)")
+            if not self.queue:
+                return []
+            self.step_done, self.step_req = None, (n, unit)
+            self.smq.notify_all()
+            deadline = time.monotonic() + CLOSE_WAIT_S
+            while self.step_req is not None or self.dispatching:
+                if self.stop.is_set() or time.monotonic() > deadline:
+                    self.step_req = None
+                    raise TimeoutError("step: the dispatch thread did not take the step")
+                self.smq.wait(0.05)
+            done, self.step_done = self.step_done, None
+        return done
+
+    def _dispatch_recorded(self, item, inboxes, record: list) -> None:
+        """Step mode: dispatch one item of the queue as ``_dispatch`` does
+        and append ``(From, Receiver, Msg, Outcome)`` for each of its
+        messages, the outcome read from the counts it changed."""
+        type_, from_, to, ts_kind, blob, n, base, active, _ = item
+        if n == 0:
+            self._dispatch((item,), inboxes)
+            return
+        receiver = resolve(M.SysMsg(type_, from_, to, None, ts_kind), self.state,
+                           self.table).receiver
+        with self.smq:
+            delivered0, dropped0 = self.delivered[type_], Counter(self.dropped)
+        self._dispatch((item,), inboxes)
+        with self.smq:
+            outcomes = ["delivered"] * (self.delivered[type_] - delivered0)
+            for (_t, reason), k in (self.dropped - dropped0).items():
+                outcomes += [reason] * k
+        for i, body in enumerate(wire.loads_terms(blob)):
+            ts = us_to_ts(base + i) if ts_kind else None
+            record.append((from_, receiver, M.complete(body, ts_kind, ts, active),
+                           outcomes[i] if i < len(outcomes) else "unknown"))
 
     def _dispatch(self, local, inboxes) -> None:
         """Decide each run of the swapped-out queue, in order.
@@ -411,6 +501,7 @@ class Dispatcher:
         delivered to it.  While the dispatcher stops (``drain_by`` passed),
         what is left is dropped as ``emulator_closed``."""
         out: dict[int, list] = {}
+        kinds: dict[int, Counter] = {}   # what goes to each scheduler off the TRACE fast path
         state, table = self.state, self.table
         nsched = self.nsched
         tracers, alive = table.tracers, table.alive
@@ -424,8 +515,8 @@ class Dispatcher:
         for item in local:
             type_, from_, to, ts_kind, blob, n, base, active, made_ns = item
             if n == 0:                       # an event in queue order
-                self._settle(out, delivered, dropped, inboxes)
-                out, delivered, dropped = {}, Counter(), Counter()
+                self._settle(out, delivered, dropped, inboxes, kinds)
+                out, delivered, dropped, kinds = {}, Counter(), Counter(), {}
                 if blob[0] == "marker":      # trace_delivered
                     self._markers[blob[1]].set()
                 else:                        # ("close", port ids or None, done)
@@ -460,12 +551,14 @@ class Dispatcher:
                 owner = _owner(d.receiver, nsched)
                 out.setdefault(owner, []).append((d.receiver, blob, n, ts_kind, base, active))
                 delivered[type_] += n
+                kinds.setdefault(owner, Counter())[type_] += n
             elif d.action == DELIVER_PORT and d.receiver in table.proc_ports:
                 # a port a process opened: its scheduler writes the bytes to
                 # the driver (erts_raw_port_command)
                 owner = port_owner(d.receiver, nsched)
                 out.setdefault(owner, []).append((d.receiver, blob, n, ts_kind, base, active))
                 delivered[type_] += n
+                kinds.setdefault(owner, Counter())[type_] += n
             elif d.action == DELIVER_PORT:
                 from smp.etf import encode
                 port = table.ports[d.receiver]
@@ -497,11 +590,16 @@ class Dispatcher:
                         for _ in range(n):
                             disp_failure(m, d.receiver, state, self._stderr)
                 dropped[(type_, d.reason)] += n
-        self._settle(out, delivered, dropped, inboxes)
+        self._settle(out, delivered, dropped, inboxes, kinds)
 
-    def _settle(self, out, delivered, dropped, inboxes) -> None:
+    def _settle(self, out, delivered, dropped, inboxes, kinds=None) -> None:
         """Count what was decided, then send the pid deliveries to their
-        schedulers.  Runs in the dispatcher process, dispatch thread."""
+        schedulers.  A full inbox pushes back on the dispatch thread; the
+        deliveries for a scheduler that is lost meanwhile (dead, or a remote
+        one whose link is down) are counted again as dropped
+        (``scheduler_lost``): they never reach it.  When the dispatcher
+        stops, what cannot be sent is dropped as ``emulator_closed``.  Runs
+        in the dispatcher process, dispatch thread."""
         with self.smq:
             self.delivered.update(delivered)
             self.dropped.update(dropped)
@@ -514,12 +612,33 @@ class Dispatcher:
             if sock is None:
                 sock = inboxes[owner] = self._inbox_socket(owner, sndtimeo=100)
             while True:   # a full inbox pushes back on the dispatch thread
+                if owner in self.lost:
+                    self._undelivered(owner, deliveries, (kinds or {}).get(owner),
+                                      "scheduler_lost")
+                    break
                 try:
                     sock.send(frame)
                     break
                 except zmq.Again:
                     if self.stop.is_set() or self.drain_by is not None:
-                        return      # stopping: the schedulers have gone
+                        # stopping, and the scheduler does not take them
+                        self._undelivered(owner, deliveries, (kinds or {}).get(owner),
+                                          "emulator_closed")
+                        break
+
+    def _undelivered(self, owner: int, deliveries: list, kinds, reason: str) -> None:
+        """Deliveries counted for scheduler ``owner`` that will not reach it:
+        dropped for ``reason`` instead.  ``kinds`` counts them by type when
+        they were decided off the TRACE fast path (all the rest are TRACE)."""
+        n_all = sum(x[2] for x in deliveries)
+        by_type = Counter(kinds or ())
+        by_type[M.SYS_MSG_TYPE_TRACE] += n_all - sum(by_type.values())
+        with self.smq:
+            for t, n in by_type.items():
+                if n:
+                    self.delivered[t] -= n
+                    self.dropped[(t, reason)] += n
+            self.delivered_to[owner] -= n_all
 
     def _close_ports(self, port_ids) -> None:
         """Close tracer ports (``None``: every open one, as the emulator stops)
@@ -567,19 +686,22 @@ class Dispatcher:
                 return False
         return done.wait(wait)
 
-    def _stop_dispatching(self) -> None:
-        """The emulator stops: dispatch what is queued for at most
-        ``STOP_DRAIN_S`` more (then drop the rest as ``emulator_closed``) and
-        close every port after it, so each file ends with whole frames and
-        holds what was counted as delivered to it.  A held queue stays
-        queued.  Runs in the control thread."""
+    def _stop_dispatching(self, drain: float = STOP_DRAIN_S) -> None:
+        """The emulator stops: dispatch what is queued for at most ``drain``
+        seconds more (``STOP_DRAIN_S``; the controller gives less when its
+        close() has less time left), then drop the rest as
+        ``emulator_closed``, and close every port after it, so each file ends
+        with whole frames and holds what was counted as delivered to it.  A
+        held queue stays queued.  Runs in the control thread."""
         with self.smq:
             held = self.held
         if held:            # the dispatch thread is parked: no write is under way
             self._close_ports(None)
             return
-        self.drain_by = time.monotonic() + STOP_DRAIN_S
-        if not self._close_in_order(None, STOP_DRAIN_S + 0.5):
+        if type(drain) not in (int, float) or not 0 <= drain <= STOP_DRAIN_S:
+            drain = STOP_DRAIN_S
+        self.drain_by = time.monotonic() + drain
+        if not self._close_in_order(None, drain + 0.5):
             self._close_ports(None)   # stuck or gone: close anyway (frames stay whole)
 
     def _stderr(self, line: str) -> None:
@@ -703,6 +825,8 @@ class Dispatcher:
                 while self.dispatching:
                     self.smq.wait(0.1)
             return True
+        if cmd == "step":
+            return self.step(*args)
         if cmd == "release":
             with self.smq:
                 self.held = False
@@ -775,7 +899,7 @@ class Dispatcher:
         if cmd == "latencies":
             return list(self.latencies)
         if cmd == "stop":
-            self._stop_dispatching()
+            self._stop_dispatching(*args[:1])
             return self.statistics()
         raise BadArg(f"unknown dispatcher command {cmd!r}")
 

@@ -27,6 +27,7 @@ import os
 import pickle
 import signal
 import sys
+import threading
 import time
 import traceback
 from collections import deque
@@ -52,6 +53,7 @@ BATCH = 256
 HWM = 1000           # frames (batches) a socket buffers before push-back
 FLUSH_AFTER_NS = 1_000_000   # a batch waits at most ~1 ms while processes run
 HEARTBEAT_TIMEOUT = 5.0      # s without a word from a remote dispatcher: it is gone
+HEARTBEAT_EVERY = 1.0        # s between a remote scheduler's heartbeats to the controller
 _PICKLE = pickle.HIGHEST_PROTOCOL
 
 
@@ -100,10 +102,36 @@ class SmpTransport:
     def _close_run(self) -> None:
         if self.run_bodies:
             t, from_, to, ts_kind = self.run_hdr
-            self.sys_out.append(("r", t, from_, to, ts_kind, len(self.run_bodies),
-                                 pickle.dumps(self.run_bodies, _PICKLE), self.run_made_ns))
+            try:
+                # the encoder refuses what no decoder would build, so a body
+                # that is not a term never makes the dispatcher refuse a batch
+                blob = wire.dumps(self.run_bodies)
+            except wire.Unencodable:
+                blob = self._drop_unencodable()
+            if blob is not None:
+                self.sys_out.append(("r", t, from_, to, ts_kind, len(self.run_bodies), blob,
+                                     self.run_made_ns))
             self.run_bodies = []
         self.run_key = None
+
+    def _drop_unencodable(self) -> bytes | None:
+        """Keep the bodies that are terms; the others never enter the queue
+        (counted as ``unsendable``, logged once per run)."""
+        keep = []
+        why = None
+        for body in self.run_bodies:
+            try:
+                wire.dumps(body)
+                keep.append(body)
+            except wire.Unencodable as e:
+                why = e
+        n = len(self.run_bodies) - len(keep)
+        self.sys_made -= n
+        self.sys_items -= n
+        self.w.unsendable += n
+        os.write(2, f"scheduler {self.w.sched_id}: {n} trace message(s) dropped: {why}\n".encode())
+        self.run_bodies = keep
+        return wire.dumps(keep) if keep else None
 
     def take_batch(self) -> list:
         self._close_run()
@@ -156,6 +184,12 @@ class Worker:
         self.ctl.setsockopt(zmq.ROUTING_ID, ctl_ident or new_routing_id())
         self.ctl.setsockopt(zmq.LINGER, 2000)
         curve_client(self.ctl, security)
+        # with CURVE, watch the handshake: a key the controller refuses ends
+        # this scheduler with a message instead of a silent wait
+        self.ctl_monitor = self.ctl.get_monitor_socket(
+            zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
+            | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL | zmq.EVENT_HANDSHAKE_SUCCEEDED
+        ) if security else None
         self.ctl.connect(endpoints["ctl"])
         self.poller = zmq.Poller()
         self.poller.register(self.ctl, zmq.POLLIN)
@@ -202,6 +236,7 @@ class Worker:
         self.parent_pid = os.getppid()
         self.dispatcher_pid = dispatcher_pid
         self._next_watch = 0.0
+        self._start_heartbeat(ids.get("hb"))
         self.pending: dict = {}
         self.unsendable = 0
         self.backpressure_waits = 0
@@ -224,26 +259,71 @@ class Worker:
     def _wait_welcome(self, timeout: float):
         deadline = time.monotonic() + timeout
         parent = os.getppid()
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError(f"no welcome from the controller at {self.ep['ctl']} "
-                                   f"within {timeout:g} s")
-            if not self.ctl.poll(min(100, int(left * 1000) + 1)):
-                if os.getppid() != parent:
-                    raise SystemExit(0)          # the controller went away: never linger
-                continue
-            try:
-                msg = wire.loads_frame(self.ctl.recv())
-                if type(msg) is not tuple or not msg:
-                    raise ProtocolError("not a tuple")
-            except ProtocolError as e:
-                self._bad("control", "the controller", e)
-                continue
-            if msg[0] == "welcome" and len(msg) == 8 and type(msg[7]) is dict:
-                return msg
-            if msg[0] == "refused":
-                raise PermissionError(f"controller refused this scheduler: {msg[1]}")
+        poller = zmq.Poller()
+        poller.register(self.ctl, zmq.POLLIN)
+        if self.ctl_monitor is not None:
+            poller.register(self.ctl_monitor, zmq.POLLIN)
+        failed = 0
+        try:
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError(f"no welcome from the controller at {self.ep['ctl']} "
+                                       f"within {timeout:g} s")
+                events = dict(poller.poll(min(100, int(left * 1000) + 1)))
+                if self.ctl_monitor is not None and self.ctl_monitor in events:
+                    failed += self._handshake_event(failed)
+                if self.ctl not in events:
+                    if os.getppid() != parent:
+                        raise SystemExit(0)      # the controller went away: never linger
+                    continue
+                msg = self._welcome_frame()
+                if msg is not None:
+                    return msg
+        finally:
+            if self.ctl_monitor is not None:
+                self.ctl.disable_monitor()
+                self.ctl_monitor.close(linger=0)
+                self.ctl_monitor = None
+
+    def _handshake_event(self, failed: int) -> int:
+        """One event of the CURVE handshake with the controller: a refused
+        key ends this scheduler at once; a handshake that fails three times
+        (a server key that is not the controller's, or a controller without
+        CURVE) too.  Returns 1 for a failure to count."""
+        from zmq.utils.monitor import recv_monitor_message
+        ev = recv_monitor_message(self.ctl_monitor)
+        ep = self.ep["ctl"]
+        if ev["event"] == zmq.EVENT_HANDSHAKE_FAILED_AUTH:
+            key = self.security["public"]
+            key = key.decode() if type(key) is bytes else key
+            raise PermissionError(
+                f"the controller at {ep} refused this scheduler's key {key} (CURVE status "
+                f"{ev['value']}): its NAME.key must be in the controller's keys/authorized/ "
+                "when the controller starts")
+        if ev["event"] == zmq.EVENT_HANDSHAKE_SUCCEEDED:
+            return 0
+        if failed >= 2:
+            raise PermissionError(
+                f"the CURVE handshake with the controller at {ep} failed 3 times: the "
+                "server.key given is not the controller's, or the controller runs without "
+                "CURVE (--insecure)")
+        return 1
+
+    def _welcome_frame(self):
+        """The welcome (or None for anything else, a bad frame counted)."""
+        try:
+            msg = wire.loads_frame(self.ctl.recv())
+            if type(msg) is not tuple or not msg:
+                raise ProtocolError("not a tuple")
+        except ProtocolError as e:
+            self._bad("control", "the controller", e)
+            return None
+        if msg[0] == "welcome" and len(msg) == 8 and type(msg[7]) is dict:
+            return msg
+        if msg[0] == "refused":
+            raise PermissionError(f"controller refused this scheduler: {msg[1]}")
+        return None
 
     # ------------------------------------------------------------------ io
     def send_ctl(self, obj) -> None:
@@ -395,11 +475,10 @@ class Worker:
                               for i, body in enumerate(bodies)]
                 msgs.append((to, bodies))
                 n_all += n
-            deliver = self.node.deliver_sys
+            deliver = self.node.deliver_sys_run
             self.deliveries += n_all
             for to, bodies in msgs:
-                for body in bodies:
-                    deliver(to, body)
+                deliver(to, bodies)
         elif kind == "fin-ack" and not sender and len(obj) == 1:
             self.fin_acked = True
         else:
@@ -530,7 +609,7 @@ class Worker:
             return True
         if cmd == "resume":
             if self.smp and args:
-                self.wait_published(args[0])
+                self.wait_published(*args[:2])
             self.running = True
             return True
         if cmd == "wait_published":
@@ -712,6 +791,45 @@ class Worker:
             return False
         return True
 
+    def _start_heartbeat(self, ident: bytes | None) -> None:
+        """A scheduler on another host tells the controller every second that
+        it is there (the controller takes one silent for 5 s as lost; a local
+        one is watched by the OS).  A thread of its own, on a socket of its
+        own (the routing id the welcome gave it), so a process that holds
+        the scheduler for long does not silence it: only a link that is down
+        or a stopped process does.  Never blocks: a link that is down keeps
+        at most a few of them."""
+        self._hb_stop = threading.Event()
+        self._hb_thread = None
+        if self.local or ident is None:
+            return
+
+        def beat():
+            sock = self.ctx.socket(zmq.DEALER)
+            try:
+                sock.setsockopt(zmq.ROUTING_ID, ident)
+                sock.setsockopt(zmq.LINGER, 0)
+                sock.setsockopt(zmq.SNDHWM, 4)
+                curve_client(sock, self.security)
+                sock.connect(self.ep["ctl"])
+                frame = wire.dumps_frame(("hb", self.sched_id))
+                while not self._hb_stop.is_set():
+                    try:
+                        sock.send(frame, zmq.NOBLOCK)
+                    except zmq.Again:
+                        pass
+                    self._hb_stop.wait(HEARTBEAT_EVERY)
+            finally:
+                sock.close(linger=0)
+
+        self._hb_thread = threading.Thread(target=beat, name="heartbeat", daemon=True)
+        self._hb_thread.start()
+
+    def _stop_heartbeat(self) -> None:
+        if self._hb_thread is not None:
+            self._hb_stop.set()
+            self._hb_thread.join(2)
+
     def loop(self) -> None:
         node = self.node
         self.send_ctl(("ready", self.sched_id, os.getpid()))
@@ -810,9 +928,14 @@ class Worker:
                    and _pid_alive(self.dispatcher_pid)):
                 if self.inbox.poll(100):
                     self.take_inbox()
-        self.send_ctl(("bye", self.sched_id, self.node.stats.as_dict()))
+        # the counts, and what this scheduler made and took from the dispatcher
+        # (what the controller says was delivered if the dispatcher is lost)
+        self.send_ctl(("bye", self.sched_id, {
+            **self.node.stats.as_dict(), "deliveries": self.deliveries,
+            "sys_made": self.transport.sys_made if self.transport else 0}))
         if self.auth is not None:
             self.auth.stop()
+        self._stop_heartbeat()
         for s in [self.ctl] + list(self.peers.values()) + (
                 [self.sys_sock, self.inbox, self.sub] if self.smp else []):
             s.close(linger=2000)
@@ -877,6 +1000,9 @@ def scheduler_main(sched_id, smp, endpoints, options, security=None, ctl_ident=N
     try:
         try:
             w = Worker(sched_id, smp, endpoints, options, security, ctl_ident)
+        except (PermissionError, TimeoutError) as e:   # refused, or no controller: say so
+            os.write(2, f"scheduler: {e}\n".encode())
+            sys.exit(3)
         except Exception:
             traceback.print_exc()
             sys.exit(3)

@@ -25,7 +25,6 @@ import warnings
 from typing import Any
 
 import multiprocess
-import psutil
 import zmq
 
 from . import messages as M
@@ -42,6 +41,18 @@ from .wire import MAX_FRAME, dumps_frame, loads_frame
 __all__ = ["Emulator"]
 
 am_all, am_existing, am_new, am_true = Atom("all"), Atom("existing"), Atom("new"), Atom("true")
+
+# Time bounds.  run(timeout=T) and run_for(T) end within T + 1 s: the run
+# loop's own calls end by T + RUN_GRACE_S, a BIF that has begun to change
+# something may finish until T + BIF_GRACE_S, the pause after it until
+# T + PAUSE_END_S.  close() ends within CLOSE_S, whatever the processes do.
+RUN_GRACE_S = 0.25
+BIF_GRACE_S = 0.6
+PAUSE_END_S = 0.85
+CLOSE_S = 5.0
+#: A remote scheduler that sends no word for this long is lost (it sends a
+#: heartbeat every second; it stops itself when the dispatcher is silent as long).
+REMOTE_SILENCE_S = 5.0
 
 
 def tcp_endpoints(base: str) -> dict:
@@ -89,18 +100,41 @@ class _Abandon(Exception):
     """close() before start-up finished: nothing to ask the processes."""
 
 
+class _OutOfTime(EmulatorTimeout):
+    """A call cut short because run()'s time is up (run() raises
+    ``EmulatorTimeout`` saying which process did not answer)."""
+
+
+#: Commands that change something: once a BIF has sent one, it is finished
+#: (with BIF_GRACE_S) rather than put back to be served again in the next run().
+_CHANGES = frozenset({"trace_apply", "pattern", "set_reg", "unset_reg", "register",
+                      "unregister", "error_logger", "trace_delivered", "exit", "spawn",
+                      "spawn_many", "define", "open_trace_port", "trace_port_call"})
+
+
 class _RemoteProc:
     """What the supervisor knows of a scheduler on another host: it is alive
-    while it answers."""
+    while its heartbeats (or any other frame) keep coming; a link down for
+    ``REMOTE_SILENCE_S`` makes it lost, as a local scheduler that died."""
 
     def __init__(self, emu, k):
         self.pid = emu.scheduler_hosts.get(k, (None, None))[1]
         self.exitcode = None
         self.name = f"remote-scheduler-{k}"
-        self._lost = k in emu.lost_schedulers
+        self._emu, self._k = emu, k
+
+    def silent_for(self) -> float:
+        """Seconds since the last frame from this scheduler (frames waiting on
+        the controller's socket are taken first)."""
+        emu = self._emu
+        if not emu._closed:
+            emu._pump(0)
+        return time.monotonic() - emu._heard.get(self._k, time.monotonic())
 
     def is_alive(self) -> bool:
-        return not self._lost
+        if self._k in self._emu.lost_schedulers:
+            return False
+        return self.silent_for() <= REMOTE_SILENCE_S
 
     def join(self, timeout=None) -> None:
         return None
@@ -251,6 +285,17 @@ class Emulator:
         self._remote_ids: set[bytes] = set()
         self._disp_ident = new_routing_id()
         self._pending: dict[int, tuple[int, str]] = {}    # request id -> (scheduler, command)
+        self._abandoned: set[int] = set()   # requests given up on: their late replies are dropped
+        self._heard: dict[int, float] = {}  # remote scheduler -> when a frame last came from it
+        self._hb_ids: dict[bytes, int] = {}  # routing ids of their heartbeats
+        # run(): every wait of the controller ends by this time (None: no bound)
+        self._budget: float | None = None
+        self._bif_budget: float | None = None
+        self._serving = None                # the BIF request being served
+        self._rpc_changed = False           # ... has sent a command that changes something
+        self._reply_after_resume = False    # ... answers after the next run()'s resume
+        self._late_replies: list = []       # (scheduler, pid, value) for the next run()
+        self._last_status: dict[int, dict] = {}   # each scheduler's latest status
         # closures travel (dill) only on a channel that authenticates the
         # controller to the scheduler: ipc in the owner-only directory, or CURVE
         self._code_ok = not self.insecure
@@ -352,6 +397,9 @@ class Emulator:
                 "ingest": {ingest_ids[k]: k for k in ks}, "out": disp_ids,
                 "keys": {k: hellos[k][4] for k in ks}})
         allowed = sorted(self.security["allowed"]) if self.security else []
+        # a remote scheduler's heartbeats come on a socket of their own
+        self._hb_ids = {new_routing_id(): k for k in sorted(self._remote)}
+        hb_ids = {k: ident for ident, k in self._hb_ids.items()}
         for k, h in hellos.items():
             self._ident[k] = h[0]
             dpid = None if (k in self._remote or not self.smp) else self.dispatcher_pid
@@ -359,11 +407,13 @@ class Emulator:
                    "out": {j: peer_ids[(k, j)] for j in ks if j != k},
                    "in": {**{peer_ids[(j, k)]: j for j in ks if j != k},
                           disp_ids[k][0]: 0, disp_ids[k][1]: 0},
-                   "keys": {0: server_key, **{j: hellos[j][4] for j in ks}}}
+                   "keys": {0: server_key, **{j: hellos[j][4] for j in ks}},
+                   **({"hb": hb_ids[k]} if k in hb_ids else {})}
             self.ctl.send_multipart([h[0], dumps_frame((
                 "welcome", k, self.nsched, inbox_map, allowed, dpid, k not in self._remote,
                 ids if self.smp else {}))])
         self._by_ident = {h[0]: k for k, h in hellos.items()}
+        self._heard = {k: time.monotonic() for k in self._remote}
         ready: set[int] = set()
         while len(ready) < self.nsched:
             left = deadline - time.monotonic()
@@ -372,6 +422,9 @@ class Emulator:
                                    f"within {timeout:g} s")
             ident, parts, user = recv_from(self.ctl, self.security is not None)
             try:
+                if ident in self._hb_ids:      # heartbeats start before the ready
+                    self._take_heartbeat(self._hb_ids[ident], parts, user)
+                    continue
                 msg = self._startup_frame(parts, "ready", 3)
                 if msg[1] != self._by_ident.get(ident) or not self._key_ok(msg[1], user):
                     raise ProtocolError(f"ready as scheduler {msg[1]!r}, which the sender is not")
@@ -430,54 +483,45 @@ class Emulator:
         return [p.pid for p in self._procs if p.pid is not None]
 
     def close(self) -> None:
-        """Stop every OS process of this emulator; safe to call twice."""
+        """Stop every OS process of this emulator; safe to call twice.  Ends
+        within ``CLOSE_S`` (5 s) whatever the processes do: the schedulers
+        hand their last batch over for at most 2.5 s, the dispatcher
+        dispatches what is queued for what time is left (at most 2 s, the
+        rest is dropped as ``emulator_closed``) and closes its ports, and a
+        process that has not exited by then is terminated, then killed (a
+        stopped one included)."""
         if self._closed or self._closing:
             return
         self._closing = True
+        self._budget = self._bif_budget = None
+        started = time.monotonic()
+        end = started + CLOSE_S - 0.4      # the rest: sockets, context, run directory
         try:
             if not self._started:
                 raise _Abandon()          # start-up never finished: terminate, don't ask
-            for k in range(1, self.nsched + 1):
+            live = self._live()
+            for k in live:
                 try:
                     self._send_sched(k, None, "stop", ())
                 except Exception:
                     pass
-            deadline = time.monotonic() + 10
-            while len(self._byes) < self.nsched and time.monotonic() < deadline:
-                if any(not p.is_alive() for p in self._procs if p.name.startswith("smp-sched")):
-                    if all(not p.is_alive() for p in self._procs if p.name.startswith("smp-sched")):
-                        break
+            local = [self._sched_proc(k) for k in live if k not in self._remote]
+            # with a dispatcher to stop after them, 2.5 s; without, all but the end
+            byes_by = started + (2.5 if self.disp is not None else CLOSE_S - 1.4)
+            while (any(k not in self._byes for k in live) and time.monotonic() < byes_by
+                   and (any(p.is_alive() for p in local) or len(local) < len(live))):
                 self._pump(0.05)
             if self.disp is not None and self._procs[0].is_alive():
+                drain = max(0.0, min(2.0, end - time.monotonic() - 1.8))
                 try:
-                    self.final_dispatcher_statistics = self._disp_call("stop", timeout=5)
+                    self.final_dispatcher_statistics = self._disp_call("stop", drain,
+                                                                       timeout=drain + 0.8)
                 except Exception:
                     pass
         except _Abandon:
             pass
         finally:
-            procs = []
-            for p in self._procs:
-                p.join(3 if self._started else 0)
-                if p.pid is not None:
-                    try:
-                        procs.append(psutil.Process(p.pid))
-                    except psutil.NoSuchProcess:
-                        pass
-            alive = [q for q in procs if q.is_running() and q.status() != psutil.STATUS_ZOMBIE]
-            for q in alive:
-                try:
-                    q.terminate()
-                except psutil.NoSuchProcess:
-                    pass
-            _, alive = psutil.wait_procs(alive, timeout=3)
-            for q in alive:
-                try:
-                    q.kill()
-                except psutil.NoSuchProcess:
-                    pass
-            for p in self._procs:
-                p.join(1)
+            self._end_processes(end)
             for s in (self.ctl, self.disp):
                 if s is not None:
                     s.close(linger=0)
@@ -487,6 +531,25 @@ class Emulator:
             rundir.release(self._dir, self._dir_hold)
             shutil.rmtree(self._dir, ignore_errors=True)
             self._closed = True
+
+    def _end_processes(self, end: float) -> None:
+        """Give the processes until shortly before ``end`` to exit by
+        themselves, then terminate what is left, then kill it (SIGKILL ends a
+        stopped process too), and reap every one."""
+        procs = [p for p in self._procs if p.pid is not None]
+        settle = min(end - 0.8, time.monotonic() + (0.5 if self._started else 0.0))
+        for until, end_them in ((settle, None), (end - 0.3, "terminate"), (end, "kill")):
+            left = [p for p in procs if p.is_alive()]
+            if not left:
+                return
+            for p in left:
+                if end_them is not None:
+                    try:
+                        getattr(p, end_them)()
+                    except OSError:
+                        pass
+            for p in left:
+                p.join(max(0.0, until - time.monotonic()))
 
     def __enter__(self) -> "Emulator":
         return self
@@ -512,6 +575,8 @@ class Emulator:
             self.ctl.send_multipart([self._ident.get(k, f"s{k}".encode()), frame])
             if req_id is not None:
                 self._pending[req_id] = (k, cmd)
+            if cmd in _CHANGES:
+                self._bif_changes()
             return True
         except zmq.error.ZMQError as e:
             if e.errno != zmq.EHOSTUNREACH:
@@ -526,7 +591,13 @@ class Emulator:
             ident, parts, user = recv_from(self.ctl, self.security is not None)
             k = self._by_ident.get(ident)
             try:
+                if k is None and ident in self._hb_ids:
+                    k = self._hb_ids[ident]
+                    self._take_heartbeat(k, parts, user)
+                    continue
                 self._take(k, parts, user)
+                if k in self._remote:
+                    self._heard[k] = time.monotonic()
             except ProtocolError as e:   # counted, logged with the sender, ignored
                 self._bad(f"scheduler {k}" if k is not None else describe_peer(ident, user),
                           parts, e)
@@ -554,8 +625,13 @@ class Emulator:
                 raise ProtocolError("a reply that is neither a value nor an error")
             if ok and not _reply_ok(self._pending[rid][1], value, self.nsched):
                 raise ProtocolError(f"a malformed reply to {self._pending[rid][1]!r}")
-            del self._pending[rid]
-            self._replies[rid] = (ok, value)
+            cmd = self._pending.pop(rid)[1]
+            if ok and cmd == "status":
+                self._last_status[k] = value
+            if rid in self._abandoned:   # its caller gave up waiting (run()'s time was up)
+                self._abandoned.discard(rid)
+            else:
+                self._replies[rid] = (ok, value)
         elif kind == "rpc" and len(msg) == 3:
             _, pid, request = msg
             if type(pid) is not Pid or self._owner(pid) != k or not _request_ok(request):
@@ -566,6 +642,15 @@ class Emulator:
         else:
             raise ProtocolError(f"a {kind!r} frame, which scheduler {k} does not send now")
 
+    def _take_heartbeat(self, k: int, parts: list, user) -> None:
+        """A remote scheduler's heartbeat, on the routing id (and, with CURVE,
+        from the key) its welcome gave it: it is there."""
+        if not self._key_ok(k, user):
+            raise ProtocolError(f"scheduler {k}'s heartbeat routing id with another key")
+        if len(parts) != 1 or loads_frame(parts[0]) != ("hb", k):
+            raise ProtocolError(f"not a heartbeat of scheduler {k}")
+        self._heard[k] = time.monotonic()
+
     def _sched_proc(self, k: int):
         if k in self._remote:
             return _RemoteProc(self, k)
@@ -573,6 +658,23 @@ class Emulator:
 
     def _live(self) -> list[int]:
         return [k for k in range(1, self.nsched + 1) if k not in self.lost_schedulers]
+
+    def _until(self, timeout: float) -> tuple[float, bool]:
+        """When a call that may wait ``timeout`` s must give up: run()'s time
+        bound comes first (then True: giving up raises ``_OutOfTime``)."""
+        end = time.monotonic() + timeout
+        if self._budget is not None and self._budget < end:
+            return self._budget, True
+        return end, False
+
+    def _no_answer(self, req: int, who: str, cmd: str, timeout: float, capped: bool):
+        """Give up waiting for request ``req`` (its reply, if it comes, is dropped)."""
+        if req in self._pending:
+            self._abandoned.add(req)
+        if capped:
+            return _OutOfTime(f"{who} did not answer {cmd!r} in time (stopped, or one of its "
+                              "processes has not yielded for that long)")
+        return SmpError(f"{who} did not answer {cmd!r} within {timeout:g} s")
 
     def _sched_call(self, k: int, cmd: str, *args, timeout: float = 30.0):
         self._check_open()
@@ -582,12 +684,14 @@ class Emulator:
         if not self._send_sched(k, req, cmd, args):
             self._scheduler_gone(k)
             raise SchedulerLost(f"scheduler {k} is lost: {self.lost_schedulers.get(k, 'disconnected')}")
-        deadline = time.monotonic() + timeout
+        deadline, capped = self._until(timeout)
         while req not in self._replies:
-            if time.monotonic() > deadline:
-                raise SmpError(f"scheduler {k} did not answer {cmd!r} within {timeout:g} s")
-            self._pump(0.5)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise self._no_answer(req, f"scheduler {k}", cmd, timeout, capped)
+            self._pump(min(0.5, left))
             if req not in self._replies and not self._sched_proc(k).is_alive():
+                self._abandoned.add(req)
                 self._scheduler_lost(k)
                 raise SchedulerLost(f"scheduler {k} is lost: {self.lost_schedulers[k]}")
         ok, value = self._replies.pop(req)
@@ -595,7 +699,7 @@ class Emulator:
             raise value
         return value
 
-    def _all_scheds(self, cmd: str, *args) -> dict[int, Any]:
+    def _all_scheds(self, cmd: str, *args, timeout: float = 30.0) -> dict[int, Any]:
         """Ask every live scheduler; returns {scheduler id: answer}."""
         reqs = {}
         for k in self._live():
@@ -605,19 +709,29 @@ class Emulator:
             else:
                 self._scheduler_gone(k)
         out = {}
-        deadline = time.monotonic() + 30
+        deadline, capped = self._until(timeout)
         for k, req in reqs.items():
             while req not in self._replies:
                 if not self._sched_proc(k).is_alive():
+                    self._abandoned.add(req)
                     self._scheduler_lost(k)
                     break
-                if time.monotonic() > deadline:
-                    raise SmpError(f"scheduler {k} did not answer {cmd!r}")
-                self._pump(0.2)
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    for r in reqs.values():
+                        if r not in self._replies and r in self._pending:
+                            self._abandoned.add(r)
+                        self._replies.pop(r, None)
+                    raise self._no_answer(req, f"scheduler {k}", cmd, timeout, capped)
+                self._pump(min(0.2, left))
             if req not in self._replies:
                 continue
             ok, value = self._replies.pop(req)
             if not ok:
+                for r in reqs.values():     # the answers still to come are not wanted
+                    if r not in self._replies and r in self._pending:
+                        self._abandoned.add(r)
+                    self._replies.pop(r, None)
                 raise value
             out[k] = value
         return out
@@ -633,7 +747,7 @@ class Emulator:
 
     def _scheduler_gone(self, k: int) -> None:
         """A scheduler disconnected: wait (briefly) for its process to end."""
-        self._sched_proc(k).join(2)
+        self._sched_proc(k).join(max(0.0, min(2.0, self._until(2.0)[0] - time.monotonic())))
         if not self._sched_proc(k).is_alive():
             self._scheduler_lost(k)
 
@@ -644,28 +758,51 @@ class Emulator:
         code = proc.exitcode
         if k in self._remote:
             host = self.scheduler_hosts.get(k, ("?", None))[0]
-            why = f"remote scheduler on {host} (os pid {proc.pid}) stopped answering"
+            why = (f"remote scheduler on {host} (os pid {proc.pid}): no word from it for "
+                   f"{proc.silent_for():.1f} s, its link is down or it stopped")
         else:
             why = (f"os pid {proc.pid} died" + (f" by signal {-code}" if code is not None
                                                 and code < 0 else f" with exit code {code}"))
         self.lost_schedulers[k] = why
         pids: list = []
         if self.smp and self._procs[0].is_alive():
-            pids = self._disp_call("scheduler_lost", k)
-            self._all_scheds("scheduler_lost", k, pids)
-        self._new_losses.append(f"scheduler {k} ({why}): {len(pids)} process(es) on it treated "
-                                "as exited, messages for them dropped as scheduler_lost")
+            # the loss is bookkept whole: inside run() with a BIF's extra time
+            budget = self._budget
+            if budget is not None and self._bif_budget is not None:
+                self._budget = max(budget, self._bif_budget)
+            try:
+                pids = self._disp_call("scheduler_lost", k)
+                self._all_scheds("scheduler_lost", k, pids)
+            finally:
+                self._budget = budget
+                self._new_losses.append(
+                    f"scheduler {k} ({why}): {len(pids)} process(es) on it treated as exited, "
+                    "messages for them dropped as scheduler_lost")
+        else:
+            self._new_losses.append(f"scheduler {k} ({why})")
 
     def _dispatcher_lost(self) -> None:
         proc = self._procs[0]
         code = proc.exitcode
-        try:
-            made = sum(s["sys_made"] for s in self._all_scheds("status").values())
-        except SmpError:
-            made = 0
+        # what is known to have arrived: the deliveries the schedulers took.
+        # Local ones stop by themselves when their dispatcher is gone and say
+        # what they made and took in their goodbye; for the others, what they
+        # said last
+        live = self._live()
+        local = [self._sched_proc(k) for k in live if k not in self._remote]
+        until = time.monotonic() + 1.0
+        if self._budget is not None:
+            until = min(until, self._budget)
+        while (any(k not in self._byes for k in live) and time.monotonic() < until
+               and any(p.is_alive() for p in local)):
+            self._pump(0.05)
+        made = received = 0
+        for k in live:
+            said = self._byes.get(k, {})
+            st = said if "deliveries" in said else self._last_status.get(k, {})
+            made += st.get("sys_made", 0)
+            received += st.get("deliveries", 0)
         made = max(made, getattr(self, "_last_made", 0))
-        last = getattr(self, "_last_disp_status", None)
-        settled = 0 if last is None else last["settled"]
         for k in self._live():
             try:
                 self._send_sched(k, None, "stop", ())
@@ -675,21 +812,25 @@ class Emulator:
         raise DispatcherLost(
             f"dispatcher (os pid {proc.pid}) died"
             + (f" by signal {-code}" if code is not None and code < 0 else f" with exit code {code}")
-            + f": {made} system message(s) made by the schedulers, {settled} known delivered or "
-            f"dropped, so up to {made - settled} lost; the emulator must be closed")
+            + f": {made} system message(s) made by the schedulers, {received} known delivered "
+            f"(the schedulers received them), so up to {max(0, made - received)} lost; the "
+            "emulator must be closed")
 
     def _disp_call(self, cmd: str, *args, timeout: float = 30.0):
         self._check_open()
         req = next(self._req)
         self.disp.send(dumps_frame((req, cmd, args)))
-        deadline = time.monotonic() + timeout
+        if cmd in _CHANGES or (cmd == "state" and not (args[0].startswith("get_")
+                                                        or args[0].endswith("_get"))):
+            self._bif_changes()
+        deadline, capped = self._until(timeout)
         while True:
             left = deadline - time.monotonic()
             if left <= 0 or not self.disp.poll(min(200, int(left * 1000) + 1)):
                 if not self._procs[0].is_alive() and not self._closing:
                     self._dispatcher_lost()
-                if left <= 0:
-                    raise SmpError(f"dispatcher did not answer {cmd!r} within {timeout:g} s")
+                if left <= 0:   # a late reply is dropped: it has another request's id
+                    raise self._no_answer(req, "the dispatcher", cmd, timeout, capped)
                 continue
             raw = self.disp.recv_multipart()
             try:
@@ -723,8 +864,29 @@ class Emulator:
         sts = self._all_scheds("status")
         for k, st in sts.items():
             items[k] = st["sys_items"]
-        self._disp_call("wait_ingested", items, limit)
+        capped = False
+        if self._budget is not None:     # inside run(): at most until its time is up
+            left = self._budget - time.monotonic() - 0.05
+            if limit is None or left < limit:
+                limit, capped = max(0.0, left), True
+        if not self._disp_call("wait_ingested", items, limit) and capped:
+            raise _OutOfTime("the dispatcher had not taken every batch the schedulers sent "
+                             "(push-back from a receiver that does not keep up)")
         return sts
+
+    def _publish_wait(self, seqs=None) -> None:
+        """Every live scheduler has taken in the dispatcher's publications up
+        to ``seqs`` (now, when None).  Inside run(), waits at most until its
+        time is up."""
+        if seqs is None:
+            seqs = self._disp_call("pub_seq")
+        left = 10.0 if self._budget is None else max(0.0, self._budget - time.monotonic())
+        try:
+            self._all_scheds("wait_published", seqs, left)
+        except TimeoutError as e:     # a scheduler's own wait ran out
+            if self._budget is None or isinstance(e, EmulatorTimeout):
+                raise
+            raise _OutOfTime(str(e)) from None
 
     # ================================================================ backend (smp)
     def bk_is_alive(self, pid) -> bool:
@@ -748,7 +910,7 @@ class Emulator:
         """Every scheduler has taken in every state publication made so far
         (dead pids, tracer marks): a tracer that just died is seen as dead."""
         self._sync_dispatcher()
-        self._all_scheds("wait_published", self._disp_call("pub_seq"))
+        self._publish_wait()
 
     def bk_trace_apply(self, spec, how, bits, tracer) -> int:
         if self.smp:
@@ -771,8 +933,15 @@ class Emulator:
         result = self._disp_call("state", op, args)
         if not (op.startswith("get_") or op.endswith("_get")):
             # as the seed blocks every thread while it changes these, every
-            # scheduler sees the change before the BIF returns
-            self._all_scheds("wait_published", self._disp_call("pub_seq"))
+            # scheduler sees the change before the BIF returns; when run()'s
+            # time is up first, the BIF's caller gets its answer in the next
+            # run(), whose resume brings every replica up to date first
+            try:
+                self._publish_wait()
+            except _OutOfTime:
+                if self._serving is None:
+                    raise
+                self._reply_after_resume = True
         return result
 
     def bk_trace_info(self, what, item):
@@ -816,11 +985,13 @@ class Emulator:
         return self._sched_call(1, "bif", name, args)
 
     # ================================================================ public API
-    def spawn(self, fun, *args, scheduler: int | None = None) -> Pid:
-        """Spawn ``fun(proc, *args)``; placed round-robin or on ``scheduler``."""
+    def spawn(self, fun, *args, scheduler: int | None = None, keep: bool = False) -> Pid:
+        """Spawn ``fun(proc, *args)``; placed round-robin or on ``scheduler``.
+        With ``keep=True`` the emulator keeps every message that reaches its
+        mailbox, as for a collector: ``messages(pid)`` lists them."""
         if not inspect.iscoroutinefunction(fun):
             raise BadArg(f"process body must be an async def function, not {fun!r}")
-        return self._sched_call(self._place(scheduler), "spawn", fun, args, False)
+        return self._sched_call(self._place(scheduler), "spawn", fun, args, bool(keep))
 
     def spawn_many(self, fun, args_list, scheduler: int | None = None) -> list[Pid]:
         """Spawn ``fun(proc, *args)`` for each ``args`` in ``args_list`` with one
@@ -993,6 +1164,37 @@ class Emulator:
             raise SmpError("release_dispatcher needs smp mode (nonsmp has no dispatcher)")
         self._disp_call("release")
 
+    def step_dispatcher(self, n: int = 1, unit: str = "message", timeout: float = 10.0) -> list:
+        """smp, behind ``hold_dispatcher()``: dispatch exactly the next ``n``
+        queued messages (``unit="message"``, the seed's granularity: a run is
+        split) or runs (``unit="run"``) against the state now, and stay held;
+        ``queued_messages()`` lists what is left.  Returns ``(From, Receiver,
+        Msg, Outcome)`` for each message dispatched, Outcome ``"delivered"``
+        or the reason it was dropped (as ``statistics()`` names it).  Before
+        it returns, what was delivered has reached its receivers (the
+        emulator runs until their schedulers took it), so ``messages(pid)``
+        shows it and a later change cannot overtake it."""
+        if not self.smp:
+            raise SmpError("step_dispatcher needs smp mode (nonsmp has no dispatcher: "
+                           "it delivers each message when it is made)")
+        if type(n) is not int or n < 1:
+            raise BadArg(f"step_dispatcher: n must be an integer >= 1, not {n!r}")
+        if unit not in ("message", "run"):
+            raise BadArg(f"step_dispatcher: unit must be 'message' or 'run', not {unit!r}")
+        self._sync_dispatcher()
+        if not self._disp_call("status")["held"]:
+            raise SmpError("step_dispatcher needs a held dispatcher: call hold_dispatcher() first")
+        done = self._disp_call("step", n, unit)
+        deadline = time.monotonic() + timeout
+        while True:   # until every scheduler took the deliveries the step sent it
+            sent = self._disp_call("status")["delivered_to"]
+            if all(sent[k] == st["deliveries"] for k, st in self._all_scheds("status").items()):
+                return done
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise EmulatorTimeout(f"step_dispatcher: deliveries not taken within {timeout:g} s")
+            self.run(timeout=left)
+
     def queued_messages(self) -> list:
         """``erts_foreach_sys_msg_in_q``: ``(From, To, Msg)`` of each queued message."""
         if not self.smp:
@@ -1038,6 +1240,8 @@ class Emulator:
         d["fake_schedule_pairs"] = sum(s["fake_schedule_pairs"] for s in scheds)
         d["tracer_checks_reset"] = sum(s["tracer_checks_reset"] for s in scheds)
         d["messages_sent"] = sum(s["messages_sent"] for s in scheds)
+        # what could not travel (a message that is not a term): never queued
+        d["unsendable"] = sum(s.get("unsendable", 0) for s in scheds)
         d["processes"] = sum(s["processes"] for s in scheds)
         d["schedulers"] = scheds
         d["mode"] = self.mode
@@ -1069,16 +1273,18 @@ class Emulator:
     def run(self, timeout: float = 10.0) -> None:
         """Run until quiet; raises ``EmulatorTimeout`` naming what is still busy,
         ``SchedulerLost`` (after the rest became quiet) when a scheduler died,
-        ``DispatcherLost`` when the dispatcher died."""
+        ``DispatcherLost`` when the dispatcher died.  Returns or raises within
+        ``timeout`` + 1 s whatever the processes do: a scheduler or the
+        dispatcher that does not answer in time (stopped, or held by a process
+        that does not yield) is named in the ``EmulatorTimeout``."""
         self._check_open()
         deadline = time.monotonic() + timeout
-        if self.smp:
-            self._all_scheds("resume", self._disp_call("pub_seq"))
-        else:
-            self._all_scheds("resume")
-        self._running = True
+        self._budget = deadline + RUN_GRACE_S
+        self._bif_budget = deadline + BIF_GRACE_S
         stable = None
         try:
+            self._resume()
+            self._running = True
             while True:
                 self._check_processes()
                 self._serve_rpcs(deadline)
@@ -1120,24 +1326,74 @@ class Emulator:
                     # in flight or processes run: look again soon
                     pause = min([0.02] + waits) if (all_idle and waits) else 0.001
                     self._pump(pause)
+        except _OutOfTime as e:
+            raise EmulatorTimeout(f"run() not quiet after {timeout:g} s: {e}") from None
         finally:
             self._running = False
-            if not getattr(self, "_closing_after_loss", False):
-                self._all_scheds("pause")
+            try:
+                if not getattr(self, "_closing_after_loss", False) and not self._closed:
+                    # every scheduler is sent its pause; the answers are awaited
+                    # at most until timeout + PAUSE_END_S (one that answers later
+                    # pauses when it reads it, before anything else it is asked)
+                    self._budget = min(max(time.monotonic(), self._budget) + 0.2,
+                                       deadline + PAUSE_END_S)
+                    try:
+                        self._all_scheds("pause")
+                    except _OutOfTime:
+                        pass
+            finally:
+                self._budget = self._bif_budget = None
         self._run_count += 1
         if self._new_losses:
             report, self._new_losses = self._new_losses, []
             raise SchedulerLost("; ".join(report))
 
+    def _resume(self) -> None:
+        """Resume every scheduler (smp: once its replica has taken every state
+        publication made so far), then answer the BIFs whose answer waited
+        for that."""
+        try:
+            if self.smp:
+                left = 10.0 if self._budget is None else max(0.0, self._budget - time.monotonic())
+                self._all_scheds("resume", self._disp_call("pub_seq"), left)
+            else:
+                self._all_scheds("resume")
+        except TimeoutError as e:        # a replica did not catch up in time
+            if isinstance(e, EmulatorTimeout) or self._budget is None:
+                raise
+            raise _OutOfTime(str(e)) from None
+        late, self._late_replies = self._late_replies, []
+        for k, pid, value in late:
+            if k not in self.lost_schedulers:
+                self._send_sched(k, None, "reply", (pid, value))
+
+    def _bif_changes(self) -> None:
+        """A command that changes something is on its way: the BIF being
+        served is finished (until ``BIF_GRACE_S`` after run()'s timeout)
+        rather than put back to be served again."""
+        if self._serving is not None and not self._rpc_changed:
+            self._rpc_changed = True
+            if self._budget is not None and self._bif_budget is not None:
+                self._budget = max(self._budget, self._bif_budget)
+
     def _serve_rpcs(self, deadline: float | None = None) -> None:
-        """Serve the BIFs emulated processes called (smp mode)."""
+        """Serve the BIFs emulated processes called (smp mode).
+
+        A BIF cut short by run()'s time before it changed anything (waiting
+        for the dispatcher to take the schedulers' batches, say) is put back
+        and served again in the next run(); one that has changed something
+        is finished.  Ctrl-C is never an answer: it stops the run, and the
+        BIF waits for the next."""
         # only those waiting now, and none once run()'s timeout is up: serving
         # one can bring in more, and processes that call BIFs without pause
         # must not hold run() (and run_for's callers' sampling) past its timeout
         for _ in range(len(self._rpcs)):
             if deadline is not None and time.monotonic() > deadline:
                 break
-            k, pid, request = self._rpcs.pop(0)
+            item = self._rpcs.pop(0)
+            k, pid, request = item
+            budget = self._budget
+            self._serving, self._rpc_changed, self._reply_after_resume = item, False, False
             try:
                 kind = request[0]
                 if kind == "bif":
@@ -1155,6 +1411,23 @@ class Emulator:
                         self._all_scheds("unset_reg", request[1], request[2])
                 else:
                     value = BadArg(f"unknown request {kind!r}")
-            except BaseException as e:
+            except KeyboardInterrupt:
+                if not self._rpc_changed:
+                    self._rpcs.insert(0, item)
+                raise
+            except _OutOfTime as e:
+                if not self._rpc_changed:
+                    self._rpcs.insert(0, item)
+                    raise
+                # it changed something, and a process still did not answer
+                value = EmulatorTimeout(f"{request[1] if request[0] == 'bif' else request[0]}: {e}")
+            except Exception as e:
                 value = e
-            self._send_sched(k, None, "reply", (pid, value))
+            finally:
+                late = self._reply_after_resume
+                self._serving, self._rpc_changed, self._reply_after_resume = None, False, False
+                self._budget = budget
+            if late:
+                self._late_replies.append((k, pid, value))
+            else:
+                self._send_sched(k, None, "reply", (pid, value))

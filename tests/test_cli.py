@@ -177,3 +177,34 @@ def test_ctrl_c_stops_cleanly_and_prints_summary():
     assert summary["stats"]["made"] > 0
     gone, alive = psutil.wait_procs(children, timeout=5)
     assert not [c for c in alive if c.status() != psutil.STATUS_ZOMBIE]
+
+
+def test_ctrl_c_during_smp_stress_exits_130_with_summary_and_journal(tmp_path):
+    """Ctrl-C (to the whole process group, as a terminal sends it) while the
+    fault controller's BIFs are being served: the interrupt stops the run
+    instead of becoming a process's crash; exit 130, the summary, and the
+    journal kept where it says."""
+    import time
+    journal = tmp_path / "stress.journal"
+    p = subprocess.Popen([sys.executable, "-m", "smp.cli", "stress", "--mode", "smp",
+                          "--duration", "20", "--schedulers", "2", "--faults", "2000",
+                          "--journal", str(journal)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(),
+                         start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not (journal.exists() and journal.stat().st_size > 2_000_000):  # well under way
+            assert p.poll() is None, p.communicate()[1][-3000:]
+            assert time.monotonic() < deadline, "the run did not get going"
+            time.sleep(0.02)
+        os.killpg(p.pid, signal.SIGINT)
+        out, err = p.communicate(timeout=30)
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.communicate()
+    assert p.returncode == 130, err[-3000:]
+    assert "KeyboardInterrupt" not in err and "Traceback" not in err, err[-3000:]
+    assert out.startswith("stress, scenario stress (smp, 2 scheduler(s)"), out
+    assert f"journal kept: {journal}" in err
+    assert journal.exists() and journal.stat().st_size > 2_000_000
