@@ -416,18 +416,20 @@ def bench_b(cfg) -> dict:
 
         def run(frames_per_feeder: int, port_every: int) -> dict:
             mp = rig.mp
-            go = mp.Event()
+            go, release = mp.Event(), mp.Event()
             q = mp.Queue()
             readies, feeders = [], []
             c0 = rig.count.value
             p0 = rig.call("trace_port_call", port, "info", ())["messages"]
+            taken0 = sum(rig.call("stats")["ingested"])
             run_no, rig.runs = rig.runs, rig.runs + 1
             for k in range(1, n + 1):
                 r = mp.Event()
+                # a feeder hangs up only once the dispatcher took all it sent
                 f = mp.Process(target=W.feeder_main,
                                args=(rig.endpoints["ingest"], k, frames_per_feeder, 16, senders,
                                      tracers, port, port_every, 256, M.TS_NONE, r, go, q,
-                                     rig.feeder_ids[(run_no, k)]),
+                                     rig.feeder_ids[(run_no, k)], release),
                                daemon=True)
                 f.start()
                 readies.append(r)
@@ -450,8 +452,15 @@ def bench_b(cfg) -> dict:
                     next_status = t_start + 0.1
                     while rig.count.value - c0 < exp_pids:
                         if time.monotonic() > deadline:
-                            raise RuntimeError(f"only {rig.count.value - c0} of {exp_pids} "
-                                               "deliveries arrived")
+                            # say where the rest is: not taken by the dispatcher,
+                            # or taken and not delivered
+                            st = rig.call("stats")
+                            raise RuntimeError(
+                                f"only {rig.count.value - c0} of {exp_pids} deliveries arrived; "
+                                f"the dispatcher took {sum(st['ingested']) - taken0} of the "
+                                f"{exp_pids + exp_port} messages fed, and has made "
+                                f"{st['made']:,}, delivered {st['delivered']:,}, dropped "
+                                f"{st['dropped']:,}, queued {st['queued']:,} in all")
                         time.sleep(0.002)
                         if time.monotonic() >= next_status:
                             st = rig.call("status")
@@ -471,7 +480,11 @@ def bench_b(cfg) -> dict:
                             time.sleep(0.002)
                 t_end = max(t_pids, t_port)
                 fed = [q.get(timeout=30)[1] for _ in range(n)]
+                release.set()
+                for f in feeders:
+                    f.join(10)
             finally:
+                release.set()
                 _reap(feeders)
             got_pids = rig.count.value - c0
             el = t_end - t_start

@@ -122,9 +122,15 @@ def make_sys_batch(sched_id: int, seq: int, senders: list, targets: list, port, 
 
 def feeder_main(endpoint: str, sched_id: int, nframes: int, distinct: int, senders: list,
                 targets: list, port, port_every: int, batch: int, ts_kind: int,
-                ready, go, out, routing_id: bytes | None = None) -> None:
+                ready, go, out, routing_id: bytes | None = None, release=None) -> None:
     """Push ``nframes`` pre-made ingest batches (cycling ``distinct`` of them),
-    as scheduler ``sched_id`` known to the dispatcher by ``routing_id``."""
+    as scheduler ``sched_id`` known to the dispatcher by ``routing_id``.
+
+    The connection stays open until ``release`` is set (the benchmark sets it
+    once the dispatcher took every frame): frames the dispatcher's ROUTER has
+    received but not yet read are dropped when their sender's connection
+    closes, and LINGER only waits until they have left the sender.  A
+    scheduler hands over the same way (fin, then fin-ack, then close)."""
     _quiet_child()
     frames = []
     to_pids = to_port = 0
@@ -152,6 +158,8 @@ def feeder_main(endpoint: str, sched_id: int, nframes: int, distinct: int, sende
     out.put(("done", {"sched": sched_id, "to_pids": to_pids, "to_port": to_port,
              "frames": nframes, "bytes": sum(len(f) for f, _, _ in plan),
              "t_send": time.monotonic() - t0}))
+    if release is not None:
+        release.wait(120)
     s.close()
     ctx.term()
 
