@@ -66,6 +66,8 @@ INGEST_STALL_S = 10.0    # waiting for batches: this long without any is an erro
 INGEST_WAIT_S = 25.0     # ... and this long in all (the controller waits 30 s)
 
 
+#: The longest a batch waits for the batches of other schedulers it follows.
+ORDER_WAIT_S = 2.0
 _EVENTS = {"spawn": 3, "exit": 3, "tracer": 3, "unregister": 4, "port_open": 3,
            "port_close": 3}
 _HEADER_TYPES = (Pid, Port, Atom, type(None))
@@ -77,8 +79,11 @@ def _check_batch(obj, sender: int, nsched: int) -> None:
     any of it counts (all or nothing): the runs' headers, their bodies
     (``wire.run_bodies``, as the receiving scheduler will check them), and
     the table events, each about a process of the sender."""
-    if type(obj) is not tuple or len(obj) != 4:
-        raise ProtocolError("batch frame is not ('b', version, scheduler, items)")
+    if type(obj) is not tuple or len(obj) not in (4, 5):
+        raise ProtocolError("batch frame is not ('b', version, scheduler, items[, after])")
+    if len(obj) == 5 and (type(obj[4]) is not list or len(obj[4]) != nsched + 1
+                          or not all(type(n) is int and n >= 0 for n in obj[4])):
+        raise ProtocolError(f"batch's 'after' is not {nsched + 1} batch counts")
     if obj[1] != wire.WIRE_VERSION:
         raise ProtocolError(f"wire version {obj[1]!r}, expected {wire.WIRE_VERSION}")
     if obj[2] != sender or type(obj[2]) is not int:
@@ -166,6 +171,9 @@ class Dispatcher:
         self.dropped: Counter = Counter()
         self.ingested = [0] * (nsched + 1)
         self.ingested_items = [0] * (nsched + 1)
+        self.parked: list = []                       # batches waiting for a peer's
+        self.order_waits_expired = 0
+        self.batches_taken = [0] * (nsched + 1)      # per scheduler, in its numbering
         self.delivered_to = [0] * (nsched + 1)
         self.bad_frames = 0
         self.handshake_failed = 0
@@ -257,6 +265,8 @@ class Dispatcher:
                 from zmq.utils.monitor import recv_monitor_message
                 recv_monitor_message(monitor)
                 self.handshake_failed += 1
+            if self.parked:
+                self._drain_parked()      # a scheduler lost meanwhile is not waited for
             if sock not in events:
                 continue
             rid, parts, user = recv_from(sock, self.security is not None)
@@ -271,6 +281,42 @@ class Dispatcher:
         if monitor is not None:
             sock.disable_monitor()
             monitor.close(linger=0)
+
+    def _take_batch_in_order(self, k: int, obj) -> None:
+        """Queue scheduler ``k``'s next batch once every batch it depends on
+        is queued (``after``: per scheduler, how many of its batches had been
+        sent before a signal from it reached ``k``), so that what one process
+        made before it sent is queued before what its receiver made after
+        receiving, as the seed's enqueue at make time orders them.  Batches
+        wait in arrival order; one from a lost scheduler is not waited for.
+        Runs in the ingest thread."""
+        self.parked.append((k, obj, time.monotonic()))
+        self._drain_parked()
+
+    def _drain_parked(self) -> None:
+        progress = True
+        while progress and self.parked:
+            progress = False
+            blocked: set = set()
+            now = time.monotonic()
+            for i, (k, obj, since) in enumerate(self.parked):
+                if k in blocked:
+                    continue
+                after = obj[4] if obj is not None and len(obj) == 5 else None
+                if after is not None and any(
+                        n > self.batches_taken[j] and j not in self.lost
+                        for j, n in enumerate(after) if j):
+                    if now - since < ORDER_WAIT_S:
+                        blocked.add(k)      # its later batches wait behind it
+                        continue
+                    # what it waits for was refused on the way: take it anyway
+                    self.order_waits_expired += 1
+                del self.parked[i]
+                if obj is not None:
+                    self._ingest_batch(k, obj[3])
+                self.batches_taken[k] += 1
+                progress = True
+                break
 
     def _ingest_frame(self, rid: bytes, parts: list, user, inboxes: dict) -> None:
         """One message from the ingest socket, accepted only from the
@@ -287,8 +333,12 @@ class Dispatcher:
             raise ProtocolError("frame is not a tuple")
         kind = obj[0]
         if kind == "b":
-            _check_batch(obj, k, self.nsched)
-            self._ingest_batch(k, obj[3])
+            try:
+                _check_batch(obj, k, self.nsched)
+            except ProtocolError:
+                self._take_batch_in_order(k, None)     # refused, but it had its number
+                raise
+            self._take_batch_in_order(k, obj)
         elif kind == "fin":
             if len(obj) != 3 or obj[1] != k or type(obj[1]) is not int or type(obj[2]) is not int:
                 raise ProtocolError(f"fin frame is not ('fin', {k}, batches)")
@@ -863,6 +913,7 @@ class Dispatcher:
                 return {"settled": sum(self.delivered.values()) + sum(self.dropped.values()),"ingested": list(self.ingested), "delivered_to": list(self.delivered_to),
                         "queued": len(self.queue), "held": self.held,
                         "dispatching": self.dispatching, "bad_frames": self.bad_frames,
+                        "parked": len(self.parked),
                         "auth_denied": self.auth.denied if self.auth else 0}
         if cmd == "stats":
             return self.statistics()

@@ -231,6 +231,12 @@ class Worker:
         self.peer_recv = [0] * (nsched + 1)
         self.lost: set[int] = set()
         self.sys_batches = 0
+        # causal order across schedulers: the most batches of each peer that
+        # had been sent before a signal from that peer arrived here; each
+        # batch carries it, and the dispatcher queues a batch only after
+        # those (a send is queued before the receive it causes, as the seed's
+        # enqueue at make time gives)
+        self.after: list[int] = [0] * (self.nsched + 1)
         self.pub_seen = [0, 0, 0]
         self.last_pub = time.monotonic()
         self.parent_pid = os.getppid()
@@ -366,8 +372,8 @@ class Worker:
         t = self.transport
         if t is not None and t.has_output():
             self._queue_frame(self.sys_sock,
-                              pickle.dumps(("b", wire.WIRE_VERSION, self.sched_id, t.take_batch()),
-                                           _PICKLE))
+                              pickle.dumps(("b", wire.WIRE_VERSION, self.sched_id, t.take_batch(),
+                                            list(self.after)), _PICKLE))
             self.sys_batches += 1
 
     def flush(self) -> None:
@@ -382,7 +388,7 @@ class Worker:
                 self.node.stats.messages_to_dead += len(sigs)
                 continue
             try:
-                frame = wire.dumps_frame(("p", self.sched_id, sigs))
+                frame = wire.dumps_frame(("p", self.sched_id, sigs, self.sys_batches))
             except wire.Unencodable:
                 sigs, frame = self._sendable(owner, sigs)
                 if not sigs:
@@ -417,7 +423,8 @@ class Worker:
                 self.unsendable += 1
                 os.write(2, f"scheduler {self.sched_id}: a {sig[0]} signal for {sig[1]!r} "
                             f"cannot travel to scheduler {owner}: {e}\n".encode())
-        return keep, (wire.dumps_frame(("p", self.sched_id, keep)) if keep else None)
+        return keep, (wire.dumps_frame(("p", self.sched_id, keep, self.sys_batches))
+                      if keep else None)
 
     # ------------------------------------------------------------------ inbound
     _SIGNALS = {"msg": 4, "spawn": 6, "link": 4, "unlink": 3, "exit": 6, "port_cmd": 5,
@@ -440,14 +447,17 @@ class Worker:
             raise ProtocolError("inbox frame is not a tuple")
         kind = obj[0]
         if kind == "p" and sender:
-            if len(obj) != 3 or obj[1] != sender or type(obj[1]) is not int:
-                raise ProtocolError(f"peer frame is not ('p', {sender}, signals)")
+            if (len(obj) not in (3, 4) or obj[1] != sender or type(obj[1]) is not int
+                    or (len(obj) == 4 and (type(obj[3]) is not int or obj[3] < 0))):
+                raise ProtocolError(f"peer frame is not ('p', {sender}, signals[, batches])")
             sigs = obj[2]
             if type(sigs) is not list:
                 raise ProtocolError("peer frame has no list of signals")
             for g in sigs:
                 self._check_signal(g, sender)
             self.peer_recv[sender] += len(sigs)
+            if len(obj) == 4 and obj[3] > self.after[sender]:
+                self.after[sender] = obj[3]
             for sig in sigs:
                 try:
                     self.handle_signal(sig)

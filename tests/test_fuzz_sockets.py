@@ -195,7 +195,8 @@ def bad_peer_frames(sink):
         P(("p", 2, [("unlink", sink, 7)])), P(("p", 2, [("exit", sink, P2, A("x"), 1, None)])),
         P(("p", 2, [("spawn", P1, os.system, (), None, None)])),
         P(("p", 2, [("spawn", P1, pinger, (), None, (1.5, P2))])),
-        P(("p", 2, "sigs")), P(("p", 2)), P(("p", 2, [good], 0)),
+        P(("p", 2, "sigs")), P(("p", 2)), P(("p", 2, [good], -1)), P(("p", 2, [good], 1.5)),
+        P(("p", 2, [good], 0, 0)),
         P(("d", [(sink, body_blob(), 1, 0, 0, 0)])),      # deliveries come from the dispatcher
         P(("fin-ack",)), P(("zz",)), P(("p", 2, [Evil()])), D(("p", 2, [good])),
         b"P" + pickle.dumps(("p", 2, [("spawn", P1, _Ref("os", "system"), (), None, None)])),
