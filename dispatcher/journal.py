@@ -21,6 +21,7 @@ Records (after ``(seq, kind)``):
 The file is a sequence of pickles; ``dispatcher.replay.read_records`` reads
 them back with the restricted decoder (``smp.wire.load_record``).
 """
+
 from __future__ import annotations
 
 import pickle

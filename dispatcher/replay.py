@@ -32,6 +32,7 @@ messages keep per-tracee order, and every state reset the seed makes
 (``erts_trace_check_exiting`` on an exit, ``sys_msg_disp_failure`` on a
 failed SEQTRACE/SYSMON/SYSPROF) shows up in the recorded snapshots.
 """
+
 from __future__ import annotations
 
 import pickle
@@ -52,12 +53,20 @@ from smp.wire import load_record, loads_terms
 from .journal import JOURNAL_MAGIC
 from .table import PidTable
 
-__all__ = ["replay", "ReplayReport", "NotAJournal", "read_records", "queue_listing",
-           "format_listing", "ACTION_NAMES"]
+__all__ = [
+    "replay",
+    "ReplayReport",
+    "NotAJournal",
+    "read_records",
+    "queue_listing",
+    "format_listing",
+    "ACTION_NAMES",
+]
 
 ACTION_NAMES = {DELIVER_PID: "deliver", DELIVER_PORT: "deliver_port", DROP: "drop"}
 am_error_logger = Atom("error_logger")
 _STATE_FIELDS = [f.name for f in fields(Snapshot) if f.name != "version"]
+
 
 class NotAJournal(ValueError):
     """The file is not a dispatcher journal."""
@@ -80,21 +89,29 @@ def read_records(path: str) -> tuple[tuple, list, str | None]:
         try:
             header = load_record(f)
         except Exception as e:
-            raise NotAJournal(f"{path}: not a dispatcher journal "
-                              f"({type(e).__name__}: {e})") from None
-        if (type(header) is not tuple or len(header) != 3 or tuple(header[:2]) != JOURNAL_MAGIC
-                or type(header[2]) is not int or header[2] < 1):
+            raise NotAJournal(
+                f"{path}: not a dispatcher journal ({type(e).__name__}: {e})"
+            ) from None
+        if (
+            type(header) is not tuple
+            or len(header) != 3
+            or tuple(header[:2]) != JOURNAL_MAGIC
+            or type(header[2]) is not int
+            or header[2] < 1
+        ):
             raise NotAJournal(f"{path}: not a dispatcher journal (header {header!r:.80})")
         records: list = []
         truncated = None
         while True:
             try:
-                rec = load_record(f)      # one per record: each has its own memo
+                rec = load_record(f)  # one per record: each has its own memo
             except EOFError:
                 break
             except Exception as e:
-                truncated = f"unreadable record after seq {records[-1][0] if records else 0}: " \
-                            f"{type(e).__name__}: {e}"
+                truncated = (
+                    f"unreadable record after seq {records[-1][0] if records else 0}: "
+                    f"{type(e).__name__}: {e}"
+                )
                 break
             if type(rec) is not tuple or len(rec) < 2 or type(rec[0]) is not int:
                 truncated = f"malformed record after seq {records[-1][0] if records else 0}"
@@ -211,14 +228,35 @@ class ReplayReport:
 
     def to_json(self) -> dict:
         from smp.cli import term_to_json
-        out = {k: getattr(self, k) for k in (
-            "path", "schedulers", "records", "runs", "totals", "recorded_totals",
-            "divergence_count", "violation_count", "violations", "race_window", "inferred",
-            "unjournaled", "queued_at_end", "truncated")}
+
+        out = {
+            k: getattr(self, k)
+            for k in (
+                "path",
+                "schedulers",
+                "records",
+                "runs",
+                "totals",
+                "recorded_totals",
+                "divergence_count",
+                "violation_count",
+                "violations",
+                "race_window",
+                "inferred",
+                "unjournaled",
+                "queued_at_end",
+                "truncated",
+            )
+        }
         out["ok"] = self.ok
-        out["divergences"] = [{**d, "receiver_recorded": term_to_json(d["receiver_recorded"]),
-                               "receiver_replayed": term_to_json(d["receiver_replayed"])}
-                              for d in self.divergences]
+        out["divergences"] = [
+            {
+                **d,
+                "receiver_recorded": term_to_json(d["receiver_recorded"]),
+                "receiver_replayed": term_to_json(d["receiver_replayed"]),
+            }
+            for d in self.divergences
+        ]
         return out
 
 
@@ -244,25 +282,24 @@ def _terms(q: tuple, limit: int | None = None) -> list:
 def _show(term) -> str:
     if type(term) is str:
         return term
-    return (format_dbg(term).rstrip("\n") or format_term(term))
+    return format_dbg(term).rstrip("\n") or format_term(term)
 
 
 # ---------------------------------------------------------------- replay
 class _Replayer:
-    def __init__(self, path: str, header, records: list, max_divergences: int,
-                 max_violations: int):
+    def __init__(self, path: str, header, records: list, max_divergences: int, max_violations: int):
         self.nsched = header[2]
         self.records = records
         self.table = _ReplayTable()
         self.state = TracerState(liveness=self.table)
-        self.recorded_state = _fields(self.state)      # the chain of 's' records
-        self.pending: deque = deque()                    # undecided 'q' records
+        self.recorded_state = _fields(self.state)  # the chain of 's' records
+        self.pending: deque = deque()  # undecided 'q' records
         self.lost: set = set()
-        self.undo: list = []              # (kind, key, prior value, seq) since the last decision
-        self.effects: list = []                          # (cause seq, kind, payload, deadline)
+        self.undo: list = []  # (kind, key, prior value, seq) since the last decision
+        self.effects: list = []  # (cause seq, kind, payload, deadline)
         self.made, self.delivered, self.dropped = Counter(), Counter(), Counter()
         self.rec_delivered, self.rec_dropped = Counter(), Counter()
-        self.last_ts: tuple | None = None                # (us, q seq)
+        self.last_ts: tuple | None = None  # (us, q seq)
         self.order = OrderChecker()
         self.max_div, self.max_viol = max_divergences, max_violations
         kinds = Counter(r[1] for r in records)
@@ -281,8 +318,9 @@ class _Replayer:
         self.undo.append(("tracer", pid, pid in self.table.tracers, seq))
 
     def _save_state(self, seq: int) -> None:
-        self.undo.append(("state", None, {**_fields(self.state), "version": self.state.version},
-                          seq))
+        self.undo.append(
+            ("state", None, {**_fields(self.state), "version": self.state.version}, seq)
+        )
 
     def _exited(self, pid, seq: int, deadline: str) -> None:
         self._save_pid(pid, seq)
@@ -308,7 +346,7 @@ class _Replayer:
         elif ev == "unregister":
             self.undo.append(("reg", rec[3], self.table.registry.get(rec[3]), seq))
             self.table.unregister(rec[3])
-        elif ev == "register":          # recorded by the control thread
+        elif ev == "register":  # recorded by the control thread
             self.undo.append(("reg", rec[3], self.table.registry.get(rec[3]), seq))
             self.table.registry[rec[3]] = rec[4]
         elif ev == "port_open":
@@ -353,11 +391,16 @@ class _Replayer:
                 keep.append((cause, kind, payload, deadline))
                 continue
             if _effect(kind, payload, self.recorded_state) is not None:
-                what = (f"exit of {_nil(payload)}" if kind == "exit" else
-                        f"failed {M.TYPE_NAMES[payload[0].type]} to {_nil(payload[1])}")
-                self.violate(f"seq {cause}: state not reset after the {what} "
-                             f"(erts_trace_check_exiting / sys_msg_disp_failure); recorded state "
-                             f"{_brief(self.recorded_state)}")
+                what = (
+                    f"exit of {_nil(payload)}"
+                    if kind == "exit"
+                    else f"failed {M.TYPE_NAMES[payload[0].type]} to {_nil(payload[1])}"
+                )
+                self.violate(
+                    f"seq {cause}: state not reset after the {what} "
+                    f"(erts_trace_check_exiting / sys_msg_disp_failure); recorded state "
+                    f"{_brief(self.recorded_state)}"
+                )
         self.effects = keep
 
     # -- queue ----------------------------------------------------------------
@@ -372,9 +415,11 @@ class _Replayer:
         if ts_kind:
             if self.last_ts is not None and base <= self.last_ts[0]:
                 terms = _terms(rec, 1)
-                self.violate(f"seq {seq}: timestamp {format_term(us_to_ts(base))} of "
-                             f"{_show(terms[0])} is not after {format_term(us_to_ts(self.last_ts[0]))}"
-                             f" (the last of the run queued at seq {self.last_ts[1]})")
+                self.violate(
+                    f"seq {seq}: timestamp {format_term(us_to_ts(base))} of "
+                    f"{_show(terms[0])} is not after {format_term(us_to_ts(self.last_ts[0]))}"
+                    f" (the last of the run queued at seq {self.last_ts[1]})"
+                )
             self.last_ts = (base + n - 1, seq)
 
     def on_decision(self, rec, i: int) -> None:
@@ -386,21 +431,41 @@ class _Replayer:
         recorded = Decision(d_action, d_receiver, d_reason)
         q = self.pending[0] if self.pending else None
         # step mode (Emulator.step_dispatcher) decides the first d_n of a run
-        if (q is not None and q[2] == d_type and type(d_n) is int and 0 < d_n < q[7]
-                and (d_type != M.SYS_MSG_TYPE_PROC_MSG or d_receiver == q[4])):
+        if (
+            q is not None
+            and q[2] == d_type
+            and type(d_n) is int
+            and 0 < d_n < q[7]
+            and (d_type != M.SYS_MSG_TYPE_PROC_MSG or d_receiver == q[4])
+        ):
             q = self._split_head(d_n)
         elif q is None or (q[2], q[7]) != (d_type, d_n):
             if d_type == M.SYS_MSG_TYPE_PROC_MSG and d_n == 1 and type(d_receiver) is Pid:
                 # trace_delivered's reply is queued by the control thread with no 'q' record
-                q = (dseq, "q", d_type, d_receiver, d_receiver, M.TS_NONE,
-                     pickle.dumps([]), 1, 0, 0)
+                q = (
+                    dseq,
+                    "q",
+                    d_type,
+                    d_receiver,
+                    d_receiver,
+                    M.TS_NONE,
+                    pickle.dumps([]),
+                    1,
+                    0,
+                    0,
+                )
                 self.made[d_type] += 1
                 self.report.unjournaled += 1
             else:
-                self.violate(f"seq {dseq}: decision for {M.TYPE_NAMES.get(d_type, d_type)} x{d_n} "
-                             + (f"but the oldest undecided run (seq {q[0]}) is "
-                                f"{M.TYPE_NAMES.get(q[2], q[2])} x{q[7]}" if q else
-                                "but no queued run is undecided"))
+                self.violate(
+                    f"seq {dseq}: decision for {M.TYPE_NAMES.get(d_type, d_type)} x{d_n} "
+                    + (
+                        f"but the oldest undecided run (seq {q[0]}) is "
+                        f"{M.TYPE_NAMES.get(q[2], q[2])} x{q[7]}"
+                        if q
+                        else "but no queued run is undecided"
+                    )
+                )
                 self._count(self.rec_delivered, self.rec_dropped, d_type, d_n, recorded)
                 self.undo.clear()
                 return
@@ -415,16 +480,23 @@ class _Replayer:
             if d2 is not None:
                 d, race = d2, True
                 self.report.race_window += 1
-            elif (d.action == DELIVER_PORT and recorded.reason == "port_closed"
-                  and recorded.receiver == d.receiver):
-                self.table.closed_ports.add(d.receiver)      # closed by a control command
+            elif (
+                d.action == DELIVER_PORT
+                and recorded.reason == "port_closed"
+                and recorded.receiver == d.receiver
+            ):
+                self.table.closed_ports.add(d.receiver)  # closed by a control command
                 self.report.inferred += 1
                 d = self._decide(m, self.table, self.state, self.lost)
             elif recorded.action == DROP and recorded.reason == "emulator_closed":
-                d = recorded       # left undecided when the stopping dispatcher ran out of time
-            elif (type_ == M.SYS_MSG_TYPE_ERRLGR and recorded.action == DELIVER_PID
-                  and d.reason == "no_error_logger" and self.table.is_alive(recorded.receiver)):
-                self.table.registry[am_error_logger] = recorded.receiver   # registered by control
+                d = recorded  # left undecided when the stopping dispatcher ran out of time
+            elif (
+                type_ == M.SYS_MSG_TYPE_ERRLGR
+                and recorded.action == DELIVER_PID
+                and d.reason == "no_error_logger"
+                and self.table.is_alive(recorded.receiver)
+            ):
+                self.table.registry[am_error_logger] = recorded.receiver  # registered by control
                 self.report.inferred += 1
                 d = self._decide(m, self.table, self.state, self.lost)
         self._count(self.delivered, self.dropped, type_, n, d)
@@ -443,7 +515,7 @@ class _Replayer:
         if d.action == DROP and d.failure:
             # sys_msg_disp_failure, on the replayed state, before the next decision
             if type_ == M.SYS_MSG_TYPE_ERRLGR:
-                return      # prints only
+                return  # prints only
             if type_ in (M.SYS_MSG_TYPE_SEQTRACE, M.SYS_MSG_TYPE_SYSMON, M.SYS_MSG_TYPE_SYSPROF):
                 before = self.state.version
                 for _ in range(n):
@@ -459,10 +531,20 @@ class _Replayer:
             bodies = loads_terms(blob)
             head = pickle.dumps(bodies[:k], pickle.HIGHEST_PROTOCOL)
             tail = pickle.dumps(bodies[k:], pickle.HIGHEST_PROTOCOL)
-        except Exception:       # undecodable: both parts keep the bytes (_terms says so)
+        except Exception:  # undecodable: both parts keep the bytes (_terms says so)
             head = tail = blob
-        self.pending[0] = (seq, kind, type_, from_, to, ts_kind, tail, n - k,
-                           base + k if ts_kind else 0, active)
+        self.pending[0] = (
+            seq,
+            kind,
+            type_,
+            from_,
+            to,
+            ts_kind,
+            tail,
+            n - k,
+            base + k if ts_kind else 0,
+            active,
+        )
         return (seq, kind, type_, from_, to, ts_kind, head, k, base, active)
 
     def _decide(self, m, table, state, lost) -> Decision:
@@ -491,7 +573,7 @@ class _Replayer:
         if recorded.reason == "scheduler_lost" and type(recorded.receiver) is Pid:
             # the loss is marked before its record is made
             k = _owner(recorded.receiver, self.nsched)
-            for rec in self.records[i + 1:]:
+            for rec in self.records[i + 1 :]:
                 if rec[1] == "d":
                     break
                 if rec[1] == "lost" and rec[2] == k:
@@ -512,14 +594,21 @@ class _Replayer:
         if len(r.divergences) >= self.max_div:
             return
         terms = _terms(q, 5)
-        r.divergences.append({
-            "seq": dseq, "queued_seq": q[0], "type": M.TYPE_NAMES[q[2]], "n": q[7],
-            "from": _nil(q[3]),
-            "recorded": _word(recorded), "replayed": _word(d),
-            "receiver_recorded": recorded.receiver, "receiver_replayed": d.receiver,
-            "state": _brief(_fields(self.state)),
-            "messages": [_show(t) for t in terms],
-        })
+        r.divergences.append(
+            {
+                "seq": dseq,
+                "queued_seq": q[0],
+                "type": M.TYPE_NAMES[q[2]],
+                "n": q[7],
+                "from": _nil(q[3]),
+                "recorded": _word(recorded),
+                "replayed": _word(d),
+                "receiver_recorded": recorded.receiver,
+                "receiver_replayed": d.receiver,
+                "state": _brief(_fields(self.state)),
+                "messages": [_show(t) for t in terms],
+            }
+        )
 
     # -- the walk ---------------------------------------------------------------
     def run(self) -> ReplayReport:
@@ -566,9 +655,11 @@ def _nil(v) -> str:
 
 def _brief(values: dict) -> str:
     show = _nil
-    return (f"default_tracer={show(values['default_tracer'])} "
-            f"seq_tracer={show(values['system_seq_tracer'])} "
-            f"monitor={show(values['system_monitor'])} profile={show(values['system_profile'])}")
+    return (
+        f"default_tracer={show(values['default_tracer'])} "
+        f"seq_tracer={show(values['system_seq_tracer'])} "
+        f"monitor={show(values['system_monitor'])} profile={show(values['system_profile'])}"
+    )
 
 
 def replay(path: str, *, max_divergences: int = 20, max_violations: int = 50) -> ReplayReport:
@@ -580,8 +671,9 @@ def replay(path: str, *, max_divergences: int = 20, max_violations: int = 50) ->
 
 
 # ---------------------------------------------------------------- listing
-def queue_listing(path: str, report: ReplayReport, around: int | None = None,
-                  limit: int = 20) -> list[dict]:
+def queue_listing(
+    path: str, report: ReplayReport, around: int | None = None, limit: int = 20
+) -> list[dict]:
     """The journal's records near ``around`` (a seq; default: the first
     divergence, else the start) with each run's messages and decisions.
 
@@ -592,7 +684,7 @@ def queue_listing(path: str, report: ReplayReport, around: int | None = None,
         around = report.divergences[0]["seq"] if report.divergences else 0
     at = next((k for k, e in enumerate(idx) if e[1] >= around or e[0] >= around), len(idx))
     lo_k = max(0, at - limit // 2)
-    chosen = idx[lo_k:lo_k + max(1, limit)]
+    chosen = idx[lo_k : lo_k + max(1, limit)]
     if not chosen:
         return []
     by_q = {e[0]: e for e in chosen}
@@ -606,26 +698,49 @@ def queue_listing(path: str, report: ReplayReport, around: int | None = None,
             continue
         if kind == "q":
             e = by_q.get(seq)
-            item = {"seq": seq, "kind": "q", "type": M.TYPE_NAMES.get(rec[2], rec[2]), "n": rec[7],
-                    "messages": [_show(t) for t in _terms(rec)]}
+            item = {
+                "seq": seq,
+                "kind": "q",
+                "type": M.TYPE_NAMES.get(rec[2], rec[2]),
+                "n": rec[7],
+                "messages": [_show(t) for t in _terms(rec)],
+            }
             if e is not None:
                 rec_d, rep_d = Decision(*e[4]), Decision(*e[5])
-                item.update(decided_at=e[1], recorded=_word(rec_d), replayed=_word(rep_d),
-                            diverges=not _same(rec_d, rep_d), race_window=e[6])
+                item.update(
+                    decided_at=e[1],
+                    recorded=_word(rec_d),
+                    replayed=_word(rep_d),
+                    diverges=not _same(rec_d, rep_d),
+                    race_window=e[6],
+                )
             out.append(item)
         elif kind == "d":
-            out.append({"seq": seq, "kind": "d", "type": M.TYPE_NAMES.get(rec[2], rec[2]),
-                        "n": rec[3], "text": _word(Decision(rec[4], rec[5], rec[6]))})
+            out.append(
+                {
+                    "seq": seq,
+                    "kind": "d",
+                    "type": M.TYPE_NAMES.get(rec[2], rec[2]),
+                    "n": rec[3],
+                    "text": _word(Decision(rec[4], rec[5], rec[6])),
+                }
+            )
         elif kind == "s":
-            out.append({"seq": seq, "kind": "s", "text": f"v{rec[2].version} "
-                        + _brief(_fields(rec[2]))})
+            out.append(
+                {"seq": seq, "kind": "s", "text": f"v{rec[2].version} " + _brief(_fields(rec[2]))}
+            )
         elif kind == "e":
-            out.append({"seq": seq, "kind": "e",
-                        "text": " ".join(str(x) if type(x) is str else format_term(x)
-                                         for x in rec[2:])})
+            out.append(
+                {
+                    "seq": seq,
+                    "kind": "e",
+                    "text": " ".join(str(x) if type(x) is str else format_term(x) for x in rec[2:]),
+                }
+            )
         elif kind == "lost":
-            out.append({"seq": seq, "kind": "lost",
-                        "text": f"scheduler {rec[2]}: {len(rec[3])} processes"})
+            out.append(
+                {"seq": seq, "kind": "lost", "text": f"scheduler {rec[2]}: {len(rec[3])} processes"}
+            )
     return out
 
 
@@ -647,6 +762,8 @@ def format_listing(items: list[dict], around: int | None = None) -> str:
             lines.append(head)
             lines += [f"{' ' * 11}{m}" for m in it["messages"]]
         else:
-            lines.append(f"{mark}#{it['seq']:<7} {it['kind']:<6} " + (
-                f"{it['type']} x{it['n']}: {it['text']}" if it["kind"] == "d" else it["text"]))
+            lines.append(
+                f"{mark}#{it['seq']:<7} {it['kind']:<6} "
+                + (f"{it['type']} x{it['n']}: {it['text']}" if it["kind"] == "d" else it["text"])
+            )
     return "\n".join(lines) + ("\n" if lines else "")

@@ -25,6 +25,7 @@ Three threads, each with its own ZeroMQ sockets:
 Every state change is published (PUB) as a versioned snapshot to the
 schedulers' replicas.
 """
+
 from __future__ import annotations
 
 import os
@@ -38,12 +39,11 @@ from collections import Counter, deque
 import zmq
 
 from smp import messages as M
-from smp import wire
+from smp import rundir, wire
 from smp.clock import Clock, us_to_ts
-from smp.placement import pid_owner, port_owner
 from smp.dispatch import DELIVER_PID, DELIVER_PORT, disp_failure, resolve
-from smp import rundir
 from smp.errors import BadArg, ProtocolError, TracePortError
+from smp.placement import pid_owner, port_owner
 from smp.security import describe_peer, recv_from
 from smp.state import NIL, TracerState
 from smp.stats import totals
@@ -58,18 +58,17 @@ _PICKLE = pickle.HIGHEST_PROTOCOL
 am_active, am_inactive = Atom("active"), Atom("inactive")
 am_error_logger = Atom("error_logger")
 LATENCY_SAMPLES = 200_000
-MAX_QUEUE = 200_000      # queued messages before ingest stops taking (push-back)
+MAX_QUEUE = 200_000  # queued messages before ingest stops taking (push-back)
 HWM = 1000
-STOP_DRAIN_S = 2.0       # on stop, dispatch what is queued this long, then drop it
-CLOSE_WAIT_S = 20.0      # a port close waits this long for its turn in the queue
-INGEST_STALL_S = 10.0    # waiting for batches: this long without any is an error
-INGEST_WAIT_S = 25.0     # ... and this long in all (the controller waits 30 s)
+STOP_DRAIN_S = 2.0  # on stop, dispatch what is queued this long, then drop it
+CLOSE_WAIT_S = 20.0  # a port close waits this long for its turn in the queue
+INGEST_STALL_S = 10.0  # waiting for batches: this long without any is an error
+INGEST_WAIT_S = 25.0  # ... and this long in all (the controller waits 30 s)
 
 
 #: The longest a batch waits for the batches of other schedulers it follows.
 ORDER_WAIT_S = 2.0
-_EVENTS = {"spawn": 3, "exit": 3, "tracer": 3, "unregister": 4, "port_open": 3,
-           "port_close": 3}
+_EVENTS = {"spawn": 3, "exit": 3, "tracer": 3, "unregister": 4, "port_open": 3, "port_close": 3}
 _HEADER_TYPES = (Pid, Port, Atom, type(None))
 _MAX_NS = 1 << 64
 
@@ -81,14 +80,18 @@ def _check_batch(obj, sender: int, nsched: int) -> None:
     the table events, each about a process of the sender."""
     if type(obj) is not tuple or len(obj) not in (4, 5):
         raise ProtocolError("batch frame is not ('b', version, scheduler, items[, after])")
-    if len(obj) == 5 and (type(obj[4]) is not list or len(obj[4]) != nsched + 1
-                          or not all(type(n) is int and n >= 0 for n in obj[4])):
+    if len(obj) == 5 and (
+        type(obj[4]) is not list
+        or len(obj[4]) != nsched + 1
+        or not all(type(n) is int and n >= 0 for n in obj[4])
+    ):
         raise ProtocolError(f"batch's 'after' is not {nsched + 1} batch counts")
     if obj[1] != wire.WIRE_VERSION:
         raise ProtocolError(f"wire version {obj[1]!r}, expected {wire.WIRE_VERSION}")
     if obj[2] != sender or type(obj[2]) is not int:
-        raise ProtocolError(f"batch says it is from scheduler {obj[2]!r}, "
-                            f"its sender is scheduler {sender}")
+        raise ProtocolError(
+            f"batch says it is from scheduler {obj[2]!r}, its sender is scheduler {sender}"
+        )
     items = obj[3]
     if type(items) is not list:
         raise ProtocolError("batch items are not a list")
@@ -99,14 +102,22 @@ def _check_batch(obj, sender: int, nsched: int) -> None:
             if len(it) != 8:
                 raise ProtocolError(f"item {i} is not a run of system messages")
             _, type_, from_, to, ts_kind, n, blob, made_ns = it
-            if (type(type_) is not int or not 1 <= type_ <= 6
-                    or type(from_) not in _HEADER_TYPES or type(to) not in _HEADER_TYPES
-                    or type(ts_kind) is not int or not 0 <= ts_kind <= 3
-                    or type(n) is not int or not 1 <= n <= wire.MAX_RUN
-                    or type(made_ns) is not int or not 0 <= made_ns < _MAX_NS):
+            if (
+                type(type_) is not int
+                or not 1 <= type_ <= 6
+                or type(from_) not in _HEADER_TYPES
+                or type(to) not in _HEADER_TYPES
+                or type(ts_kind) is not int
+                or not 0 <= ts_kind <= 3
+                or type(n) is not int
+                or not 1 <= n <= wire.MAX_RUN
+                or type(made_ns) is not int
+                or not 0 <= made_ns < _MAX_NS
+            ):
                 raise ProtocolError(f"item {i} is not a well-formed run of system messages")
-            if ts_kind == M.TS_SCHED and (type_ != M.SYS_MSG_TYPE_SYSPROF or n != 1
-                                          or to not in (am_active, am_inactive)):
+            if ts_kind == M.TS_SCHED and (
+                type_ != M.SYS_MSG_TYPE_SYSPROF or n != 1 or to not in (am_active, am_inactive)
+            ):
                 raise ProtocolError(f"item {i} is not a well-formed profile_scheduler run")
             try:
                 wire.run_bodies(blob, n, ts_kind)
@@ -118,11 +129,13 @@ def _check_batch(obj, sender: int, nsched: int) -> None:
             pid = it[-1]
             if it[1] in ("port_open", "port_close"):
                 if type(pid) is not Port or port_owner(pid, nsched) != sender:
-                    raise ProtocolError(f"item {i}: event about {pid!r}, "
-                                        f"not a port of scheduler {sender}")
+                    raise ProtocolError(
+                        f"item {i}: event about {pid!r}, not a port of scheduler {sender}"
+                    )
             elif type(pid) is not Pid or _owner(pid, nsched) != sender:
-                raise ProtocolError(f"item {i}: event about {pid!r}, "
-                                    f"not a process of scheduler {sender}")
+                raise ProtocolError(
+                    f"item {i}: event about {pid!r}, not a process of scheduler {sender}"
+                )
             if it[1] == "unregister" and type(it[2]) is not Atom:
                 raise ProtocolError(f"item {i}: registered name {it[2]!r} is not an atom")
         else:
@@ -133,8 +146,14 @@ _owner = pid_owner
 
 
 class Dispatcher:
-    def __init__(self, nsched: int, endpoints: dict, journal: str | None = None,
-                 security: dict | None = None, controller_id: bytes | None = None):
+    def __init__(
+        self,
+        nsched: int,
+        endpoints: dict,
+        journal: str | None = None,
+        security: dict | None = None,
+        controller_id: bytes | None = None,
+    ):
         self.nsched = nsched
         self.ep = endpoints
         self.security = security
@@ -143,37 +162,38 @@ class Dispatcher:
         # socket, each scheduler's on the ingest socket, and (CURVE) their keys
         self.controller_id = controller_id
         self.ingest_ids: dict[bytes, int] = {}
-        self.out_ids: dict[int, tuple] = {}      # to inbox k: (dispatch thread, ingest thread)
+        self.out_ids: dict[int, tuple] = {}  # to inbox k: (dispatch thread, ingest thread)
         self.keys: dict[int, str | None] = {}
-        self.bad_at: Counter = Counter()       # bad frames by socket
+        self.bad_at: Counter = Counter()  # bad frames by socket
         self.ctx = zmq.Context()
         self.auth = None
         if security:
             from smp.security import Authenticator
+
             self.auth = Authenticator(self.ctx, security["allowed"])
         self.table = PidTable()
         self.state = TracerState(liveness=self.table, on_change=self._on_state_change)
         self.clock = Clock()
-        self.smq = threading.Condition(threading.Lock())   # smq_mtx + smq_cnd
+        self.smq = threading.Condition(threading.Lock())  # smq_mtx + smq_cnd
         self.queue: deque = deque()
-        self.queue_msgs = 0              # messages in the queue (runs hold several)
-        self.queue_peak = 0              # the most queued since the last statistics()
+        self.queue_msgs = 0  # messages in the queue (runs hold several)
+        self.queue_peak = 0  # the most queued since the last statistics()
         self.held = False
         self.dispatching = False
-        self.step_req: tuple | None = None   # held: (n, unit) to dispatch now (step mode)
-        self.step_done: list | None = None   # what the last step decided
-        self.in_dispatch = 0             # messages swapped out of the queue, not yet counted
-        self.drain_by: float | None = None   # stopping: after this, drop what is left
-        self.terminated = False          # SIGTERM: stop as on the stop command
+        self.step_req: tuple | None = None  # held: (n, unit) to dispatch now (step mode)
+        self.step_done: list | None = None  # what the last step decided
+        self.in_dispatch = 0  # messages swapped out of the queue, not yet counted
+        self.drain_by: float | None = None  # stopping: after this, drop what is left
+        self.terminated = False  # SIGTERM: stop as on the stop command
         self.stop = threading.Event()
         self.made: Counter = Counter()
         self.delivered: Counter = Counter()
         self.dropped: Counter = Counter()
         self.ingested = [0] * (nsched + 1)
         self.ingested_items = [0] * (nsched + 1)
-        self.parked: list = []                       # batches waiting for a peer's
+        self.parked: list = []  # batches waiting for a peer's
         self.order_waits_expired = 0
-        self.batches_taken = [0] * (nsched + 1)      # per scheduler, in its numbering
+        self.batches_taken = [0] * (nsched + 1)  # per scheduler, in its numbering
         self.delivered_to = [0] * (nsched + 1)
         self.bad_frames = 0
         self.handshake_failed = 0
@@ -183,6 +203,7 @@ class Dispatcher:
         self.journal = None
         if journal:
             from .journal import Journal
+
             self.journal = Journal(journal, nsched)
         self.latencies: deque = deque(maxlen=LATENCY_SAMPLES)
         self.stderr_lines: list[str] = []
@@ -191,7 +212,7 @@ class Dispatcher:
         self._markers: dict = {}
         self.ingest_sock = self.ctx.socket(zmq.ROUTER)
         self.ingest_sock.setsockopt(zmq.RCVHWM, HWM)
-        self.ingest_sock.setsockopt(zmq.MAXMSGSIZE, wire.MAX_FRAME)   # a bigger one: disconnected
+        self.ingest_sock.setsockopt(zmq.MAXMSGSIZE, wire.MAX_FRAME)  # a bigger one: disconnected
         self._curve_server(self.ingest_sock)
         self.ingest_sock.bind(endpoints["ingest"])
         self.ctl_sock = self.ctx.socket(zmq.ROUTER)
@@ -256,17 +277,19 @@ class Dispatcher:
         if self.security:
             # peers that fail the CURVE handshake (no CURVE at all, or a bad
             # one) never reach the ZAP handler: count them from the socket's events
-            monitor = sock.get_monitor_socket(zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
-                                              | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL)
+            monitor = sock.get_monitor_socket(
+                zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
+            )
             poller.register(monitor, zmq.POLLIN)
         while not self.stop.is_set():
             events = dict(poller.poll(100))
             if monitor is not None and monitor in events:
                 from zmq.utils.monitor import recv_monitor_message
+
                 recv_monitor_message(monitor)
                 self.handshake_failed += 1
             if self.parked:
-                self._drain_parked()      # a scheduler lost meanwhile is not waited for
+                self._drain_parked()  # a scheduler lost meanwhile is not waited for
             if sock not in events:
                 continue
             rid, parts, user = recv_from(sock, self.security is not None)
@@ -274,8 +297,12 @@ class Dispatcher:
                 self._ingest_frame(rid, parts, user, inboxes)
             except Exception as e:  # a malformed frame is counted, never fatal
                 k = self.ingest_ids.get(rid)
-                self._bad("ingest", f"scheduler {k}" if k else describe_peer(rid, user),
-                          sum(len(p) for p in parts), e)
+                self._bad(
+                    "ingest",
+                    f"scheduler {k}" if k else describe_peer(rid, user),
+                    sum(len(p) for p in parts),
+                    e,
+                )
         for s in inboxes.values():
             s.close()
         if monitor is not None:
@@ -304,10 +331,12 @@ class Dispatcher:
                     continue
                 after = obj[4] if obj is not None and len(obj) == 5 else None
                 if after is not None and any(
-                        n > self.batches_taken[j] and j not in self.lost
-                        for j, n in enumerate(after) if j):
+                    n > self.batches_taken[j] and j not in self.lost
+                    for j, n in enumerate(after)
+                    if j
+                ):
                     if now - since < ORDER_WAIT_S:
-                        blocked.add(k)      # its later batches wait behind it
+                        blocked.add(k)  # its later batches wait behind it
                         continue
                     # what it waits for was refused on the way: take it anyway
                     self.order_waits_expired += 1
@@ -336,7 +365,7 @@ class Dispatcher:
             try:
                 _check_batch(obj, k, self.nsched)
             except ProtocolError:
-                self._take_batch_in_order(k, None)     # refused, but it had its number
+                self._take_batch_in_order(k, None)  # refused, but it had its number
                 raise
             self._take_batch_in_order(k, obj)
         elif kind == "fin":
@@ -353,8 +382,9 @@ class Dispatcher:
         """Count and log a refused frame (the log is bounded under a flood)."""
         self.bad_at[where] += 1
         self.bad_frames = sum(self.bad_at.values())
-        self.last_bad_frame = (f"rejected {where} frame of {size} bytes from {sender}: "
-                               f"{type(e).__name__}: {e}")
+        self.last_bad_frame = (
+            f"rejected {where} frame of {size} bytes from {sender}: {type(e).__name__}: {e}"
+        )
         n = self.bad_at[where]
         if n <= 100 or n % 1000 == 0:
             os.write(2, f"dispatcher: {self.last_bad_frame}\n".encode())
@@ -431,15 +461,16 @@ class Dispatcher:
         inboxes: dict[int, zmq.Socket] = {}
         while not self.stop.is_set():
             with self.smq:
-                while ((not self.queue or (self.held and self.step_req is None))
-                       and not self.stop.is_set()):
+                while (
+                    not self.queue or (self.held and self.step_req is None)
+                ) and not self.stop.is_set():
                     self.dispatching = False
                     self.smq.notify_all()
                     self.smq.wait(0.1)
                 if self.stop.is_set():
                     break
                 record = None
-                if self.held:              # step mode: the next n messages or runs only
+                if self.held:  # step mode: the next n messages or runs only
                     local = self._take_step(*self.step_req)
                     record = []
                 else:
@@ -448,7 +479,7 @@ class Dispatcher:
                     self.queue_msgs = 0
                 # counted as queued until decided, so statistics() always adds up
                 self.in_dispatch = sum(item[5] for item in local)
-                self.smq.notify_all()      # ingest may be waiting for room
+                self.smq.notify_all()  # ingest may be waiting for room
                 self.dispatching = True
             if record is None:
                 self._dispatch(local, inboxes)
@@ -477,10 +508,30 @@ class Dispatcher:
             if unit == "message" and k > n:
                 type_, from_, to, ts_kind, blob, _, base, active, made_ns = item
                 bodies = wire.loads_terms(blob)
-                local.append((type_, from_, to, ts_kind, pickle.dumps(bodies[:n], _PICKLE), n,
-                              base, active, made_ns))
-                queue[0] = (type_, from_, to, ts_kind, pickle.dumps(bodies[n:], _PICKLE), k - n,
-                            base + n if ts_kind else 0, active, made_ns)
+                local.append(
+                    (
+                        type_,
+                        from_,
+                        to,
+                        ts_kind,
+                        pickle.dumps(bodies[:n], _PICKLE),
+                        n,
+                        base,
+                        active,
+                        made_ns,
+                    )
+                )
+                queue[0] = (
+                    type_,
+                    from_,
+                    to,
+                    ts_kind,
+                    pickle.dumps(bodies[n:], _PICKLE),
+                    k - n,
+                    base + n if ts_kind else 0,
+                    active,
+                    made_ns,
+                )
                 self.queue_msgs -= n
                 break
             local.append(queue.popleft())
@@ -495,8 +546,9 @@ class Dispatcher:
         Outcome)`` for each message dispatched, Outcome ``delivered`` or the
         reason it was dropped.  Runs in the control thread."""
         if type(n) is not int or n < 1 or unit not in ("message", "run"):
-            raise BadArg(f"step: n must be an integer >= 1 and unit 'message' or 'run', "
-                         f"not {n!r}, {unit!r}")
+            raise BadArg(
+                f"step: n must be an integer >= 1 and unit 'message' or 'run', not {n!r}, {unit!r}"
+            )
         with self.smq:
             if not self.held:
                 raise BadArg("step needs a held dispatcher (hold_dispatcher() first)")
@@ -521,8 +573,9 @@ class Dispatcher:
         if n == 0:
             self._dispatch((item,), inboxes)
             return
-        receiver = resolve(M.SysMsg(type_, from_, to, None, ts_kind), self.state,
-                           self.table).receiver
+        receiver = resolve(
+            M.SysMsg(type_, from_, to, None, ts_kind), self.state, self.table
+        ).receiver
         with self.smq:
             delivered0, dropped0 = self.delivered[type_], Counter(self.dropped)
         self._dispatch((item,), inboxes)
@@ -532,8 +585,14 @@ class Dispatcher:
                 outcomes += [reason] * k
         for i, body in enumerate(wire.loads_terms(blob)):
             ts = us_to_ts(base + i) if ts_kind else None
-            record.append((from_, receiver, M.complete(body, ts_kind, ts, active),
-                           outcomes[i] if i < len(outcomes) else "unknown"))
+            record.append(
+                (
+                    from_,
+                    receiver,
+                    M.complete(body, ts_kind, ts, active),
+                    outcomes[i] if i < len(outcomes) else "unknown",
+                )
+            )
 
     def _dispatch(self, local, inboxes) -> None:
         """Decide each run of the swapped-out queue, in order.
@@ -551,7 +610,7 @@ class Dispatcher:
         delivered to it.  While the dispatcher stops (``drain_by`` passed),
         what is left is dropped as ``emulator_closed``."""
         out: dict[int, list] = {}
-        kinds: dict[int, Counter] = {}   # what goes to each scheduler off the TRACE fast path
+        kinds: dict[int, Counter] = {}  # what goes to each scheduler off the TRACE fast path
         state, table = self.state, self.table
         nsched = self.nsched
         tracers, alive = table.tracers, table.alive
@@ -564,12 +623,12 @@ class Dispatcher:
         TRACE, ERRLGR = M.SYS_MSG_TYPE_TRACE, M.SYS_MSG_TYPE_ERRLGR
         for item in local:
             type_, from_, to, ts_kind, blob, n, base, active, made_ns = item
-            if n == 0:                       # an event in queue order
+            if n == 0:  # an event in queue order
                 self._settle(out, delivered, dropped, inboxes, kinds)
                 out, delivered, dropped, kinds = {}, Counter(), Counter(), {}
-                if blob[0] == "marker":      # trace_delivered
+                if blob[0] == "marker":  # trace_delivered
                     self._markers[blob[1]].set()
-                else:                        # ("close", port ids or None, done)
+                else:  # ("close", port ids or None, done)
                     self._close_ports(blob[1])
                     blob[2].set()
                 continue
@@ -611,15 +670,24 @@ class Dispatcher:
                 kinds.setdefault(owner, Counter())[type_] += n
             elif d.action == DELIVER_PORT:
                 from smp.etf import encode
+
                 port = table.ports[d.receiver]
                 written = 0
                 try:
-                    frames = [encode(M.complete(body, ts_kind, us_to_ts(base + i) if ts_kind
-                                                else None, active))
-                              for i, body in enumerate(wire.loads_terms(blob))]
-                except (TypeError, ValueError) as e:   # data, not a term: never written
-                    os.write(2, f"dispatcher: a run for trace port {d.receiver!r} holds "
-                                f"what is not a term ({e})\n".encode())
+                    frames = [
+                        encode(
+                            M.complete(
+                                body, ts_kind, us_to_ts(base + i) if ts_kind else None, active
+                            )
+                        )
+                        for i, body in enumerate(wire.loads_terms(blob))
+                    ]
+                except (TypeError, ValueError) as e:  # data, not a term: never written
+                    os.write(
+                        2,
+                        f"dispatcher: a run for trace port {d.receiver!r} holds "
+                        f"what is not a term ({e})\n".encode(),
+                    )
                     dropped[(type_, "not_a_term")] += n
                     continue
                 try:
@@ -661,10 +729,9 @@ class Dispatcher:
             sock = inboxes.get(owner)
             if sock is None:
                 sock = inboxes[owner] = self._inbox_socket(owner, sndtimeo=100)
-            while True:   # a full inbox pushes back on the dispatch thread
+            while True:  # a full inbox pushes back on the dispatch thread
                 if owner in self.lost:
-                    self._undelivered(owner, deliveries, (kinds or {}).get(owner),
-                                      "scheduler_lost")
+                    self._undelivered(owner, deliveries, (kinds or {}).get(owner), "scheduler_lost")
                     break
                 try:
                     sock.send(frame)
@@ -672,8 +739,9 @@ class Dispatcher:
                 except zmq.Again:
                     if self.stop.is_set() or self.drain_by is not None:
                         # stopping, and the scheduler does not take them
-                        self._undelivered(owner, deliveries, (kinds or {}).get(owner),
-                                          "emulator_closed")
+                        self._undelivered(
+                            owner, deliveries, (kinds or {}).get(owner), "emulator_closed"
+                        )
                         break
 
     def _undelivered(self, owner: int, deliveries: list, kinds, reason: str) -> None:
@@ -698,7 +766,7 @@ class Dispatcher:
         thread only while the dispatch thread is held or gone."""
         ports = self.table.ports
         closed = []
-        for port_id in (list(ports) if port_ids is None else port_ids):
+        for port_id in list(ports) if port_ids is None else port_ids:
             tp = ports.get(port_id)
             if tp is None or tp.closed:
                 continue
@@ -729,8 +797,19 @@ class Dispatcher:
         True when the ports are closed.  Runs in the control thread."""
         done = threading.Event()
         with self.smq:
-            self.queue.append((M.SYS_MSG_TYPE_PROC_MSG, NIL, NIL, M.TS_NONE,
-                               ("close", port_ids, done), 0, 0, 0, 0))
+            self.queue.append(
+                (
+                    M.SYS_MSG_TYPE_PROC_MSG,
+                    NIL,
+                    NIL,
+                    M.TS_NONE,
+                    ("close", port_ids, done),
+                    0,
+                    0,
+                    0,
+                    0,
+                )
+            )
             self.smq.notify_all()
             if self.held:
                 return False
@@ -745,14 +824,14 @@ class Dispatcher:
         held queue stays queued.  Runs in the control thread."""
         with self.smq:
             held = self.held
-        if held:            # the dispatch thread is parked: no write is under way
+        if held:  # the dispatch thread is parked: no write is under way
             self._close_ports(None)
             return
         if type(drain) not in (int, float) or not 0 <= drain <= STOP_DRAIN_S:
             drain = STOP_DRAIN_S
         self.drain_by = time.monotonic() + drain
         if not self._close_in_order(None, drain + 0.5):
-            self._close_ports(None)   # stuck or gone: close anyway (frames stay whole)
+            self._close_ports(None)  # stuck or gone: close anyway (frames stay whole)
 
     def _stderr(self, line: str) -> None:
         self.stderr_lines.append(line)
@@ -765,16 +844,16 @@ class Dispatcher:
         parent = os.getppid()
         last_hb = time.monotonic()
         while not self.stop.is_set():
-            if self.terminated:               # SIGTERM: stop as on the stop command
+            if self.terminated:  # SIGTERM: stop as on the stop command
                 self._stop_dispatching()
                 self.stop.set()
                 break
             if not sock.poll(100):
-                if os.getppid() != parent:    # the controller is gone: never linger
+                if os.getppid() != parent:  # the controller is gone: never linger
                     self._stop_dispatching()
                     self.stop.set()
                 now = time.monotonic()
-                if now - last_hb >= 1.0:      # heartbeat for schedulers on other hosts
+                if now - last_hb >= 1.0:  # heartbeat for schedulers on other hosts
                     last_hb = now
                     self._pub(("hb",))
                 continue
@@ -801,14 +880,18 @@ class Dispatcher:
         alone: its routing id (and, with CURVE, the controller's key)."""
         if ident != self.controller_id:
             raise ProtocolError("not from the controller")
-        if self.security is not None and (user is None
-                                          or user.encode() != self.security["public"]):
+        if self.security is not None and (user is None or user.encode() != self.security["public"]):
             raise ProtocolError("the controller's routing id with another key")
         if len(parts) != 1:
             raise ProtocolError(f"a message of {len(parts)} parts, not 1")
         obj = wire.loads_frame(parts[0])
-        if (type(obj) is not tuple or len(obj) != 3 or type(obj[0]) is not int
-                or type(obj[1]) is not str or type(obj[2]) is not tuple):
+        if (
+            type(obj) is not tuple
+            or len(obj) != 3
+            or type(obj[0]) is not int
+            or type(obj[1]) is not str
+            or type(obj[2]) is not tuple
+        ):
             raise ProtocolError("request is not (id, command, args)")
         return obj
 
@@ -817,16 +900,23 @@ class Dispatcher:
         (and CURVE key) each scheduler sends its batches with, and the ones
         this dispatcher's threads send to each inbox with."""
         ks = set(range(1, self.nsched + 1))
-        if (type(inbox_map) is not dict or set(inbox_map) != ks or type(ids) is not dict
-                or set(ids.get("ingest", {}).values()) != ks or set(ids.get("out", {})) != ks):
+        if (
+            type(inbox_map) is not dict
+            or set(inbox_map) != ks
+            or type(ids) is not dict
+            or set(ids.get("ingest", {}).values()) != ks
+            or set(ids.get("out", {})) != ks
+        ):
             raise BadArg("set_inboxes: not an inbox, routing ids and keys for every scheduler")
         self.inbox_map = dict(inbox_map)
         self.ingest_ids = dict(ids["ingest"])
         self.out_ids = dict(ids["out"])
-        self.keys = {k: (key.decode() if type(key) is bytes else key)
-                     for k, key in ids.get("keys", {}).items()}
+        self.keys = {
+            k: (key.decode() if type(key) is bytes else key)
+            for k, key in ids.get("keys", {}).items()
+        }
 
-    def command(self, cmd: str, args):
+    def command(self, cmd: str, args):  # noqa: C901 - an if-chain of commands, to become a table
         st = self.state
         if cmd == "state":
             op, a = args
@@ -899,10 +989,22 @@ class Dispatcher:
                     # with the time the loss was noticed and the count after it
                     self.sched_active[k] = False
                     self.state.active_sched -= 1
-                    msg = M.profile_scheduler_q(k, Atom("inactive"), self.state.active_sched,
-                                                self.clock.now())
-                    self.queue.append((M.SYS_MSG_TYPE_SYSPROF, NIL, NIL, M.TS_NONE,
-                                       pickle.dumps([msg], _PICKLE), 1, 0, 0, time.monotonic_ns()))
+                    msg = M.profile_scheduler_q(
+                        k, Atom("inactive"), self.state.active_sched, self.clock.now()
+                    )
+                    self.queue.append(
+                        (
+                            M.SYS_MSG_TYPE_SYSPROF,
+                            NIL,
+                            NIL,
+                            M.TS_NONE,
+                            pickle.dumps([msg], _PICKLE),
+                            1,
+                            0,
+                            0,
+                            time.monotonic_ns(),
+                        )
+                    )
                     self.made[M.SYS_MSG_TYPE_SYSPROF] += 1
                     self.smq.notify()
             self._pub(("dead", pids))
@@ -910,17 +1012,24 @@ class Dispatcher:
             return pids
         if cmd == "status":
             with self.smq:
-                return {"settled": sum(self.delivered.values()) + sum(self.dropped.values()),"ingested": list(self.ingested), "delivered_to": list(self.delivered_to),
-                        "queued": len(self.queue), "held": self.held,
-                        "dispatching": self.dispatching, "bad_frames": self.bad_frames,
-                        "parked": len(self.parked),
-                        "auth_denied": self.auth.denied if self.auth else 0}
+                return {
+                    "settled": sum(self.delivered.values()) + sum(self.dropped.values()),
+                    "ingested": list(self.ingested),
+                    "delivered_to": list(self.delivered_to),
+                    "queued": len(self.queue),
+                    "held": self.held,
+                    "dispatching": self.dispatching,
+                    "bad_frames": self.bad_frames,
+                    "parked": len(self.parked),
+                    "auth_denied": self.auth.denied if self.auth else 0,
+                }
         if cmd == "stats":
             return self.statistics()
         if cmd == "queue_list":
             return self.foreach_sys_msg_in_q()
         if cmd == "open_trace_port":
             from smp.tracerports import open_tracer_port
+
             kind, a, kw = args
             self._port_counter += 1
             port_id = Port((self.nsched + 1) * self._port_counter)
@@ -936,12 +1045,16 @@ class Dispatcher:
                 raise BadArg(f"no trace port {port_id!r}")
             if method == "terms":
                 return tp.terms(*a) if hasattr(tp, "terms") else None
-            if method == "close":   # an event in queue order
+            if method == "close":  # an event in queue order
                 self._close_in_order([port_id], CLOSE_WAIT_S)
                 return True
             if method == "info":
-                return {"kind": tp.kind, "closed": tp.closed, **tp.stats,
-                        **({"port": tp.port} if hasattr(tp, "port") else {})}
+                return {
+                    "kind": tp.kind,
+                    "closed": tp.closed,
+                    **tp.stats,
+                    **({"port": tp.port} if hasattr(tp, "port") else {}),
+                }
             return getattr(tp, method)(*a)
         if cmd == "trace_delivered":
             return self.trace_delivered(*args)
@@ -959,11 +1072,31 @@ class Dispatcher:
         (trace/3's ``** can only have one tracer per process``)."""
         with self.smq:
             blob = pickle.dumps([msg], _PICKLE)
-            self.queue.append((M.SYS_MSG_TYPE_ERRLGR, from_, Atom("error_logger"), M.TS_NONE,
-                               blob, 1, 0, 0, time.monotonic_ns()))
+            self.queue.append(
+                (
+                    M.SYS_MSG_TYPE_ERRLGR,
+                    from_,
+                    Atom("error_logger"),
+                    M.TS_NONE,
+                    blob,
+                    1,
+                    0,
+                    0,
+                    time.monotonic_ns(),
+                )
+            )
             if self.journal is not None:
-                self.journal.record("q", M.SYS_MSG_TYPE_ERRLGR, from_, Atom("error_logger"),
-                                    M.TS_NONE, blob, 1, 0, 0)
+                self.journal.record(
+                    "q",
+                    M.SYS_MSG_TYPE_ERRLGR,
+                    from_,
+                    Atom("error_logger"),
+                    M.TS_NONE,
+                    blob,
+                    1,
+                    0,
+                    0,
+                )
             self.made[M.SYS_MSG_TYPE_ERRLGR] += 1
             self.smq.notify()
         return True
@@ -985,10 +1118,13 @@ class Dispatcher:
                 if taken != last:
                     last, last_change = taken, now
                 elif now - last_change > INGEST_STALL_S:
-                    raise TimeoutError(f"dispatcher took no scheduler batch for {INGEST_STALL_S:g} s")
+                    raise TimeoutError(
+                        f"dispatcher took no scheduler batch for {INGEST_STALL_S:g} s"
+                    )
                 if now - start > INGEST_WAIT_S:
-                    raise TimeoutError(f"dispatcher still behind the schedulers after "
-                                       f"{INGEST_WAIT_S:g} s")
+                    raise TimeoutError(
+                        f"dispatcher still behind the schedulers after {INGEST_WAIT_S:g} s"
+                    )
                 self.smq.wait(0.01)
         return True
 
@@ -998,19 +1134,32 @@ class Dispatcher:
         if caller is not None:
             with self.smq:
                 blob = pickle.dumps([msg], _PICKLE)
-                self.queue.append((M.SYS_MSG_TYPE_PROC_MSG, caller, caller, M.TS_NONE,
-                                   blob, 1, 0, 0, time.monotonic_ns()))
+                self.queue.append(
+                    (
+                        M.SYS_MSG_TYPE_PROC_MSG,
+                        caller,
+                        caller,
+                        M.TS_NONE,
+                        blob,
+                        1,
+                        0,
+                        0,
+                        time.monotonic_ns(),
+                    )
+                )
                 if self.journal is not None:
-                    self.journal.record("q", M.SYS_MSG_TYPE_PROC_MSG, caller, caller, M.TS_NONE,
-                                        blob, 1, 0, 0)
+                    self.journal.record(
+                        "q", M.SYS_MSG_TYPE_PROC_MSG, caller, caller, M.TS_NONE, blob, 1, 0, 0
+                    )
                 self.made[M.SYS_MSG_TYPE_PROC_MSG] += 1
                 self.smq.notify()
             return ref
         ev = threading.Event()
         self._markers[ref] = ev
         with self.smq:
-            self.queue.append((M.SYS_MSG_TYPE_PROC_MSG, NIL, NIL, M.TS_NONE, ("marker", ref),
-                               0, 0, 0, 0))
+            self.queue.append(
+                (M.SYS_MSG_TYPE_PROC_MSG, NIL, NIL, M.TS_NONE, ("marker", ref), 0, 0, 0, 0)
+            )
             self.smq.notify()
         if not ev.wait(30):
             raise TimeoutError("trace_delivered: dispatcher is held or stuck")
@@ -1053,7 +1202,8 @@ class Dispatcher:
             **totals(made, delivered, dropped, queued),
             "ingested": ingested,
             "queue_peak": peak,
-            "bad_frames": self.bad_frames, "last_bad_frame": self.last_bad_frame,
+            "bad_frames": self.bad_frames,
+            "last_bad_frame": self.last_bad_frame,
             "bad_frames_at": dict(self.bad_at),
             "auth_denied": self.auth.denied if self.auth else 0,
             "handshake_failed": self.handshake_failed,
@@ -1065,21 +1215,26 @@ class Dispatcher:
         """A thread's loop; if it ever dies the dispatcher stops and exits
         with an error, so the controller reports it (``DispatcherLost``)
         instead of waiting for a thread that is gone."""
+
         def run():
             try:
                 loop()
             except BaseException:
-                os.write(2, f"dispatcher: the {name} thread died:\n"
-                            f"{traceback.format_exc()}".encode())
+                os.write(
+                    2, f"dispatcher: the {name} thread died:\n{traceback.format_exc()}".encode()
+                )
                 self.thread_died = name
                 self.stop.set()
+
         return run
 
     thread_died: str | None = None
 
     def serve(self) -> None:
-        threads = [threading.Thread(target=self._guarded(n, f), name=n, daemon=True)
-                   for n, f in (("ingest", self.ingest_loop), ("dispatch", self.dispatch_loop))]
+        threads = [
+            threading.Thread(target=self._guarded(n, f), name=n, daemon=True)
+            for n, f in (("ingest", self.ingest_loop), ("dispatch", self.dispatch_loop))
+        ]
         for t in threads:
             t.start()
         try:
@@ -1090,7 +1245,7 @@ class Dispatcher:
                 self.smq.notify_all()
             for t in threads:
                 t.join(5)
-            for tp in self.table.ports.values():   # whatever ended the loop
+            for tp in self.table.ports.values():  # whatever ended the loop
                 if not tp.closed:
                     close_at_exit(tp)
             for s in [self.ingest_sock, self.ctl_sock] + list(self.pubs.values()):
@@ -1104,8 +1259,14 @@ class Dispatcher:
             raise SystemExit(70)
 
 
-def dispatcher_main(nsched: int, endpoints: dict, ready, journal: str | None = None,
-                    security: dict | None = None, controller_id: bytes | None = None) -> None:
+def dispatcher_main(
+    nsched: int,
+    endpoints: dict,
+    ready,
+    journal: str | None = None,
+    security: dict | None = None,
+    controller_id: bytes | None = None,
+) -> None:
     """Entry point of the dispatcher OS process."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
@@ -1115,13 +1276,15 @@ def dispatcher_main(nsched: int, endpoints: dict, ready, journal: str | None = N
             d = Dispatcher(nsched, endpoints, journal, security, controller_id)
         except Exception:
             traceback.print_exc()
-            raise SystemExit(3)
+            raise SystemExit(3) from None
+
         # SIGTERM (close() giving up on a stop, or the owner's exit): close the
         # ports in order, then exit; SIGALRM's default action ends a process
         # that cannot (blocked writing to a port nobody reads)
         def on_sigterm(*_):
             d.terminated = True
             signal.alarm(5)
+
         signal.signal(signal.SIGTERM, on_sigterm)
         ready.set()
         d.serve()

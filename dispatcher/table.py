@@ -7,6 +7,7 @@ system messages they make, so a message made before its receiver died is
 decided against the table as the seed's dispatcher finds it: live at the time
 of dispatch or not.  Pid numbers are never reused.
 """
+
 from __future__ import annotations
 
 import threading

@@ -1,4 +1,5 @@
 """The BIF backend of a nonsmp scheduler: everything is local and synchronous."""
+
 from __future__ import annotations
 
 from smp import messages as M
@@ -57,8 +58,9 @@ class LocalBackend:
         node = self.node
         p = node.procs.get(caller) if caller is not None else None
         gl = p.group_leader if p is not None else None
-        node.erts_queue_error_logger_message(caller if caller is not None else NIL,
-                                             M.error_logger_str(text, gl))
+        node.erts_queue_error_logger_message(
+            caller if caller is not None else NIL, M.error_logger_str(text, gl)
+        )
 
     def bk_trace_delivered(self, caller, what, ref):
         msg = (am_trace_delivered, what, ref)

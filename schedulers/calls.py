@@ -1,6 +1,7 @@
 """Emulated function calls and call tracing: ``erts_call_trace`` (meta trace,
 ``silent``, ``arity``, ``return_to``), ``erts_trace_return``,
 ``erts_trace_exception`` and ``erts_trace_return_to``, and ``save_calls``."""
+
 from __future__ import annotations
 
 import sys
@@ -60,15 +61,20 @@ class _MatchCtx:
 
         def mfa(x):
             return "undefined" if x is None else f"{format_term(x[0])}:{format_term(x[1])}/{x[2]}"
+
         lines = [f"=proc:{format_term(p.pid)}", f"State: {p.status.capitalize()}"]
         if p.reg_name is not None:
             lines.append(f"Name: {format_term(p.reg_name)}")
-        lines += [f"Spawned as: {mfa(p.initial)}", f"Current call: {mfa(p.current)}",
-                  f"Message queue length: {len(p.mailbox)}",
-                  "Link list: [" + ", ".join(format_term(x) for x in sorted(p.links, key=repr)) + "]",
-                  f"Stack+heap: {p.heap.heap_block}", f"OldHeap: {p.heap.old_block}",
-                  f"Heap unused: {p.heap.heap_block - p.heap.heap_used}",
-                  f"OldHeap unused: {p.heap.old_block - p.heap.old_used}"]
+        lines += [
+            f"Spawned as: {mfa(p.initial)}",
+            f"Current call: {mfa(p.current)}",
+            f"Message queue length: {len(p.mailbox)}",
+            "Link list: [" + ", ".join(format_term(x) for x in sorted(p.links, key=repr)) + "]",
+            f"Stack+heap: {p.heap.heap_block}",
+            f"OldHeap: {p.heap.old_block}",
+            f"Heap unused: {p.heap.heap_block - p.heap.heap_used}",
+            f"OldHeap unused: {p.heap.old_block - p.heap.old_used}",
+        ]
         return ("\n".join(lines) + "\n").encode()
 
     def ms_seq_token(self):
@@ -112,8 +118,11 @@ class CallTracing:
             # traces remote calls too and gives return_to for them.
             # beam_bp.c fires a global or local breakpoint only when
             # IS_TRACED_FL(c_p, F_TRACE_CALLS), false for a sensitive process
-            if ((pat["local"] or (pat["global"] and not local)) and p.tracer is not NIL
-                    and are_trace_flags_on(p.flags, F_TRACE_CALLS)):
+            if (
+                (pat["local"] or (pat["global"] and not local))
+                and p.tracer is not NIL
+                and are_trace_flags_on(p.flags, F_TRACE_CALLS)
+            ):
                 rf = self.erts_call_trace(p, mfa, pat["ms"], args, pat["local"], p)
             meta = pat.get("meta")
             if meta is not None and meta.tracer is not NIL:
@@ -141,6 +150,7 @@ class CallTracing:
         if rf & MATCH_SET_RETURN_TO_TRACE:
             self.erts_trace_return_to(p, caller)
         from .process import _ONE_RED
+
         await _ONE_RED
         return result
 
@@ -226,8 +236,9 @@ class CallTracing:
         if tracer is NIL or tracer == p.pid or not (holder.flags & F_TRACE_CALLS):
             return
         msg = M.erts_trace_return(p.pid, mfa, value)
-        self._send_to_tracer(holder, p.pid if holder is p else NIL, msg,
-                             bool(holder.flags & F_TIMESTAMP), p)
+        self._send_to_tracer(
+            holder, p.pid if holder is p else NIL, msg, bool(holder.flags & F_TIMESTAMP), p
+        )
 
     def erts_trace_exception(self, p: Proc, mfa, cls, value, holder) -> None:
         tracer = holder.tracer
@@ -236,8 +247,9 @@ class CallTracing:
         if holder is p and not (holder.flags & F_TRACE_CALLS):
             return
         msg = M.erts_trace_exception(p.pid, mfa, cls, value)
-        self._send_to_tracer(holder, p.pid if holder is p else NIL, msg,
-                             bool(holder.flags & F_TIMESTAMP), p)
+        self._send_to_tracer(
+            holder, p.pid if holder is p else NIL, msg, bool(holder.flags & F_TIMESTAMP), p
+        )
 
     def erts_trace_return_to(self, p: Proc, mfa) -> None:
         if p.tracer is NIL:

@@ -2,6 +2,7 @@
 core (re-exported here so each module imports what it uses from one place),
 and ``ARE_TRACE_FLAGS_ON``.
 """
+
 # ruff: noqa: F401
 from __future__ import annotations
 
@@ -54,19 +55,45 @@ from .process import EXITED, EXITING, REDS, RPC, RUNNABLE, SUSPEND, SUSPENDED, W
 
 _a = Atom
 am_in, am_out, am_in_exiting, am_out_exiting, am_out_exited = (
-    _a("in"), _a("out"), _a("in_exiting"), _a("out_exiting"), _a("out_exited"))
+    _a("in"),
+    _a("out"),
+    _a("in_exiting"),
+    _a("out_exiting"),
+    _a("out_exited"),
+)
 am_send, am_send_to_non_existing = _a("send"), _a("send_to_non_existing_process")
 am_timeout, am_normal, am_kill, am_killed, am_noproc = (
-    _a("timeout"), _a("normal"), _a("kill"), _a("killed"), _a("noproc"))
+    _a("timeout"),
+    _a("normal"),
+    _a("kill"),
+    _a("killed"),
+    _a("noproc"),
+)
 am_EXIT, am_true, am_false, am_undefined = _a("EXIT"), _a("true"), _a("false"), _a("undefined")
 am_exit, am_link, am_unlink, am_getting_linked, am_getting_unlinked = (
-    _a("exit"), _a("link"), _a("unlink"), _a("getting_linked"), _a("getting_unlinked"))
+    _a("exit"),
+    _a("link"),
+    _a("unlink"),
+    _a("getting_linked"),
+    _a("getting_unlinked"),
+)
 am_register, am_unregister, am_gc_start, am_gc_end = (
-    _a("register"), _a("unregister"), _a("gc_start"), _a("gc_end"))
+    _a("register"),
+    _a("unregister"),
+    _a("gc_start"),
+    _a("gc_end"),
+)
 am_active, am_inactive, am_closed, am_command = (
-    _a("active"), _a("inactive"), _a("closed"), _a("command"))
+    _a("active"),
+    _a("inactive"),
+    _a("closed"),
+    _a("command"),
+)
 am_busy_port, am_busy_dist_port, am_error_logger = (
-    _a("busy_port"), _a("busy_dist_port"), _a("error_logger"))
+    _a("busy_port"),
+    _a("busy_dist_port"),
+    _a("error_logger"),
+)
 am_badarg, am_nocatch, am_error, am_throw = _a("badarg"), _a("nocatch"), _a("error"), _a("throw")
 am_undef, am_trace_delivered = _a("undef"), _a("trace_delivered")
 am_receive, am_start = _a("receive"), _a("start")

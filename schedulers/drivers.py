@@ -12,6 +12,7 @@
 Ports that trace (file, ip, memory, null) are made with
 ``Emulator.open_trace_port`` instead (``smp.tracerports``).
 """
+
 from __future__ import annotations
 
 from smp.errors import BadArg
@@ -20,8 +21,20 @@ __all__ = ["PortObj", "make_driver", "DRIVERS"]
 
 
 class PortObj:
-    __slots__ = ("id", "driver", "owner", "flags", "tracer", "closed", "busy", "busy_ms",
-                 "cost_ms", "dist", "commands", "reg_name")
+    __slots__ = (
+        "id",
+        "driver",
+        "owner",
+        "flags",
+        "tracer",
+        "closed",
+        "busy",
+        "busy_ms",
+        "cost_ms",
+        "dist",
+        "commands",
+        "reg_name",
+    )
 
     def __init__(self, port_id, driver: str, owner, busy_ms=0, cost_ms=0, dist=False):
         self.id = port_id
@@ -48,7 +61,9 @@ class PortObj:
 def _opts(driver: str, options: dict, allowed: dict) -> dict:
     for k in options:
         if k not in allowed:
-            raise BadArg(f"driver '{driver}' has no option '{k}' (options: {', '.join(allowed) or 'none'})")
+            raise BadArg(
+                f"driver '{driver}' has no option '{k}' (options: {', '.join(allowed) or 'none'})"
+            )
     out = dict(allowed)
     out.update(options)
     for k, v in out.items():
@@ -64,5 +79,11 @@ def make_driver(driver: str, port_id, owner, options: dict) -> PortObj:
     if driver not in DRIVERS:
         raise BadArg(f"unknown port driver '{driver}' (drivers: {', '.join(DRIVERS)})")
     o = _opts(driver, options, DRIVERS[driver])
-    return PortObj(port_id, driver, owner, busy_ms=o.get("busy_ms", 0),
-                   cost_ms=o.get("cost_ms", 0), dist=driver == "dist")
+    return PortObj(
+        port_id,
+        driver,
+        owner,
+        busy_ms=o.get("busy_ms", 0),
+        cost_ms=o.get("cost_ms", 0),
+        dist=driver == "dist",
+    )

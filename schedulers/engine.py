@@ -16,6 +16,7 @@ Where the seed's ``#ifdef ERTS_SMP`` branches differ, ``self.smp`` decides:
   fill; a tracee checks its tracer when scheduled in
   (``erts_check_my_tracer_proc``); call tracing checks at once.
 """
+
 from __future__ import annotations
 
 import heapq
@@ -110,16 +111,23 @@ class _DriverPort:
     def write(self, data: bytes) -> bool:
         for out in self.port.command(data):
             self.node._port_output(self.port, out)
-        return False      # a driver port never asks for the fake schedule pair
+        return False  # a driver port never asks for the fake schedule pair
 
 
 class Node(ProcessOps, CallTracing, ResourceOps, SeqTrace, TracePoints, LocalBifs):
     """One scheduler.  Runs in its scheduler OS process (or, for unit tests,
     in the caller's process)."""
 
-    def __init__(self, sched_id: int = 1, nsched: int = 1, smp: bool = False,
-                 reductions: int = 200, placement: str = "round_robin", transport=None,
-                 stderr=None):
+    def __init__(
+        self,
+        sched_id: int = 1,
+        nsched: int = 1,
+        smp: bool = False,
+        reductions: int = 200,
+        placement: str = "round_robin",
+        transport=None,
+        stderr=None,
+    ):
         self.sched_id = sched_id
         self.nsched = nsched
         self.smp = smp
@@ -129,12 +137,12 @@ class Node(ProcessOps, CallTracing, ResourceOps, SeqTrace, TracePoints, LocalBif
         self.stderr = stderr or sys.stderr
         self.procs: dict[Pid, Proc] = {}
         self.ports: dict[Port, object] = {}
-        self.trace_ports: dict[Port, object] = {}     # nonsmp only: tracer ports
+        self.trace_ports: dict[Port, object] = {}  # nonsmp only: tracer ports
         self.registry: dict[Atom, object] = {}
         self.state = TracerState(liveness=self)
-        self.dead_remote: set[Pid] = set()             # smp replica
-        self.remote_tracers: set[Pid] = set()          # smp replica
-        self.remote_tracer_ports: set[Port] = set()    # smp replica
+        self.dead_remote: set[Pid] = set()  # smp replica
+        self.remote_tracers: set[Pid] = set()  # smp replica
+        self.remote_tracer_ports: set[Port] = set()  # smp replica
         self.functions: dict[tuple, object] = {}
         self.patterns: dict[tuple, dict] = {}
         self.runq: deque[Proc] = deque()
@@ -148,7 +156,7 @@ class Node(ProcessOps, CallTracing, ResourceOps, SeqTrace, TracePoints, LocalBif
         self._rr = sched_id - 1
         self._timer_seq = 0
         self.suspended_on_port: dict[Port, deque] = {}
-        self.remote_waiting: dict[Port, list] = {}     # smp: callers on other schedulers
+        self.remote_waiting: dict[Port, list] = {}  # smp: callers on other schedulers
 
     # ---------------------------------------------------------------- ids
     def new_pid(self, owner: int | None = None) -> Pid:
@@ -213,8 +221,16 @@ class Node(ProcessOps, CallTracing, ResourceOps, SeqTrace, TracePoints, LocalBif
         return r
 
     # ---------------------------------------------------------------- spawning
-    def spawn_local(self, pid: Pid, fun, args, parent: Proc | None = None, link_to=None,
-                    inherit=None, kept=False) -> Proc:
+    def spawn_local(
+        self,
+        pid: Pid,
+        fun,
+        args,
+        parent: Proc | None = None,
+        link_to=None,
+        inherit=None,
+        kept=False,
+    ) -> Proc:
         """Create a process on this scheduler with a given pid."""
         mod = _a(getattr(fun, "__module__", "erlang") or "erlang")
         fname = _a(getattr(fun, "__name__", "fun"))
@@ -266,21 +282,27 @@ class Node(ProcessOps, CallTracing, ResourceOps, SeqTrace, TracePoints, LocalBif
             # a closure (or an argument that is not data) cannot reach another
             # scheduler: it runs here unless a scheduler was named
             if scheduler is not None:
-                raise BadArg(f"cannot spawn {fun!r} on scheduler {owner}: only a module-level "
-                             "async def function with data arguments travels between schedulers")
+                raise BadArg(
+                    f"cannot spawn {fun!r} on scheduler {owner}: only a module-level "
+                    "async def function with data arguments travels between schedulers"
+                )
             owner = self.sched_id
         pid = self.new_pid(owner)
         inherit = inherited_tracing(parent, F_TRACE_SOS, F_TRACE_SOS1)
         if owner == self.sched_id:
             self.spawn_local(pid, fun, args, parent, parent.pid if link else None, inherit)
         else:
-            self.transport.peer(owner, ("spawn", pid, fun, args, parent.pid if link else None,
-                                        inherit))
+            self.transport.peer(
+                owner, ("spawn", pid, fun, args, parent.pid if link else None, inherit)
+            )
         if link:
             parent.links.add(pid)
         if parent.tracer is not NIL and are_trace_flags_on(parent.flags, F_TRACE_PROCS):
-            mod, fname, _ = (_a(getattr(fun, "__module__", "erlang") or "erlang"),
-                             _a(getattr(fun, "__name__", "fun")), 0)
+            mod, fname, _ = (
+                _a(getattr(fun, "__module__", "erlang") or "erlang"),
+                _a(getattr(fun, "__name__", "fun")),
+                0,
+            )
             self.trace_proc_spawn(parent, pid, mod, fname, list(args))
             if link:
                 self.trace_proc(parent, parent, am_link, pid)
@@ -350,8 +372,9 @@ class Node(ProcessOps, CallTracing, ResourceOps, SeqTrace, TracePoints, LocalBif
             if exiting:
                 if are_trace_flags_on(p.flags, F_TRACE_SCHED_EXIT):
                     self.trace_sched(p, am_in_exiting)
-            elif (are_trace_flags_on(p.flags, F_TRACE_SCHED)
-                  or are_trace_flags_on(p.flags, F_TRACE_SCHED_PROCS)):
+            elif are_trace_flags_on(p.flags, F_TRACE_SCHED) or are_trace_flags_on(
+                p.flags, F_TRACE_SCHED_PROCS
+            ):
                 self.trace_sched(p, am_in)
         p.slice_start = time.monotonic()
         p.busy_ms = 0
@@ -360,8 +383,9 @@ class Node(ProcessOps, CallTracing, ResourceOps, SeqTrace, TracePoints, LocalBif
     def _schedule_out(self, p: Proc, what=am_out) -> None:
         if p.tracer is not NIL:
             if what is am_out:
-                if (are_trace_flags_on(p.flags, F_TRACE_SCHED)
-                        or are_trace_flags_on(p.flags, F_TRACE_SCHED_PROCS)):
+                if are_trace_flags_on(p.flags, F_TRACE_SCHED) or are_trace_flags_on(
+                    p.flags, F_TRACE_SCHED_PROCS
+                ):
                     self.trace_sched(p, am_out)
             elif are_trace_flags_on(p.flags, F_TRACE_SCHED_EXIT):
                 self.trace_sched(p, what)
@@ -394,13 +418,15 @@ class Node(ProcessOps, CallTracing, ResourceOps, SeqTrace, TracePoints, LocalBif
                 self._terminate(p, am_normal, scheduled=True)
                 return
             except ErlangException as e:
-                self._terminate(p, self._exit_reason(p, e), scheduled=True,
-                                crash_class=e.erlang_class)
+                self._terminate(
+                    p, self._exit_reason(p, e), scheduled=True, crash_class=e.erlang_class
+                )
                 return
             except Exception as e:  # a bug in the workload: class error, as badarg would be
                 reason = (_a("python_exception"), _a(type(e).__name__), str(e).encode())
-                self._terminate(p, (reason, self._stacktrace(p)), scheduled=True,
-                                crash_class="error")
+                self._terminate(
+                    p, (reason, self._stacktrace(p)), scheduled=True, crash_class="error"
+                )
                 return
             value = None
             kind = op.kind

@@ -14,6 +14,7 @@ Sizes are in words, as ``trace_gc`` reports them.  The model:
 * its cost is ``1 ms per 10,000 words`` scanned (young heap + fragments + old
   heap): deterministic, so ``long_gc`` fires exactly when the thresholds say.
 """
+
 from __future__ import annotations
 
 __all__ = ["Heap", "HEAP_SIZES", "WORDS_PER_MS"]
@@ -32,9 +33,21 @@ HEAP_SIZES = _heap_sizes()
 
 
 class Heap:
-    __slots__ = ("heap_block", "heap_used", "heap_live", "old_block", "old_used", "mbuf",
-                 "stack", "recent", "bin_vheap", "bin_vheap_block", "bin_old_vheap",
-                 "bin_old_vheap_block", "mbuf_live")
+    __slots__ = (
+        "heap_block",
+        "heap_used",
+        "heap_live",
+        "old_block",
+        "old_used",
+        "mbuf",
+        "stack",
+        "recent",
+        "bin_vheap",
+        "bin_vheap_block",
+        "bin_old_vheap",
+        "bin_old_vheap_block",
+        "mbuf_live",
+    )
 
     def __init__(self) -> None:
         self.heap_block = HEAP_SIZES[0]
@@ -66,15 +79,31 @@ class Heap:
 
     def gc_values(self) -> tuple:
         """The 11 values of ``trace_gc``, in the seed's order."""
-        return (self.old_block, self.heap_block, self.mbuf, self.recent, self.stack,
-                self.old_used, self.heap_used, self.bin_vheap, self.bin_vheap_block,
-                self.bin_old_vheap, self.bin_old_vheap_block)
+        return (
+            self.old_block,
+            self.heap_block,
+            self.mbuf,
+            self.recent,
+            self.stack,
+            self.old_used,
+            self.heap_used,
+            self.bin_vheap,
+            self.bin_vheap_block,
+            self.bin_old_vheap,
+            self.bin_old_vheap_block,
+        )
 
     def monitor_sizes(self) -> tuple:
         """(old_heap_block_size, heap_block_size, mbuf_size, stack_size,
         old_heap_size, heap_size) for ``monitor_long_gc`` / ``monitor_large_heap``."""
-        return (self.old_block, self.heap_block, self.mbuf, self.stack, self.old_used,
-                self.heap_used)
+        return (
+            self.old_block,
+            self.heap_block,
+            self.mbuf,
+            self.stack,
+            self.old_used,
+            self.heap_used,
+        )
 
     def gc_cost_ms(self) -> int:
         return (self.heap_used + self.mbuf + self.old_used) // WORDS_PER_MS

@@ -1,6 +1,7 @@
 """The parts of the trace BIFs a scheduler does on its own processes and
 ports (``trace/3`` on them, ``trace_info``, ``trace_pattern`` on its function
 table, the state replica), and BIFs called by its processes."""
+
 from __future__ import annotations
 
 from smp.bifs import ALREADY_TRACED
@@ -111,6 +112,7 @@ class LocalBifs:
 
     def trace_info_local(self, pid, item: str):
         from smp.flags import flags_to_list
+
         t = self.procs.get(pid) if type(pid) is Pid else self.ports.get(pid)
         if t is None or getattr(t, "status", None) == EXITED or getattr(t, "closed", False):
             return am_undefined
@@ -125,13 +127,18 @@ class LocalBifs:
         """``trace_pattern`` on this node's function table; returns matches."""
         m, f, a = mfa_spec
         if ms is not None and not isinstance(ms, MatchSpec):
-            ms = compile_match_spec(ms)       # smp: the term, compiled here
+            ms = compile_match_spec(ms)  # smp: the term, compiled here
         count = 0
         for key in self.functions:
-            if ((m is _a("_") or key[0] == m) and (f is _a("_") or key[1] == f)
-                    and (a is _a("_") or key[2] == a)):
-                pat = self.patterns.setdefault(key, {"global": False, "local": False,
-                                                     "ms": None, "meta": None, "meta_ms": None})
+            if (
+                (m is _a("_") or key[0] == m)
+                and (f is _a("_") or key[1] == f)
+                and (a is _a("_") or key[2] == a)
+            ):
+                pat = self.patterns.setdefault(
+                    key,
+                    {"global": False, "local": False, "ms": None, "meta": None, "meta_ms": None},
+                )
                 if kind == "meta":
                     pat["meta"] = _Meta(meta_tracer) if enable else None
                     pat["meta_ms"] = ms if enable else None
@@ -158,10 +165,12 @@ class LocalBifs:
     async def op_bif(self, p: Proc, name: str, args):
         """A trace BIF called by process ``p`` (the caller is its default tracer)."""
         from smp.bifs import call_bif
+
         try:
             if self.smp:
                 return await self.transport.rpc(p, "bif", name, args)
             from .backend import LocalBackend
+
             return call_bif(LocalBackend(self), p.pid, name, args)
         except BadArg as e:
             raise Error(am_badarg) from e

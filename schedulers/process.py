@@ -6,6 +6,7 @@ then yields an ``_Op`` to that scheduler, which counts reductions and may
 schedule the process out (a preemption point), or parks it (``receive``).
 The scheduler drives the coroutine with ``send``; no asyncio loop.
 """
+
 from __future__ import annotations
 
 import time
@@ -15,11 +16,28 @@ from itertools import islice
 from smp.errors import BadArg, Error
 from smp.terms import Atom
 
-__all__ = ["Proc", "Op", "REDS", "WAIT", "SUSPEND", "RPC", "RUNNABLE", "WAITING",
-           "EXITING", "EXITED", "SUSPENDED"]
+__all__ = [
+    "Proc",
+    "Op",
+    "REDS",
+    "WAIT",
+    "SUSPEND",
+    "RPC",
+    "RUNNABLE",
+    "WAITING",
+    "EXITING",
+    "EXITED",
+    "SUSPENDED",
+]
 
 REDS, WAIT, SUSPEND, RPC = 0, 1, 2, 3
-RUNNABLE, WAITING, EXITING, EXITED, SUSPENDED = "runnable", "waiting", "exiting", "exited", "suspended"
+RUNNABLE, WAITING, EXITING, EXITED, SUSPENDED = (
+    "runnable",
+    "waiting",
+    "exiting",
+    "exited",
+    "suspended",
+)
 am_true, am_false = Atom("true"), Atom("false")
 
 
@@ -41,15 +59,43 @@ class Proc:
     """An emulated process.  Runs in its scheduler's OS process."""
 
     __slots__ = (
-        "pid", "node", "coro", "mailbox", "status", "links", "trap_exit", "flags", "tracer",
-        "token", "seq_clock", "seq_lastcnt", "current", "initial", "reg_name", "heap",
-        "exit_reason", "stack", "deadline", "timer_gen", "in_runq", "resume", "pending_exit",
-        "saved_calls", "saved_calls_n", "slice_start", "busy_ms", "in_mfa", "rpc_result",
-        "group_leader", "ports", "kept",
+        "pid",
+        "node",
+        "coro",
+        "mailbox",
+        "status",
+        "links",
+        "trap_exit",
+        "flags",
+        "tracer",
+        "token",
+        "seq_clock",
+        "seq_lastcnt",
+        "current",
+        "initial",
+        "reg_name",
+        "heap",
+        "exit_reason",
+        "stack",
+        "deadline",
+        "timer_gen",
+        "in_runq",
+        "resume",
+        "pending_exit",
+        "saved_calls",
+        "saved_calls_n",
+        "slice_start",
+        "busy_ms",
+        "in_mfa",
+        "rpc_result",
+        "group_leader",
+        "ports",
+        "kept",
     )
 
     def __init__(self, node, pid, initial):
         from .heap import Heap
+
         self.pid = pid
         self.node = node
         self.coro = None
@@ -109,7 +155,7 @@ class Proc:
         idx = 0
         while True:
             mb = self.mailbox
-            if match is None and mb:            # the first message: no scan
+            if match is None and mb:  # the first message: no scan
                 entry = mb.popleft()
                 node.on_message_removed(self, entry)
                 await _ONE_RED
@@ -156,6 +202,7 @@ class Proc:
     async def exit(self, *args):
         """``exit(Reason)`` (one argument) or ``exit(Pid, Reason)`` (two)."""
         from smp.errors import Exit
+
         if len(args) == 1:
             raise Exit(args[0])
         if len(args) != 2:
@@ -224,7 +271,7 @@ class Proc:
             r = self.node.op_port_command(self, port, data)
             if r is True:
                 break
-            if r is False:                      # busy: suspended until it is not
+            if r is False:  # busy: suspended until it is not
                 await Op(SUSPEND, port)
                 continue
             # on another scheduler: wait for its answer (True done, False busy
@@ -281,8 +328,11 @@ class Proc:
         meta tracer); ``match_spec`` may be Erlang text or ``"x"``/``"c"``/``"cx"``."""
         if type(mfa) in (tuple, list):
             mfa = tuple(Atom(x) if isinstance(x, str) else x for x in mfa)
-        flags = [Atom(f) if isinstance(f, str) else f for f in flags] \
-            if type(flags) in (list, tuple) else flags
+        flags = (
+            [Atom(f) if isinstance(f, str) else f for f in flags]
+            if type(flags) in (list, tuple)
+            else flags
+        )
         return await self.bif("trace_pattern", mfa, match_spec, flags)
 
     async def set_system_seq_tracer(self, tracer):

@@ -1,6 +1,7 @@
 """Process exits, exit signals, links, the registry, message passing and
 process flags: the operations that reach ``trace_proc``, ``trace_send``,
 ``trace_receive``, ``seq_trace`` token passing and the error logger."""
+
 from __future__ import annotations
 
 from collections import deque
@@ -81,7 +82,8 @@ class ProcessOps:
         p.exit_reason = reason
         if crash_class in ("error", "throw"):
             self.erts_queue_error_logger_message(
-                p.pid, M.error_logger_report(p.pid, reason, p.group_leader))
+                p.pid, M.error_logger_report(p.pid, reason, p.group_leader)
+            )
         if p.tracer is not NIL and are_trace_flags_on(p.flags, F_TRACE_PROCS):
             self.trace_proc(p, p, am_exit, reason)
         if p.reg_name is not None:
@@ -133,11 +135,11 @@ class ProcessOps:
             if t is not None and t.status != EXITED:
                 self.exit_signal_arrived(t, p.pid, reason, link, token, c_p=p)
         else:
-            self.transport.peer(pid_owner(to, self.nsched),
-                                ("exit", to, p.pid, reason, link, token))
+            self.transport.peer(
+                pid_owner(to, self.nsched), ("exit", to, p.pid, reason, link, token)
+            )
 
-    def exit_signal_arrived(self, t: Proc, from_, reason, link: bool, token=None,
-                            c_p=None) -> None:
+    def exit_signal_arrived(self, t: Proc, from_, reason, link: bool, token=None, c_p=None) -> None:
         """``erts_send_exit_signal`` on ``t``; for a link (``doit_exit_link``)
         the link is removed first and, once the signal is sent, the survivor
         is traced ``getting_unlinked`` whether or not it traps exits."""

@@ -3,6 +3,7 @@
 (``trace_port_open``, ``trace_port``, ``trace_sched_ports_where``,
 ``trace_virtual_sched``, ``busy_port``, ``monitor_long_schedule_port``,
 ``profile_runnable_port``)."""
+
 from __future__ import annotations
 
 import heapq
@@ -137,14 +138,19 @@ class ResourceOps:
             self.profile_runnable_proc(p, am_active)
         if sync:
             p.busy_ms += port.cost_ms
-            if st.long_schedule and st.system_monitor is not NIL and port.cost_ms > st.long_schedule:
+            if (
+                st.long_schedule
+                and st.system_monitor is not NIL
+                and port.cost_ms > st.long_schedule
+            ):
                 self.monitor_long_schedule_port(port, _a("proc_sig"), port.cost_ms)
             if p.tracer is not NIL and are_trace_flags_on(p.flags, F_TRACE_SCHED):
                 self.trace_virtual_sched(p, am_in)
         if port.busy and port.busy_ms:
             self._timer_seq += 1
-            heapq.heappush(self.timers, (time.monotonic() + port.busy_ms / 1000,
-                                         self._timer_seq, port, -1))
+            heapq.heappush(
+                self.timers, (time.monotonic() + port.busy_ms / 1000, self._timer_seq, port, -1)
+            )
         return True
 
     def remote_port_command(self, port_id, caller: Pid, data, reply: bool) -> None:
@@ -178,8 +184,9 @@ class ResourceOps:
             self.profile_runnable_port(port, am_inactive)
         if port.busy and port.busy_ms:
             self._timer_seq += 1
-            heapq.heappush(self.timers, (time.monotonic() + port.busy_ms / 1000,
-                                         self._timer_seq, port, -1))
+            heapq.heappush(
+                self.timers, (time.monotonic() + port.busy_ms / 1000, self._timer_seq, port, -1)
+            )
         if reply:
             self._port_reply(caller, True)
 
@@ -203,6 +210,7 @@ class ResourceOps:
             self.stats.sys_arrived_dead += 1
             return False
         from smp.etf import encode
+
         for out in pt.command(encode(msg)):
             self._port_output(pt, out)
         return True
@@ -211,8 +219,7 @@ class ResourceOps:
         owner = self.procs.get(port.owner)
         if owner is not None and owner.status != EXITED:
             # drivers queue with the seq_trace token 'undefined' (io.c)
-            self._queue_message(owner, (port.id, (_a("data"), data)), am_undefined,
-                                trace_recv=True)
+            self._queue_message(owner, (port.id, (_a("data"), data)), am_undefined, trace_recv=True)
 
     def port_unbusy(self, port) -> None:
         port.busy = False
@@ -245,7 +252,7 @@ class ResourceOps:
             if p.status == SUSPENDED:
                 self._make_runnable(p)
         for caller in self.remote_waiting.pop(port_id, ()):
-            self._port_reply(caller, False)    # tries again and finds it closed
+            self._port_reply(caller, False)  # tries again and finds it closed
         if self.smp and not port.dist:
             self.transport.table_event(("port_close", port_id))
         if not self.smp:

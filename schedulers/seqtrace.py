@@ -1,5 +1,6 @@
 """seq_trace: the token BIFs, ``seq_trace_update_send`` and
 ``seq_trace_output_generic`` (to a process or a port seq tracer)."""
+
 from __future__ import annotations
 
 from .common import (
@@ -27,8 +28,12 @@ class SeqTrace:
     # ================================================================ seq_trace
     def op_seq_trace(self, p: Proc, flag, value):
         name = flag.name if type(flag) is Atom else flag
-        bits = {"send": M.SEQ_TRACE_SEND, "receive": M.SEQ_TRACE_RECEIVE,
-                "print": M.SEQ_TRACE_PRINT, "timestamp": M.SEQ_TRACE_TIMESTAMP}
+        bits = {
+            "send": M.SEQ_TRACE_SEND,
+            "receive": M.SEQ_TRACE_RECEIVE,
+            "print": M.SEQ_TRACE_PRINT,
+            "timestamp": M.SEQ_TRACE_TIMESTAMP,
+        }
         if name == "token":
             return self.op_set_token(p, value)
         if name in bits:
@@ -50,8 +55,11 @@ class SeqTrace:
             p.token[1] = value
             return old
         if name == "serial":
-            if (type(value) is not tuple or len(value) != 2
-                    or not all(type(v) is int and v >= 0 for v in value)):
+            if (
+                type(value) is not tuple
+                or len(value) != 2
+                or not all(type(v) is int and v >= 0 for v in value)
+            ):
                 raise Error(am_badarg)
             self.new_seq_trace_token(p)
             old = (p.token[4], p.token[2])
@@ -109,12 +117,16 @@ class SeqTrace:
         self.seq_trace_output(p.token, msg, M.SEQ_TRACE_SEND, to, p, exitfrom)
         return tuple(p.token)
 
-    def seq_trace_output(self, token, msg, seq_type, receiver, process: Proc | None,
-                         exitfrom=None) -> None:
+    def seq_trace_output(
+        self, token, msg, seq_type, receiver, process: Proc | None, exitfrom=None
+    ) -> None:
         """``seq_trace_output_generic``."""
         seq_tracer = self.state.system_seq_tracer
-        if token is None or token[3] == seq_tracer or (
-                process is not None and process.flags & F_SENSITIVE):
+        if (
+            token is None
+            or token[3] == seq_tracer
+            or (process is not None and process.flags & F_SENSITIVE)
+        ):
             return
         if not (token[0] & seq_type):
             return
@@ -122,8 +134,9 @@ class SeqTrace:
             return
         ts_on = bool(token[0] & M.SEQ_TRACE_TIMESTAMP)
         ts_kind = M.TS_APPEND if ts_on else M.TS_NONE
-        mess = M.seq_trace_output_generic(token[1], seq_type, token[4], token[2], token[3],
-                                          receiver, msg, exitfrom)
+        mess = M.seq_trace_output_generic(
+            token[1], seq_type, token[4], token[2], token[3], receiver, msg, exitfrom
+        )
         if type(seq_tracer) is Port:
             from_ = process.pid if process is not None else NIL
             if self.smp:
@@ -150,5 +163,8 @@ class SeqTrace:
         if self.smp:
             self._enqueue(M.SYS_MSG_TYPE_SEQTRACE, NIL, NIL, mess, ts_kind)
         else:
-            self._deliver_now(tracer, M.SYS_MSG_TYPE_SEQTRACE,
-                              M.complete(mess, ts_kind, self.clock.now() if ts_on else None))
+            self._deliver_now(
+                tracer,
+                M.SYS_MSG_TYPE_SEQTRACE,
+                M.complete(mess, ts_kind, self.clock.now() if ts_on else None),
+            )

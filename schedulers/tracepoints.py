@@ -4,6 +4,7 @@ builders (``trace_sched``, ``trace_send``, ...), ``send_to_tracer`` /
 builders with ``profile_send``, the error logger and ``erts_send_sys_msg_proc``.
 In smp mode each goes to the dispatcher's queue (``enqueue_sys_msg``); in
 nonsmp mode the tracer is looked up now (``ERTS_GET_TRACER_REF``)."""
+
 from __future__ import annotations
 
 from .common import (
@@ -54,6 +55,7 @@ class TracePoints:
     def _write_port(self, tp, msg, type_: int) -> bool:
         """``write_sys_msg_to_port``: external term format into the port."""
         from smp.etf import encode
+
         self.stats.made(type_)
         heavy = tp.write(encode(msg))
         self.stats.delivered(type_)
@@ -83,8 +85,9 @@ class TracePoints:
         fake schedule pair (None for "no fake schedule")."""
         tracer = holder.tracer
         if self.smp:
-            self._enqueue(M.SYS_MSG_TYPE_TRACE, from_, tracer, msg,
-                          M.TS_PATCH if ts_on else M.TS_NONE)
+            self._enqueue(
+                M.SYS_MSG_TYPE_TRACE, from_, tracer, msg, M.TS_PATCH if ts_on else M.TS_NONE
+            )
             return
         if type(tracer) is Pid:
             t = self.procs.get(tracer)
@@ -92,9 +95,10 @@ class TracePoints:
                 # ERTS_GET_TRACER_REF: reset the tracee, make nothing
                 holder.tracer = NIL
                 holder.flags &= ~TRACEE_FLAGS
-                self.stats.suppressed(M.SYS_MSG_TYPE_TRACE,
-                                      "receiver_dead" if t is None or t.status == EXITED
-                                      else "not_tracer")
+                self.stats.suppressed(
+                    M.SYS_MSG_TYPE_TRACE,
+                    "receiver_dead" if t is None or t.status == EXITED else "not_tracer",
+                )
                 return
             if ts_on:
                 msg = M.patch_ts(msg, self.clock.now())
@@ -127,7 +131,9 @@ class TracePoints:
         no_fake = never_fake or what in (am_out, am_out_exiting, am_out_exited)
         sched_no = are_trace_flags_on(p.flags, F_TRACE_SCHED_NO)
         mfa = 0 if p.status == EXITING or p.current is None else p.current
-        msg = M.trace_sched(p.pid, what, mfa, (self.sched_id if self.smp else 1) if sched_no else None)
+        msg = M.trace_sched(
+            p.pid, what, mfa, (self.sched_id if self.smp else 1) if sched_no else None
+        )
         self._send_to_tracer(p, p.pid, msg, bool(p.flags & F_TIMESTAMP), None if no_fake else p)
 
     def trace_virtual_sched(self, p: Proc, what) -> None:
@@ -139,40 +145,63 @@ class TracePoints:
         op = am_send
         if type(to) is Pid and not self.is_alive(to):
             op = am_send_to_non_existing
-        self._send_to_tracer(p, p.pid, M.trace_send(p.pid, op, msg, to),
-                             bool(p.flags & F_TIMESTAMP), p)
+        self._send_to_tracer(
+            p, p.pid, M.trace_send(p.pid, op, msg, to), bool(p.flags & F_TIMESTAMP), p
+        )
 
     def trace_receive(self, rp: Proc, msg) -> None:
-        self._send_to_tracer(rp, rp.pid, M.trace_receive(rp.pid, msg),
-                             bool(rp.flags & F_TIMESTAMP), rp)
+        self._send_to_tracer(
+            rp, rp.pid, M.trace_receive(rp.pid, msg), bool(rp.flags & F_TIMESTAMP), rp
+        )
 
     def trace_proc(self, c_p: Proc | None, t_p, what, data) -> None:
         # nonsmp: no fake schedule out and in again after an exit
         fake = None if (not self.smp and what is am_exit) else c_p
-        self._send_to_tracer(t_p, t_p.pid, M.trace_proc(t_p.pid, what, data),
-                             bool(t_p.flags & F_TIMESTAMP), fake)
+        self._send_to_tracer(
+            t_p, t_p.pid, M.trace_proc(t_p.pid, what, data), bool(t_p.flags & F_TIMESTAMP), fake
+        )
 
     def trace_proc_spawn(self, p: Proc, child, mod, func, args) -> None:
-        self._send_to_tracer(p, p.pid, M.trace_proc_spawn(p.pid, child, mod, func, args),
-                             bool(p.flags & F_TIMESTAMP), p)
+        self._send_to_tracer(
+            p,
+            p.pid,
+            M.trace_proc_spawn(p.pid, child, mod, func, args),
+            bool(p.flags & F_TIMESTAMP),
+            p,
+        )
 
     def trace_gc(self, p: Proc, what) -> None:
-        self._send_to_tracer(p, p.pid, M.trace_gc(p.pid, what, p.heap.gc_values()),
-                             bool(p.flags & F_TIMESTAMP), p)
+        self._send_to_tracer(
+            p, p.pid, M.trace_gc(p.pid, what, p.heap.gc_values()), bool(p.flags & F_TIMESTAMP), p
+        )
 
     def trace_port_open(self, port, calling_pid, drv_name) -> None:
-        self._send_to_tracer(port, port.id, M.trace_port_open(calling_pid, port.id, drv_name),
-                             bool(port.flags & F_TIMESTAMP), None)
+        self._send_to_tracer(
+            port,
+            port.id,
+            M.trace_port_open(calling_pid, port.id, drv_name),
+            bool(port.flags & F_TIMESTAMP),
+            None,
+        )
 
     def trace_port(self, port, what, data) -> None:
-        self._send_to_tracer(port, port.id, M.trace_port(port.id, what, data),
-                             bool(port.flags & F_TIMESTAMP), None)
+        self._send_to_tracer(
+            port, port.id, M.trace_port(port.id, what, data), bool(port.flags & F_TIMESTAMP), None
+        )
 
     def trace_sched_ports_where(self, port, what, where) -> None:
-        sched = (self.sched_id if self.smp else 1) if are_trace_flags_on(
-            port.flags, F_TRACE_SCHED_NO) else None
-        self._send_to_tracer(port, port.id, M.trace_sched_ports_where(port.id, what, where, sched),
-                             bool(port.flags & F_TIMESTAMP), None)
+        sched = (
+            (self.sched_id if self.smp else 1)
+            if are_trace_flags_on(port.flags, F_TRACE_SCHED_NO)
+            else None
+        )
+        self._send_to_tracer(
+            port,
+            port.id,
+            M.trace_sched_ports_where(port.id, what, where, sched),
+            bool(port.flags & F_TIMESTAMP),
+            None,
+        )
 
     # ================================================================ SYSMON
     def _monitor_send(self, from_, msg, self_check: bool = True) -> None:
@@ -199,8 +228,9 @@ class TracePoints:
         self._monitor_send(p.pid, M.monitor_long_schedule_proc(p.pid, in_mfa, out_mfa, time_ms))
 
     def monitor_long_schedule_port(self, port, op, time_ms) -> None:
-        self._monitor_send(port.id, M.monitor_long_schedule_port(port.id, op, time_ms),
-                           self_check=False)
+        self._monitor_send(
+            port.id, M.monitor_long_schedule_port(port.id, op, time_ms), self_check=False
+        )
 
     def monitor_generic(self, p: Proc, what, spec) -> None:
         self._monitor_send(p.pid, M.monitor_generic(p.pid, what, spec))
@@ -209,9 +239,11 @@ class TracePoints:
     def profile_send(self, from_, msg) -> None:
         """nonsmp ``profile_send``: to the profiler now; never about itself."""
         profiler = self.state.system_profile
-        if from_ == profiler:      # "do not profile profiler pid" (NIL == NIL too)
-            self.stats.suppressed(M.SYS_MSG_TYPE_SYSPROF, "sender_is_receiver"
-                                  if profiler is not NIL else "nil_sender_nil_receiver")
+        if from_ == profiler:  # "do not profile profiler pid" (NIL == NIL too)
+            self.stats.suppressed(
+                M.SYS_MSG_TYPE_SYSPROF,
+                "sender_is_receiver" if profiler is not NIL else "nil_sender_nil_receiver",
+            )
             return
         if type(profiler) is Port:
             tp = self.tracer_port(profiler)
@@ -233,8 +265,9 @@ class TracePoints:
             to = msg[3] if ts_kind == M.TS_SCHED else NIL
             self._enqueue(M.SYS_MSG_TYPE_SYSPROF, from_, to, msg, ts_kind)
         else:
-            self.profile_send(from_, M.complete(msg, ts_kind, self.clock.now(),
-                                                self.state.active_sched))
+            self.profile_send(
+                from_, M.complete(msg, ts_kind, self.clock.now(), self.state.active_sched)
+            )
 
     def profile_scheduler(self, state_atom) -> None:
         if not self.smp:

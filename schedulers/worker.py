@@ -21,6 +21,7 @@ Outside ``run()`` the controller has paused the scheduler: it serves commands
 but runs no process.  Batches are flushed before the loop blocks, so nothing
 waits in a buffer while the scheduler sleeps.
 """
+
 from __future__ import annotations
 
 import os
@@ -50,10 +51,10 @@ from .process import RPC, Op
 __all__ = ["scheduler_main", "SmpTransport"]
 
 BATCH = 256
-HWM = 1000           # frames (batches) a socket buffers before push-back
-FLUSH_AFTER_NS = 1_000_000   # a batch waits at most ~1 ms while processes run
-HEARTBEAT_TIMEOUT = 5.0      # s without a word from a remote dispatcher: it is gone
-HEARTBEAT_EVERY = 1.0        # s between a remote scheduler's heartbeats to the controller
+HWM = 1000  # frames (batches) a socket buffers before push-back
+FLUSH_AFTER_NS = 1_000_000  # a batch waits at most ~1 ms while processes run
+HEARTBEAT_TIMEOUT = 5.0  # s without a word from a remote dispatcher: it is gone
+HEARTBEAT_EVERY = 1.0  # s between a remote scheduler's heartbeats to the controller
 _PICKLE = pickle.HIGHEST_PROTOCOL
 
 
@@ -71,7 +72,7 @@ class SmpTransport:
 
     def __init__(self, worker):
         self.w = worker
-        self.sys_out: list = []          # closed runs and events, in order
+        self.sys_out: list = []  # closed runs and events, in order
         self.run_key = None
         self.run_bodies: list = []
         self.run_made_ns = 0
@@ -85,7 +86,7 @@ class SmpTransport:
     def sys(self, m) -> None:
         t = m.type
         key = (t, m.to, m.ts_kind) if t == 1 or t == 5 else (t, m.from_, m.to, m.ts_kind)
-        if key != self.run_key or m.ts_kind == 3:      # TS_SCHED: one count each
+        if key != self.run_key or m.ts_kind == 3:  # TS_SCHED: one count each
             self._close_run()
             self.run_key = key
             self.run_hdr = (t, m.from_, m.to, m.ts_kind)
@@ -109,8 +110,9 @@ class SmpTransport:
             except wire.Unencodable:
                 blob = self._drop_unencodable()
             if blob is not None:
-                self.sys_out.append(("r", t, from_, to, ts_kind, len(self.run_bodies), blob,
-                                     self.run_made_ns))
+                self.sys_out.append(
+                    ("r", t, from_, to, ts_kind, len(self.run_bodies), blob, self.run_made_ns)
+                )
             self.run_bodies = []
         self.run_key = None
 
@@ -172,13 +174,14 @@ class Worker:
         self.ep = endpoints
         self.options = options
         self.security = security
-        self.bad_frames = 0              # frames refused on any socket
+        self.bad_frames = 0  # frames refused on any socket
         # closures (dill) are taken only from a controller this channel
         # authenticates: an ipc endpoint in a directory only this user may
         # open, or CURVE with the controller's server key
         ctl_ep = endpoints["ctl"]
-        self.ctl_trusted = bool(security) or (ctl_ep.startswith("ipc://")
-                                              and owner_only_dir(os.path.dirname(ctl_ep[6:])))
+        self.ctl_trusted = bool(security) or (
+            ctl_ep.startswith("ipc://") and owner_only_dir(os.path.dirname(ctl_ep[6:]))
+        )
         self.ctx = zmq.Context()
         self.ctl = self.ctx.socket(zmq.DEALER)
         self.ctl.setsockopt(zmq.ROUTING_ID, ctl_ident or new_routing_id())
@@ -186,10 +189,16 @@ class Worker:
         curve_client(self.ctl, security)
         # with CURVE, watch the handshake: a key the controller refuses ends
         # this scheduler with a message instead of a silent wait
-        self.ctl_monitor = self.ctl.get_monitor_socket(
-            zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
-            | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL | zmq.EVENT_HANDSHAKE_SUCCEEDED
-        ) if security else None
+        self.ctl_monitor = (
+            self.ctl.get_monitor_socket(
+                zmq.EVENT_HANDSHAKE_FAILED_AUTH
+                | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
+                | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
+                | zmq.EVENT_HANDSHAKE_SUCCEEDED
+            )
+            if security
+            else None
+        )
         self.ctl.connect(endpoints["ctl"])
         self.poller = zmq.Poller()
         self.poller.register(self.ctl, zmq.POLLIN)
@@ -206,16 +215,26 @@ class Worker:
             if self.inbox_ep.startswith("tcp://0.0.0.0:"):
                 host = endpoints.get("advertise_host") or "127.0.0.1"
                 self.inbox_ep = f"tcp://{host}:{self.inbox_ep.rsplit(':', 1)[1]}"
-        self.send_ctl(("hello", sched_id, self.inbox_ep, os.getpid(), socket_host(),
-                       security.get("public") if security else None))
+        self.send_ctl(
+            (
+                "hello",
+                sched_id,
+                self.inbox_ep,
+                os.getpid(),
+                socket_host(),
+                security.get("public") if security else None,
+            )
+        )
         welcome = self._wait_welcome(endpoints.get("start_timeout", 30))
         _, sched_id, nsched, inbox_map, allowed, dispatcher_pid, self.local, ids = welcome
         # who may send to this inbox (routing id -> sender, 0 the dispatcher),
         # with what key, and the routing ids this scheduler sends with
         self.in_ids: dict[bytes, int] = ids.get("in", {})
         self.out_ids: dict[int, bytes] = ids.get("out", {})
-        self.keys = {j: (key.decode() if type(key) is bytes else key)
-                     for j, key in ids.get("keys", {}).items()}
+        self.keys = {
+            j: (key.decode() if type(key) is bytes else key)
+            for j, key in ids.get("keys", {}).items()
+        }
         self.sched_id = sched_id
         self.nsched = nsched
         self.inbox_map = inbox_map
@@ -225,7 +244,7 @@ class Worker:
         self.node = Node(sched_id, nsched, smp=smp, transport=self.transport, **options)
         self.running = False
         self.stopping = False
-        self.terminated = False          # SIGTERM: stop at once, handing nothing over
+        self.terminated = False  # SIGTERM: stop at once, handing nothing over
         self.peers: dict[int, zmq.Socket] = {}
         self.peer_sent = [0] * (nsched + 1)
         self.peer_recv = [0] * (nsched + 1)
@@ -274,14 +293,15 @@ class Worker:
             while True:
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    raise TimeoutError(f"no welcome from the controller at {self.ep['ctl']} "
-                                       f"within {timeout:g} s")
+                    raise TimeoutError(
+                        f"no welcome from the controller at {self.ep['ctl']} within {timeout:g} s"
+                    )
                 events = dict(poller.poll(min(100, int(left * 1000) + 1)))
                 if self.ctl_monitor is not None and self.ctl_monitor in events:
                     failed += self._handshake_event(failed)
                 if self.ctl not in events:
                     if os.getppid() != parent:
-                        raise SystemExit(0)      # the controller went away: never linger
+                        raise SystemExit(0)  # the controller went away: never linger
                     continue
                 msg = self._welcome_frame()
                 if msg is not None:
@@ -298,6 +318,7 @@ class Worker:
         (a server key that is not the controller's, or a controller without
         CURVE) too.  Returns 1 for a failure to count."""
         from zmq.utils.monitor import recv_monitor_message
+
         ev = recv_monitor_message(self.ctl_monitor)
         ep = self.ep["ctl"]
         if ev["event"] == zmq.EVENT_HANDSHAKE_FAILED_AUTH:
@@ -306,14 +327,16 @@ class Worker:
             raise PermissionError(
                 f"the controller at {ep} refused this scheduler's key {key} (CURVE status "
                 f"{ev['value']}): its NAME.key must be in the controller's keys/authorized/ "
-                "when the controller starts")
+                "when the controller starts"
+            )
         if ev["event"] == zmq.EVENT_HANDSHAKE_SUCCEEDED:
             return 0
         if failed >= 2:
             raise PermissionError(
                 f"the CURVE handshake with the controller at {ep} failed 3 times: the "
                 "server.key given is not the controller's, or the controller runs without "
-                "CURVE (--insecure)")
+                "CURVE (--insecure)"
+            )
         return 1
 
     def _welcome_frame(self):
@@ -339,8 +362,11 @@ class Worker:
         """Count and log a refused frame (the log is bounded under a flood)."""
         self.bad_frames += 1
         if self.bad_frames <= 100 or self.bad_frames % 1000 == 0:
-            os.write(2, f"scheduler {getattr(self, 'sched_id', '?')}: rejected {where} frame "
-                        f"of {size} bytes from {sender}: {type(e).__name__}: {e}\n".encode())
+            os.write(
+                2,
+                f"scheduler {getattr(self, 'sched_id', '?')}: rejected {where} frame "
+                f"of {size} bytes from {sender}: {type(e).__name__}: {e}\n".encode(),
+            )
 
     def _queue_frame(self, sock, frame: bytes) -> None:
         """Send without blocking; what the socket will not take now waits here,
@@ -371,9 +397,13 @@ class Worker:
     def flush_sys(self) -> None:
         t = self.transport
         if t is not None and t.has_output():
-            self._queue_frame(self.sys_sock,
-                              pickle.dumps(("b", wire.WIRE_VERSION, self.sched_id, t.take_batch(),
-                                            list(self.after)), _PICKLE))
+            self._queue_frame(
+                self.sys_sock,
+                pickle.dumps(
+                    ("b", wire.WIRE_VERSION, self.sched_id, t.take_batch(), list(self.after)),
+                    _PICKLE,
+                ),
+            )
             self.sys_batches += 1
 
     def flush(self) -> None:
@@ -421,14 +451,26 @@ class Worker:
                 keep.append(sig)
             except wire.Unencodable as e:
                 self.unsendable += 1
-                os.write(2, f"scheduler {self.sched_id}: a {sig[0]} signal for {sig[1]!r} "
-                            f"cannot travel to scheduler {owner}: {e}\n".encode())
-        return keep, (wire.dumps_frame(("p", self.sched_id, keep, self.sys_batches))
-                      if keep else None)
+                os.write(
+                    2,
+                    f"scheduler {self.sched_id}: a {sig[0]} signal for {sig[1]!r} "
+                    f"cannot travel to scheduler {owner}: {e}\n".encode(),
+                )
+        return keep, (
+            wire.dumps_frame(("p", self.sched_id, keep, self.sys_batches)) if keep else None
+        )
 
     # ------------------------------------------------------------------ inbound
-    _SIGNALS = {"msg": 4, "spawn": 6, "link": 4, "unlink": 3, "exit": 6, "port_cmd": 5,
-                "port_reply": 3, "trace_flag": 4}
+    _SIGNALS = {
+        "msg": 4,
+        "spawn": 6,
+        "link": 4,
+        "unlink": 3,
+        "exit": 6,
+        "port_cmd": 5,
+        "port_reply": 3,
+        "trace_flag": 4,
+    }
 
     def handle_inbox(self, rid: bytes, parts: list, user=None) -> None:
         """A message on the inbox: a frame from a peer scheduler or the
@@ -447,8 +489,12 @@ class Worker:
             raise ProtocolError("inbox frame is not a tuple")
         kind = obj[0]
         if kind == "p" and sender:
-            if (len(obj) not in (3, 4) or obj[1] != sender or type(obj[1]) is not int
-                    or (len(obj) == 4 and (type(obj[3]) is not int or obj[3] < 0))):
+            if (
+                len(obj) not in (3, 4)
+                or obj[1] != sender
+                or type(obj[1]) is not int
+                or (len(obj) == 4 and (type(obj[3]) is not int or obj[3] < 0))
+            ):
                 raise ProtocolError(f"peer frame is not ('p', {sender}, signals[, batches])")
             sigs = obj[2]
             if type(sigs) is not list:
@@ -461,11 +507,13 @@ class Worker:
             for sig in sigs:
                 try:
                     self.handle_signal(sig)
-                except Exception as e:   # e.g. a spawn whose arguments do not fit the body
-                    os.write(2, f"scheduler {self.sched_id}: a {sig[0]} signal for {sig[1]!r} "
-                                f"from scheduler {sender} failed: {type(e).__name__}: {e}\n"
-                                .encode())
-        elif kind == "d" and not sender:   # deliveries from the dispatcher: whole runs
+                except Exception as e:  # e.g. a spawn whose arguments do not fit the body
+                    os.write(
+                        2,
+                        f"scheduler {self.sched_id}: a {sig[0]} signal for {sig[1]!r} "
+                        f"from scheduler {sender} failed: {type(e).__name__}: {e}\n".encode(),
+                    )
+        elif kind == "d" and not sender:  # deliveries from the dispatcher: whole runs
             if len(obj) != 2 or type(obj[1]) is not list:
                 raise ProtocolError("delivery frame is not ('d', runs)")
             msgs = []
@@ -474,15 +522,24 @@ class Worker:
                 if type(item) is not tuple or len(item) != 6:
                     raise ProtocolError("delivery frame has a malformed run")
                 to, blob, n, ts_kind, base_us, active = item
-                if (not self._mine(to) or type(n) is not int or not 1 <= n <= wire.MAX_RUN
-                        or type(ts_kind) is not int or not 0 <= ts_kind <= 3
-                        or type(base_us) is not int or base_us < 0
-                        or type(active) is not int or active < 0):
+                if (
+                    not self._mine(to)
+                    or type(n) is not int
+                    or not 1 <= n <= wire.MAX_RUN
+                    or type(ts_kind) is not int
+                    or not 0 <= ts_kind <= 3
+                    or type(base_us) is not int
+                    or base_us < 0
+                    or type(active) is not int
+                    or active < 0
+                ):
                     raise ProtocolError("delivery frame has a malformed run")
                 bodies = wire.run_bodies(blob, n, ts_kind)
                 if ts_kind:
-                    bodies = [complete(body, ts_kind, us_to_ts(base_us + i), active)
-                              for i, body in enumerate(bodies)]
+                    bodies = [
+                        complete(body, ts_kind, us_to_ts(base_us + i), active)
+                        for i, body in enumerate(bodies)
+                    ]
                 msgs.append((to, bodies))
                 n_all += n
             deliver = self.node.deliver_sys_run
@@ -495,7 +552,7 @@ class Worker:
             raise ProtocolError(f"a {kind!r} frame, which {_name(sender)} does not send")
 
     def _mine(self, pid) -> bool:
-        if type(pid) is Port:       # a port a process of this scheduler opened
+        if type(pid) is Port:  # a port a process of this scheduler opened
             return port_owner(pid, self.nsched) == self.sched_id
         return type(pid) is Pid and pid_owner(pid, self.nsched) == self.sched_id
 
@@ -511,15 +568,30 @@ class Worker:
             ok = _token_ok(g[3])
         elif k == "spawn":
             _, _, fun, args, link_to, inherit = g
-            ok = (callable(fun) and type(args) in (tuple, list)
-                  and (link_to is None or self._from(link_to, sender))
-                  and (inherit is None or (type(inherit) is tuple and len(inherit) == 2
-                                           and type(inherit[0]) is int
-                                           and type(inherit[1]) in (Pid, Port))))
+            ok = (
+                callable(fun)
+                and type(args) in (tuple, list)
+                and (link_to is None or self._from(link_to, sender))
+                and (
+                    inherit is None
+                    or (
+                        type(inherit) is tuple
+                        and len(inherit) == 2
+                        and type(inherit[0]) is int
+                        and type(inherit[1]) in (Pid, Port)
+                    )
+                )
+            )
         elif k == "link":
-            ok = self._from(g[2], sender) and (g[3] is None or (
-                type(g[3]) is tuple and len(g[3]) == 2 and type(g[3][0]) is int
-                and type(g[3][1]) in (Pid, Port)))
+            ok = self._from(g[2], sender) and (
+                g[3] is None
+                or (
+                    type(g[3]) is tuple
+                    and len(g[3]) == 2
+                    and type(g[3][0]) is int
+                    and type(g[3][1]) in (Pid, Port)
+                )
+            )
         elif k == "unlink":
             ok = self._from(g[2], sender)
         elif k == "port_cmd":
@@ -527,11 +599,13 @@ class Worker:
         elif k == "port_reply":
             ok = type(g[1]) is Pid and (g[2] is True or g[2] is False or g[2] == Atom("badarg"))
         elif k == "trace_flag":
-            ok = (type(g[2]) is int and g[2] > 0 and not g[2] & ~TRACEE_FLAGS
-                  and type(g[3]) is bool)
-        else:   # exit
-            ok = ((type(g[2]) is Port or self._from(g[2], sender))
-                  and type(g[4]) is bool and _token_ok(g[5]))
+            ok = type(g[2]) is int and g[2] > 0 and not g[2] & ~TRACEE_FLAGS and type(g[3]) is bool
+        else:  # exit
+            ok = (
+                (type(g[2]) is Port or self._from(g[2], sender))
+                and type(g[4]) is bool
+                and _token_ok(g[5])
+            )
         if not ok:
             raise ProtocolError(f"a malformed {k} signal")
 
@@ -549,8 +623,10 @@ class Worker:
         elif k == "link":
             t = node.procs.get(sig[1])
             if t is None:
-                node.transport.peer(pid_owner(sig[2], self.nsched),
-                                    ("exit", sig[2], sig[1], Atom("noproc"), True, None))
+                node.transport.peer(
+                    pid_owner(sig[2], self.nsched),
+                    ("exit", sig[2], sig[1], Atom("noproc"), True, None),
+                )
             else:
                 node.link_arrived(t, sig[2], sig[3])
         elif k == "unlink":
@@ -573,8 +649,14 @@ class Worker:
     def handle_state(self, raw: bytes) -> None:
         """A publication of the dispatcher: ``(socket, seq, (kind, data))``."""
         msg = wire.loads(raw, exceptions=False, state=True)
-        if (type(msg) is not tuple or len(msg) != 3 or msg[0] not in (0, 1, 2)
-                or type(msg[1]) is not int or type(msg[2]) is not tuple or not msg[2]):
+        if (
+            type(msg) is not tuple
+            or len(msg) != 3
+            or msg[0] not in (0, 1, 2)
+            or type(msg[1]) is not int
+            or type(msg[2]) is not tuple
+            or not msg[2]
+        ):
             raise ProtocolError("state frame is not (socket, seq, (kind, ...))")
         i, seq, obj = msg
         if obj[0] == "snap" and (len(obj) != 2 or type(obj[1]) is not Snapshot):
@@ -598,7 +680,7 @@ class Worker:
             node.registry = dict(obj[1])
 
     # ------------------------------------------------------------------ commands
-    def command(self, cmd: str, args):
+    def command(self, cmd: str, args):  # noqa: C901 - an if-chain of commands, to become a table
         node = self.node
         if cmd == "spawn":
             fun, fargs, kept = args
@@ -640,18 +722,23 @@ class Worker:
             p = node.procs.get(args[0])
             if p is None or p.kept is None:
                 raise BadArg(f"{args[0]!r} is not a collector")
-            return p.kept[args[1]:] if len(args) > 1 else list(p.kept)
+            return p.kept[args[1] :] if len(args) > 1 else list(p.kept)
         if cmd == "process_info":
             p = node.procs.get(args[0])
             if p is None or p.status == "exited":
                 return None
-            return {"status": p.status, "links": sorted(p.links, key=repr),
-                    "trap_exit": p.trap_exit, "registered_name": p.reg_name,
-                    "message_queue_len": len(p.mailbox), "current_function": p.current,
-                    "last_calls": (list(p.saved_calls) if p.saved_calls is not None
-                                   else Atom("false")),
-                    "exit_reason": p.exit_reason, "heap": p.heap.gc_values(),
-                    "token": tuple(p.token) if p.token else []}
+            return {
+                "status": p.status,
+                "links": sorted(p.links, key=repr),
+                "trap_exit": p.trap_exit,
+                "registered_name": p.reg_name,
+                "message_queue_len": len(p.mailbox),
+                "current_function": p.current,
+                "last_calls": (list(p.saved_calls) if p.saved_calls is not None else Atom("false")),
+                "exit_reason": p.exit_reason,
+                "heap": p.heap.gc_values(),
+                "token": tuple(p.token) if p.token else [],
+            }
         if cmd == "alive":
             return node.is_alive(args[0])
         if cmd == "valid_port":
@@ -673,7 +760,9 @@ class Worker:
             return node.whereis(args[0])
         if cmd == "bif":
             from smp.bifs import call_bif
+
             from .backend import LocalBackend
+
             return call_bif(LocalBackend(node), None, *args)
         if cmd == "trace_apply":
             return node.set_trace_local(*args)
@@ -685,6 +774,7 @@ class Worker:
             return node.set_pattern_local(*args)
         if cmd == "open_trace_port":
             from smp.tracerports import open_tracer_port
+
             kind, a, kw = args
             port_id = node.new_port_id()
             port_id = type(port_id)(port_id.number - self.sched_id)  # owner 0: trace ports
@@ -702,8 +792,12 @@ class Worker:
                 node.state.trace_check_exiting(port_id, smp=False)
                 return True
             if method == "info":
-                return {"kind": tp.kind, "closed": tp.closed, **tp.stats,
-                        **({"port": tp.port} if hasattr(tp, "port") else {})}
+                return {
+                    "kind": tp.kind,
+                    "closed": tp.closed,
+                    **tp.stats,
+                    **({"port": tp.port} if hasattr(tp, "port") else {}),
+                }
             return getattr(tp, method)(*a)
         if cmd == "reply":
             pid, value = args
@@ -743,8 +837,10 @@ class Worker:
         while any(self.pub_seen[i] < n for i, n in enumerate(seqs)):
             left = deadline - time.monotonic()
             if left <= 0:
-                raise TimeoutError(f"scheduler {self.sched_id}: state replica behind "
-                                   f"({self.pub_seen} < {list(seqs)})")
+                raise TimeoutError(
+                    f"scheduler {self.sched_id}: state replica behind "
+                    f"({self.pub_seen} < {list(seqs)})"
+                )
             if self.sub.poll(int(left * 1000) + 1):
                 self.handle_state(self.sub.recv())
         return True
@@ -752,15 +848,22 @@ class Worker:
     def status(self) -> dict:
         node = self.node
         nd = node.next_deadline()
-        return {"idle": not node.runq, "timer": nd is not None,
-                "timer_in": None if nd is None else max(0.0, nd - time.monotonic()),
-                "peer_sent": list(self.peer_sent), "peer_recv": self.peer_recv,
-                "sys_made": self.transport.sys_made if self.transport else 0,
-                "sys_items": self.transport.sys_items if self.transport else 0,
-                "deliveries": self.deliveries, "procs": len(node.procs),
-                "runq": len(node.runq), "busy": [repr(p.pid) for p in list(node.runq)[:5]],
-                "backlog": sum(len(q) for q in self.pending.values()),
-                "backpressure_waits": self.backpressure_waits, "bad_frames": self.bad_frames}
+        return {
+            "idle": not node.runq,
+            "timer": nd is not None,
+            "timer_in": None if nd is None else max(0.0, nd - time.monotonic()),
+            "peer_sent": list(self.peer_sent),
+            "peer_recv": self.peer_recv,
+            "sys_made": self.transport.sys_made if self.transport else 0,
+            "sys_items": self.transport.sys_items if self.transport else 0,
+            "deliveries": self.deliveries,
+            "procs": len(node.procs),
+            "runq": len(node.runq),
+            "busy": [repr(p.pid) for p in list(node.runq)[:5]],
+            "backlog": sum(len(q) for q in self.pending.values()),
+            "backpressure_waits": self.backpressure_waits,
+            "bad_frames": self.bad_frames,
+        }
 
     def handle_ctl(self, raw: bytes) -> None:
         """A command from the controller: ``(id or None, command, args)``.
@@ -768,10 +871,15 @@ class Worker:
         is taken only when this channel is authenticated as the controller."""
         try:
             obj = wire.loads_frame(raw, code_ok=self.ctl_trusted, funs="import")
-            if (type(obj) is not tuple or len(obj) != 3 or type(obj[1]) is not str
-                    or type(obj[2]) is not tuple or not (obj[0] is None or type(obj[0]) is int)):
+            if (
+                type(obj) is not tuple
+                or len(obj) != 3
+                or type(obj[1]) is not str
+                or type(obj[2]) is not tuple
+                or not (obj[0] is None or type(obj[0]) is int)
+            ):
                 raise ProtocolError("command is not (id, command, args)")
-        except ProtocolError as e:   # counted, logged, ignored
+        except ProtocolError as e:  # counted, logged, ignored
             self._bad("control", "the controller", e, len(raw))
             return
         req_id, cmd, args = obj
@@ -857,9 +965,12 @@ class Worker:
             t = self.transport
             if not busy:
                 self.flush()
-            elif t is not None and (t.has_output() or t.peer_out) and (
-                    time.monotonic_ns() - t.first_ns > FLUSH_AFTER_NS or t.peer_out):
-                self.flush()   # bound the latency of a batch while processes keep running
+            elif (
+                t is not None
+                and (t.has_output() or t.peer_out)
+                and (time.monotonic_ns() - t.first_ns > FLUSH_AFTER_NS or t.peer_out)
+            ):
+                self.flush()  # bound the latency of a batch while processes keep running
             timeout = 0
             if not busy:
                 timeout = 100 if clear else 5
@@ -903,8 +1014,12 @@ class Worker:
             self.handle_inbox(rid, parts, user)
         except Exception as e:
             sender = self.in_ids.get(rid)
-            self._bad("inbox", describe_peer(rid, user) if sender is None else _name(sender), e,
-                      sum(len(p) for p in parts))
+            self._bad(
+                "inbox",
+                describe_peer(rid, user) if sender is None else _name(sender),
+                e,
+                sum(len(p) for p in parts),
+            )
         return True
 
     def close_trace_ports(self) -> None:
@@ -912,12 +1027,16 @@ class Worker:
         last buffer (as ``trace_file_drv`` does on close) whatever ends the
         scheduler: a stop, the controller gone, SIGTERM or a crash."""
         from smp.tracerports import close_at_exit
+
         for port_id, tp in self.node.trace_ports.items():
             if not tp.closed:
                 err = close_at_exit(tp)
                 if err is not None:
-                    os.write(2, f"scheduler {self.sched_id}: closing trace port {port_id!r}: "
-                                f"{err}\n".encode())
+                    os.write(
+                        2,
+                        f"scheduler {self.sched_id}: closing trace port {port_id!r}: "
+                        f"{err}\n".encode(),
+                    )
 
     def shutdown(self) -> None:
         """Hand over explicitly: the last batch is acknowledged before exit."""
@@ -926,28 +1045,45 @@ class Worker:
             return
         self.flush()
         deadline = time.monotonic() + 10
-        while (not self.drain_all() and time.monotonic() < deadline
-               and not getattr(self, "dispatcher_gone", False)):
+        while (
+            not self.drain_all()
+            and time.monotonic() < deadline
+            and not getattr(self, "dispatcher_gone", False)
+        ):
             if self.smp and self.inbox.poll(5):
                 self.take_inbox()
         if self.smp and not getattr(self, "dispatcher_gone", False):
             self.fin_acked = False
             self.sys_sock.send(pickle.dumps(("fin", self.sched_id, self.sys_batches), _PICKLE))
             deadline = time.monotonic() + 5
-            while (not self.fin_acked and time.monotonic() < deadline
-                   and _pid_alive(self.dispatcher_pid)):
+            while (
+                not self.fin_acked
+                and time.monotonic() < deadline
+                and _pid_alive(self.dispatcher_pid)
+            ):
                 if self.inbox.poll(100):
                     self.take_inbox()
         # the counts, and what this scheduler made and took from the dispatcher
         # (what the controller says was delivered if the dispatcher is lost)
-        self.send_ctl(("bye", self.sched_id, {
-            **self.node.stats.as_dict(), "deliveries": self.deliveries,
-            "sys_made": self.transport.sys_made if self.transport else 0}))
+        self.send_ctl(
+            (
+                "bye",
+                self.sched_id,
+                {
+                    **self.node.stats.as_dict(),
+                    "deliveries": self.deliveries,
+                    "sys_made": self.transport.sys_made if self.transport else 0,
+                },
+            )
+        )
         if self.auth is not None:
             self.auth.stop()
         self._stop_heartbeat()
-        for s in [self.ctl] + list(self.peers.values()) + (
-                [self.sys_sock, self.inbox, self.sub] if self.smp else []):
+        for s in (
+            [self.ctl]
+            + list(self.peers.values())
+            + ([self.sys_sock, self.inbox, self.sub] if self.smp else [])
+        ):
             s.close(linger=2000)
         self.ctx.term()
 
@@ -959,9 +1095,17 @@ def _name(sender: int) -> str:
 def _token_ok(token) -> bool:
     """A seq_trace token as signals carry it: none, a port's, or
     ``[Flags, Label, Serial, From, LastCnt]``."""
-    return (token is None or token is am_undefined
-            or (type(token) in (list, tuple) and len(token) == 5 and type(token[0]) is int
-                and type(token[2]) is int and type(token[4]) is int))
+    return (
+        token is None
+        or token is am_undefined
+        or (
+            type(token) in (list, tuple)
+            and len(token) == 5
+            and type(token[0]) is int
+            and type(token[2]) is int
+            and type(token[4]) is int
+        )
+    )
 
 
 def _pid_alive(pid) -> bool:
@@ -975,6 +1119,7 @@ def _pid_alive(pid) -> bool:
 
 def socket_host() -> str:
     import socket
+
     return socket.gethostname()
 
 
@@ -994,6 +1139,7 @@ def curve_server(ctx, sock, security):
     if not security:
         return None
     from smp.security import Authenticator
+
     auth = Authenticator(ctx)
     sock.curve_secretkey = security["secret"]
     sock.curve_publickey = security["public"]
@@ -1004,28 +1150,30 @@ def curve_server(ctx, sock, security):
 def scheduler_main(sched_id, smp, endpoints, options, security=None, ctl_ident=None) -> None:
     """Entry point of a scheduler OS process (``sched_id`` None: a scheduler
     that joins from outside and is given its id by the controller)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)   # the controller decides when we stop
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the controller decides when we stop
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
     hold = rundir.hold(endpoints.get("dir"))
     try:
         try:
             w = Worker(sched_id, smp, endpoints, options, security, ctl_ident)
-        except (PermissionError, TimeoutError) as e:   # refused, or no controller: say so
+        except (PermissionError, TimeoutError) as e:  # refused, or no controller: say so
             os.write(2, f"scheduler: {e}\n".encode())
             sys.exit(3)
         except Exception:
             traceback.print_exc()
             sys.exit(3)
+
         # SIGTERM (close() giving up on a stop, or the owner's exit): leave the
         # loop, close the ports, exit; SIGALRM's default action ends a process
         # that cannot (blocked writing to a port nobody reads)
         def on_sigterm(*_):
             w.stopping = w.terminated = True
             signal.alarm(5)
+
         signal.signal(signal.SIGTERM, on_sigterm)
         try:
             w.loop()
         finally:
-            w.close_trace_ports()      # also when the loop dies of an exception
+            w.close_trace_ports()  # also when the loop dies of an exception
     finally:
         rundir.release(endpoints.get("dir"), hold)

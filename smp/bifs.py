@@ -6,6 +6,7 @@ The backend is the scheduler itself in nonsmp mode, and the emulator's
 controller in smp mode (which asks the schedulers and the dispatcher).  Every
 bad argument raises ``BadArg`` with a message naming the bad part.
 """
+
 from __future__ import annotations
 
 from typing import Any, Protocol
@@ -19,7 +20,12 @@ from .terms import Atom, Pid, Port, format_term
 __all__ = ["Backend", "call_bif", "BIF_NAMES", "ALREADY_TRACED"]
 
 am_true, am_false, am_all, am_new, am_existing = (
-    Atom("true"), Atom("false"), Atom("all"), Atom("new"), Atom("existing"))
+    Atom("true"),
+    Atom("false"),
+    Atom("all"),
+    Atom("new"),
+    Atom("existing"),
+)
 _WILD = Atom("_")
 
 
@@ -81,8 +87,9 @@ def bif_trace(bk: Backend, caller, pid_spec, how, flags) -> int:
     (``erts_send_error_to_logger_str``)."""
     bits, cpu_ts, tracer = parse_trace_flags(flags)
     if tracer is None and caller is None:
-        raise BadArg("trace/3 called from the emulator API needs a {tracer, T} flag "
-                     "(or tracer=...)")
+        raise BadArg(
+            "trace/3 called from the emulator API needs a {tracer, T} flag (or tracer=...)"
+        )
     checked = caller if tracer is None else tracer
     _check_tracer(bk, checked)
     if type(checked) is Pid:
@@ -106,11 +113,17 @@ def bif_trace(bk: Backend, caller, pid_spec, how, flags) -> int:
         count = bk.bk_trace_apply(pid_spec, on, bits, tracer)
         if count == ALREADY_TRACED:
             bk.bk_error_logger(caller, _ONE_TRACER)
-            raise BadArg(f"{pid_spec!r} already has another tracer "
-                         "(can only have one tracer per process)")
+            raise BadArg(
+                f"{pid_spec!r} already has another tracer (can only have one tracer per process)"
+            )
     if pid_spec in (am_all, am_new):
-        bk.bk_state("change_default_tracing", on, bits, tracer if on else ...,
-                    True if (cpu_ts and on) else (False if cpu_ts else None))
+        bk.bk_state(
+            "change_default_tracing",
+            on,
+            bits,
+            tracer if on else ...,
+            True if (cpu_ts and on) else (False if cpu_ts else None),
+        )
     elif cpu_ts:
         bk.bk_state("change_default_tracing", on, None, ..., on)
     return count
@@ -219,13 +232,15 @@ def _system_monitor(bk: Backend, monitor, options):
                 raise BadArg(f"bad system_monitor option {_show(o)}")
             key, v = o[0].name, o[1]
             if type(v) is not int or v < 0:
-                raise BadArg(f"system_monitor option {key} needs a non-negative integer, not {_show(v)}")
+                raise BadArg(
+                    f"system_monitor option {key} needs a non-negative integer, not {_show(v)}"
+                )
             if key == "long_gc":
                 long_gc = max(v, 1)
             elif key == "long_schedule":
                 long_schedule = max(v, 1)
             elif key == "large_heap":
-                large_heap = max(v, 16384)   # 16 Kword is not an unnatural heap size
+                large_heap = max(v, 16384)  # 16 Kword is not an unnatural heap size
             else:
                 raise BadArg(f"unknown system_monitor option {key}")
         elif o is Atom("busy_port"):
@@ -235,8 +250,9 @@ def _system_monitor(bk: Backend, monitor, options):
         else:
             raise BadArg(f"unknown system_monitor option {_show(o)}")
     prev = bk.bk_state("system_monitor_get")
-    bk.bk_state("set_system_monitor", monitor, long_gc, long_schedule, large_heap,
-                busy_port, busy_dist_port)
+    bk.bk_state(
+        "set_system_monitor", monitor, long_gc, long_schedule, large_heap, busy_port, busy_dist_port
+    )
     return prev
 
 
@@ -261,16 +277,27 @@ def bif_system_profile(bk: Backend, caller, *args):
             raise BadArg(f"profiler {profiler!r} is not an open trace port")
     else:
         raise BadArg(f"profiler must be a pid or a port, not {_show(profiler)}")
-    opts = {"scheduler": False, "runnable_procs": False, "runnable_ports": False,
-            "exclusive": False}
+    opts = {
+        "scheduler": False,
+        "runnable_procs": False,
+        "runnable_ports": False,
+        "exclusive": False,
+    }
     for o in options:
         if type(o) is not Atom or o.name not in opts:
             raise BadArg(f"unknown system_profile option {_show(o)}")
         opts[o.name] = True
     prev = bk.bk_state("system_profile_get")
     active = bk.bk_active_schedulers() if opts["scheduler"] else None
-    bk.bk_state("set_system_profile", profiler, opts["scheduler"], opts["runnable_procs"],
-                opts["runnable_ports"], opts["exclusive"], active)
+    bk.bk_state(
+        "set_system_profile",
+        profiler,
+        opts["scheduler"],
+        opts["runnable_procs"],
+        opts["runnable_ports"],
+        opts["exclusive"],
+        active,
+    )
     return prev
 
 
@@ -284,10 +311,13 @@ def bif_trace_delivered(bk: Backend, caller, what):
 
 
 BIF_NAMES = {
-    "trace": bif_trace, "trace_info": bif_trace_info, "trace_pattern": bif_trace_pattern,
+    "trace": bif_trace,
+    "trace_info": bif_trace_info,
+    "trace_pattern": bif_trace_pattern,
     "set_system_seq_tracer": bif_set_system_seq_tracer,
     "get_system_seq_tracer": bif_get_system_seq_tracer,
-    "system_monitor": bif_system_monitor, "system_profile": bif_system_profile,
+    "system_monitor": bif_system_monitor,
+    "system_profile": bif_system_profile,
     "trace_delivered": bif_trace_delivered,
 }
 

@@ -5,6 +5,7 @@ one ``Clock``: the scheduler in nonsmp mode, the dispatcher in smp mode.  With
 ``cpu_timestamp`` the source is the owning process's CPU time, still made
 strictly increasing as ``erts_get_now_cpu`` values are.
 """
+
 from __future__ import annotations
 
 import time

@@ -9,6 +9,7 @@ each scheduler binds its inbox on ``host`` and tells the controller where.
 The workload's code must be importable on every host (process bodies travel
 by reference).
 """
+
 from __future__ import annotations
 
 import os
@@ -30,16 +31,25 @@ def scheduler_security(keys_dir: str, name: str) -> dict:
     """A remote scheduler's keys: its own ``NAME.key_secret`` and the
     controller's ``server.key`` in ``keys_dir``."""
     from .security import load_public
+
     public, secret = load_keys(os.path.join(keys_dir, f"{name}.key_secret"))
     server_public = load_public(os.path.join(keys_dir, "server.key"))
     return {"public": public, "secret": secret, "server_public": server_public}
 
 
-def run_schedulers(connect: str, count: int, *, host: str = "127.0.0.1",
-                   keys: str | None = None, name: str = "scheduler",
-                   reductions: int = 200, placement: str = "round_robin",
-                   start_timeout: float = 60.0, curve: bool | None = None,
-                   insecure: bool = False) -> int:
+def run_schedulers(
+    connect: str,
+    count: int,
+    *,
+    host: str = "127.0.0.1",
+    keys: str | None = None,
+    name: str = "scheduler",
+    reductions: int = 200,
+    placement: str = "round_robin",
+    start_timeout: float = 60.0,
+    curve: bool | None = None,
+    insecure: bool = False,
+) -> int:
     """Start ``count`` schedulers that join the controller at ``connect`` and
     wait until they stop (the controller closes, or stops answering).
     Returns the number of schedulers that ended with an error.  CURVE is on
@@ -48,27 +58,40 @@ def run_schedulers(connect: str, count: int, *, host: str = "127.0.0.1",
         raise BadArg(f"--connect must be tcp://ADDR:PORT, not {connect!r}")
     if type(count) is not int or count < 1:
         raise BadArg(f"--count must be >= 1, not {count!r}")
-    if curve is None:       # tcp, loopback included, is CURVE unless --insecure
+    if curve is None:  # tcp, loopback included, is CURVE unless --insecure
         curve = not insecure
     if not curve and not insecure:
         raise BadArg("tcp without CURVE needs --insecure")
     if curve and keys is None:
-        raise BadArg("CURVE is on for tcp endpoints: give --keys DIR with this scheduler's "
-                     "key pair and the controller's server.key, or --insecure to join a "
-                     "controller that runs without it")
+        raise BadArg(
+            "CURVE is on for tcp endpoints: give --keys DIR with this scheduler's "
+            "key pair and the controller's server.key, or --insecure to join a "
+            "controller that runs without it"
+        )
     if not curve:
-        warnings.warn(f"{connect}: tcp without CURVE (insecure): any process that can reach "
-                      "these ports can send the emulator frames", InsecureWarning, stacklevel=2)
+        warnings.warn(
+            f"{connect}: tcp without CURVE (insecure): any process that can reach "
+            "these ports can send the emulator frames",
+            InsecureWarning,
+            stacklevel=2,
+        )
     security = scheduler_security(keys, name) if curve else None
     endpoints = tcp_endpoints(connect)
     endpoints["inbox"] = f"tcp://{host}:*"
     endpoints["advertise_host"] = host
     endpoints["start_timeout"] = start_timeout
     from schedulers.worker import scheduler_main
+
     mp = multiprocess.get_context("fork")
     options = {"reductions": reductions, "placement": placement}
-    procs = [mp.Process(target=scheduler_main, args=(None, True, endpoints, options, security),
-                        name=f"smp-remote-scheduler-{i}") for i in range(count)]
+    procs = [
+        mp.Process(
+            target=scheduler_main,
+            args=(None, True, endpoints, options, security),
+            name=f"smp-remote-scheduler-{i}",
+        )
+        for i in range(count)
+    ]
     for p in procs:
         p.start()
 
@@ -93,6 +116,7 @@ def run_schedulers(connect: str, count: int, *, host: str = "127.0.0.1",
 def main(argv=None) -> int:
     """``python -m smp.cluster scheduler --connect URL --count N [--host H] [--keys DIR --name N]``."""
     import argparse
+
     ap = argparse.ArgumentParser(prog="python -m smp.cluster")
     sub = ap.add_subparsers(dest="cmd", required=True)
     sp = sub.add_parser("scheduler", help="start schedulers that join a controller")
@@ -101,12 +125,18 @@ def main(argv=None) -> int:
     sp.add_argument("--host", default="127.0.0.1")
     sp.add_argument("--keys")
     sp.add_argument("--name", default="scheduler")
-    sp.add_argument("--insecure", action="store_true",
-                    help="join a controller that runs tcp without CURVE")
+    sp.add_argument(
+        "--insecure", action="store_true", help="join a controller that runs tcp without CURVE"
+    )
     a = ap.parse_args(argv)
     try:
-        return 1 if run_schedulers(a.connect, a.count, host=a.host, keys=a.keys, name=a.name,
-                                   insecure=a.insecure) else 0
+        return (
+            1
+            if run_schedulers(
+                a.connect, a.count, host=a.host, keys=a.keys, name=a.name, insecure=a.insecure
+            )
+            else 0
+        )
     except (BadArg, SmpError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -19,6 +19,7 @@ name's atom in its atom table.  Pass ``nodes=NodeNumbers({node: N, ...})`` to
 print a given node's numbers; without it, nodes are numbered 1, 2, ... in
 the order this process first prints them.
 """
+
 from __future__ import annotations
 
 from typing import Any, Optional
@@ -55,8 +56,7 @@ def _fargs(args, nodes) -> str:
             return ""
         return "".join(fmt("~p,", [a], nodes) for a in args[:-1]) + fmt("~p", [args[-1]], nodes)
     if type(args) is ImproperList:
-        return ("".join(fmt("~p,", [a], nodes) for a in args.elements)
-                + _fargs(args.tail, nodes))
+        return "".join(fmt("~p,", [a], nodes) for a in args.elements) + _fargs(args.tail, nodes)
     return fmt("~p", [args], nodes)
 
 
@@ -107,8 +107,9 @@ def _dhandler1(trace: tuple, size: int, ts, nodes) -> str:
     if op is _RETURN_TO:
         return fmt("(~p) returning to ~s" + t + "~n", [frm, ffunc(trace[3], nodes)] + tsa, nodes)
     if op is _SPAWN and size == 5:
-        return fmt("(~p) spawn ~p as ~s" + t + "~n", [frm, trace[3], ffunc(trace[4], nodes)] + tsa,
-                   nodes)
+        return fmt(
+            "(~p) spawn ~p as ~s" + t + "~n", [frm, trace[3], ffunc(trace[4], nodes)] + tsa, nodes
+        )
     return fmt("(~p) ~p ~s" + t + "~n", [frm, op, _ftup(trace, 4, size, nodes)] + tsa, nodes)
 
 
@@ -126,7 +127,7 @@ def format_dbg(term: Any, nodes: Optional[NodeNumbers] = None) -> str:
         if tag is _TRACE_TS and n >= 4:
             return _dhandler1(term[:-1], n - 1, term[-1], nodes)
     except IndexError:
-        return ""   # dhandler crashes (badarg in element/2): nothing printed
+        return ""  # dhandler crashes (badarg in element/2): nothing printed
     if tag is _DROP and n == 2:
         return fmt("*** Dropped ~p messages.~n", [term[1]], nodes)
     if tag is _SEQ_TRACE and n >= 3:

@@ -1,6 +1,7 @@
 """A small traced workload: ping-pong pairs, a call with return and
 exception traces, seq_trace across a chain, in nonsmp and in smp mode, each
 trace printed as ``dbg`` prints it."""
+
 from __future__ import annotations
 
 import sys
@@ -56,17 +57,18 @@ def run_demo(mode: str, schedulers: int, out=sys.stdout) -> dict:
         p = vm.spawn(ping, peer, 2)
         vm.trace(p, True, ["send", "receive", "call", "procs"], tracer=tracer)
         vm.trace(peer, True, ["send", "receive"], tracer=tracer)
-        vm.trace_pattern(("demo", "_", "_"), [(A("_"), [], [(A("exception_trace"),)])],
-                         ["local"])
+        vm.trace_pattern(("demo", "_", "_"), [(A("_"), [], [(A("exception_trace"),)])], ["local"])
         t0 = time.perf_counter()
         vm.run(timeout=10)
         elapsed = time.perf_counter() - t0
         for m in vm.messages(tracer):
             out.write(format_dbg(m))
         stats = vm.statistics()
-        out.write(f"-- {mode} ({schedulers} scheduler(s)): made {stats['made']}, "
-                  f"delivered {stats['delivered']}, dropped {stats['dropped']} "
-                  f"in {elapsed * 1000:.1f} ms\n")
+        out.write(
+            f"-- {mode} ({schedulers} scheduler(s)): made {stats['made']}, "
+            f"delivered {stats['delivered']}, dropped {stats['dropped']} "
+            f"in {elapsed * 1000:.1f} ms\n"
+        )
         return stats
 
 

@@ -6,6 +6,7 @@ acts on the answer; the failure side effects go through ``disp_failure``.  No
 sockets here: the process table and the tracer state are passed in, so the
 same rules are unit-tested directly and serve every transport.
 """
+
 from __future__ import annotations
 
 import sys
@@ -23,26 +24,35 @@ from .messages import (
 from .state import NIL, TracerState
 from .terms import Atom, Pid, Port, format_term
 
-__all__ = ["ProcTable", "Decision", "resolve", "disp_failure", "DELIVER_PID", "DELIVER_PORT",
-           "DROP", "DROP_REASONS", "format_error_logger_failure"]
+__all__ = [
+    "ProcTable",
+    "Decision",
+    "resolve",
+    "disp_failure",
+    "DELIVER_PID",
+    "DELIVER_PORT",
+    "DROP",
+    "DROP_REASONS",
+    "format_error_logger_failure",
+]
 
 DELIVER_PID, DELIVER_PORT, DROP = 0, 1, 2
 am_error_logger = Atom("error_logger")
 
 #: Every reason a message can be dropped for, named for statistics().
 DROP_REASONS = (
-    "sender_is_receiver",   # SYSMON/SYSPROF from the monitor/profiler itself
+    "sender_is_receiver",  # SYSMON/SYSPROF from the monitor/profiler itself
     "nil_sender_nil_receiver",  # from NIL and receiver reset to NIL: the seed's
-                                # from == receiver test drops it without failure
-    "error_logger_self",    # ERRLGR sent by the error logger itself
-    "no_receiver",          # seq tracer false, no monitor/profiler, bad receiver
-    "receiver_dead",        # pid receiver not alive
-    "not_tracer",           # TRACE receiver alive but without the tracer mark
-    "no_error_logger",      # nothing registered as error_logger
-    "port_closed",          # port receiver not a valid tracer port
-    "scheduler_lost",       # receiver lived on a scheduler that died
-    "emulator_closed",      # still queued when the stopping dispatcher ran out of time
-    "not_a_term",           # a port receiver, and a body the port cannot encode
+    # from == receiver test drops it without failure
+    "error_logger_self",  # ERRLGR sent by the error logger itself
+    "no_receiver",  # seq tracer false, no monitor/profiler, bad receiver
+    "receiver_dead",  # pid receiver not alive
+    "not_tracer",  # TRACE receiver alive but without the tracer mark
+    "no_error_logger",  # nothing registered as error_logger
+    "port_closed",  # port receiver not a valid tracer port
+    "scheduler_lost",  # receiver lived on a scheduler that died
+    "emulator_closed",  # still queued when the stopping dispatcher ran out of time
+    "not_a_term",  # a port receiver, and a body the port cannot encode
 )
 
 
@@ -70,13 +80,19 @@ def resolve(m: SysMsg, state: TracerState, table: ProcTable) -> Decision:
     elif t == SYS_MSG_TYPE_SYSMON:
         receiver = state.get_system_monitor()
         if m.from_ == receiver:
-            return Decision(DROP, receiver, "sender_is_receiver" if receiver is not NIL
-                            else "nil_sender_nil_receiver")
+            return Decision(
+                DROP,
+                receiver,
+                "sender_is_receiver" if receiver is not NIL else "nil_sender_nil_receiver",
+            )
     elif t == SYS_MSG_TYPE_SYSPROF:
         receiver = state.get_system_profile()
         if m.from_ == receiver:
-            return Decision(DROP, receiver, "sender_is_receiver" if receiver is not NIL
-                            else "nil_sender_nil_receiver")
+            return Decision(
+                DROP,
+                receiver,
+                "sender_is_receiver" if receiver is not NIL else "nil_sender_nil_receiver",
+            )
     elif t == SYS_MSG_TYPE_ERRLGR:
         proc = table.whereis(am_error_logger)
         if proc is None:
@@ -116,8 +132,9 @@ def format_error_logger_failure(msg) -> str:
         return f"{no_elgger} unexpected error logger message: {msg!r}\n"
 
 
-def disp_failure(m: SysMsg, receiver, state: TracerState,
-                 write: Callable[[str], object] | None = None) -> None:
+def disp_failure(
+    m: SysMsg, receiver, state: TracerState, write: Callable[[str], object] | None = None
+) -> None:
     """``sys_msg_disp_failure``: the side effects of a failed delivery."""
     t = m.type
     if t == SYS_MSG_TYPE_SEQTRACE:

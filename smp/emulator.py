@@ -11,6 +11,7 @@ received, every system message taken by the dispatcher and dispatched (or
 parked behind ``hold_dispatcher()``), checked twice with the same counts.
 It also serves the BIFs that processes call in smp mode.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -28,12 +29,20 @@ import multiprocess
 import zmq
 
 from . import messages as M
-from .bifs import call_bif
 from . import rundir
-from .errors import (BadArg, DispatcherLost, EmulatorTimeout, Error, ProtocolError,
-                     SchedulerLost, SmpError, StartupError)
-from .security import describe_peer, new_routing_id, recv_from
+from .bifs import call_bif
+from .errors import (
+    BadArg,
+    DispatcherLost,
+    EmulatorTimeout,
+    Error,
+    ProtocolError,
+    SchedulerLost,
+    SmpError,
+    StartupError,
+)
 from .placement import owner
+from .security import describe_peer, new_routing_id, recv_from
 from .state import NIL
 from .terms import Atom, Pid, Port, Ref
 from .wire import MAX_FRAME, dumps_frame, loads_frame
@@ -66,8 +75,18 @@ def tcp_endpoints(base: str) -> dict:
     return {"ctl": ep(0), "ingest": ep(1), "disp_ctl": ep(2), "pub": [ep(3), ep(4), ep(5)]}
 
 
-_STATUS = {"idle": bool, "timer": bool, "backlog": int, "runq": int, "sys_made": int,
-           "sys_items": int, "deliveries": int, "busy": list, "peer_sent": list, "peer_recv": list}
+_STATUS = {
+    "idle": bool,
+    "timer": bool,
+    "backlog": int,
+    "runq": int,
+    "sys_made": int,
+    "sys_items": int,
+    "deliveries": int,
+    "busy": list,
+    "peer_sent": list,
+    "peer_recv": list,
+}
 
 
 def _reply_ok(cmd: str, value, nsched: int) -> bool:
@@ -75,10 +94,15 @@ def _reply_ok(cmd: str, value, nsched: int) -> bool:
     they read (a scheduler's status)."""
     if cmd != "status":
         return True
-    return (type(value) is dict and all(type(value.get(f)) is t for f, t in _STATUS.items())
-            and type(value.get("timer_in")) in (int, float, type(None))
-            and all(len(value[f]) == nsched + 1 and all(type(x) is int for x in value[f])
-                    for f in ("peer_sent", "peer_recv")))
+    return (
+        type(value) is dict
+        and all(type(value.get(f)) is t for f, t in _STATUS.items())
+        and type(value.get("timer_in")) in (int, float, type(None))
+        and all(
+            len(value[f]) == nsched + 1 and all(type(x) is int for x in value[f])
+            for f in ("peer_sent", "peer_recv")
+        )
+    )
 
 
 def _request_ok(request) -> bool:
@@ -107,9 +131,24 @@ class _OutOfTime(EmulatorTimeout):
 
 #: Commands that change something: once a BIF has sent one, it is finished
 #: (with BIF_GRACE_S) rather than put back to be served again in the next run().
-_CHANGES = frozenset({"trace_apply", "pattern", "set_reg", "unset_reg", "register",
-                      "unregister", "error_logger", "trace_delivered", "exit", "spawn",
-                      "spawn_many", "define", "open_trace_port", "trace_port_call"})
+_CHANGES = frozenset(
+    {
+        "trace_apply",
+        "pattern",
+        "set_reg",
+        "unset_reg",
+        "register",
+        "unregister",
+        "error_logger",
+        "trace_delivered",
+        "exit",
+        "spawn",
+        "spawn_many",
+        "define",
+        "open_trace_port",
+        "trace_port_call",
+    }
+)
 
 
 class _RemoteProc:
@@ -182,13 +221,23 @@ class Emulator:
     made for the run otherwise); ``insecure=True`` runs tcp without CURVE and
     warns (``InsecureWarning``)."""
 
-    def __init__(self, mode: str = "nonsmp", schedulers: int | None = None, *,
-                 reductions: int = 200, placement: str = "round_robin",
-                 start_timeout: float = 10.0, endpoint_dir: str | None = None,
-                 journal: str | None = None, bind: str | None = None,
-                 remote_schedulers: int = 0, curve: bool | None = None,
-                 keys: str | None = None, advertise: str | None = None,
-                 insecure: bool = False):
+    def __init__(
+        self,
+        mode: str = "nonsmp",
+        schedulers: int | None = None,
+        *,
+        reductions: int = 200,
+        placement: str = "round_robin",
+        start_timeout: float = 10.0,
+        endpoint_dir: str | None = None,
+        journal: str | None = None,
+        bind: str | None = None,
+        remote_schedulers: int = 0,
+        curve: bool | None = None,
+        keys: str | None = None,
+        advertise: str | None = None,
+        insecure: bool = False,
+    ):
         if mode not in ("smp", "nonsmp"):
             raise BadArg(f"mode must be 'smp' or 'nonsmp', not {mode!r}")
         if schedulers is None:
@@ -207,23 +256,34 @@ class Emulator:
             raise BadArg(f"remote_schedulers must be in 0..{schedulers}, not {remote_schedulers!r}")
         if remote_schedulers and (bind is None or mode != "smp"):
             raise BadArg("schedulers on other hosts need smp mode and bind='tcp://ADDR:PORT'")
-        if bind is not None and not (bind.startswith("tcp://") and bind.rsplit(":", 1)[-1].isdigit()):
+        if bind is not None and not (
+            bind.startswith("tcp://") and bind.rsplit(":", 1)[-1].isdigit()
+        ):
             raise BadArg(f"bind must be tcp://ADDR:PORT, not {bind!r}")
         from .security import InsecureWarning, ephemeral_security, server_security
-        if curve is None:       # tcp, loopback included, is CURVE unless insecure=True
+
+        if curve is None:  # tcp, loopback included, is CURVE unless insecure=True
             curve = bind is not None and not insecure
         if bind is not None and not curve:
             if not insecure:
-                raise BadArg("tcp without CURVE needs insecure=True: any process that can "
-                             "reach the ports could send the emulator frames")
-            warnings.warn(f"{bind}: tcp without CURVE (insecure=True): any process that can "
-                          "reach these ports can send the emulator frames", InsecureWarning,
-                          stacklevel=2)
+                raise BadArg(
+                    "tcp without CURVE needs insecure=True: any process that can "
+                    "reach the ports could send the emulator frames"
+                )
+            warnings.warn(
+                f"{bind}: tcp without CURVE (insecure=True): any process that can "
+                "reach these ports can send the emulator frames",
+                InsecureWarning,
+                stacklevel=2,
+            )
         if curve and keys is None and remote_schedulers:
-            raise BadArg("CURVE is on for tcp endpoints: give keys=DIR (smp-emu keygen DIR), "
-                         "or insecure=True to run unauthenticated")
-        self.security = (server_security(keys) if keys is not None else ephemeral_security()
-                         ) if curve else None
+            raise BadArg(
+                "CURVE is on for tcp endpoints: give keys=DIR (smp-emu keygen DIR), "
+                "or insecure=True to run unauthenticated"
+            )
+        self.security = (
+            (server_security(keys) if keys is not None else ephemeral_security()) if curve else None
+        )
         self.insecure = bool(bind is not None and not curve)
         self.remote_schedulers = remote_schedulers
         self.journal = journal
@@ -254,8 +314,10 @@ class Emulator:
         d = self._dir
         if bind is None:
             self.endpoints = {
-                "ctl": f"ipc://{d}/ctl", "ingest": f"ipc://{d}/ingest",
-                "disp_ctl": f"ipc://{d}/disp", "pub": [f"ipc://{d}/pub{i}" for i in range(3)],
+                "ctl": f"ipc://{d}/ctl",
+                "ingest": f"ipc://{d}/ingest",
+                "disp_ctl": f"ipc://{d}/disp",
+                "pub": [f"ipc://{d}/pub{i}" for i in range(3)],
                 "inbox": f"ipc://{d}/s{{}}",
             }
         else:
@@ -263,7 +325,8 @@ class Emulator:
             host = bind[6:].rsplit(":", 1)[0]
             self.endpoints["inbox"] = f"tcp://{host}:*"
             self.endpoints["advertise_host"] = advertise or (
-                host if host not in ("0.0.0.0", "*") else "127.0.0.1")
+                host if host not in ("0.0.0.0", "*") else "127.0.0.1"
+            )
         self.endpoints["start_timeout"] = start_timeout
         self.endpoints["dir"] = d
         self.ctx = zmq.Context()
@@ -274,6 +337,7 @@ class Emulator:
         self.ctl.setsockopt(zmq.MAXMSGSIZE, MAX_FRAME)
         if self.security:
             from .security import Authenticator
+
             self.auth = Authenticator(self.ctx, self.security["allowed"])
             self.ctl.curve_secretkey = self.security["secret"]
             self.ctl.curve_publickey = self.security["public"]
@@ -284,18 +348,18 @@ class Emulator:
         self._remote: set[int] = set()
         self._remote_ids: set[bytes] = set()
         self._disp_ident = new_routing_id()
-        self._pending: dict[int, tuple[int, str]] = {}    # request id -> (scheduler, command)
-        self._abandoned: set[int] = set()   # requests given up on: their late replies are dropped
+        self._pending: dict[int, tuple[int, str]] = {}  # request id -> (scheduler, command)
+        self._abandoned: set[int] = set()  # requests given up on: their late replies are dropped
         self._heard: dict[int, float] = {}  # remote scheduler -> when a frame last came from it
         self._hb_ids: dict[bytes, int] = {}  # routing ids of their heartbeats
         # run(): every wait of the controller ends by this time (None: no bound)
         self._budget: float | None = None
         self._bif_budget: float | None = None
-        self._serving = None                # the BIF request being served
-        self._rpc_changed = False           # ... has sent a command that changes something
-        self._reply_after_resume = False    # ... answers after the next run()'s resume
-        self._late_replies: list = []       # (scheduler, pid, value) for the next run()
-        self._last_status: dict[int, dict] = {}   # each scheduler's latest status
+        self._serving = None  # the BIF request being served
+        self._rpc_changed = False  # ... has sent a command that changes something
+        self._reply_after_resume = False  # ... answers after the next run()'s resume
+        self._late_replies: list = []  # (scheduler, pid, value) for the next run()
+        self._last_status: dict[int, dict] = {}  # each scheduler's latest status
         # closures travel (dill) only on a channel that authenticates the
         # controller to the scheduler: ipc in the owner-only directory, or CURVE
         self._code_ok = not self.insecure
@@ -316,15 +380,28 @@ class Emulator:
         local_sec = None
         if self.security:
             sec = self.security
-            local_sec = {"public": sec["public"], "secret": sec["secret"],
-                         "server_public": sec["server_public"]}
+            local_sec = {
+                "public": sec["public"],
+                "secret": sec["secret"],
+                "server_public": sec["server_public"],
+            }
         if self.smp:
             from dispatcher.server import dispatcher_main
+
             ready = mp.Event()
-            p = mp.Process(target=dispatcher_main,
-                           args=(self.nsched, self.endpoints, ready, self.journal, self.security,
-                                 self._disp_ident),
-                           name="smp-dispatcher", daemon=True)
+            p = mp.Process(
+                target=dispatcher_main,
+                args=(
+                    self.nsched,
+                    self.endpoints,
+                    ready,
+                    self.journal,
+                    self.security,
+                    self._disp_ident,
+                ),
+                name="smp-dispatcher",
+                daemon=True,
+            )
             self._start_process(p)
             if not ready.wait(timeout):
                 raise StartupError(f"dispatcher did not start within {timeout:g} s")
@@ -338,12 +415,16 @@ class Emulator:
                 self.disp.curve_serverkey = local_sec["server_public"]
             self.disp.connect(self.endpoints["disp_ctl"])
         from schedulers.worker import scheduler_main
+
         n_local = self.nsched - self.remote_schedulers
         local_ids = {k: new_routing_id() for k in range(1, n_local + 1)}
         for k in range(1, n_local + 1):
-            p = mp.Process(target=scheduler_main,
-                           args=(k, self.smp, self.endpoints, options, local_sec, local_ids[k]),
-                           name=f"smp-scheduler-{k}", daemon=True)
+            p = mp.Process(
+                target=scheduler_main,
+                args=(k, self.smp, self.endpoints, options, local_sec, local_ids[k]),
+                name=f"smp-scheduler-{k}",
+                daemon=True,
+            )
             self._start_process(p)
         # hello from every scheduler (local ones know their id; the others get one)
         hellos: dict[int, tuple] = {}
@@ -356,16 +437,21 @@ class Emulator:
                 raise StartupError(
                     f"{self.nsched - len(hellos)} scheduler(s) did not start within {timeout:g} s"
                     + (f" (died: {', '.join(dead)})" if dead else "")
-                    + (f" ({self.nsched - n_local - max(0, next_remote - n_local - 1)} remote "
-                       f"scheduler(s) never connected to {self.endpoints['ctl']})"
-                       if self.remote_schedulers else ""))
+                    + (
+                        f" ({self.nsched - n_local - max(0, next_remote - n_local - 1)} remote "
+                        f"scheduler(s) never connected to {self.endpoints['ctl']})"
+                        if self.remote_schedulers
+                        else ""
+                    )
+                )
             ident, parts, user = recv_from(self.ctl, self.security is not None)
             try:
                 msg = self._startup_frame(parts, "hello", 6)
                 _, k, inbox_ep, os_pid, host, key = msg
                 if k is None and next_remote <= self.nsched and ident not in self._remote_ids:
-                    if type(host) is not str or (self.smp and not (
-                            type(inbox_ep) is str and inbox_ep.startswith("tcp://"))):
+                    if type(host) is not str or (
+                        self.smp and not (type(inbox_ep) is str and inbox_ep.startswith("tcp://"))
+                    ):
                         raise ProtocolError("hello without a tcp inbox address and a host")
                     if self.security is not None and (user is None or key != user.encode()):
                         raise ProtocolError("hello with a key that is not the sender's")
@@ -373,8 +459,12 @@ class Emulator:
                     next_remote += 1
                     self._remote.add(k)
                     self._remote_ids.add(ident)
-                elif (type(k) is not int or not 1 <= k <= n_local or ident != local_ids[k]
-                      or k in hellos):
+                elif (
+                    type(k) is not int
+                    or not 1 <= k <= n_local
+                    or ident != local_ids[k]
+                    or k in hellos
+                ):
                     raise ProtocolError(f"hello as scheduler {k!r}, which the sender is not")
                 key = user.encode() if user is not None else None
             except ProtocolError as e:
@@ -393,9 +483,15 @@ class Emulator:
         peer_ids = {(j, k): new_routing_id() for j in ks for k in ks if j != k}
         server_key = self.security["public"] if self.security else None
         if self.smp:
-            self._disp_call("set_inboxes", inbox_map, {
-                "ingest": {ingest_ids[k]: k for k in ks}, "out": disp_ids,
-                "keys": {k: hellos[k][4] for k in ks}})
+            self._disp_call(
+                "set_inboxes",
+                inbox_map,
+                {
+                    "ingest": {ingest_ids[k]: k for k in ks},
+                    "out": disp_ids,
+                    "keys": {k: hellos[k][4] for k in ks},
+                },
+            )
         allowed = sorted(self.security["allowed"]) if self.security else []
         # a remote scheduler's heartbeats come on a socket of their own
         self._hb_ids = {new_routing_id(): k for k in sorted(self._remote)}
@@ -403,26 +499,47 @@ class Emulator:
         for k, h in hellos.items():
             self._ident[k] = h[0]
             dpid = None if (k in self._remote or not self.smp) else self.dispatcher_pid
-            ids = {"ingest": ingest_ids[k],
-                   "out": {j: peer_ids[(k, j)] for j in ks if j != k},
-                   "in": {**{peer_ids[(j, k)]: j for j in ks if j != k},
-                          disp_ids[k][0]: 0, disp_ids[k][1]: 0},
-                   "keys": {0: server_key, **{j: hellos[j][4] for j in ks}},
-                   **({"hb": hb_ids[k]} if k in hb_ids else {})}
-            self.ctl.send_multipart([h[0], dumps_frame((
-                "welcome", k, self.nsched, inbox_map, allowed, dpid, k not in self._remote,
-                ids if self.smp else {}))])
+            ids = {
+                "ingest": ingest_ids[k],
+                "out": {j: peer_ids[(k, j)] for j in ks if j != k},
+                "in": {
+                    **{peer_ids[(j, k)]: j for j in ks if j != k},
+                    disp_ids[k][0]: 0,
+                    disp_ids[k][1]: 0,
+                },
+                "keys": {0: server_key, **{j: hellos[j][4] for j in ks}},
+                **({"hb": hb_ids[k]} if k in hb_ids else {}),
+            }
+            self.ctl.send_multipart(
+                [
+                    h[0],
+                    dumps_frame(
+                        (
+                            "welcome",
+                            k,
+                            self.nsched,
+                            inbox_map,
+                            allowed,
+                            dpid,
+                            k not in self._remote,
+                            ids if self.smp else {},
+                        )
+                    ),
+                ]
+            )
         self._by_ident = {h[0]: k for k, h in hellos.items()}
         self._heard = {k: time.monotonic() for k in self._remote}
         ready: set[int] = set()
         while len(ready) < self.nsched:
             left = deadline - time.monotonic()
             if left <= 0 or not self.ctl.poll(int(left * 1000) + 1):
-                raise StartupError(f"{self.nsched - len(ready)} scheduler(s) did not get ready "
-                                   f"within {timeout:g} s")
+                raise StartupError(
+                    f"{self.nsched - len(ready)} scheduler(s) did not get ready "
+                    f"within {timeout:g} s"
+                )
             ident, parts, user = recv_from(self.ctl, self.security is not None)
             try:
-                if ident in self._hb_ids:      # heartbeats start before the ready
+                if ident in self._hb_ids:  # heartbeats start before the ready
                     self._take_heartbeat(self._hb_ids[ident], parts, user)
                     continue
                 msg = self._startup_frame(parts, "ready", 3)
@@ -443,8 +560,10 @@ class Emulator:
                     break
                 except TimeoutError:
                     if time.monotonic() > deadline:
-                        raise StartupError("schedulers did not subscribe to the dispatcher's "
-                                           f"state within {timeout:g} s") from None
+                        raise StartupError(
+                            "schedulers did not subscribe to the dispatcher's "
+                            f"state within {timeout:g} s"
+                        ) from None
         self._started = True
 
     def _startup_frame(self, parts: list, kind: str, n: int) -> tuple:
@@ -462,8 +581,10 @@ class Emulator:
     def _bad(self, sender: str, parts: list, e: BaseException, where: str = "controller") -> None:
         """Count and log a refused frame (the log is bounded under a flood)."""
         self.bad_frames += 1
-        self.last_bad_frame = (f"rejected {where} frame of {sum(len(p) for p in parts)} bytes "
-                               f"from {sender}: {type(e).__name__}: {e}")
+        self.last_bad_frame = (
+            f"rejected {where} frame of {sum(len(p) for p in parts)} bytes "
+            f"from {sender}: {type(e).__name__}: {e}"
+        )
         if self.bad_frames <= 100 or self.bad_frames % 1000 == 0:
             sys.stderr.write(f"smp: {self.last_bad_frame}\n")
 
@@ -495,10 +616,10 @@ class Emulator:
         self._closing = True
         self._budget = self._bif_budget = None
         started = time.monotonic()
-        end = started + CLOSE_S - 0.4      # the rest: sockets, context, run directory
+        end = started + CLOSE_S - 0.4  # the rest: sockets, context, run directory
         try:
             if not self._started:
-                raise _Abandon()          # start-up never finished: terminate, don't ask
+                raise _Abandon()  # start-up never finished: terminate, don't ask
             live = self._live()
             for k in live:
                 try:
@@ -508,14 +629,18 @@ class Emulator:
             local = [self._sched_proc(k) for k in live if k not in self._remote]
             # with a dispatcher to stop after them, 2.5 s; without, all but the end
             byes_by = started + (2.5 if self.disp is not None else CLOSE_S - 1.4)
-            while (any(k not in self._byes for k in live) and time.monotonic() < byes_by
-                   and (any(p.is_alive() for p in local) or len(local) < len(live))):
+            while (
+                any(k not in self._byes for k in live)
+                and time.monotonic() < byes_by
+                and (any(p.is_alive() for p in local) or len(local) < len(live))
+            ):
                 self._pump(0.05)
             if self.disp is not None and self._procs[0].is_alive():
                 drain = max(0.0, min(2.0, end - time.monotonic() - 1.8))
                 try:
-                    self.final_dispatcher_statistics = self._disp_call("stop", drain,
-                                                                       timeout=drain + 0.8)
+                    self.final_dispatcher_statistics = self._disp_call(
+                        "stop", drain, timeout=drain + 0.8
+                    )
                 except Exception:
                     pass
         except _Abandon:
@@ -598,9 +723,10 @@ class Emulator:
                 self._take(k, parts, user)
                 if k in self._remote:
                     self._heard[k] = time.monotonic()
-            except ProtocolError as e:   # counted, logged with the sender, ignored
-                self._bad(f"scheduler {k}" if k is not None else describe_peer(ident, user),
-                          parts, e)
+            except ProtocolError as e:  # counted, logged with the sender, ignored
+                self._bad(
+                    f"scheduler {k}" if k is not None else describe_peer(ident, user), parts, e
+                )
 
     def _take(self, k, parts: list, user) -> None:
         """One message on the controller's socket, checked field by field: it
@@ -628,7 +754,7 @@ class Emulator:
             cmd = self._pending.pop(rid)[1]
             if ok and cmd == "status":
                 self._last_status[k] = value
-            if rid in self._abandoned:   # its caller gave up waiting (run()'s time was up)
+            if rid in self._abandoned:  # its caller gave up waiting (run()'s time was up)
                 self._abandoned.discard(rid)
             else:
                 self._replies[rid] = (ok, value)
@@ -672,8 +798,10 @@ class Emulator:
         if req in self._pending:
             self._abandoned.add(req)
         if capped:
-            return _OutOfTime(f"{who} did not answer {cmd!r} in time (stopped, or one of its "
-                              "processes has not yielded for that long)")
+            return _OutOfTime(
+                f"{who} did not answer {cmd!r} in time (stopped, or one of its "
+                "processes has not yielded for that long)"
+            )
         return SmpError(f"{who} did not answer {cmd!r} within {timeout:g} s")
 
     def _sched_call(self, k: int, cmd: str, *args, timeout: float = 30.0):
@@ -683,7 +811,9 @@ class Emulator:
         req = next(self._req)
         if not self._send_sched(k, req, cmd, args):
             self._scheduler_gone(k)
-            raise SchedulerLost(f"scheduler {k} is lost: {self.lost_schedulers.get(k, 'disconnected')}")
+            raise SchedulerLost(
+                f"scheduler {k} is lost: {self.lost_schedulers.get(k, 'disconnected')}"
+            )
         deadline, capped = self._until(timeout)
         while req not in self._replies:
             left = deadline - time.monotonic()
@@ -728,7 +858,7 @@ class Emulator:
                 continue
             ok, value = self._replies.pop(req)
             if not ok:
-                for r in reqs.values():     # the answers still to come are not wanted
+                for r in reqs.values():  # the answers still to come are not wanted
                     if r not in self._replies and r in self._pending:
                         self._abandoned.add(r)
                     self._replies.pop(r, None)
@@ -758,11 +888,16 @@ class Emulator:
         code = proc.exitcode
         if k in self._remote:
             host = self.scheduler_hosts.get(k, ("?", None))[0]
-            why = (f"remote scheduler on {host} (os pid {proc.pid}): no word from it for "
-                   f"{proc.silent_for():.1f} s, its link is down or it stopped")
+            why = (
+                f"remote scheduler on {host} (os pid {proc.pid}): no word from it for "
+                f"{proc.silent_for():.1f} s, its link is down or it stopped"
+            )
         else:
-            why = (f"os pid {proc.pid} died" + (f" by signal {-code}" if code is not None
-                                                and code < 0 else f" with exit code {code}"))
+            why = f"os pid {proc.pid} died" + (
+                f" by signal {-code}"
+                if code is not None and code < 0
+                else f" with exit code {code}"
+            )
         self.lost_schedulers[k] = why
         pids: list = []
         if self.smp and self._procs[0].is_alive():
@@ -777,7 +912,8 @@ class Emulator:
                 self._budget = budget
                 self._new_losses.append(
                     f"scheduler {k} ({why}): {len(pids)} process(es) on it treated as exited, "
-                    "messages for them dropped as scheduler_lost")
+                    "messages for them dropped as scheduler_lost"
+                )
         else:
             self._new_losses.append(f"scheduler {k} ({why})")
 
@@ -793,8 +929,11 @@ class Emulator:
         until = time.monotonic() + 1.0
         if self._budget is not None:
             until = min(until, self._budget)
-        while (any(k not in self._byes for k in live) and time.monotonic() < until
-               and any(p.is_alive() for p in local)):
+        while (
+            any(k not in self._byes for k in live)
+            and time.monotonic() < until
+            and any(p.is_alive() for p in local)
+        ):
             self._pump(0.05)
         made = received = 0
         for k in live:
@@ -811,17 +950,23 @@ class Emulator:
         self._closing_after_loss = True
         raise DispatcherLost(
             f"dispatcher (os pid {proc.pid}) died"
-            + (f" by signal {-code}" if code is not None and code < 0 else f" with exit code {code}")
+            + (
+                f" by signal {-code}"
+                if code is not None and code < 0
+                else f" with exit code {code}"
+            )
             + f": {made} system message(s) made by the schedulers, {received} known delivered "
             f"(the schedulers received them), so up to {max(0, made - received)} lost; the "
-            "emulator must be closed")
+            "emulator must be closed"
+        )
 
     def _disp_call(self, cmd: str, *args, timeout: float = 30.0):
         self._check_open()
         req = next(self._req)
         self.disp.send(dumps_frame((req, cmd, args)))
-        if cmd in _CHANGES or (cmd == "state" and not (args[0].startswith("get_")
-                                                        or args[0].endswith("_get"))):
+        if cmd in _CHANGES or (
+            cmd == "state" and not (args[0].startswith("get_") or args[0].endswith("_get"))
+        ):
             self._bif_changes()
         deadline, capped = self._until(timeout)
         while True:
@@ -829,14 +974,19 @@ class Emulator:
             if left <= 0 or not self.disp.poll(min(200, int(left * 1000) + 1)):
                 if not self._procs[0].is_alive() and not self._closing:
                     self._dispatcher_lost()
-                if left <= 0:   # a late reply is dropped: it has another request's id
+                if left <= 0:  # a late reply is dropped: it has another request's id
                     raise self._no_answer(req, "the dispatcher", cmd, timeout, capped)
                 continue
             raw = self.disp.recv_multipart()
             try:
                 msg = loads_frame(raw[0], state=True) if len(raw) == 1 else None
-                if (type(msg) is not tuple or len(msg) != 4 or msg[0] != "r"
-                        or type(msg[2]) is not bool or not (msg[2] or isinstance(msg[3], Exception))):
+                if (
+                    type(msg) is not tuple
+                    or len(msg) != 4
+                    or msg[0] != "r"
+                    or type(msg[2]) is not bool
+                    or not (msg[2] or isinstance(msg[3], Exception))
+                ):
                     raise ProtocolError("not a reply (r, id, ok, value)")
             except ProtocolError as e:
                 self._bad("the dispatcher", raw, e, "dispatcher reply")
@@ -865,13 +1015,15 @@ class Emulator:
         for k, st in sts.items():
             items[k] = st["sys_items"]
         capped = False
-        if self._budget is not None:     # inside run(): at most until its time is up
+        if self._budget is not None:  # inside run(): at most until its time is up
             left = self._budget - time.monotonic() - 0.05
             if limit is None or left < limit:
                 limit, capped = max(0.0, left), True
         if not self._disp_call("wait_ingested", items, limit) and capped:
-            raise _OutOfTime("the dispatcher had not taken every batch the schedulers sent "
-                             "(push-back from a receiver that does not keep up)")
+            raise _OutOfTime(
+                "the dispatcher had not taken every batch the schedulers sent "
+                "(push-back from a receiver that does not keep up)"
+            )
         return sts
 
     def _publish_wait(self, seqs=None) -> None:
@@ -883,7 +1035,7 @@ class Emulator:
         left = 10.0 if self._budget is None else max(0.0, self._budget - time.monotonic())
         try:
             self._all_scheds("wait_published", seqs, left)
-        except TimeoutError as e:     # a scheduler's own wait ran out
+        except TimeoutError as e:  # a scheduler's own wait ran out
             if self._budget is None or isinstance(e, EmulatorTimeout):
                 raise
             raise _OutOfTime(str(e)) from None
@@ -949,14 +1101,15 @@ class Emulator:
         if owner == 0 or owner in self.lost_schedulers:
             return Atom("undefined")
         if self.smp:
-            self._replicas_current()   # a tracer port closed just now is seen closed
+            self._replicas_current()  # a tracer port closed just now is seen closed
         return self._sched_call(owner, "trace_info", what, item)
 
     def bk_pattern(self, mfa, ms, kind, meta_tracer, enable) -> int:
         # the match spec travels as its term; each scheduler compiles it again
         source = None if ms is None else ms.source
-        return next(iter(self._all_scheds("pattern", mfa, source, kind, meta_tracer,
-                                          enable).values()))
+        return next(
+            iter(self._all_scheds("pattern", mfa, source, kind, meta_tracer, enable).values())
+        )
 
     def bk_active_schedulers(self) -> int:
         if not self._running:
@@ -970,8 +1123,9 @@ class Emulator:
         """``erts_send_error_to_logger_str``: queued for the dispatcher as
         every ERRLGR message is; every process's group leader is <0.0.0>."""
         gl = None if caller is None else Pid(0)
-        self._disp_call("error_logger", NIL if caller is None else caller,
-                        M.error_logger_str(text, gl))
+        self._disp_call(
+            "error_logger", NIL if caller is None else caller, M.error_logger_str(text, gl)
+        )
 
     def bk_trace_delivered(self, caller, what, ref):
         self._sync_dispatcher()
@@ -1004,7 +1158,7 @@ class Emulator:
         out: list = [None] * len(args_list)
         for k, idxs in plan.items():
             pids = self._sched_call(k, "spawn_many", fun, [tuple(args_list[i]) for i in idxs])
-            for i, pid in zip(idxs, pids):
+            for i, pid in zip(idxs, pids, strict=True):
                 out[i] = pid
         return out
 
@@ -1175,8 +1329,10 @@ class Emulator:
         emulator runs until their schedulers took it), so ``messages(pid)``
         shows it and a later change cannot overtake it."""
         if not self.smp:
-            raise SmpError("step_dispatcher needs smp mode (nonsmp has no dispatcher: "
-                           "it delivers each message when it is made)")
+            raise SmpError(
+                "step_dispatcher needs smp mode (nonsmp has no dispatcher: "
+                "it delivers each message when it is made)"
+            )
         if type(n) is not int or n < 1:
             raise BadArg(f"step_dispatcher: n must be an integer >= 1, not {n!r}")
         if unit not in ("message", "run"):
@@ -1186,7 +1342,7 @@ class Emulator:
             raise SmpError("step_dispatcher needs a held dispatcher: call hold_dispatcher() first")
         done = self._disp_call("step", n, unit)
         deadline = time.monotonic() + timeout
-        while True:   # until every scheduler took the deliveries the step sent it
+        while True:  # until every scheduler took the deliveries the step sent it
             sent = self._disp_call("status")["delivered_to"]
             if all(sent[k] == st["deliveries"] for k, st in self._all_scheds("status").items()):
                 return done
@@ -1222,12 +1378,24 @@ class Emulator:
             sts = self._sync_dispatcher(limit=1.0)
             d = self._disp_call("stats")
             ingested = d.pop("ingested", None)
-            d["in_transit"] = 0 if ingested is None else sum(
-                max(0, st["sys_made"] - ingested[k]) for k, st in sts.items())
+            d["in_transit"] = (
+                0
+                if ingested is None
+                else sum(max(0, st["sys_made"] - ingested[k]) for k, st in sts.items())
+            )
         else:
             s = scheds[0]
-            d = {k: s[k] for k in ("made", "made_by_type", "delivered", "delivered_by_type",
-                                   "dropped", "dropped_by_reason")}
+            d = {
+                k: s[k]
+                for k in (
+                    "made",
+                    "made_by_type",
+                    "delivered",
+                    "delivered_by_type",
+                    "dropped",
+                    "dropped_by_reason",
+                )
+            }
             d.update(queued=0, in_transit=0, bad_frames=0, stderr_lines=[])
         suppressed: dict = {}
         for s in scheds:
@@ -1290,37 +1458,50 @@ class Emulator:
                 self._serve_rpcs(deadline)
                 sts = self._all_scheds("status")
                 live = sorted(sts)
-                quiet = all(s["idle"] and not s["timer"] and not s["backlog"]
-                            for s in sts.values())
-                snap = tuple((k, tuple(s["peer_recv"]), s["sys_made"], s["deliveries"])
-                             for k, s in sorted(sts.items()))
+                quiet = all(s["idle"] and not s["timer"] and not s["backlog"] for s in sts.values())
+                snap = tuple(
+                    (k, tuple(s["peer_recv"]), s["sys_made"], s["deliveries"])
+                    for k, s in sorted(sts.items())
+                )
                 self._last_made = sum(s["sys_made"] for s in sts.values())
                 if quiet and self.smp:
                     d = self._disp_call("status")
                     self._last_disp_status = d
                     quiet = (
-                        all(sts[j]["peer_sent"][k] == sts[k]["peer_recv"][j]
-                            for j in live for k in live)
+                        all(
+                            sts[j]["peer_sent"][k] == sts[k]["peer_recv"][j]
+                            for j in live
+                            for k in live
+                        )
                         and all(d["ingested"][k] == sts[k]["sys_made"] for k in live)
                         and (d["held"] or (d["queued"] == 0 and not d["dispatching"]))
-                        and (d["held"] or all(d["delivered_to"][k] == sts[k]["deliveries"]
-                                              for k in live)))
+                        and (
+                            d["held"]
+                            or all(d["delivered_to"][k] == sts[k]["deliveries"] for k in live)
+                        )
+                    )
                     snap = snap + (tuple(d["ingested"]), tuple(d["delivered_to"]), d["queued"])
                 if quiet and not self._rpcs and snap == stable:
                     break
                 stable = snap if quiet else None
                 if time.monotonic() > deadline:
-                    busy = [f"scheduler {k}: {s['runq']} runnable ({', '.join(s['busy'])})"
-                            + (", timers pending" if s["timer"] else "")
-                            + (f", {s['backlog']} frame(s) waiting to be sent" if s["backlog"] else "")
-                            for k, s in sorted(sts.items())
-                            if not s["idle"] or s["timer"] or s["backlog"]]
+                    busy = [
+                        f"scheduler {k}: {s['runq']} runnable ({', '.join(s['busy'])})"
+                        + (", timers pending" if s["timer"] else "")
+                        + (f", {s['backlog']} frame(s) waiting to be sent" if s["backlog"] else "")
+                        for k, s in sorted(sts.items())
+                        if not s["idle"] or s["timer"] or s["backlog"]
+                    ]
                     raise EmulatorTimeout(
                         f"run() not quiet after {timeout:g} s: "
-                        + ("; ".join(busy) or "messages still in flight"))
+                        + ("; ".join(busy) or "messages still in flight")
+                    )
                 if not quiet:
-                    waits = [s["timer_in"] for s in sts.values()
-                             if s["timer_in"] is not None and s["idle"]]
+                    waits = [
+                        s["timer_in"]
+                        for s in sts.values()
+                        if s["timer_in"] is not None and s["idle"]
+                    ]
                     all_idle = all(s["idle"] for s in sts.values())
                     # idle with a timer: sleep towards it; otherwise messages are
                     # in flight or processes run: look again soon
@@ -1335,8 +1516,9 @@ class Emulator:
                     # every scheduler is sent its pause; the answers are awaited
                     # at most until timeout + PAUSE_END_S (one that answers later
                     # pauses when it reads it, before anything else it is asked)
-                    self._budget = min(max(time.monotonic(), self._budget) + 0.2,
-                                       deadline + PAUSE_END_S)
+                    self._budget = min(
+                        max(time.monotonic(), self._budget) + 0.2, deadline + PAUSE_END_S
+                    )
                     try:
                         self._all_scheds("pause")
                     except _OutOfTime:
@@ -1358,7 +1540,7 @@ class Emulator:
                 self._all_scheds("resume", self._disp_call("pub_seq"), left)
             else:
                 self._all_scheds("resume")
-        except TimeoutError as e:        # a replica did not catch up in time
+        except TimeoutError as e:  # a replica did not catch up in time
             if isinstance(e, EmulatorTimeout) or self._budget is None:
                 raise
             raise _OutOfTime(str(e)) from None

@@ -5,13 +5,24 @@
 exception classes, raised by emulated code (``raise smp.Error(badarith)``) and
 turned into ``exception_from`` trace messages and exit reasons.
 """
+
 from __future__ import annotations
 
 __all__ = [
-    "SmpError", "BadArg", "EmulatorTimeout", "StartupError", "DecodeError",
-    "SchedulerLost", "DispatcherLost",
-    "TracePortError", "ProtocolError", "ScenarioError",
-    "ErlangException", "Error", "Throw", "Exit",
+    "SmpError",
+    "BadArg",
+    "EmulatorTimeout",
+    "StartupError",
+    "DecodeError",
+    "SchedulerLost",
+    "DispatcherLost",
+    "TracePortError",
+    "ProtocolError",
+    "ScenarioError",
+    "ErlangException",
+    "Error",
+    "Throw",
+    "Exit",
 ]
 
 
@@ -73,6 +84,7 @@ class ErlangException(Exception):
 
     def __repr__(self) -> str:
         from .terms import format_term
+
         try:
             return f"{type(self).__name__}({format_term(self.reason)})"
         except TypeError:

@@ -42,6 +42,7 @@ the tag, as is a map with a repeated key.  Decoding ``LIST_EXT`` whose tail is
 itself a list joins the two (Erlang semantics), so ``[1|[2]]`` decodes as
 ``[1, 2]``.
 """
+
 from __future__ import annotations
 
 import math
@@ -110,6 +111,7 @@ _NIL = bytes((NIL_EXT,))
 
 # ---------------------------------------------------------------- encoding
 
+
 def _node_check(node) -> None:
     if type(node) is not Atom:
         raise TypeError(f"node of a pid/port/ref must be an Atom, not {node!r}")
@@ -150,11 +152,12 @@ def _enc_bits(t: BitString, out: bytearray) -> None:
 
 def _unencodable(t: Any) -> str:
     if type(t) is bool:
-        return (f"a Python bool ({t!r}) is not an Erlang term: "
-                f"use Atom('true')/Atom('false') (or int) explicitly")
+        return (
+            f"a Python bool ({t!r}) is not an Erlang term: "
+            f"use Atom('true')/Atom('false') (or int) explicitly"
+        )
     if type(t) is str:
-        return (f"a Python str is not an Erlang term: {t!r} "
-                f"(use Atom, charlist or bytes)")
+        return f"a Python str is not an Erlang term: {t!r} (use Atom, charlist or bytes)"
     if type(t) is dict:
         return f"a Python dict is not an Erlang term: {t!r} (use smp.terms.Map)"
     return f"not an Erlang term: {t!r} (type {type(t).__name__})"
@@ -198,15 +201,18 @@ def _make_encoder(minor: int, old_ids: bool):
     def enc_pid(t: Pid, out: bytearray) -> None:
         try:
             if old_ids:
-                if not (0 <= t.creation <= 3 and 0 <= t.number < 1 << 15
-                        and 0 <= t.serial < 1 << 13):
+                if not (
+                    0 <= t.creation <= 3 and 0 <= t.number < 1 << 15 and 0 <= t.serial < 1 << 13
+                ):
                     raise struct.error
                 tail = _pack_II(t.number, t.serial) + bytes((t.creation,))
             else:
                 tail = _pack_III(t.number, t.serial, t.creation)
         except (struct.error, TypeError):
-            raise TypeError(f"pid fields out of range: {t!r} (number={t.number!r}, "
-                            f"serial={t.serial!r}, creation={t.creation!r})") from None
+            raise TypeError(
+                f"pid fields out of range: {t!r} (number={t.number!r}, "
+                f"serial={t.serial!r}, creation={t.creation!r})"
+            ) from None
         node = node_bytes(t.node)
         out += b"g" if old_ids else b"X"
         out += node
@@ -225,8 +231,9 @@ def _make_encoder(minor: int, old_ids: bool):
             else:
                 tag, tail = b"x", _S_QI.pack(num, t.creation)
         except (struct.error, TypeError):
-            raise TypeError(f"port fields out of range: {t!r} "
-                            f"(number={t.number!r}, creation={t.creation!r})") from None
+            raise TypeError(
+                f"port fields out of range: {t!r} (number={t.number!r}, creation={t.creation!r})"
+            ) from None
         node = node_bytes(t.node)
         out += tag
         out += node
@@ -246,8 +253,9 @@ def _make_encoder(minor: int, old_ids: bool):
             else:
                 cre = _pack_I(t.creation)
         except (struct.error, TypeError):
-            raise TypeError(f"reference fields out of range: {t!r} "
-                            f"(ids={ids!r}, creation={t.creation!r})") from None
+            raise TypeError(
+                f"reference fields out of range: {t!r} (ids={ids!r}, creation={t.creation!r})"
+            ) from None
         node = node_bytes(t.node)
         if old_ids and n == 1:
             out += b"e"
@@ -319,8 +327,9 @@ def _make_encoder(minor: int, old_ids: bool):
         try:
             body += struct.pack(">B16sII", t.arity, t.uniq, t.index, len(t.free))
         except struct.error:
-            raise TypeError(f"fun fields out of range: arity={t.arity!r}, "
-                            f"index={t.index!r}") from None
+            raise TypeError(
+                f"fun fields out of range: arity={t.arity!r}, index={t.index!r}"
+            ) from None
         enc(t.module, body)
         enc(t.old_index, body)
         enc(t.old_uniq, body)
@@ -503,7 +512,7 @@ def _dec(data: bytes, pos: int, n: int):
         end = p + 1 + data[p]
         if end > n:
             raise _truncated("atom text", p + 1)
-        return _mk_atom(data[p + 1:end], tag == SMALL_ATOM_UTF8_EXT, p + 1), end
+        return _mk_atom(data[p + 1 : end], tag == SMALL_ATOM_UTF8_EXT, p + 1), end
     if tag == SMALL_INTEGER_EXT:
         if p >= n:
             raise _truncated("SMALL_INTEGER_EXT", p)
@@ -548,7 +557,7 @@ def _dec(data: bytes, pos: int, n: int):
         end = p + 2 + _S_H.unpack_from(data, p)[0]
         if end > n:
             raise _truncated("atom text", p + 2)
-        return _mk_atom(data[p + 2:end], tag == ATOM_UTF8_EXT, p + 2), end
+        return _mk_atom(data[p + 2 : end], tag == ATOM_UTF8_EXT, p + 2), end
     if tag == NIL_EXT:
         return [], p
     if tag == STRING_EXT:
@@ -557,7 +566,7 @@ def _dec(data: bytes, pos: int, n: int):
         end = p + 2 + _S_H.unpack_from(data, p)[0]
         if end > n:
             raise _truncated("STRING_EXT characters", p + 2)
-        return list(data[p + 2:end]), end
+        return list(data[p + 2 : end]), end
     if tag == LIST_EXT:
         if p + 4 > n:
             raise _truncated("list length", p)
@@ -590,7 +599,7 @@ def _dec(data: bytes, pos: int, n: int):
         end = p + 4 + _S_I.unpack_from(data, p)[0]
         if end > n:
             raise _truncated("binary data", p + 4)
-        return bytes(data[p + 4:end]), end
+        return bytes(data[p + 4 : end]), end
     if tag == NEW_FLOAT_EXT:
         if p + 8 > n:
             raise _truncated("NEW_FLOAT_EXT", p)
@@ -674,7 +683,7 @@ def _dec(data: bytes, pos: int, n: int):
         end = p + 5 + size
         if end > n:
             raise _truncated("bit string data", p + 5)
-        raw = bytes(data[p + 5:end])
+        raw = bytes(data[p + 5 : end])
         if size == 0 and bits == 0:
             return b"", end
         if not 1 <= bits <= 8 or size == 0:
@@ -694,8 +703,12 @@ def _dec(data: bytes, pos: int, n: int):
         old_index, q = _dec(data, q, end)
         old_uniq, q = _dec(data, q, end)
         pid, q = _dec(data, q, end)
-        if (type(module) is not Atom or type(old_index) is not int
-                or type(old_uniq) is not int or type(pid) is not Pid):
+        if (
+            type(module) is not Atom
+            or type(old_index) is not int
+            or type(old_uniq) is not int
+            or type(pid) is not Pid
+        ):
             raise DecodeError("bad NEW_FUN_EXT (module, old index, old uniq or pid)", p + 29)
         free = []
         for _ in range(nfree):
@@ -708,8 +721,12 @@ def _dec(data: bytes, pos: int, n: int):
         module, q = _dec(data, p, n)
         function, q = _dec(data, q, n)
         arity, q = _dec(data, q, n)
-        if type(module) is not Atom or type(function) is not Atom or type(arity) is not int \
-                or not 0 <= arity <= 255:
+        if (
+            type(module) is not Atom
+            or type(function) is not Atom
+            or type(arity) is not int
+            or not 0 <= arity <= 255
+        ):
             raise DecodeError("bad EXPORT_EXT (module, function or arity)", p)
         return ExportFun(module, function, arity), q
     if tag == FLOAT_EXT:
@@ -740,22 +757,25 @@ def _decode_at(data: bytes, offset: int):
         size = _S_I.unpack_from(data, p + 1)[0]
         d = zlib.decompressobj()
         try:
-            inner = d.decompress(data[p + 5:], size + 1)
+            inner = d.decompress(data[p + 5 :], size + 1)
         except zlib.error as e:
             raise DecodeError(f"bad zlib data in compressed term ({e})", p + 5) from None
         if len(inner) != size:
-            raise DecodeError(f"compressed term inflates to {len(inner)} bytes, "
-                              f"header says {size}", p + 1)
+            raise DecodeError(
+                f"compressed term inflates to {len(inner)} bytes, header says {size}", p + 1
+            )
         if not d.eof:
             raise DecodeError("truncated zlib stream in compressed term", p + 5)
         try:
             term, q = _dec(inner, 0, size)
         except DecodeError as e:
-            raise DecodeError(f"in compressed term (offset is inside the inflated data): "
-                              f"{e.args[0]}", None) from None
+            raise DecodeError(
+                f"in compressed term (offset is inside the inflated data): {e.args[0]}", None
+            ) from None
         if q != size:
-            raise DecodeError("trailing bytes inside compressed term "
-                              "(offset inside the inflated data)", q)
+            raise DecodeError(
+                "trailing bytes inside compressed term (offset inside the inflated data)", q
+            )
         return term, n - len(d.unused_data)
     return _dec(data, p, n)
 

@@ -30,6 +30,7 @@ dispatcher: every message is delivered when it is made, before any
 change); the report names the smp outcomes nonsmp cannot produce and the
 ``#ifdef ERTS_SMP`` of the seed that makes the difference.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -50,21 +51,41 @@ from typing import Any
 from .errors import BadArg, ScenarioError, SmpError
 from .terms import Atom, Pid, format_term
 
-__all__ = ["explore", "load_explore_scenario", "explore_example_names", "parse_schedule",
-           "format_schedule", "ExploreResult", "ExploreError", "explore_command",
-           "explore_html", "count_classes", "canonical_classes", "canonicalize"]
+__all__ = [
+    "explore",
+    "load_explore_scenario",
+    "explore_example_names",
+    "parse_schedule",
+    "format_schedule",
+    "ExploreResult",
+    "ExploreError",
+    "explore_command",
+    "explore_html",
+    "count_classes",
+    "canonical_classes",
+    "canonicalize",
+]
 
-MAX_MESSAGES = 12     # exhaustive up to this many queued messages ...
-MAX_CHANGES = 4       # ... and this many changes; beyond, a seeded sample
-SAMPLES = 40          # classes a sample runs
+MAX_MESSAGES = 12  # exhaustive up to this many queued messages ...
+MAX_CHANGES = 4  # ... and this many changes; beyond, a seeded sample
+SAMPLES = 40  # classes a sample runs
 EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 1, 2, 130
 
 QUEUE_ACTIONS = ("send", "seq_send", "gc", "spin", "crash")
 CHANGE_ACTIONS = ("seq_tracer", "system_monitor", "system_profile", "trace", "kill")
-MONITOR_OPTIONS = {"long_gc": int, "long_schedule": int, "large_heap": int,
-                   "busy_port": bool, "busy_dist_port": bool}
-PROFILE_OPTIONS = {"scheduler": bool, "runnable_procs": bool, "runnable_ports": bool,
-                   "exclusive": bool}
+MONITOR_OPTIONS = {
+    "long_gc": int,
+    "long_schedule": int,
+    "large_heap": int,
+    "busy_port": bool,
+    "busy_dist_port": bool,
+}
+PROFILE_OPTIONS = {
+    "scheduler": bool,
+    "runnable_procs": bool,
+    "runnable_ports": bool,
+    "exclusive": bool,
+}
 _NAME = re.compile(r"^[a-z][A-Za-z0-9_-]*$")
 _SYS_TAGS = {"trace", "trace_ts", "seq_trace", "monitor", "profile", "notify", "trace_delivered"}
 _TS_TAGS = {"trace_ts", "profile"}
@@ -96,6 +117,7 @@ async def explore_actor(proc, do, to, count, label, words):
             await proc.sleep(0)
     elif do == "crash":
         from .errors import Error
+
         raise Error(Atom("explore_crash"))
     while True:
         await proc.receive()
@@ -128,8 +150,9 @@ def load_explore_scenario(src) -> dict:
             data = tomllib.load(f)
     except FileNotFoundError:
         known = ", ".join(explore_example_names())
-        raise ScenarioError(f"{path}: no such explore scenario (a TOML file, or one of the "
-                            f"examples: {known})") from None
+        raise ScenarioError(
+            f"{path}: no such explore scenario (a TOML file, or one of the examples: {known})"
+        ) from None
     except OSError as e:
         raise ScenarioError(f"{path}: cannot read scenario: {e.strerror}") from None
     except tomllib.TOMLDecodeError as e:
@@ -162,8 +185,10 @@ class _Checker:
 
     def new_name(self, v, key: str) -> str:
         if type(v) is not str or not _NAME.match(v):
-            self.fail(key, f"must be a name (a lower-case letter, then letters, digits, _ or -), "
-                           f"not {v!r}")
+            self.fail(
+                key,
+                f"must be a name (a lower-case letter, then letters, digits, _ or -), not {v!r}",
+            )
         if v in self.names:
             self.fail(key, f"{v!r} is used twice")
         self.names.append(v)
@@ -183,14 +208,19 @@ class _Checker:
         """``{monitor|profiler = NAME | "undefined", option = value...}``."""
         self.keys(d, extra + (role,) + tuple(options), key)
         who = d.get(role)
-        out: dict[str, Any] = {role: "undefined" if who == "undefined"
-                               else self.ref(who, f"{key}.{role}")}
+        out: dict[str, Any] = {
+            role: "undefined" if who == "undefined" else self.ref(who, f"{key}.{role}")
+        }
         for k, t in options.items():
             if k in d:
                 v = d[k]
                 if type(v) is not t or (t is int and v < 0):
-                    self.fail(f"{key}.{k}", "must be " + ("an integer >= 0" if t is int
-                                                          else "true or false") + f", not {v!r}")
+                    self.fail(
+                        f"{key}.{k}",
+                        "must be "
+                        + ("an integer >= 0" if t is int else "true or false")
+                        + f", not {v!r}",
+                    )
                 out[k] = v
         return out
 
@@ -209,22 +239,32 @@ class _Checker:
     def setup(self, data: dict) -> dict:
         setup = data.get("setup", {})
         self.keys(setup, ("seq_tracer", "system_monitor", "system_profile", "trace"), "setup")
-        st: dict[str, Any] = {"seq_tracer": None, "system_monitor": None,
-                              "system_profile": None, "trace": []}
+        st: dict[str, Any] = {
+            "seq_tracer": None,
+            "system_monitor": None,
+            "system_profile": None,
+            "trace": [],
+        }
         if "seq_tracer" in setup:
             st["seq_tracer"] = self.ref(setup["seq_tracer"], "setup.seq_tracer")
         if "system_monitor" in setup:
-            st["system_monitor"] = self.role_opts(setup["system_monitor"], "monitor",
-                                                  MONITOR_OPTIONS, "setup.system_monitor")
+            st["system_monitor"] = self.role_opts(
+                setup["system_monitor"], "monitor", MONITOR_OPTIONS, "setup.system_monitor"
+            )
         if "system_profile" in setup:
-            st["system_profile"] = self.role_opts(setup["system_profile"], "profiler",
-                                                  PROFILE_OPTIONS, "setup.system_profile")
+            st["system_profile"] = self.role_opts(
+                setup["system_profile"], "profiler", PROFILE_OPTIONS, "setup.system_profile"
+            )
         for i, t in enumerate(self.tables(setup, "trace")):
             key = f"setup.trace[{i}]"
             self.keys(t, ("tracee", "flags", "tracer"), key)
-            st["trace"].append({"tracee": self.ref(t.get("tracee"), f"{key}.tracee"),
-                                "flags": self.flags(t.get("flags", []), f"{key}.flags"),
-                                "tracer": self.ref(t.get("tracer"), f"{key}.tracer")})
+            st["trace"].append(
+                {
+                    "tracee": self.ref(t.get("tracee"), f"{key}.tracee"),
+                    "flags": self.flags(t.get("flags", []), f"{key}.flags"),
+                    "tracer": self.ref(t.get("tracer"), f"{key}.tracer"),
+                }
+            )
         return st
 
     def queue(self, data: dict) -> list:
@@ -232,13 +272,20 @@ class _Checker:
         for i, q in enumerate(self.tables(data, "queue")):
             key = f"queue[{i}]"
             self.keys(q, ("name", "do", "to", "count", "label", "words", "trace", "tracer"), key)
-            self.new_name(q.get("name"), f"{key}.name")   # a queue process exists from here on
+            self.new_name(q.get("name"), f"{key}.name")  # a queue process exists from here on
             do = q.get("do")
             if do not in QUEUE_ACTIONS:
                 self.fail(f"{key}.do", f"must be one of {', '.join(QUEUE_ACTIONS)}, not {do!r}")
-            e = {"name": q["name"], "do": do, "to": None, "count": q.get("count", 1),
-                 "label": q.get("label", 0), "words": q.get("words", 30000), "trace": [],
-                 "tracer": None}
+            e = {
+                "name": q["name"],
+                "do": do,
+                "to": None,
+                "count": q.get("count", 1),
+                "label": q.get("label", 0),
+                "words": q.get("words", 30000),
+                "trace": [],
+                "tracer": None,
+            }
             if do in ("send", "seq_send"):
                 e["to"] = self.ref(q.get("to"), f"{key}.to")
             for k in ("count", "label", "words"):
@@ -256,7 +303,9 @@ class _Checker:
     def change(self, c: dict, key: str, taken: list) -> dict:
         action = c.get("action")
         if action not in CHANGE_ACTIONS:
-            self.fail(f"{key}.action", f"must be one of {', '.join(CHANGE_ACTIONS)}, not {action!r}")
+            self.fail(
+                f"{key}.action", f"must be one of {', '.join(CHANGE_ACTIONS)}, not {action!r}"
+            )
         name = c.get("name", action)
         if type(name) is not str or not _NAME.match(name) or name in taken:
             self.fail(f"{key}.name", f"must be a name used once among the changes, not {name!r}")
@@ -266,17 +315,23 @@ class _Checker:
             v = c.get("tracer")
             ch["tracer"] = False if v is False else self.ref(v, f"{key}.tracer")
         elif action in ("system_monitor", "system_profile"):
-            role, options = (("monitor", MONITOR_OPTIONS) if action == "system_monitor"
-                             else ("profiler", PROFILE_OPTIONS))
+            role, options = (
+                ("monitor", MONITOR_OPTIONS)
+                if action == "system_monitor"
+                else ("profiler", PROFILE_OPTIONS)
+            )
             ch.update(self.role_opts(c, role, options, key, extra=("name", "action")))
         elif action == "trace":
             self.keys(c, ("name", "action", "tracee", "flags", "how", "tracer"), key)
             how = c.get("how", True)
             if type(how) is not bool:
                 self.fail(f"{key}.how", f"must be true or false, not {how!r}")
-            ch.update(tracee=self.ref(c.get("tracee"), f"{key}.tracee"), how=how,
-                      flags=self.flags(c.get("flags", []), f"{key}.flags"),
-                      tracer=self.ref(c["tracer"], f"{key}.tracer") if "tracer" in c else None)
+            ch.update(
+                tracee=self.ref(c.get("tracee"), f"{key}.tracee"),
+                how=how,
+                flags=self.flags(c.get("flags", []), f"{key}.flags"),
+                tracer=self.ref(c["tracer"], f"{key}.tracer") if "tracer" in c else None,
+            )
         else:
             self.keys(c, ("name", "action", "target", "reason"), key)
             reason = c.get("reason", "kill")
@@ -296,9 +351,12 @@ class _Checker:
     def explore(self, data: dict) -> dict:
         ex = data.get("explore", {})
         self.keys(ex, ("max_messages", "max_changes", "samples", "seed"), "explore")
-        out = {"max_messages": ex.get("max_messages", MAX_MESSAGES),
-               "max_changes": ex.get("max_changes", MAX_CHANGES),
-               "samples": ex.get("samples", SAMPLES), "seed": ex.get("seed")}
+        out = {
+            "max_messages": ex.get("max_messages", MAX_MESSAGES),
+            "max_changes": ex.get("max_changes", MAX_CHANGES),
+            "samples": ex.get("samples", SAMPLES),
+            "seed": ex.get("seed"),
+        }
         for k, v in out.items():
             if v is not None and (type(v) is not int or v < 0):
                 self.fail(f"explore.{k}", f"must be an integer >= 0, not {v!r}")
@@ -307,16 +365,22 @@ class _Checker:
 
 def _check(data: dict, where: str) -> dict:
     c = _Checker(where)
-    c.keys(data, ("name", "description", "schedulers", "processes", "setup", "queue", "changes",
-                  "explore"), "")
+    c.keys(
+        data,
+        ("name", "description", "schedulers", "processes", "setup", "queue", "changes", "explore"),
+        "",
+    )
     n = data.get("schedulers", 1)
     if type(n) is not int or not 1 <= n <= 2:
         c.fail("schedulers", f"must be 1 or 2 (each schedule starts an smp emulator), not {n!r}")
-    sc: dict[str, Any] = {"name": data.get("name", os.path.splitext(os.path.basename(where))[0]),
-                          "description": data.get("description", ""), "source": where,
-                          "schedulers": n}
+    sc: dict[str, Any] = {
+        "name": data.get("name", os.path.splitext(os.path.basename(where))[0]),
+        "description": data.get("description", ""),
+        "source": where,
+        "schedulers": n,
+    }
     sc["processes"] = c.processes(data)
-    sc["setup"] = c.setup(data)          # before the queue: the processes only
+    sc["setup"] = c.setup(data)  # before the queue: the processes only
     sc["queue"] = c.queue(data)
     sc["changes"] = c.changes(data)
     sc["explore"] = c.explore(data)
@@ -332,8 +396,11 @@ def describe_change(ch: dict) -> str:
         who = ch[role]
         if who == "undefined":
             return f"{a}(undefined)"
-        opts = [k if v is True else f"{{{k},{v}}}" for k, v in ch.items()
-                if k not in ("name", "action", role) and v is not False]
+        opts = [
+            k if v is True else f"{{{k},{v}}}"
+            for k, v in ch.items()
+            if k not in ("name", "action", role) and v is not False
+        ]
         return f"{a}({who}, [{','.join(opts)}])"
     if a == "trace":
         fl = list(ch["flags"]) + ([f"{{tracer,{ch['tracer']}}}"] if ch["tracer"] else [])
@@ -362,12 +429,16 @@ def parse_schedule(text: str, changes: list, n: int | None = None) -> tuple:
     names = [c["name"] for c in changes]
     unknown = sorted(set(by) - set(names))
     if unknown or set(by) != set(names):
-        raise BadArg(f"schedule {text!r}: give every change once: {', '.join(names)}"
-                     + (f" (unknown: {', '.join(unknown)})" if unknown else ""))
+        raise BadArg(
+            f"schedule {text!r}: give every change once: {', '.join(names)}"
+            + (f" (unknown: {', '.join(unknown)})" if unknown else "")
+        )
     pos = tuple(by[x] for x in names)
     if any(a > b for a, b in zip(pos, pos[1:], strict=False)):
-        raise BadArg(f"schedule {text!r}: the changes are made in the order "
-                     f"{', '.join(names)}, so their positions cannot decrease")
+        raise BadArg(
+            f"schedule {text!r}: the changes are made in the order "
+            f"{', '.join(names)}, so their positions cannot decrease"
+        )
     if n is not None and pos and pos[-1] > n:
         raise BadArg(f"schedule {text!r}: only {n} messages are queued")
     return pos
@@ -398,6 +469,7 @@ def canonical_classes(deps: list):
         for q in [prev] + [i for i in sorted(deps[j]) if i > prev]:
             for rest in rec(j + 1, q):
                 yield (q,) + rest
+
     yield from rec(0, 0)
 
 
@@ -411,6 +483,7 @@ def count_classes(deps: list) -> int:
         if j == k:
             return 1
         return c(j + 1, prev) + sum(c(j + 1, i) for i in ds[j] if i > prev)
+
     return c(0, 0)
 
 
@@ -485,9 +558,14 @@ def _msg_type(to, msg) -> str:
     if to == Atom("error_logger"):
         return "ERRLGR"
     tag = msg[0] if type(msg) is tuple and msg else None
-    return {"trace": "TRACE", "trace_ts": "TRACE", "seq_trace": "SEQTRACE",
-            "monitor": "SYSMON", "profile": "SYSPROF", "notify": "ERRLGR"}.get(
-        str(tag) if type(tag) is Atom else "", "PROC_MSG")
+    return {
+        "trace": "TRACE",
+        "trace_ts": "TRACE",
+        "seq_trace": "SEQTRACE",
+        "monitor": "SYSMON",
+        "profile": "SYSPROF",
+        "notify": "ERRLGR",
+    }.get(str(tag) if type(tag) is Atom else "", "PROC_MSG")
 
 
 class _Names:
@@ -496,7 +574,7 @@ class _Names:
     def __init__(self):
         self.pid: dict[str, Pid] = {}
         self.name: dict[Pid, str] = {}
-        self.others: dict[Pid, str] = {}    # pids no process of the scenario has
+        self.others: dict[Pid, str] = {}  # pids no process of the scenario has
 
     def add(self, name: str, pid: Pid) -> None:
         self.pid[name], self.name[pid] = pid, name
@@ -510,8 +588,11 @@ class _Names:
                 self.others[t] = f"pid{len(self.others) + 1}"
             return Atom(self.others[t])
         if type(t) is tuple:
-            if len(t) >= 4 and type(t[0]) is Atom and (
-                    str(t[0]) in _TS_TAGS or (str(t[0]) == "seq_trace" and len(t) == 4)):
+            if (
+                len(t) >= 4
+                and type(t[0]) is Atom
+                and (str(t[0]) in _TS_TAGS or (str(t[0]) == "seq_trace" and len(t) == 4))
+            ):
                 t = t[:-1] + (Atom("ts"),)
             return tuple(self.norm(x) for x in t)
         if type(t) is list:
@@ -522,7 +603,7 @@ class _Names:
         if t is None:
             return "nil"
         out = format_term(self.norm(t))
-        if "<" in out:          # pids printed inside strings (an error report's text)
+        if "<" in out:  # pids printed inside strings (an error report's text)
             for pid, name in self.name.items():
                 out = out.replace(repr(pid), name)
         return out
@@ -554,17 +635,28 @@ def _apply(vm, names: _Names, ch: dict):
     a = ch["action"]
     try:
         if a == "seq_tracer":
-            r = vm.set_system_seq_tracer(Atom("false") if ch["tracer"] is False
-                                         else names.pid[ch["tracer"]])
+            r = vm.set_system_seq_tracer(
+                Atom("false") if ch["tracer"] is False else names.pid[ch["tracer"]]
+            )
         elif a == "system_monitor":
-            r = (vm.system_monitor(Atom("undefined")) if ch["monitor"] == "undefined" else
-                 vm.system_monitor(names.pid[ch["monitor"]], _opts(ch, MONITOR_OPTIONS)))
+            r = (
+                vm.system_monitor(Atom("undefined"))
+                if ch["monitor"] == "undefined"
+                else vm.system_monitor(names.pid[ch["monitor"]], _opts(ch, MONITOR_OPTIONS))
+            )
         elif a == "system_profile":
-            r = (vm.system_profile(Atom("undefined"), []) if ch["profiler"] == "undefined" else
-                 vm.system_profile(names.pid[ch["profiler"]], _opts(ch, PROFILE_OPTIONS)))
+            r = (
+                vm.system_profile(Atom("undefined"), [])
+                if ch["profiler"] == "undefined"
+                else vm.system_profile(names.pid[ch["profiler"]], _opts(ch, PROFILE_OPTIONS))
+            )
         elif a == "trace":
-            r = vm.trace(names.pid[ch["tracee"]], ch["how"], _atoms(ch["flags"]),
-                         tracer=names.pid[ch["tracer"]] if ch["tracer"] else None)
+            r = vm.trace(
+                names.pid[ch["tracee"]],
+                ch["how"],
+                _atoms(ch["flags"]),
+                tracer=names.pid[ch["tracer"]] if ch["tracer"] else None,
+            )
         else:
             r = vm.exit(names.pid[ch["target"]], Atom(ch["reason"]))
         text = names.text(r)
@@ -595,10 +687,12 @@ def _setup(vm, sc: dict, names: _Names) -> None:
 
 
 def _state(vm, names: _Names) -> dict:
-    return {"seq_tracer": names.text(vm.get_system_seq_tracer()),
-            "system_monitor": names.text(vm.system_monitor()),
-            "system_profile": names.text(vm.system_profile()),
-            "dead": sorted(n for n, p in names.pid.items() if not vm.is_alive(p))}
+    return {
+        "seq_tracer": names.text(vm.get_system_seq_tracer()),
+        "system_monitor": names.text(vm.system_monitor()),
+        "system_profile": names.text(vm.system_profile()),
+        "dead": sorted(n for n, p in names.pid.items() if not vm.is_alive(p)),
+    }
 
 
 def run_schedule(sc: dict, positions, mode: str = "smp", expect_queue: list | None = None) -> dict:
@@ -607,6 +701,7 @@ def run_schedule(sc: dict, positions, mode: str = "smp", expect_queue: list | No
     messages were dispatched (``step_dispatcher``).  In nonsmp every
     message is delivered when it is made and the changes come after."""
     from .emulator import Emulator
+
     smp_mode = mode == "smp"
     t0 = time.monotonic()
     names = _Names()
@@ -616,8 +711,15 @@ def run_schedule(sc: dict, positions, mode: str = "smp", expect_queue: list | No
             vm.hold_dispatcher()
         start = {n: len(vm.messages(p)) for n, p in names.pid.items()}
         for q in sc["queue"]:
-            pid = vm.spawn(explore_actor, q["do"], names.pid.get(q["to"]), q["count"],
-                           q["label"], q["words"], keep=True)
+            pid = vm.spawn(
+                explore_actor,
+                q["do"],
+                names.pid.get(q["to"]),
+                q["count"],
+                q["label"],
+                q["words"],
+                keep=True,
+            )
             names.add(q["name"], pid)
             start[q["name"]] = 0
             if q["trace"]:
@@ -626,18 +728,29 @@ def run_schedule(sc: dict, positions, mode: str = "smp", expect_queue: list | No
         queue = []
         if smp_mode:
             for from_, to, msg in vm.queued_messages():
-                queue.append({"type": _msg_type(to, msg), "from": names.text(from_),
-                              "to": names.text(to), "msg": names.text(msg)})
+                queue.append(
+                    {
+                        "type": _msg_type(to, msg),
+                        "from": names.text(from_),
+                        "to": names.text(to),
+                        "msg": names.text(msg),
+                    }
+                )
             if expect_queue is not None and [(q["type"], q["msg"]) for q in queue] != [
-                    (q["type"], q["msg"]) for q in expect_queue]:
+                (q["type"], q["msg"]) for q in expect_queue
+            ]:
                 raise ExploreError(
                     "the queue is not the same from run to run: first "
-                    + "; ".join(q["msg"] for q in expect_queue) + " now "
-                    + "; ".join(q["msg"] for q in queue))
+                    + "; ".join(q["msg"] for q in expect_queue)
+                    + " now "
+                    + "; ".join(q["msg"] for q in queue)
+                )
         n = len(queue)
         if positions and positions[-1] > n and smp_mode:
-            raise BadArg(f"schedule {format_schedule(sc['changes'], positions)}: only {n} "
-                         f"messages are queued")
+            raise BadArg(
+                f"schedule {format_schedule(sc['changes'], positions)}: only {n} "
+                f"messages are queued"
+            )
         fates: list = []
         results: list = []
         done = 0
@@ -648,8 +761,9 @@ def run_schedule(sc: dict, positions, mode: str = "smp", expect_queue: list | No
             if len(got) != k:
                 raise ExploreError(f"step_dispatcher({k}) dispatched {len(got)} messages")
             for _from, receiver, msg, outcome in got:
-                fates.append({"receiver": names.text(receiver), "outcome": outcome,
-                              "msg": names.text(msg)})
+                fates.append(
+                    {"receiver": names.text(receiver), "outcome": outcome, "msg": names.text(msg)}
+                )
 
         for j, ch in enumerate(sc["changes"]):
             if smp_mode and positions[j] > done:
@@ -664,7 +778,7 @@ def run_schedule(sc: dict, positions, mode: str = "smp", expect_queue: list | No
             end = {nm: len(vm.messages(p)) for nm, p in names.pid.items()}
         received = {}
         for nm, p in names.pid.items():
-            got = [names.text(m) for m in vm.messages(p)[start.get(nm, 0):end[nm]] if _is_sys(m)]
+            got = [names.text(m) for m in vm.messages(p)[start.get(nm, 0) : end[nm]] if _is_sys(m)]
             if got:
                 received[nm] = got
         state = _state(vm, names)
@@ -679,52 +793,80 @@ def run_schedule(sc: dict, positions, mode: str = "smp", expect_queue: list | No
             if f["outcome"] == "delivered":
                 want.setdefault(f["receiver"], []).append(f["msg"])
         if want != received:
-            raise ExploreError(f"schedule {format_schedule(sc['changes'], positions)}: the "
-                               f"dispatcher delivered {want} but the processes got {received}")
-    return {"positions": tuple(positions) if smp_mode else None, "queue": queue,
-            "fates": [(f["receiver"] if f["outcome"] == "delivered"
-                       else f"drop:{f['outcome']}") for f in fates],
-            "received": received, "state": state, "results": results,
-            "made": stats["made"], "elapsed_s": round(time.monotonic() - t0, 3)}
+            raise ExploreError(
+                f"schedule {format_schedule(sc['changes'], positions)}: the "
+                f"dispatcher delivered {want} but the processes got {received}"
+            )
+    return {
+        "positions": tuple(positions) if smp_mode else None,
+        "queue": queue,
+        "fates": [
+            (f["receiver"] if f["outcome"] == "delivered" else f"drop:{f['outcome']}")
+            for f in fates
+        ],
+        "received": received,
+        "state": state,
+        "results": results,
+        "made": stats["made"],
+        "elapsed_s": round(time.monotonic() - t0, 3),
+    }
 
 
 def _observed(r: dict) -> str:
     """What both modes can show: who received which queued message, the
     state after the queue and the changes' return values."""
-    return json.dumps({"received": r["received"], "state": r["state"],
-                       "results": r["results"]}, sort_keys=True)
+    return json.dumps(
+        {"received": r["received"], "state": r["state"], "results": r["results"]}, sort_keys=True
+    )
 
 
 def _key(r: dict) -> str:
-    return json.dumps({"fates": r["fates"], "received": r["received"], "state": r["state"],
-                       "results": r["results"]}, sort_keys=True)
+    return json.dumps(
+        {
+            "fates": r["fates"],
+            "received": r["received"],
+            "state": r["state"],
+            "results": r["results"],
+        },
+        sort_keys=True,
+    )
 
 
 # ====================================================================== nonsmp reasons
 WHY = {
-    "SEQTRACE": ("seq_trace_output_generic: nonsmp looks the seq tracer up and sends to it when "
-                 "the message is made (erl_trace.c:1168-1174, #ifndef ERTS_SMP); smp queues the "
-                 "message (erl_trace.c:1241-1242, #ifdef ERTS_SMP: enqueue_sys_msg_unlocked("
-                 "SYS_MSG_TYPE_SEQTRACE, ...)) and sys_msg_dispatcher_func reads the seq tracer "
-                 "when it dispatches (erl_trace.c:3344)"),
-    "SYSMON": ("monitor_long_gc and the other monitor_* functions: nonsmp looks the monitor up "
-               "when the event happens and skips the monitor's own event (erl_trace.c:2452-2456, "
-               "#ifndef ERTS_SMP: if (!monitor_p || p == monitor_p) return); smp queues the event "
-               "(erl_trace.c:2485-2486, #ifdef ERTS_SMP: enqueue_sys_msg(SYS_MSG_TYPE_SYSMON, "
-               "...)) and the dispatcher reads the monitor, and drops an event from it, when it "
-               "dispatches (erl_trace.c:3347-3353)"),
-    "SYSPROF": ("profile_runnable_proc and the other profile_* functions: nonsmp sends through "
-                "profile_send to the profiler of the moment (erl_trace.c:3005-3006, #ifndef "
-                "ERTS_SMP; erl_trace.c:598-640); smp queues the message (erl_trace.c:3009-3010: "
-                "enqueue_sys_msg_unlocked(SYS_MSG_TYPE_SYSPROF, ...)) and the dispatcher reads the "
-                "profiler when it dispatches (erl_trace.c:3357-3363)"),
-    "TRACE": ("send_to_tracer: nonsmp checks the tracer when the message is made and resets the "
-              "tracee instead of sending to a dead one (erl_trace.c:161-172, the #else of "
-              "ERTS_SMP: ERTS_GET_TRACER_REF); smp never finds the tracer invalid there "
-              "(erl_trace.c:149-156) and the dispatcher checks it when it dispatches "
-              "(erl_trace.c:3378-3382)"),
-    "ERRLGR": ("erts_queue_error_logger_message exists in smp only (erl_trace.c:3102-3105); "
-               "nonsmp delivers the report to error_logger at once"),
+    "SEQTRACE": (
+        "seq_trace_output_generic: nonsmp looks the seq tracer up and sends to it when "
+        "the message is made (erl_trace.c:1168-1174, #ifndef ERTS_SMP); smp queues the "
+        "message (erl_trace.c:1241-1242, #ifdef ERTS_SMP: enqueue_sys_msg_unlocked("
+        "SYS_MSG_TYPE_SEQTRACE, ...)) and sys_msg_dispatcher_func reads the seq tracer "
+        "when it dispatches (erl_trace.c:3344)"
+    ),
+    "SYSMON": (
+        "monitor_long_gc and the other monitor_* functions: nonsmp looks the monitor up "
+        "when the event happens and skips the monitor's own event (erl_trace.c:2452-2456, "
+        "#ifndef ERTS_SMP: if (!monitor_p || p == monitor_p) return); smp queues the event "
+        "(erl_trace.c:2485-2486, #ifdef ERTS_SMP: enqueue_sys_msg(SYS_MSG_TYPE_SYSMON, "
+        "...)) and the dispatcher reads the monitor, and drops an event from it, when it "
+        "dispatches (erl_trace.c:3347-3353)"
+    ),
+    "SYSPROF": (
+        "profile_runnable_proc and the other profile_* functions: nonsmp sends through "
+        "profile_send to the profiler of the moment (erl_trace.c:3005-3006, #ifndef "
+        "ERTS_SMP; erl_trace.c:598-640); smp queues the message (erl_trace.c:3009-3010: "
+        "enqueue_sys_msg_unlocked(SYS_MSG_TYPE_SYSPROF, ...)) and the dispatcher reads the "
+        "profiler when it dispatches (erl_trace.c:3357-3363)"
+    ),
+    "TRACE": (
+        "send_to_tracer: nonsmp checks the tracer when the message is made and resets the "
+        "tracee instead of sending to a dead one (erl_trace.c:161-172, the #else of "
+        "ERTS_SMP: ERTS_GET_TRACER_REF); smp never finds the tracer invalid there "
+        "(erl_trace.c:149-156) and the dispatcher checks it when it dispatches "
+        "(erl_trace.c:3378-3382)"
+    ),
+    "ERRLGR": (
+        "erts_queue_error_logger_message exists in smp only (erl_trace.c:3102-3105); "
+        "nonsmp delivers the report to error_logger at once"
+    ),
     "PROC_MSG": "erts_send_sys_msg_proc queues in smp only (erl_trace.c:3108-3112)",
 }
 
@@ -738,13 +880,25 @@ def _why(sc: dict, deps: list, positions, types) -> list[dict]:
         late = [i for i in sorted(deps[j]) if i > p]
         if late:
             ts = sorted({types[i - 1] for i in late})
-            out.append({"change": ch["name"], "messages": [f"m{i}" for i in late], "types": ts,
-                        "text": f"{', '.join(f'm{i}' for i in late)} ({', '.join(ts)}) made "
-                                f"before {ch['name']} and dispatched after it"})
+            out.append(
+                {
+                    "change": ch["name"],
+                    "messages": [f"m{i}" for i in late],
+                    "types": ts,
+                    "text": f"{', '.join(f'm{i}' for i in late)} ({', '.join(ts)}) made "
+                    f"before {ch['name']} and dispatched after it",
+                }
+            )
     if not out:
-        out.append({"change": None, "messages": [], "types": [],
-                    "text": "every change came after every queued message, as in nonsmp, yet "
-                            "the outcome differs: see the state and what each process received"})
+        out.append(
+            {
+                "change": None,
+                "messages": [],
+                "types": [],
+                "text": "every change came after every queued message, as in nonsmp, yet "
+                "the outcome differs: see the state and what each process received",
+            }
+        )
     return out
 
 
@@ -771,27 +925,49 @@ class ExploreResult:
 
     @property
     def coverage(self) -> float:
-        return 1.0 if self.classes == 0 else min(1.0, len({tuple(r["class"]) for r in self.runs})
-                                                   / self.classes)
+        return (
+            1.0
+            if self.classes == 0
+            else min(1.0, len({tuple(r["class"]) for r in self.runs}) / self.classes)
+        )
 
     def to_json(self) -> dict:
         sc = self.scenario
         return {
-            "kind": "explore", "scenario": sc["name"], "source": self.source,
-            "description": sc["description"], "mode": "smp", "schedulers": sc["schedulers"],
+            "kind": "explore",
+            "scenario": sc["name"],
+            "source": self.source,
+            "description": sc["description"],
+            "mode": "smp",
+            "schedulers": sc["schedulers"],
             "queue": [{"index": i + 1, **q} for i, q in enumerate(self.queue)],
-            "changes": [{"name": c["name"], "call": describe_change(c),
-                         "depends_on": [f"m{i}" for i in sorted(d)]}
-                        for c, d in zip(sc["changes"], self.deps, strict=False)],
-            "schedules": {"possible": self.possible, "classes": self.classes, "run": self.run,
-                          "outcomes": len(self.outcomes), "exhaustive": self.exhaustive,
-                          "pruned": self.pruned, "seed": self.seed,
-                          "coverage": round(self.coverage, 4), "elapsed_s": self.elapsed_s,
-                          "single": self.single, "interrupted": self.interrupted},
+            "changes": [
+                {
+                    "name": c["name"],
+                    "call": describe_change(c),
+                    "depends_on": [f"m{i}" for i in sorted(d)],
+                }
+                for c, d in zip(sc["changes"], self.deps, strict=False)
+            ],
+            "schedules": {
+                "possible": self.possible,
+                "classes": self.classes,
+                "run": self.run,
+                "outcomes": len(self.outcomes),
+                "exhaustive": self.exhaustive,
+                "pruned": self.pruned,
+                "seed": self.seed,
+                "coverage": round(self.coverage, 4),
+                "elapsed_s": self.elapsed_s,
+                "single": self.single,
+                "interrupted": self.interrupted,
+            },
             "outcomes": self.outcomes,
             "nonsmp": self.nonsmp,
-            "runs": [{"schedule": r["schedule"], "outcome": r["outcome"],
-                      "elapsed_s": r["elapsed_s"]} for r in self.runs],
+            "runs": [
+                {"schedule": r["schedule"], "outcome": r["outcome"], "elapsed_s": r["elapsed_s"]}
+                for r in self.runs
+            ],
             "notes": self.notes,
         }
 
@@ -806,9 +982,18 @@ def _source_arg(src) -> str:
     return s
 
 
-def explore(scenario, *, schedule: str | None = None, max_messages: int | None = None,
-            max_changes: int | None = None, samples: int | None = None, seed: int | None = None,
-            prune: bool = True, nonsmp: bool = True, progress=None) -> ExploreResult:
+def explore(
+    scenario,
+    *,
+    schedule: str | None = None,
+    max_messages: int | None = None,
+    max_changes: int | None = None,
+    samples: int | None = None,
+    seed: int | None = None,
+    prune: bool = True,
+    nonsmp: bool = True,
+    progress=None,
+) -> ExploreResult:
     """Run the explore scenario (a dict, a TOML path or a shipped example's
     name) once per class of equivalent schedules and group the runs by
     outcome; with ``schedule`` (``"replace@1 kill@3"``) run that one
@@ -835,10 +1020,14 @@ def explore(scenario, *, schedule: str | None = None, max_messages: int | None =
     queue = first["queue"]
     n = len(queue)
     types = [q["type"] for q in queue]
-    mfps = [message_footprint(q["type"], q["to"] if q["type"] in ("TRACE", "PROC_MSG") else None,
-                              roles) for q in queue]
-    deps = [{i + 1 for i, mfp in enumerate(mfps) if dependent(change_footprint(c, roles), mfp)}
-            for c in changes]
+    mfps = [
+        message_footprint(q["type"], q["to"] if q["type"] in ("TRACE", "PROC_MSG") else None, roles)
+        for q in queue
+    ]
+    deps = [
+        {i + 1 for i, mfp in enumerate(mfps) if dependent(change_footprint(c, roles), mfp)}
+        for c in changes
+    ]
     possible = math.comb(n + k, k)
     classes = count_classes(deps)
     notes: list[str] = []
@@ -851,10 +1040,13 @@ def explore(scenario, *, schedule: str | None = None, max_messages: int | None =
         exhaustive = False
     elif not prune:
         if not exhaustive:
-            raise BadArg(f"every schedule without pruning: {n} messages and {k} changes are "
-                         f"beyond the bound ({max_messages} messages, {max_changes} changes)")
-        todo = [p for p in itertools.combinations_with_replacement(range(n + 1), k)
-                if p != first_pos]
+            raise BadArg(
+                f"every schedule without pruning: {n} messages and {k} changes are "
+                f"beyond the bound ({max_messages} messages, {max_changes} changes)"
+            )
+        todo = [
+            p for p in itertools.combinations_with_replacement(range(n + 1), k) if p != first_pos
+        ]
     elif exhaustive:
         todo = [c for c in canonical_classes(deps) if c != first_pos]
     else:
@@ -863,7 +1055,7 @@ def explore(scenario, *, schedule: str | None = None, max_messages: int | None =
         rng = random.Random(seed)
         seen = {first_pos}
         todo = []
-        last = canonicalize((n,) * k, deps)       # the nonsmp-like order, always
+        last = canonicalize((n,) * k, deps)  # the nonsmp-like order, always
         if last not in seen:
             todo.append(last)
             seen.add(last)
@@ -875,9 +1067,11 @@ def explore(scenario, *, schedule: str | None = None, max_messages: int | None =
             if c not in seen:
                 seen.add(c)
                 todo.append(c)
-        notes.append(f"{n} messages and {k} changes are beyond the exhaustive bound "
-                     f"({max_messages} messages, {max_changes} changes): a random sample of "
-                     f"classes, seed {seed}")
+        notes.append(
+            f"{n} messages and {k} changes are beyond the exhaustive bound "
+            f"({max_messages} messages, {max_changes} changes): a random sample of "
+            f"classes, seed {seed}"
+        )
     total = 1 + len(todo)
     try:
         for i, pos in enumerate(todo):
@@ -913,27 +1107,53 @@ def explore(scenario, *, schedule: str | None = None, max_messages: int | None =
         for x in o["runs"]:
             x["outcome"] = idx
         same = ns is not None and _observed(r) == _observed(ns)
-        outcomes.append({
-            "index": idx, "schedule": r["schedule"], "positions": list(r["positions"]),
-            "schedules": [x["schedule"] for x in o["runs"]],
-            "fates": r["fates"], "received": r["received"], "state": r["state"],
-            "results": r["results"],
-            "nonsmp": None if ns is None else same,
-            "why_not_nonsmp": [] if ns is None or same else _why(sc, deps, r["positions"], types),
-            "replay": f"smp-emu explore {src} --schedule '{r['schedule']}'",
-            "key": _key(r),
-        })
+        outcomes.append(
+            {
+                "index": idx,
+                "schedule": r["schedule"],
+                "positions": list(r["positions"]),
+                "schedules": [x["schedule"] for x in o["runs"]],
+                "fates": r["fates"],
+                "received": r["received"],
+                "state": r["state"],
+                "results": r["results"],
+                "nonsmp": None if ns is None else same,
+                "why_not_nonsmp": []
+                if ns is None or same
+                else _why(sc, deps, r["positions"], types),
+                "replay": f"smp-emu explore {src} --schedule '{r['schedule']}'",
+                "key": _key(r),
+            }
+        )
     nonsmp_out = None
     if ns is not None:
         match = [o["index"] for o in outcomes if o["nonsmp"]]
-        nonsmp_out = {"received": ns["received"], "state": ns["state"], "results": ns["results"],
-                      "same_as": match[0] if match else None, "outcomes": 1}
+        nonsmp_out = {
+            "received": ns["received"],
+            "state": ns["state"],
+            "results": ns["results"],
+            "same_as": match[0] if match else None,
+            "outcomes": 1,
+        }
     return ExploreResult(
-        scenario=sc, source=src, queue=queue, deps=deps, possible=possible, classes=classes,
-        run=len(runs), exhaustive=exhaustive and single is None, pruned=prune, seed=seed,
-        outcomes=outcomes, runs=runs, nonsmp=nonsmp_out,
-        elapsed_s=round(time.monotonic() - t0, 2), single=single is not None,
-        interrupted=interrupted, notes=notes)
+        scenario=sc,
+        source=src,
+        queue=queue,
+        deps=deps,
+        possible=possible,
+        classes=classes,
+        run=len(runs),
+        exhaustive=exhaustive and single is None,
+        pruned=prune,
+        seed=seed,
+        outcomes=outcomes,
+        runs=runs,
+        nonsmp=nonsmp_out,
+        elapsed_s=round(time.monotonic() - t0, 2),
+        single=single is not None,
+        interrupted=interrupted,
+        notes=notes,
+    )
 
 
 def _order(pos) -> tuple:
@@ -956,8 +1176,10 @@ def _state_text(state: dict, keys) -> str:
 def format_text(d: dict) -> str:
     """The terminal report of an explore result (its JSON)."""
     s = d["schedules"]
-    lines = [f"explore {d['scenario']}: {len(d['queue'])} queued message(s), "
-             f"{len(d['changes'])} change(s), smp with {d['schedulers']} scheduler(s) per schedule"]
+    lines = [
+        f"explore {d['scenario']}: {len(d['queue'])} queued message(s), "
+        f"{len(d['changes'])} change(s), smp with {d['schedulers']} scheduler(s) per schedule"
+    ]
     if d.get("description"):
         lines.append(f"  {d['description']}")
     lines.append("queue (as the dispatcher holds it):")
@@ -965,36 +1187,52 @@ def format_text(d: dict) -> str:
         lines.append(f"  m{q['index']:<3} {q['type']:<8} from {q['from']:<8} {q['msg']}")
     lines.append("changes, in this order:")
     for c in d["changes"]:
-        dep = ("does not commute with " + ", ".join(c["depends_on"]) if c["depends_on"]
-               else "commutes with every message")
+        dep = (
+            "does not commute with " + ", ".join(c["depends_on"])
+            if c["depends_on"]
+            else "commutes with every message"
+        )
         lines.append(f"  {c['name']:<10} {c['call']}; {dep}")
     if s["single"]:
         lines.append(f"schedule {d['outcomes'][0]['schedule']}: run 1, {s['elapsed_s']:.1f} s")
     else:
-        how = ("exhaustive" if s["exhaustive"] else
-               f"a random sample, seed {s['seed']}, coverage {100 * s['coverage']:.1f} % "
-               f"of the classes")
+        how = (
+            "exhaustive"
+            if s["exhaustive"]
+            else f"a random sample, seed {s['seed']}, coverage {100 * s['coverage']:.1f} % "
+            f"of the classes"
+        )
         if not s["pruned"]:
             how = "every schedule, no pruning"
-        lines.append(f"schedules: {s['possible']} possible, {s['classes']} classes, "
-                     f"{s['run']} run ({how}); {s['outcomes']} outcome(s); "
-                     f"{s['elapsed_s']:.1f} s")
+        lines.append(
+            f"schedules: {s['possible']} possible, {s['classes']} classes, "
+            f"{s['run']} run ({how}); {s['outcomes']} outcome(s); "
+            f"{s['elapsed_s']:.1f} s"
+        )
     outs = d["outcomes"]
-    varying = [k for k in ("seq_tracer", "system_monitor", "system_profile", "dead")
-               if len({json.dumps(o["state"][k]) for o in outs}) > 1]
+    varying = [
+        k
+        for k in ("seq_tracer", "system_monitor", "system_profile", "dead")
+        if len({json.dumps(o["state"][k]) for o in outs}) > 1
+    ]
     res_vary = len({json.dumps(o["results"]) for o in outs}) > 1
-    common = [k for k in ("seq_tracer", "system_monitor", "system_profile", "dead")
-              if k not in varying]
+    common = [
+        k for k in ("seq_tracer", "system_monitor", "system_profile", "dead") if k not in varying
+    ]
     every = ", in every outcome" if len(outs) > 1 else ""
     if outs and common:
         lines.append(f"state after the queue{every}: " + _state_text(outs[0]["state"], common))
     if outs and not res_vary:
-        lines.append(f"the changes returned{every}: "
-                     + ", ".join(f"{c['name']} {r}" for c, r in zip(d["changes"],
-                                                                 outs[0]["results"], strict=False)))
+        lines.append(
+            f"the changes returned{every}: "
+            + ", ".join(
+                f"{c['name']} {r}" for c, r in zip(d["changes"], outs[0]["results"], strict=False)
+            )
+        )
     nq = len(d["queue"])
     head = ["#", "schedule" if s["single"] else "shortest schedule"] + [
-        f"m{i + 1}" for i in range(nq)]
+        f"m{i + 1}" for i in range(nq)
+    ]
     head += ["state after"] if varying else []
     head += ["changes returned"] if res_vary else []
     head += ["runs"] + (["nonsmp"] if d.get("nonsmp") else [])
@@ -1014,19 +1252,31 @@ def format_text(d: dict) -> str:
     ns = d.get("nonsmp")
     if ns:
         same = ns["same_as"]
-        lines.append("nonsmp: 1 outcome (no dispatcher: every message is delivered when it is "
-                     "made, before any change), "
-                     + (f"the same as #{same}" if same else "none of the smp outcomes: "
-                        + _state_text(ns["state"], ("seq_tracer", "system_monitor",
-                                                    "system_profile", "dead"))
-                        + "; received " + json.dumps(ns["received"])))
+        lines.append(
+            "nonsmp: 1 outcome (no dispatcher: every message is delivered when it is "
+            "made, before any change), "
+            + (
+                f"the same as #{same}"
+                if same
+                else "none of the smp outcomes: "
+                + _state_text(
+                    ns["state"], ("seq_tracer", "system_monitor", "system_profile", "dead")
+                )
+                + "; received "
+                + json.dumps(ns["received"])
+            )
+        )
         cannot = [o for o in outs if o["nonsmp"] is False]
         if cannot:
-            lines.append("smp outcomes nonsmp cannot produce (nonsmp delivers every message when "
-                         "it is made):")
+            lines.append(
+                "smp outcomes nonsmp cannot produce (nonsmp delivers every message when "
+                "it is made):"
+            )
             for o in cannot:
-                lines.append(f"  #{o['index']} ({o['schedule']}): "
-                             + "; ".join(w["text"] for w in o["why_not_nonsmp"]))
+                lines.append(
+                    f"  #{o['index']} ({o['schedule']}): "
+                    + "; ".join(w["text"] for w in o["why_not_nonsmp"])
+                )
             lines.append("  why, in the seed:")
             for t in sorted({t for o in cannot for w in o["why_not_nonsmp"] for t in w["types"]}):
                 lines.append(f"    {t}: {WHY.get(t, WHY['PROC_MSG'])}")
@@ -1042,7 +1292,9 @@ def _table(head: list, rows: list) -> list[str]:
     widths = [max(len(str(x)) for x in col) for col in zip(head, *rows, strict=False)]
     out = ["  " + "  ".join(str(h).ljust(w) for h, w in zip(head, widths, strict=False)).rstrip()]
     for r in rows:
-        out.append("  " + "  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=False)).rstrip())
+        out.append(
+            "  " + "  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=False)).rstrip()
+        )
     return out
 
 
@@ -1053,34 +1305,53 @@ def explore_html(d: dict) -> tuple[str, str]:
     or drop reason, a leaf per outcome) and the outcome table."""
     s = d["schedules"]
     title = f"smp-emu explore: {d['scenario']}"
-    parts = [f"<p>{len(d['queue'])} queued messages, {len(d['changes'])} changes: "
-             f"{s['possible']} schedules possible, {s['classes']} classes, {s['run']} run"
-             f"{' (exhaustive)' if s['exhaustive'] else ''}"
-             f"{'' if s['exhaustive'] or s['seed'] is None else ', seed ' + str(s['seed'])}, "
-             f"{s['outcomes']} outcomes, {s['elapsed_s']:.1f} s.</p>"]
-    parts.append("<h2>Queue</h2><table><tr><th>#</th><th>type</th><th>from</th><th>message</th>"
-                 "</tr>" + "".join(
-                     f"<tr><td>m{q['index']}</td><td>{escape(q['type'])}</td>"
-                     f"<td>{escape(q['from'])}</td><td><code>{escape(q['msg'])}</code></td></tr>"
-                     for q in d["queue"]) + "</table>")
-    parts.append("<h2>Changes</h2><ul>" + "".join(
-        f"<li><code>{escape(c['name'])}</code>: <code>{escape(c['call'])}</code>, does not "
-        f"commute with {escape(', '.join(c['depends_on']) or 'any message')}</li>"
-        for c in d["changes"]) + "</ul>")
-    parts.append("<h2>Outcomes as a tree</h2>" + _tree_svg(d)
-                 + "<p class='note'>One column per queued message, in queue order: a branch is "
-                   "the receiver that got it or <code>drop:reason</code>; a leaf is an outcome "
-                   "with its shortest schedule (<code>change@k</code>: made after k queued "
-                   "messages were dispatched).</p>")
+    parts = [
+        f"<p>{len(d['queue'])} queued messages, {len(d['changes'])} changes: "
+        f"{s['possible']} schedules possible, {s['classes']} classes, {s['run']} run"
+        f"{' (exhaustive)' if s['exhaustive'] else ''}"
+        f"{'' if s['exhaustive'] or s['seed'] is None else ', seed ' + str(s['seed'])}, "
+        f"{s['outcomes']} outcomes, {s['elapsed_s']:.1f} s.</p>"
+    ]
+    parts.append(
+        "<h2>Queue</h2><table><tr><th>#</th><th>type</th><th>from</th><th>message</th>"
+        "</tr>"
+        + "".join(
+            f"<tr><td>m{q['index']}</td><td>{escape(q['type'])}</td>"
+            f"<td>{escape(q['from'])}</td><td><code>{escape(q['msg'])}</code></td></tr>"
+            for q in d["queue"]
+        )
+        + "</table>"
+    )
+    parts.append(
+        "<h2>Changes</h2><ul>"
+        + "".join(
+            f"<li><code>{escape(c['name'])}</code>: <code>{escape(c['call'])}</code>, does not "
+            f"commute with {escape(', '.join(c['depends_on']) or 'any message')}</li>"
+            for c in d["changes"]
+        )
+        + "</ul>"
+    )
+    parts.append(
+        "<h2>Outcomes as a tree</h2>"
+        + _tree_svg(d)
+        + "<p class='note'>One column per queued message, in queue order: a branch is "
+        "the receiver that got it or <code>drop:reason</code>; a leaf is an outcome "
+        "with its shortest schedule (<code>change@k</code>: made after k queued "
+        "messages were dispatched).</p>"
+    )
     rows = "".join(
         f"<tr><td>#{o['index']}</td><td><code>{escape(o['schedule'])}</code></td>"
         f"<td>{escape(_state_text(o['state'], ('seq_tracer', 'system_monitor', 'system_profile', 'dead')))}</td>"
         f"<td>{'' if o['nonsmp'] is None else ('same as nonsmp' if o['nonsmp'] else 'not in nonsmp')}</td>"
         f"<td class='why'>{escape('; '.join(w['text'] for w in o['why_not_nonsmp']))}</td></tr>"
-        for o in d["outcomes"])
-    parts.append("<h2>Outcomes</h2><table><tr><th>#</th><th>shortest schedule</th>"
-                 "<th>state after the queue</th><th>nonsmp</th><th>why nonsmp cannot</th></tr>"
-                 + rows + "</table>")
+        for o in d["outcomes"]
+    )
+    parts.append(
+        "<h2>Outcomes</h2><table><tr><th>#</th><th>shortest schedule</th>"
+        "<th>state after the queue</th><th>nonsmp</th><th>why nonsmp cannot</th></tr>"
+        + rows
+        + "</table>"
+    )
     return title, "".join(parts)
 
 
@@ -1093,10 +1364,13 @@ def _tree_svg(d: dict) -> str:
         node = root
         for f in o["fates"]:
             node = node["kids"].setdefault(f, {"label": f, "kids": {}, "leaf": None})
-        leaf = {"label": f"#{o['index']} {o['schedule']}"
-                + (" (nonsmp)" if o["nonsmp"] else ""), "kids": {}, "leaf": o}
+        leaf = {
+            "label": f"#{o['index']} {o['schedule']}" + (" (nonsmp)" if o["nonsmp"] else ""),
+            "kids": {},
+            "leaf": o,
+        }
         node["kids"][f"#{o['index']}"] = leaf
-    cw = 7                                              # about a character at 12 px
+    cw = 7  # about a character at 12 px
     longest = max([len(f) for o in outs for f in o["fates"]] + [5])
     col_w, row_h, pad = cw * longest + 40, 26, 12
     leaves: list = []
@@ -1123,8 +1397,10 @@ def _tree_svg(d: dict) -> str:
         for k in node["kids"].values():
             kx, ky = pos[id(k)]
             x0 = x + cw * len(node["label"]) + 4
-            el.append(f"<path d='M{x0:.0f},{y:.0f} C{x0 + 20:.0f},{y:.0f} {kx - 20:.0f},"
-                      f"{ky:.0f} {kx - 4:.0f},{ky:.0f}' fill='none' stroke='#999'/>")
+            el.append(
+                f"<path d='M{x0:.0f},{y:.0f} C{x0 + 20:.0f},{y:.0f} {kx - 20:.0f},"
+                f"{ky:.0f} {kx - 4:.0f},{ky:.0f}' fill='none' stroke='#999'/>"
+            )
             draw(k)
         leaf = node["leaf"]
         color = "#222"
@@ -1132,17 +1408,25 @@ def _tree_svg(d: dict) -> str:
             color = "#1a7f37" if leaf["nonsmp"] else "#b42318"
         elif node["label"].startswith("drop:"):
             color = "#b54708"
-        el.append(f"<text x='{x:.0f}' y='{y + 4:.0f}' font-size='12' fill='{color}'>"
-                  f"{escape(node['label'])}</text>")
+        el.append(
+            f"<text x='{x:.0f}' y='{y + 4:.0f}' font-size='12' fill='{color}'>"
+            f"{escape(node['label'])}</text>"
+        )
 
     draw(root)
-    heads = "".join(f"<text x='{pad + (i + 1) * col_w}' y='{height - 6}' font-size='11' "
-                    f"fill='#666'>m{i + 1} {escape(d['queue'][i]['type'])}</text>"
-                    for i in range(nq))
-    return (f"<figure class='plot' id='explore-tree'><figcaption>outcomes of "
-            f"{escape(d['scenario'])}</figcaption><svg class='chart' xmlns='http://www.w3.org/2000/svg' "
-            f"width='{width}' height='{height}' viewBox='0 0 {width} {height}' role='img'>"
-            + "".join(el) + heads + "</svg></figure>")
+    heads = "".join(
+        f"<text x='{pad + (i + 1) * col_w}' y='{height - 6}' font-size='11' "
+        f"fill='#666'>m{i + 1} {escape(d['queue'][i]['type'])}</text>"
+        for i in range(nq)
+    )
+    return (
+        f"<figure class='plot' id='explore-tree'><figcaption>outcomes of "
+        f"{escape(d['scenario'])}</figcaption><svg class='chart' xmlns='http://www.w3.org/2000/svg' "
+        f"width='{width}' height='{height}' viewBox='0 0 {width} {height}' role='img'>"
+        + "".join(el)
+        + heads
+        + "</svg></figure>"
+    )
 
 
 # ====================================================================== command line
@@ -1151,22 +1435,39 @@ def _make_command():
 
     @click.command("explore")
     @click.argument("scenario")
-    @click.option("--schedule", default=None, metavar="'CHANGE@K ...'",
-                  help="run this one schedule (each change after K queued messages) and print "
-                       "its outcome")
+    @click.option(
+        "--schedule",
+        default=None,
+        metavar="'CHANGE@K ...'",
+        help="run this one schedule (each change after K queued messages) and print its outcome",
+    )
     @click.option("--json", "as_json", is_flag=True, help="print the result as JSON on stdout")
-    @click.option("--max-messages", type=click.IntRange(0, 10_000), default=None,
-                  help=f"exhaustive up to this many queued messages (default {MAX_MESSAGES})")
-    @click.option("--max-changes", type=click.IntRange(0, 100), default=None,
-                  help=f"... and this many changes (default {MAX_CHANGES}); beyond, a sample")
-    @click.option("--samples", type=click.IntRange(1, 100_000), default=None,
-                  help=f"classes a random sample runs (default {SAMPLES})")
+    @click.option(
+        "--max-messages",
+        type=click.IntRange(0, 10_000),
+        default=None,
+        help=f"exhaustive up to this many queued messages (default {MAX_MESSAGES})",
+    )
+    @click.option(
+        "--max-changes",
+        type=click.IntRange(0, 100),
+        default=None,
+        help=f"... and this many changes (default {MAX_CHANGES}); beyond, a sample",
+    )
+    @click.option(
+        "--samples",
+        type=click.IntRange(1, 100_000),
+        default=None,
+        help=f"classes a random sample runs (default {SAMPLES})",
+    )
     @click.option("--seed", type=int, default=None, help="seed of the random sample")
-    @click.option("--no-prune", is_flag=True,
-                  help="run every schedule, not one per class of equivalent ones")
+    @click.option(
+        "--no-prune", is_flag=True, help="run every schedule, not one per class of equivalent ones"
+    )
     @click.option("--no-nonsmp", is_flag=True, help="do not run the scenario in nonsmp mode")
-    def explore_command(scenario, schedule, as_json, max_messages, max_changes, samples, seed,
-                        no_prune, no_nonsmp):
+    def explore_command(
+        scenario, schedule, as_json, max_messages, max_changes, samples, seed, no_prune, no_nonsmp
+    ):
         """Run SCENARIO once per distinct interleaving of its state changes
         with the dispatch of its queued messages and list the outcomes.
 
@@ -1188,15 +1489,26 @@ def _make_command():
 
         def progress(i, total, sched):
             if tty:
-                what = ("the nonsmp run" if sched == "nonsmp" else
-                        f"schedule {i + 1}{'' if total is None else '/' + str(total)}: {sched}")
+                what = (
+                    "the nonsmp run"
+                    if sched == "nonsmp"
+                    else f"schedule {i + 1}{'' if total is None else '/' + str(total)}: {sched}"
+                )
                 sys.stderr.write(f"\r\x1b[K{what}")
                 sys.stderr.flush()
+
         try:
-            r = explore(scenario, schedule=schedule, max_messages=max_messages,
-                        max_changes=max_changes, samples=samples, seed=seed,
-                        prune=not no_prune, nonsmp=not no_nonsmp and schedule is None,
-                        progress=progress)
+            r = explore(
+                scenario,
+                schedule=schedule,
+                max_messages=max_messages,
+                max_changes=max_changes,
+                samples=samples,
+                seed=seed,
+                prune=not no_prune,
+                nonsmp=not no_nonsmp and schedule is None,
+                progress=progress,
+            )
         except ScenarioError as e:
             click.echo(f"smp-emu: {e}", err=True)
             sys.exit(EXIT_USAGE)

@@ -4,18 +4,45 @@
 word per tracee, as the VM does, so that the seed's tests (``IS_TRACED_FL``,
 ``ARE_TRACE_FLAGS_ON``, ``TRACEE_FLAGS``) read the same here.
 """
+
 from __future__ import annotations
 
 from .errors import BadArg
 from .terms import Atom
 
 __all__ = [
-    "F_TRACE_SEND", "F_TRACE_RECEIVE", "F_TRACE_SOS", "F_TRACE_SOS1", "F_TRACE_SOL",
-    "F_TRACE_SOL1", "F_TRACE_CALLS", "F_TIMESTAMP", "F_TRACE_PROCS", "F_TRACE_SCHED",
-    "F_TRACE_SCHED_EXIT", "F_TRACE_GC", "F_TRACE_ARITY_ONLY", "F_TRACE_RETURN_TO",
-    "F_TRACE_SILENT", "F_TRACE_SCHED_NO", "F_TRACE_PORTS", "F_TRACE_SCHED_PORTS",
-    "F_TRACE_SCHED_PROCS", "F_TRACER", "F_SENSITIVE", "F_EXCEPTION_TRACE",
-    "TRACEE_FLAGS", "TRACEE_MODIFIER_FLAGS", "PORT_ONLY_FLAGS", "PROC_ONLY_FLAGS", "FLAG_NAMES", "parse_trace_flags", "flags_to_list", "flag_bit", "TRACE_FLAG_NAMES", "CPU_TIMESTAMP",
+    "F_TRACE_SEND",
+    "F_TRACE_RECEIVE",
+    "F_TRACE_SOS",
+    "F_TRACE_SOS1",
+    "F_TRACE_SOL",
+    "F_TRACE_SOL1",
+    "F_TRACE_CALLS",
+    "F_TIMESTAMP",
+    "F_TRACE_PROCS",
+    "F_TRACE_SCHED",
+    "F_TRACE_SCHED_EXIT",
+    "F_TRACE_GC",
+    "F_TRACE_ARITY_ONLY",
+    "F_TRACE_RETURN_TO",
+    "F_TRACE_SILENT",
+    "F_TRACE_SCHED_NO",
+    "F_TRACE_PORTS",
+    "F_TRACE_SCHED_PORTS",
+    "F_TRACE_SCHED_PROCS",
+    "F_TRACER",
+    "F_SENSITIVE",
+    "F_EXCEPTION_TRACE",
+    "TRACEE_FLAGS",
+    "TRACEE_MODIFIER_FLAGS",
+    "PORT_ONLY_FLAGS",
+    "PROC_ONLY_FLAGS",
+    "FLAG_NAMES",
+    "parse_trace_flags",
+    "flags_to_list",
+    "flag_bit",
+    "TRACE_FLAG_NAMES",
+    "CPU_TIMESTAMP",
 ]
 
 F_TRACE_SEND = 1 << 0
@@ -118,8 +145,10 @@ def parse_trace_flags(flags) -> tuple[int, bool, object]:
         elif name in _BY_NAME:
             bits |= _BY_NAME[name]
         elif name in OTP18_TIMESTAMPS:
-            raise BadArg(f"unknown trace flag '{name}': it came with OTP 18; the 17.x "
-                         "trace/3 has timestamp and cpu_timestamp only")
+            raise BadArg(
+                f"unknown trace flag '{name}': it came with OTP 18; the 17.x "
+                "trace/3 has timestamp and cpu_timestamp only"
+            )
         else:
             raise BadArg(f"unknown trace flag '{name}'")
     return bits, cpu_ts, tracer

@@ -19,6 +19,7 @@ the cap tracing is switched off as ``recon_trace:clear()`` does and the run
 goes on (seq_trace, system_monitor and system_profile, which ``clear()``
 leaves alone, go on too).
 """
+
 from __future__ import annotations
 
 import re
@@ -38,8 +39,10 @@ def parse_limit(text: str) -> tuple[int | None, list | None]:
     (rate).  Raises ValueError saying what is expected."""
     m = _LIMIT.match(text or "")
     if not m or int(m.group(1)) < 1 or (m.group(2) is not None and int(m.group(2)) < 1):
-        raise ValueError(f"{text!r}: expected N (at most N trace messages) or N/MS (at most "
-                         f"N per MS milliseconds), with N and MS >= 1")
+        raise ValueError(
+            f"{text!r}: expected N (at most N trace messages) or N/MS (at most "
+            f"N per MS milliseconds), with N and MS >= 1"
+        )
     if m.group(2) is None:
         return int(m.group(1)), None
     return None, [int(m.group(1)), int(m.group(2))]
@@ -51,9 +54,9 @@ class TraceLimit:
     def __init__(self, max_messages: int | None = None, rate=None):
         self.max_messages = max_messages
         self.rate = list(rate) if rate else None
-        self.seen = 0               # delivered messages counted so far
-        self.count = 0              # rate_tracer's Count in the current window
-        self.start = 0.0            # and the window's Start (s since the run began)
+        self.seen = 0  # delivered messages counted so far
+        self.count = 0  # rate_tracer's Count in the current window
+        self.start = 0.0  # and the window's Start (s since the run began)
         self.tripped: dict | None = None
         self.printed = 0
         self.not_printed = 0
@@ -79,14 +82,14 @@ class TraceLimit:
         n, ms = self.rate
         k = 0
         while k < new:
-            if int((t - self.start) * 1000) > ms:     # Delay > Time: a new window
+            if int((t - self.start) * 1000) > ms:  # Delay > Time: a new window
                 self.count, self.start = 0, t
                 k += 1
                 continue
-            take = min(n - self.count, new - k)        # Max > Count: counted
+            take = min(n - self.count, new - k)  # Max > Count: counted
             self.count += take
             k += take
-            if k < new:                                # Max =:= Count: tripped
+            if k < new:  # Max =:= Count: tripped
                 return k + 1
         return None
 
@@ -106,8 +109,12 @@ class TraceLimit:
                 why = f"more than {self.rate[0]} trace messages within {self.rate[1]} ms"
         if allowed is None:
             return False
-        self.tripped = {"at_s": round(t, 6), "allowed": allowed, "why": why,
-                        "delivered_at_trip": delivered}
+        self.tripped = {
+            "at_s": round(t, 6),
+            "allowed": allowed,
+            "why": why,
+            "delivered_at_trip": delivered,
+        }
         return True
 
     def check(self, vm, t: float, tracers=()) -> bool:
@@ -136,9 +143,10 @@ class TraceLimit:
                 try:
                     out["trace"] += vm.trace("all", False, ["all"], tracer=t)
                 except BadArg:
-                    pass        # a tracer killed by a fault: its tracees are reset
-            out["patterns"] = sum(vm.trace_pattern(("_", "_", "_"), False, [f])
-                                  for f in ("local", "meta"))
+                    pass  # a tracer killed by a fault: its tracees are reset
+            out["patterns"] = sum(
+                vm.trace_pattern(("_", "_", "_"), False, [f]) for f in ("local", "meta")
+            )
             out["patterns"] += vm.trace_pattern(("_", "_", "_"), False, [])
         except SmpError as e:
             out["error"] = str(e)
@@ -148,6 +156,7 @@ class TraceLimit:
     def runner(self, vm, t0: float, tracers=()) -> Callable[[float], bool]:
         """``vm.run_for`` that checks the cap every ``CHECK_S`` seconds;
         ``tracers`` are the run's tracers (pids and ports)."""
+
         def run_for(seconds: float) -> bool:
             end = time.perf_counter() + seconds
             while True:
@@ -157,22 +166,30 @@ class TraceLimit:
                 self.check(vm, time.perf_counter() - t0, tracers)
                 if done or time.perf_counter() >= end:
                     return done
+
         return run_for
 
     def printer(self, emit: Callable[[str, Any], None]) -> Callable[[str, Any], None]:
         """``emit`` that prints no more than the cap let through."""
+
         def limited(name: str, term) -> None:
             if self.tripped is not None and self.printed >= self.tripped["allowed"]:
                 self.not_printed += 1
                 return
             self.printed += 1
             emit(name, term)
+
         return limited
 
     def to_json(self) -> dict:
-        return {"max_messages": self.max_messages, "rate": self.rate,
-                "tripped": self.tripped is not None, **(self.tripped or {}),
-                "printed": self.printed, "not_printed": self.not_printed}
+        return {
+            "max_messages": self.max_messages,
+            "rate": self.rate,
+            "tripped": self.tripped is not None,
+            **(self.tripped or {}),
+            "printed": self.printed,
+            "not_printed": self.not_printed,
+        }
 
     def note(self) -> str | None:
         """The stderr line when the cap was reached."""
@@ -185,14 +202,27 @@ def trip_note(lim: dict | None) -> str | None:
     """The stderr line for a summary's ``limit`` (None when it did not trip)."""
     if not lim or not lim.get("tripped"):
         return None
-    cap = ", ".join(x for x in (
-        f"max_messages = {lim['max_messages']}" if lim.get("max_messages") is not None else "",
-        f"rate = [{lim['rate'][0]}, {lim['rate'][1]}]" if lim.get("rate") else "") if x)
+    cap = ", ".join(
+        x
+        for x in (
+            f"max_messages = {lim['max_messages']}" if lim.get("max_messages") is not None else "",
+            f"rate = [{lim['rate'][0]}, {lim['rate'][1]}]" if lim.get("rate") else "",
+        )
+        if x
+    )
     off = lim.get("switched_off") or {}
-    how = ("tracing switched off as recon_trace:clear() does (trace(all, false, [all]) on "
-           f"{off.get('trace', 0)} processes, trace_pattern({{'_','_','_'}}, false) on "
-           f"{off.get('patterns', 0)} functions)") if "error" not in off else \
-        f"switching tracing off failed: {off['error']}"
-    more = (f"; {lim['not_printed']} messages delivered before it took effect were not printed"
-            if lim.get("not_printed") else "")
+    how = (
+        (
+            "tracing switched off as recon_trace:clear() does (trace(all, false, [all]) on "
+            f"{off.get('trace', 0)} processes, trace_pattern({{'_','_','_'}}, false) on "
+            f"{off.get('patterns', 0)} functions)"
+        )
+        if "error" not in off
+        else f"switching tracing off failed: {off['error']}"
+    )
+    more = (
+        f"; {lim['not_printed']} messages delivered before it took effect were not printed"
+        if lim.get("not_printed")
+        else ""
+    )
     return f"trace limit reached ({cap}) at {lim['at_s']:.2f} s: {lim['why']}; {how}{more}"

@@ -31,6 +31,7 @@ non-value: no trace message), else a ``MatchResult``.  What the process
 functions need comes from a ``MatchContext`` (the scheduler's process), so
 this module holds no process and no socket.
 """
+
 from __future__ import annotations
 
 import operator
@@ -39,9 +40,16 @@ from typing import NamedTuple, Protocol
 from .errors import BadArg
 from .terms import Atom, ImproperList, Pid, Port, Ref, format_term
 
-__all__ = ["MatchSpec", "MatchResult", "MatchContext", "MATCH_SET_RETURN_TRACE",
-           "MATCH_SET_RETURN_TO_TRACE", "MATCH_SET_EXCEPTION_TRACE", "compile_match_spec",
-           "DBG_SHORTCUTS"]
+__all__ = [
+    "MatchSpec",
+    "MatchResult",
+    "MatchContext",
+    "MATCH_SET_RETURN_TRACE",
+    "MATCH_SET_RETURN_TO_TRACE",
+    "MATCH_SET_EXCEPTION_TRACE",
+    "compile_match_spec",
+    "DBG_SHORTCUTS",
+]
 
 MATCH_SET_RETURN_TRACE = 0x1
 MATCH_SET_RETURN_TO_TRACE = 0x2
@@ -67,10 +75,10 @@ class MatchContext(Protocol):
 
     pid: Pid
 
-    def ms_caller(self): ...                 # {M, F, A} or 'undefined'
+    def ms_caller(self): ...  # {M, F, A} or 'undefined'
     def ms_display(self, term) -> None: ...
     def ms_process_dump(self) -> bytes: ...
-    def ms_seq_token(self): ...              # the token tuple or []
+    def ms_seq_token(self): ...  # the token tuple or []
     def ms_set_trace_flag(self, pid, flag: Atom, on: bool) -> bool: ...
 
 
@@ -79,9 +87,9 @@ class _Fail(Exception):
 
 
 class MatchResult(NamedTuple):
-    pam_result: object          # Python True means the atom true (no extra element)
+    pam_result: object  # Python True means the atom true (no extra element)
     return_flags: int
-    silent: bool | None         # None: unchanged
+    silent: bool | None  # None: unchanged
 
 
 def _is_var(t) -> bool:
@@ -98,11 +106,17 @@ def _match(pat, val, binds: dict) -> bool:
         return True
     tp = type(pat)
     if tp is tuple:
-        return (type(val) is tuple and len(val) == len(pat)
-                and all(_match(p, v, binds) for p, v in zip(pat, val, strict=False)))
+        return (
+            type(val) is tuple
+            and len(val) == len(pat)
+            and all(_match(p, v, binds) for p, v in zip(pat, val, strict=False))
+        )
     if tp is list:
-        return (type(val) is list and len(val) == len(pat)
-                and all(_match(p, v, binds) for p, v in zip(pat, val, strict=False)))
+        return (
+            type(val) is list
+            and len(val) == len(pat)
+            and all(_match(p, v, binds) for p, v in zip(pat, val, strict=False))
+        )
     return tp is type(val) and pat == val
 
 
@@ -165,6 +179,7 @@ def _typed(kind, fn):
         if type(x) is not kind:
             raise _Fail("badarg")
         return fn(x)
+
     return f
 
 
@@ -188,8 +203,14 @@ def _fdiv(a, b):
 
 
 def _is_record(t, name, size):
-    return _atom_of(type(t) is tuple and type(name) is Atom and type(size) is int
-                    and len(t) == size and size > 0 and t[0] is name)
+    return _atom_of(
+        type(t) is tuple
+        and type(name) is Atom
+        and type(size) is int
+        and len(t) == size
+        and size > 0
+        and t[0] is name
+    )
 
 
 def _cmp(op):
@@ -198,6 +219,7 @@ def _cmp(op):
             return _atom_of(op(a, b))
         except TypeError:
             raise _Fail("incomparable") from None
+
     return f
 
 
@@ -206,43 +228,72 @@ def _exact_eq(a, b):
 
 
 _TYPE_TESTS = {
-    "is_atom": Atom, "is_integer": int, "is_float": float, "is_tuple": tuple,
-    "is_list": list, "is_binary": bytes, "is_pid": Pid, "is_port": Port, "is_reference": Ref,
+    "is_atom": Atom,
+    "is_integer": int,
+    "is_float": float,
+    "is_tuple": tuple,
+    "is_list": list,
+    "is_binary": bytes,
+    "is_pid": Pid,
+    "is_port": Port,
+    "is_reference": Ref,
 }
 
 # name -> (arity, function of the evaluated arguments)
 _GUARD_FUNS: dict[str, tuple[int, object]] = {
-    **{n: (1, (lambda kind: lambda x: _atom_of(type(x) is kind))(k))
-       for n, k in _TYPE_TESTS.items()},
+    **{
+        n: (1, (lambda kind: lambda x: _atom_of(type(x) is kind))(k))
+        for n, k in _TYPE_TESTS.items()
+    },
     "is_list": (1, lambda x: _atom_of(type(x) in (list, ImproperList))),
     "is_number": (1, lambda x: _atom_of(type(x) in (int, float))),
     "is_boolean": (1, lambda x: _atom_of(x is _TRUE or x is _FALSE)),
     "is_record": (3, _is_record),
-    "==": (2, _cmp(operator.eq)), "/=": (2, _cmp(operator.ne)),
-    "=:=": (2, _exact_eq), "=/=": (2, lambda a, b: _atom_of(_exact_eq(a, b) is _FALSE)),
-    "<": (2, _cmp(operator.lt)), ">": (2, _cmp(operator.gt)),
-    "=<": (2, _cmp(operator.le)), ">=": (2, _cmp(operator.ge)),
+    "==": (2, _cmp(operator.eq)),
+    "/=": (2, _cmp(operator.ne)),
+    "=:=": (2, _exact_eq),
+    "=/=": (2, lambda a, b: _atom_of(_exact_eq(a, b) is _FALSE)),
+    "<": (2, _cmp(operator.lt)),
+    ">": (2, _cmp(operator.gt)),
+    "=<": (2, _cmp(operator.le)),
+    ">=": (2, _cmp(operator.ge)),
     "not": (1, lambda x: _atom_of(not _bool(x))),
     "and": (2, lambda a, b: _atom_of(_bool(a) & _bool(b))),
     "or": (2, lambda a, b: _atom_of(_bool(a) | _bool(b))),
     "xor": (2, lambda a, b: _atom_of(_bool(a) ^ _bool(b))),
-    "element": (2, _element), "hd": (1, _hd), "tl": (1, _tl),
-    "size": (1, _size), "tuple_size": (1, _typed(tuple, len)), "byte_size": (1, _typed(bytes, len)),
+    "element": (2, _element),
+    "hd": (1, _hd),
+    "tl": (1, _tl),
+    "size": (1, _size),
+    "tuple_size": (1, _typed(tuple, len)),
+    "byte_size": (1, _typed(bytes, len)),
     "length": (1, _typed(list, len)),
     "abs": (1, lambda x: abs(_num(x))),
-    "+": (2, lambda a, b: _num(a) + _num(b)), "-": (2, lambda a, b: _num(a) - _num(b)),
-    "*": (2, lambda a, b: _num(a) * _num(b)), "/": (2, _fdiv),
-    "div": (2, _div), "rem": (2, _rem),
-    "band": (2, lambda a, b: _int(a) & _int(b)), "bor": (2, lambda a, b: _int(a) | _int(b)),
+    "+": (2, lambda a, b: _num(a) + _num(b)),
+    "-": (2, lambda a, b: _num(a) - _num(b)),
+    "*": (2, lambda a, b: _num(a) * _num(b)),
+    "/": (2, _fdiv),
+    "div": (2, _div),
+    "rem": (2, _rem),
+    "band": (2, lambda a, b: _int(a) & _int(b)),
+    "bor": (2, lambda a, b: _int(a) | _int(b)),
     "bxor": (2, lambda a, b: _int(a) ^ _int(b)),
 }
 _UNARY_MINUS = (1, lambda x: -_num(x))
 
 # body-only functions: name -> allowed arities
 _BODY_FUNS = {
-    "message": (1,), "return_trace": (0,), "exception_trace": (0,), "silent": (1,),
-    "caller": (0,), "display": (1,), "process_dump": (0,), "get_seq_token": (0,),
-    "is_seq_trace": (0,), "enable_trace": (1, 2), "disable_trace": (1, 2),
+    "message": (1,),
+    "return_trace": (0,),
+    "exception_trace": (0,),
+    "silent": (1,),
+    "caller": (0,),
+    "display": (1,),
+    "process_dump": (0,),
+    "get_seq_token": (0,),
+    "is_seq_trace": (0,),
+    "enable_trace": (1, 2),
+    "disable_trace": (1, 2),
 }
 # usable in guards and bodies, but need the process
 _PROC_FUNS = {"self": (0,), "node": (0,)}
@@ -272,14 +323,14 @@ class _Run:
             if e is _ALL_VARS:
                 return [self.binds[k] for k in sorted(self.binds, key=lambda a: int(a.name[1:]))]
             if _is_var(e):
-                return self.binds[e]   # compile checked it is bound
+                return self.binds[e]  # compile checked it is bound
             return e
         if type(e) is list:
             return [self.value(x, in_body) for x in e]
         if type(e) is not tuple or not e:
             return e
         head = e[0]
-        if type(head) is tuple:          # {{A, B}}: a tuple built from expressions
+        if type(head) is tuple:  # {{A, B}}: a tuple built from expressions
             return tuple(self.value(x, in_body) for x in head)
         if head is _CONST:
             return e[1]
@@ -406,8 +457,10 @@ def _check_expr(e, bound: set, in_body: bool, where: str) -> None:
         if not in_body:
             raise BadArg(f"{where}: {name} may only be used in the body")
         if n not in _BODY_FUNS[name]:
-            raise BadArg(f"{where}: {name} takes {' or '.join(map(str, _BODY_FUNS[name]))} "
-                         f"argument(s), not {n}")
+            raise BadArg(
+                f"{where}: {name} takes {' or '.join(map(str, _BODY_FUNS[name]))} "
+                f"argument(s), not {n}"
+            )
     elif name in _PROC_FUNS:
         if n not in _PROC_FUNS[name]:
             raise BadArg(f"{where}: {name} takes no argument")
@@ -418,8 +471,10 @@ def _check_expr(e, bound: set, in_body: bool, where: str) -> None:
         pass
     elif name in _GUARD_FUNS:
         if _GUARD_FUNS[name][0] != n:
-            raise BadArg(f"{where}: {name}/{n} is not a match-spec function "
-                         f"({name}/{_GUARD_FUNS[name][0]} is)")
+            raise BadArg(
+                f"{where}: {name}/{n} is not a match-spec function "
+                f"({name}/{_GUARD_FUNS[name][0]} is)"
+            )
     else:
         raise BadArg(f"{where}: {name}/{n} is not a match-spec function")
     for x in e[1:]:
@@ -437,6 +492,7 @@ def compile_match_spec(ms) -> MatchSpec | None:
     """
     if isinstance(ms, str):
         from .termtext import parse_term
+
         text = DBG_SHORTCUTS.get(ms.strip(), ms)
         try:
             ms = parse_term(text)

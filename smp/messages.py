@@ -9,6 +9,7 @@ becomes ``trace_ts`` and the timestamp is appended), ``TS_APPEND`` appends it
 (``seq_trace`` and ``profile`` messages), ``TS_SCHED`` appends the active
 count and then the timestamp (``profile_scheduler``).
 """
+
 from __future__ import annotations
 
 from typing import NamedTuple
@@ -16,18 +17,52 @@ from typing import NamedTuple
 from .terms import Atom, format_term
 
 __all__ = [
-    "SYS_MSG_TYPE_UNDEFINED", "SYS_MSG_TYPE_TRACE", "SYS_MSG_TYPE_SEQTRACE",
-    "SYS_MSG_TYPE_SYSMON", "SYS_MSG_TYPE_ERRLGR", "SYS_MSG_TYPE_PROC_MSG",
-    "SYS_MSG_TYPE_SYSPROF", "TYPE_NAMES", "TS_NONE", "TS_PATCH", "TS_APPEND", "TS_SCHED",
-    "SysMsg", "complete", "patch_ts",
-    "trace_sched", "trace_send", "trace_receive", "erts_call_trace", "erts_trace_return",
-    "erts_trace_exception", "erts_trace_return_to", "trace_proc", "trace_proc_spawn",
-    "trace_gc", "trace_port_open", "trace_port", "trace_sched_ports_where",
-    "seq_trace_output_generic", "monitor_long_gc", "monitor_large_heap",
-    "monitor_long_schedule_proc", "monitor_long_schedule_port", "monitor_generic",
-    "profile_scheduler", "profile_scheduler_q", "profile_runnable_proc",
-    "profile_runnable_port", "error_logger_report", "error_logger_str", "do_send_schedfix",
-    "GC_TAGS", "SEQ_TRACE_SEND", "SEQ_TRACE_RECEIVE", "SEQ_TRACE_PRINT", "SEQ_TRACE_TIMESTAMP",
+    "SYS_MSG_TYPE_UNDEFINED",
+    "SYS_MSG_TYPE_TRACE",
+    "SYS_MSG_TYPE_SEQTRACE",
+    "SYS_MSG_TYPE_SYSMON",
+    "SYS_MSG_TYPE_ERRLGR",
+    "SYS_MSG_TYPE_PROC_MSG",
+    "SYS_MSG_TYPE_SYSPROF",
+    "TYPE_NAMES",
+    "TS_NONE",
+    "TS_PATCH",
+    "TS_APPEND",
+    "TS_SCHED",
+    "SysMsg",
+    "complete",
+    "patch_ts",
+    "trace_sched",
+    "trace_send",
+    "trace_receive",
+    "erts_call_trace",
+    "erts_trace_return",
+    "erts_trace_exception",
+    "erts_trace_return_to",
+    "trace_proc",
+    "trace_proc_spawn",
+    "trace_gc",
+    "trace_port_open",
+    "trace_port",
+    "trace_sched_ports_where",
+    "seq_trace_output_generic",
+    "monitor_long_gc",
+    "monitor_large_heap",
+    "monitor_long_schedule_proc",
+    "monitor_long_schedule_port",
+    "monitor_generic",
+    "profile_scheduler",
+    "profile_scheduler_q",
+    "profile_runnable_proc",
+    "profile_runnable_port",
+    "error_logger_report",
+    "error_logger_str",
+    "do_send_schedfix",
+    "GC_TAGS",
+    "SEQ_TRACE_SEND",
+    "SEQ_TRACE_RECEIVE",
+    "SEQ_TRACE_PRINT",
+    "SEQ_TRACE_TIMESTAMP",
 ]
 
 SYS_MSG_TYPE_UNDEFINED = 0
@@ -37,8 +72,15 @@ SYS_MSG_TYPE_SYSMON = 3
 SYS_MSG_TYPE_ERRLGR = 4
 SYS_MSG_TYPE_PROC_MSG = 5
 SYS_MSG_TYPE_SYSPROF = 6
-TYPE_NAMES = {0: "UNDEFINED", 1: "TRACE", 2: "SEQTRACE", 3: "SYSMON", 4: "ERRLGR",
-              5: "PROC_MSG", 6: "SYSPROF"}
+TYPE_NAMES = {
+    0: "UNDEFINED",
+    1: "TRACE",
+    2: "SEQTRACE",
+    3: "SYSMON",
+    4: "ERRLGR",
+    5: "PROC_MSG",
+    6: "SYSPROF",
+}
 
 TS_NONE, TS_PATCH, TS_APPEND, TS_SCHED = 0, 1, 2, 3
 
@@ -49,11 +91,19 @@ SEQ_TRACE_TIMESTAMP = 8
 
 _a = Atom
 am_trace, am_trace_ts, am_seq_trace, am_monitor, am_profile = (
-    _a("trace"), _a("trace_ts"), _a("seq_trace"), _a("monitor"), _a("profile"))
+    _a("trace"),
+    _a("trace_ts"),
+    _a("seq_trace"),
+    _a("monitor"),
+    _a("profile"),
+)
 am_send, am_receive, am_print, am_call = _a("send"), _a("receive"), _a("print"), _a("call")
 am_EXIT, am_scheduler, am_spawn, am_open = _a("EXIT"), _a("scheduler"), _a("spawn"), _a("open")
 am_return_from, am_exception_from, am_return_to = (
-    _a("return_from"), _a("exception_from"), _a("return_to"))
+    _a("return_from"),
+    _a("exception_from"),
+    _a("return_to"),
+)
 am_timeout, am_in, am_out, am_port_op = _a("timeout"), _a("in"), _a("out"), _a("port_op")
 am_long_gc, am_large_heap, am_long_schedule = _a("long_gc"), _a("large_heap"), _a("long_schedule")
 am_notify, am_error = _a("notify"), _a("error")
@@ -130,10 +180,22 @@ def trace_proc_spawn(parent, child, mod: Atom, func: Atom, args: list) -> tuple:
     return (am_trace, parent, am_spawn, child, (mod, func, args))
 
 
-GC_TAGS = tuple(_a(n) for n in (
-    "old_heap_block_size", "heap_block_size", "mbuf_size", "recent_size", "stack_size",
-    "old_heap_size", "heap_size", "bin_vheap_size", "bin_vheap_block_size",
-    "bin_old_vheap_size", "bin_old_vheap_block_size"))
+GC_TAGS = tuple(
+    _a(n)
+    for n in (
+        "old_heap_block_size",
+        "heap_block_size",
+        "mbuf_size",
+        "recent_size",
+        "stack_size",
+        "old_heap_size",
+        "heap_size",
+        "bin_vheap_size",
+        "bin_vheap_block_size",
+        "bin_old_vheap_size",
+        "bin_old_vheap_block_size",
+    )
+)
 
 
 def trace_gc(pid, what: Atom, values: tuple) -> tuple:
@@ -164,8 +226,9 @@ def do_send_schedfix(pid, ts_out: tuple, ts_in: tuple) -> tuple[tuple, tuple]:
 _SEQ_TYPE = {SEQ_TRACE_SEND: am_send, SEQ_TRACE_RECEIVE: am_receive, SEQ_TRACE_PRINT: am_print}
 
 
-def seq_trace_output_generic(label, seq_type: int, lastcnt: int, serial: int, sender,
-                             receiver, msg, exitfrom=None) -> tuple:
+def seq_trace_output_generic(
+    label, seq_type: int, lastcnt: int, serial: int, sender, receiver, msg, exitfrom=None
+) -> tuple:
     """``{seq_trace, Label, {Type, {Lastcnt, Serial}, From, To, Msg}}``;
     with ``exitfrom`` the message is wrapped as ``{'EXIT', From, Msg}``."""
     if exitfrom is not None:
@@ -177,22 +240,47 @@ def seq_trace_output_generic(label, seq_type: int, lastcnt: int, serial: int, se
 def monitor_long_gc(pid, time: int, sizes: tuple) -> tuple:
     """``sizes`` = (old_heap_block_size, heap_block_size, mbuf_size, stack_size,
     old_heap_size, heap_size)."""
-    tags = ("timeout", "old_heap_block_size", "heap_block_size", "mbuf_size", "stack_size",
-            "old_heap_size", "heap_size")
-    return (am_monitor, pid, am_long_gc, [(_a(t), v) for t, v in zip(tags, (time,) + sizes, strict=False)])
+    tags = (
+        "timeout",
+        "old_heap_block_size",
+        "heap_block_size",
+        "mbuf_size",
+        "stack_size",
+        "old_heap_size",
+        "heap_size",
+    )
+    return (
+        am_monitor,
+        pid,
+        am_long_gc,
+        [(_a(t), v) for t, v in zip(tags, (time,) + sizes, strict=False)],
+    )
 
 
 def monitor_large_heap(pid, sizes: tuple) -> tuple:
-    tags = ("old_heap_block_size", "heap_block_size", "mbuf_size", "stack_size",
-            "old_heap_size", "heap_size")
+    tags = (
+        "old_heap_block_size",
+        "heap_block_size",
+        "mbuf_size",
+        "stack_size",
+        "old_heap_size",
+        "heap_size",
+    )
     return (am_monitor, pid, am_large_heap, [(_a(t), v) for t, v in zip(tags, sizes, strict=False)])
 
 
 def monitor_long_schedule_proc(pid, in_mfa, out_mfa, time: int) -> tuple:
     undefined = _a("undefined")
-    return (am_monitor, pid, am_long_schedule,
-            [(am_timeout, time), (am_in, in_mfa if in_mfa is not None else undefined),
-             (am_out, out_mfa if out_mfa is not None else undefined)])
+    return (
+        am_monitor,
+        pid,
+        am_long_schedule,
+        [
+            (am_timeout, time),
+            (am_in, in_mfa if in_mfa is not None else undefined),
+            (am_out, out_mfa if out_mfa is not None else undefined),
+        ],
+    )
 
 
 def monitor_long_schedule_port(port, op: Atom, time: int) -> tuple:

@@ -5,6 +5,7 @@ A pid's full index (``number + serial << 15``, the VM's split, so a real
 node reads every pid written) encodes its owner: ``(index - PID_BASE) %
 nsched + 1``.  A port's number does the same with ``nsched + 1`` slots, slot
 0 being the trace ports (the dispatcher's in smp, the nonsmp node's)."""
+
 from __future__ import annotations
 
 from .terms import Pid, Port

@@ -16,6 +16,7 @@ sample is drawn across that interval, an interval with a missing sample (a
 gap) is left empty and shaded, and the last interval, which ends with the
 run and is usually shorter, is hatched.
 """
+
 from __future__ import annotations
 
 import io
@@ -29,17 +30,31 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-__all__ = ["Line", "Bars", "Row", "line_chart", "log_histogram", "timeline", "si", "fmt_ns",
-           "STYLES", "figure_html", "bar_chart", "style"]
+__all__ = [
+    "Line",
+    "Bars",
+    "Row",
+    "line_chart",
+    "log_histogram",
+    "timeline",
+    "si",
+    "fmt_ns",
+    "STYLES",
+    "figure_html",
+    "bar_chart",
+    "style",
+]
 
-matplotlib.rcParams.update({
-    "svg.fonttype": "none",         # text stays text: searchable, selectable
-    "svg.hashsalt": "smp-emu",      # the same page for the same data
-    "font.size": 9,
-    "font.family": "sans-serif",
-    "axes.spines.top": False,
-    "axes.spines.right": False,
-})
+matplotlib.rcParams.update(
+    {
+        "svg.fonttype": "none",  # text stays text: searchable, selectable
+        "svg.hashsalt": "smp-emu",  # the same page for the same data
+        "font.size": 9,
+        "font.family": "sans-serif",
+        "axes.spines.top": False,
+        "axes.spines.right": False,
+    }
+)
 
 # (colour, marker, linestyle) per (mode, what): no two series of a chart share one
 STYLES = {
@@ -50,8 +65,14 @@ STYLES = {
     ("nonsmp", ""): ("#1f77b4", "o", "-"),
     ("smp", ""): ("#d62728", "^", "-"),
 }
-_MORE = [("#2ca02c", "D", "-"), ("#9467bd", "P", "--"), ("#8c564b", "X", ":"),
-         ("#e377c2", "*", "-."), ("#7f7f7f", "h", "-"), ("#bcbd22", "p", "--")]
+_MORE = [
+    ("#2ca02c", "D", "-"),
+    ("#9467bd", "P", "--"),
+    ("#8c564b", "X", ":"),
+    ("#e377c2", "*", "-."),
+    ("#7f7f7f", "h", "-"),
+    ("#bcbd22", "p", "--"),
+]
 
 
 def style(mode: str, what: str, i: int = 0) -> tuple[str, str, str]:
@@ -60,29 +81,29 @@ def style(mode: str, what: str, i: int = 0) -> tuple[str, str, str]:
 
 
 class Line(NamedTuple):
-    name: str                   # legend text
-    ts: list                    # sample times, seconds since the run started
-    values: list                # the value of the interval ending at each sample (None: unknown)
+    name: str  # legend text
+    ts: list  # sample times, seconds since the run started
+    values: list  # the value of the interval ending at each sample (None: unknown)
     colour: str
     marker: str = "o"
     linestyle: str = "-"
     mode: str = ""
-    series: str = ""            # what it measures, for the id
-    gaps: tuple = ()            # indexes k whose interval (ts[k-1], ts[k]] has no sample in it
+    series: str = ""  # what it measures, for the id
+    gaps: tuple = ()  # indexes k whose interval (ts[k-1], ts[k]] has no sample in it
 
 
 class Bars(NamedTuple):
     name: str
-    counts: dict                # bucket exponent -> count
+    counts: dict  # bucket exponent -> count
     colour: str
     mode: str = ""
-    marks: tuple = ()           # ((value_ns, label), ...) drawn as vertical lines
+    marks: tuple = ()  # ((value_ns, label), ...) drawn as vertical lines
 
 
 class Row(NamedTuple):
     label: str
     detail: str
-    intervals: list             # [[start_s, end_s], ...] in seconds since the run started
+    intervals: list  # [[start_s, end_s], ...] in seconds since the run started
     colour: str
     mode: str = ""
     scheduler: int = 0
@@ -113,17 +134,21 @@ def _svg(fig: Figure, chart_id: str) -> str:
     buf = io.StringIO()
     fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None})
     text = buf.getvalue()
-    text = text[text.index("<svg"):]
+    text = text[text.index("<svg") :]
     # inline in HTML: no namespace declarations (the HTML parser knows svg and
     # xlink) and no RDF metadata, so the page names no other document
     text = re.sub(r"<metadata>.*?</metadata>", "", text, count=1, flags=re.S)
-    text = re.sub(r'\s+xmlns(:\w+)?="[^"]*"', "", text[:text.index(">") + 1]) + \
-        text[text.index(">") + 1:]
+    text = (
+        re.sub(r'\s+xmlns(:\w+)?="[^"]*"', "", text[: text.index(">") + 1])
+        + text[text.index(">") + 1 :]
+    )
     ids = set(_ID.findall(text))
     if ids:
-        pat = re.compile(r'(\bid="|url\(#|xlink:href="#|href="#)(' +
-                         "|".join(re.escape(i) for i in sorted(ids, key=len, reverse=True)) +
-                         r')(?=["\)])')
+        pat = re.compile(
+            r'(\bid="|url\(#|xlink:href="#|href="#)('
+            + "|".join(re.escape(i) for i in sorted(ids, key=len, reverse=True))
+            + r')(?=["\)])'
+        )
         text = pat.sub(lambda m: f"{m.group(1)}{chart_id}-{m.group(2)}", text)
     return text.replace("<svg ", '<svg class="chart" role="img" ', 1)
 
@@ -131,8 +156,10 @@ def _svg(fig: Figure, chart_id: str) -> str:
 def figure_html(chart_id: str, title: str, svg: str, note: str = "", extra_class: str = "") -> str:
     n = f'<p class="note">{note}</p>' if note else ""
     cls = "plot" + (f" {extra_class}" if extra_class else "")
-    return (f'<figure class="{cls}" id="{escape(chart_id)}"><figcaption>{escape(title)}'
-            f'</figcaption>{svg}{n}</figure>')
+    return (
+        f'<figure class="{cls}" id="{escape(chart_id)}"><figcaption>{escape(title)}'
+        f"</figcaption>{svg}{n}</figure>"
+    )
 
 
 def _new(height: float = 3.0) -> tuple[Figure, object]:
@@ -166,9 +193,17 @@ def _steps(ln: Line) -> tuple[list, list]:
     return xs, ys
 
 
-def line_chart(chart_id: str, title: str, lines: list[Line], x_label: str, y_label: str,
-               note: str = "", counts: bool = False, partial: list | None = None,
-               gap_spans: list | None = None) -> str:
+def line_chart(
+    chart_id: str,
+    title: str,
+    lines: list[Line],
+    x_label: str,
+    y_label: str,
+    note: str = "",
+    counts: bool = False,
+    partial: list | None = None,
+    gap_spans: list | None = None,
+) -> str:
     """Lines on shared axes from 0, as steps with a marker at each sample.
     ``partial`` = ``[(start, end, label), ...]`` hatches each last, partial interval;
     ``gap_spans`` are shaded as intervals with no sample.  ``counts``: y is
@@ -178,17 +213,36 @@ def line_chart(chart_id: str, title: str, lines: list[Line], x_label: str, y_lab
     for ln in lines:
         xs, ys = _steps(ln)
         gid = f"series-{ln.mode}-{ln.series or ln.name}".replace(" ", "_")
-        path, = ax.plot(xs, ys, color=ln.colour, linestyle=ln.linestyle, linewidth=1.6,
-                        label=ln.name)
+        (path,) = ax.plot(
+            xs, ys, color=ln.colour, linestyle=ln.linestyle, linewidth=1.6, label=ln.name
+        )
         path.set_gid(gid)
-        pts = [(t, v) for k, (t, v) in enumerate(zip(ln.ts, ln.values, strict=False))
-               if k and v is not None and k not in set(ln.gaps)]
+        pts = [
+            (t, v)
+            for k, (t, v) in enumerate(zip(ln.ts, ln.values, strict=False))
+            if k and v is not None and k not in set(ln.gaps)
+        ]
         if pts:
-            dots, = ax.plot([p[0] for p in pts], [p[1] for p in pts], linestyle="none",
-                            marker=ln.marker, markersize=4, color=ln.colour)
+            (dots,) = ax.plot(
+                [p[0] for p in pts],
+                [p[1] for p in pts],
+                linestyle="none",
+                marker=ln.marker,
+                markersize=4,
+                color=ln.colour,
+            )
             dots.set_gid(gid + "-samples")
-        handles.append(Line2D([], [], color=ln.colour, linestyle=ln.linestyle,
-                              marker=ln.marker, markersize=5, label=ln.name))
+        handles.append(
+            Line2D(
+                [],
+                [],
+                color=ln.colour,
+                linestyle=ln.linestyle,
+                marker=ln.marker,
+                markersize=5,
+                label=ln.name,
+            )
+        )
     shaded = False
     for a, b in gap_spans or []:
         ax.axvspan(a, b, color="#bbbbbb", alpha=0.25, linewidth=0)
@@ -197,8 +251,14 @@ def line_chart(chart_id: str, title: str, lines: list[Line], x_label: str, y_lab
         handles.append(Patch(facecolor="#bbbbbb", alpha=0.4, label="no sample in this interval"))
     for a, b, label in partial or []:
         ax.axvspan(a, b, facecolor="none", edgecolor="#888888", hatch="///", linewidth=0)
-        handles.append(Patch(facecolor="none", edgecolor="#888888", hatch="///",
-                             label=f"{label}last interval, partial ({b - a:.3f} s)"))
+        handles.append(
+            Patch(
+                facecolor="none",
+                edgecolor="#888888",
+                hatch="///",
+                label=f"{label}last interval, partial ({b - a:.3f} s)",
+            )
+        )
     ax.set_xlim(left=0)
     ax.set_ylim(bottom=0)
     if counts:
@@ -206,14 +266,16 @@ def line_chart(chart_id: str, title: str, lines: list[Line], x_label: str, y_lab
     ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: si(v)))
     _labels(ax, x_label, y_label)
     if handles:
-        ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8,
-                  frameon=False)
+        ax.legend(
+            handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False
+        )
     return figure_html(chart_id, title, _svg(fig, chart_id), note)
 
 
 # ---------------------------------------------------------------- latency histogram
-def log_histogram(chart_id: str, title: str, bars: list[Bars], per_decade: int,
-                  x_label: str, note: str = "") -> str:
+def log_histogram(
+    chart_id: str, title: str, bars: list[Bars], per_decade: int, x_label: str, note: str = ""
+) -> str:
     """Bucket counts on a log x axis (bucket ``e`` spans ``10**(e/per_decade)``
     up to the next), runs side by side in each bucket, marks as dashed lines."""
     fig, ax = _new()
@@ -231,8 +293,16 @@ def log_histogram(chart_id: str, title: str, bars: list[Bars], per_decade: int,
             lefts.append(a)
             widths.append(z - a)
             heights.append(c)
-        cont = ax.bar(lefts, heights, width=widths, align="edge", color=b.colour,
-                      edgecolor="white", linewidth=0.4, label=b.name)
+        cont = ax.bar(
+            lefts,
+            heights,
+            width=widths,
+            align="edge",
+            color=b.colour,
+            edgecolor="white",
+            linewidth=0.4,
+            label=b.name,
+        )
         for k, patch in enumerate(cont.patches):
             patch.set_gid(f"bars-{b.mode}-{k}")
         handles.append(Patch(color=b.colour, label=b.name))
@@ -241,22 +311,25 @@ def log_histogram(chart_id: str, title: str, bars: list[Bars], per_decade: int,
                 continue
             ls = "--" if k == 0 else ":"
             ax.axvline(v, color=b.colour, linestyle=ls, linewidth=1.4)
-            handles.append(Line2D([], [], color=b.colour, linestyle=ls,
-                                  label=f"{label} {fmt_ns(v)}"))
+            handles.append(
+                Line2D([], [], color=b.colour, linestyle=ls, label=f"{label} {fmt_ns(v)}")
+            )
     ax.set_xscale("log")
     ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: fmt_ns(v * 1.0)))
     ax.set_ylim(bottom=0)
     ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: si(v)))
     _labels(ax, x_label, "messages")
     if handles:
-        ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8,
-                  frameon=False)
+        ax.legend(
+            handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False
+        )
     return figure_html(chart_id, title, _svg(fig, chart_id), note)
 
 
 # ---------------------------------------------------------------- scheduler timeline
-def timeline(chart_id: str, title: str, rows: list[Row], span: float, x_label: str,
-             note: str = "") -> str:
+def timeline(
+    chart_id: str, title: str, rows: list[Row], span: float, x_label: str, note: str = ""
+) -> str:
     """One row per scheduler, its active intervals drawn to scale (a spell
     shorter than a pixel is not widened: the share beside the row is what
     the bar shows)."""
@@ -268,8 +341,7 @@ def timeline(chart_id: str, title: str, rows: list[Row], span: float, x_label: s
         spans = [(s, e - s) for s, e in r.intervals if e > s]
         coll = ax.broken_barh(spans, (y - 0.35, 0.7), facecolors=r.colour, linewidth=0)
         coll.set_gid(f"sched-{r.mode}-{r.scheduler}")
-        ax.text(1.01, y, r.detail, transform=ax.get_yaxis_transform(), va="center",
-                fontsize=8)
+        ax.text(1.01, y, r.detail, transform=ax.get_yaxis_transform(), va="center", fontsize=8)
     ax.set_yticks(range(len(rows)), [r.label for r in reversed(rows)])
     ax.set_ylim(-0.6, len(rows) - 0.4)
     ax.set_xlim(0, span or 1.0)
@@ -284,8 +356,16 @@ def timeline(chart_id: str, title: str, rows: list[Row], span: float, x_label: s
     return figure_html(chart_id, title, _svg(fig, chart_id), note)
 
 
-def bar_chart(chart_id: str, title: str, labels: list[str], series: dict[str, list],
-              x_label: str, y_label: str, note: str = "", fmt=None) -> str:
+def bar_chart(
+    chart_id: str,
+    title: str,
+    labels: list[str],
+    series: dict[str, list],
+    x_label: str,
+    y_label: str,
+    note: str = "",
+    fmt=None,
+) -> str:
     """Grouped horizontal bars: one group per label, one bar per series."""
     names = list(series)
     n = max(1, len(names))
@@ -299,8 +379,13 @@ def bar_chart(chart_id: str, title: str, labels: list[str], series: dict[str, li
         for k, patch in enumerate(cont.patches):
             patch.set_gid(f"bars-{name}-{k}")
         for y, v in zip(ys, series[name], strict=False):
-            ax.text(v or 0, y, " " + (fmt(v) if fmt else (si(v) if v is not None else "-")),
-                    va="center", fontsize=7)
+            ax.text(
+                v or 0,
+                y,
+                " " + (fmt(v) if fmt else (si(v) if v is not None else "-")),
+                va="center",
+                fontsize=7,
+            )
     ax.set_yticks(range(len(labels)), list(reversed(labels)))
     ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: si(v)))
     ax.set_xlim(left=0)

@@ -20,6 +20,7 @@ keeps that mapping: numbers given to it (``NodeNumbers({Atom('a@h'): 8616})``)
 are used as given, and nodes it was not told about are numbered 1, 2, ... in
 the order they are first printed.
 """
+
 from __future__ import annotations
 
 from typing import Any, Callable, Optional
@@ -43,6 +44,7 @@ __all__ = ["pformat", "fmt", "write_one_line", "erl_float", "NodeNumbers", "erts
 
 
 # ------------------------------------------------------------------ numbers
+
 
 def erl_float(f: float) -> str:
     """``float_to_list(F, [short])`` of OTP 25 (what ``~p``/``~w`` print):
@@ -82,8 +84,11 @@ def erl_float(f: float) -> str:
     fixed = lower <= exp <= upper
     if fixed:
         out = int(digits)
-        if ((out >= (1 << 53) and exp == 0) or (out > (1 << 52) // 5 and exp == 1)
-                or (out > (1 << 51) // 25 and exp == 2)):
+        if (
+            (out >= (1 << 53) and exp == 0)
+            or (out > (1 << 52) // 5 and exp == 1)
+            or (out > (1 << 51) // 25 and exp == 2)
+        ):
             fixed = False
     if fixed:
         if exp >= 0:
@@ -97,13 +102,13 @@ def erl_float(f: float) -> str:
 
 # ------------------------------------------------------------------ the VM's own printing
 
+
 def _is_lower(c: int) -> bool:
     return 97 <= c <= 122 or (223 <= c <= 255 and c != 247)
 
 
 def _is_alnum(c: int) -> bool:
-    return (48 <= c <= 57 or _is_lower(c) or 65 <= c <= 90
-            or (192 <= c <= 222 and c != 215))
+    return 48 <= c <= 57 or _is_lower(c) or 65 <= c <= 90 or (192 <= c <= 222 and c != 215)
 
 
 def _latin1_char(c1: int, c2: int) -> int:
@@ -116,8 +121,7 @@ def _latin1_char(c1: int, c2: int) -> int:
     return 0
 
 
-_ERTS_ESC = {39: "\\'", 92: "\\\\", 10: "\\n", 12: "\\f", 9: "\\t", 13: "\\r", 8: "\\b",
-             11: "\\v"}
+_ERTS_ESC = {39: "\\'", 92: "\\\\", 10: "\\n", 12: "\\f", 9: "\\t", 13: "\\r", 8: "\\b", 11: "\\v"}
 
 
 def erts_atom(atom: Atom) -> str:
@@ -151,7 +155,7 @@ def erts_atom(atom: Atom) -> str:
                 i += 1
             else:
                 k = 2 if c & 0xE0 == 0xC0 else 3 if c & 0xF0 == 0xE0 else 4
-                out.append(raw[i - 1:i - 1 + k].decode("latin-1"))
+                out.append(raw[i - 1 : i - 1 + k].decode("latin-1"))
                 i += k - 1
         else:
             out.append(chr(c))
@@ -192,17 +196,16 @@ def _node_name(node: Atom, creation: int) -> str:
 
 def _write_fun(t) -> str:
     if type(t) is Fun:
-        return (f"#Fun<{t.module.name.encode('utf-8').decode('latin-1')}."
-                f"{t.old_index}.{t.old_uniq}>")
+        return f"#Fun<{t.module.name.encode('utf-8').decode('latin-1')}.{t.old_index}.{t.old_uniq}>"
     return f"fun {erts_atom(t.module)}:{erts_atom(t.function)}/{t.arity}"
 
 
 # ------------------------------------------------------------------ io_lib:write (atomic terms)
 
+
 def _printable_latin1(codes) -> bool:
     for c in codes:
-        if type(c) is not int or not (32 <= c <= 126 or 160 <= c <= 255 or 8 <= c <= 13
-                                      or c == 27):
+        if type(c) is not int or not (32 <= c <= 126 or 160 <= c <= 255 or 8 <= c <= 13 or c == 27):
             return False
     return True
 
@@ -224,8 +227,12 @@ def _write_atomic(t, nn: Callable) -> str:
     if tp is Port:
         return f"#Port<{nn(t.node, t.creation)}.{t.number}>"
     if tp is Ref:
-        return "#Ref<" + nn(t.node, t.creation) + "".join(
-            ["." + str(i) for i in reversed(t.ids)]) + ">"
+        return (
+            "#Ref<"
+            + nn(t.node, t.creation)
+            + "".join(["." + str(i) for i in reversed(t.ids)])
+            + ">"
+        )
     if tp is Fun or tp is ExportFun:
         return _write_fun(t)
     if tp is str:
@@ -242,6 +249,7 @@ def _write_atomic(t, nn: Callable) -> str:
 #   ("t", len, [elements], tagged)   a tuple
 #   ("m", len, [pairs])              a map; pairs are ("p", len, key, value)
 #   ("b", len, [tokens])             a binary that is not a string: "1", ",", "2", ...
+
 
 def _bin_tokens(data: bytes, size: Optional[int] = None) -> list:
     toks: list = []
@@ -267,8 +275,12 @@ def _plen(t, nn: Callable):
         if not t:
             return ("a", 2, "{}")
         elems = [_plen(e, nn) for e in t]
-        return ("t", 1 + len(elems) + sum([e[1] for e in elems]), elems,
-                type(t[0]) is Atom and len(t) > 1)
+        return (
+            "t",
+            1 + len(elems) + sum([e[1] for e in elems]),
+            elems,
+            type(t[0]) is Atom and len(t) > 1,
+        )
     if tp is list:
         if not t:
             return ("a", 2, "[]")
@@ -353,11 +365,11 @@ def _pp_tag_tuple(elems, col, ll, m, tind, ind, ld, w) -> str:
     if tind > 0 and tag_ind > tind:
         col1 = col + tind
         indent = " " * tind + ind
-        return tag[2] + _pp_tail(elems, 1, None, col1, tcol, ll, m, tind, indent, ld, ",",
-                                 w + tlen)
+        return tag[2] + _pp_tail(elems, 1, None, col1, tcol, ll, m, tind, indent, ld, ",", w + tlen)
     indent = " " * tag_ind + ind
-    return tag[2] + "," + _pp_list(elems[1:], None, tcol, ll, m, tind, indent, ld, ",",
-                                   w + tlen + 1)
+    return (
+        tag[2] + "," + _pp_list(elems[1:], None, tcol, ll, m, tind, indent, ld, ",", w + tlen + 1)
+    )
 
 
 def _last_depth(more: bool, ld: int) -> int:
@@ -380,8 +392,9 @@ def _pp_pairs_tail(pairs, i, col0, col, ll, m, tind, ind, ld, w) -> str:
         p = pairs[i]
         ld1 = _last_depth(i + 1 < n, ld)
         elen = 1 + p[1]
-        if ((ld1 == 0 and elen + 1 < ll - col and w + elen + 1 <= m and _atm_pair(p))
-                or (ld1 > 0 and elen < ll - col - ld1 and w + elen + ld1 <= m and _atm_pair(p))):
+        if (ld1 == 0 and elen + 1 < ll - col and w + elen + 1 <= m and _atm_pair(p)) or (
+            ld1 > 0 and elen < ll - col - ld1 and w + elen + ld1 <= m and _atm_pair(p)
+        ):
             out.append("," + _write(p))
             col += elen
             w += elen
@@ -400,8 +413,12 @@ def _pp_pair(p, col, ll, m, tind, ind0, ld, w):
         return _write(p), (n if _atm_pair(p) else ll)
     i = tind if tind > 0 else 4
     ind = " " * i + ind0
-    return (_pp(p[2], col, ll, m, tind, ind0, ld, w) + " =>\n" + ind
-            + _pp(p[3], col + i, ll, m, tind, ind, ld, 0)), ll
+    return (
+        _pp(p[2], col, ll, m, tind, ind0, ld, w)
+        + " =>\n"
+        + ind
+        + _pp(p[3], col + i, ll, m, tind, ind, ld, 0)
+    ), ll
 
 
 def _pp_list(elems, tail, col0, ll, m, tind, ind, ld, sep, w) -> str:
@@ -417,8 +434,9 @@ def _pp_tail(elems, i, tail, col0, col, ll, m, tind, ind, ld, sep, w) -> str:
         ld1 = _last_depth(i + 1 < n, ld)
         elen = 1 + e[1]
         atm = e[0] == "a"
-        if ((ld1 == 0 and elen + 1 < ll - col and w + elen + 1 <= m and atm)
-                or (ld1 > 0 and elen < ll - col - ld1 and w + elen + ld1 <= m and atm)):
+        if (ld1 == 0 and elen + 1 < ll - col and w + elen + 1 <= m and atm) or (
+            ld1 > 0 and elen < ll - col - ld1 and w + elen + ld1 <= m and atm
+        ):
             out.append("," + _write(e))
             col += elen
             w += elen
@@ -430,7 +448,7 @@ def _pp_tail(elems, i, tail, col0, col, ll, m, tind, ind, ld, sep, w) -> str:
         i += 1
     if tail is not None:
         n = tail[1]
-        if (n + 1 < ll - col - (ld + 1) and n + 1 + w + (ld + 1) <= m and tail[0] == "a"):
+        if n + 1 < ll - col - (ld + 1) and n + 1 + w + (ld + 1) <= m and tail[0] == "a":
             out.append(sep + _write(tail))
         else:
             out.append(sep + "\n" + ind + _pp(tail, col0, ll, m, tind, ind, ld + 1, 0))
@@ -519,8 +537,9 @@ def _cind_pairs_tail(pairs, i, col0, col, ll, m, ind, ld, w) -> int:
         p = pairs[i]
         ld1 = _last_depth(i + 1 < n, ld)
         elen = 1 + p[1]
-        if ((ld1 == 0 and elen + 1 < ll - col and w + elen + 1 <= m and _atm_pair(p))
-                or (ld1 > 0 and elen < ll - col - ld1 and w + elen + ld1 <= m and _atm_pair(p))):
+        if (ld1 == 0 and elen + 1 < ll - col and w + elen + 1 <= m and _atm_pair(p)) or (
+            ld1 > 0 and elen < ll - col - ld1 and w + elen + ld1 <= m and _atm_pair(p)
+        ):
             col += elen
             w += elen
         else:
@@ -553,8 +572,9 @@ def _cind_tail(elems, i, tail, col0, col, ll, m, ind, ld, w) -> int:
         ld1 = _last_depth(i + 1 < n, ld)
         elen = 1 + e[1]
         atm = e[0] == "a"
-        if ((ld1 == 0 and elen + 1 < ll - col and w + elen + 1 <= m and atm)
-                or (ld1 > 0 and elen < ll - col - ld1 and w + elen + ld1 <= m and atm)):
+        if (ld1 == 0 and elen + 1 < ll - col and w + elen + 1 <= m and atm) or (
+            ld1 > 0 and elen < ll - col - ld1 and w + elen + ld1 <= m and atm
+        ):
             col += elen
             w += elen
         else:
@@ -581,8 +601,9 @@ def _cind_element(e, col, ll, m, ind, ld, w) -> int:
 _COMPOUND = (tuple, list, ImproperList, Map, bytes, bytearray, memoryview, BitString)
 
 
-def pformat(term: Any, column: int = 1, line_length: int = 80,
-            nodes: Optional[Callable] = None) -> str:
+def pformat(
+    term: Any, column: int = 1, line_length: int = 80, nodes: Optional[Callable] = None
+) -> str:
     """``io_lib_pretty:print(Term, [{column, Column}, {line_length, LineLength}])``
     with ``~p``'s options (latin-1, strings, no limits).  ``nodes`` gives the
     number printed for another node's ids (a :class:`NodeNumbers`); by default
@@ -594,7 +615,7 @@ def pformat(term: Any, column: int = 1, line_length: int = 80,
         return quote_atom(term.name)
     if type(term) not in _COMPOUND:
         return _write_atomic(term, nn)
-    text = _w1(term, nn)          # the one-line text: its length is print_length's
+    text = _w1(term, nn)  # the one-line text: its length is print_length's
     if line_length == 0 or len(text) < line_length - column:
         return text
     If = _plen(term, nn)
@@ -633,7 +654,7 @@ def _w1(t, nn) -> str:
     if tp is Pid:
         return f"<{nn(t.node, t.creation)}.{t.number}.{t.serial}>"
     if tp is ImproperList:
-        return ("[" + ",".join([_w1(e, nn) for e in t.elements]) + "|" + _w1(t.tail, nn) + "]")
+        return "[" + ",".join([_w1(e, nn) for e in t.elements]) + "|" + _w1(t.tail, nn) + "]"
     if tp is Map:
         if not t:
             return "#{}"
@@ -649,6 +670,7 @@ def write_one_line(term: Any, nodes: Optional[Callable] = None) -> str:
 
 
 # ------------------------------------------------------------------ io_lib:format
+
 
 def _indentation(s: str, i: int) -> int:
     for c in s:
@@ -706,11 +728,19 @@ def _write_w(term, nodes) -> str:
     if tp is list:
         return "[" + ",".join([_write_w(e, nn) for e in term]) + "]"
     if tp is ImproperList:
-        return ("[" + ",".join([_write_w(e, nn) for e in term.elements]) + "|"
-                + _write_w(term.tail, nn) + "]")
+        return (
+            "["
+            + ",".join([_write_w(e, nn) for e in term.elements])
+            + "|"
+            + _write_w(term.tail, nn)
+            + "]"
+        )
     if tp is Map:
-        return "#{" + ",".join([_write_w(k, nn) + " => " + _write_w(v, nn)
-                                for k, v in term.items()]) + "}"
+        return (
+            "#{"
+            + ",".join([_write_w(k, nn) + " => " + _write_w(v, nn) for k, v in term.items()])
+            + "}"
+        )
     if tp is bytes or tp is bytearray or tp is memoryview:
         return "<<" + ",".join(map(str, bytes(term))) + ">>"
     if tp is BitString:

@@ -9,6 +9,7 @@ raise :class:`smp.errors.DecodeError` naming the byte offset in the file (or
 in the stream read from the socket): the offset of a bad op byte, of a
 truncated frame header, or of the start of a truncated or undecodable term.
 """
+
 from __future__ import annotations
 
 import heapq
@@ -38,8 +39,8 @@ _HOSTPORT = re.compile(r"\A(\[[^\]]*\]|[^:/\\]+):([0-9]{1,5})\Z")
 def _frames(read_chunk, where: str) -> Iterator:
     """Parse frames from successive chunks; yield terms."""
     buf = b""
-    pos = 0          # position in buf
-    base = 0         # stream offset of buf[0]
+    pos = 0  # position in buf
+    base = 0  # stream offset of buf[0]
     unpack = _HDR.unpack_from
     decode = etf.decode
     eof = False
@@ -81,8 +82,11 @@ def _frames(read_chunk, where: str) -> Iterator:
             end -= pos
             pos = 0
         if len(buf) < end:
-            raise DecodeError(f"{where}: truncated term: frame says {size} bytes, "
-                              f"only {len(buf) - start} present", base + start)
+            raise DecodeError(
+                f"{where}: truncated term: frame says {size} bytes, "
+                f"only {len(buf) - start} present",
+                base + start,
+            )
         try:
             term = decode(buf[start:end])
         except DecodeError as e:
@@ -91,9 +95,10 @@ def _frames(read_chunk, where: str) -> Iterator:
             if inner is not None:
                 suffix = f" at byte offset {inner}"
                 if msg.endswith(suffix):
-                    msg = msg[:-len(suffix)]
-            raise DecodeError(f"{where}: bad term in frame: {msg}",
-                              base + start + (inner or 0)) from None
+                    msg = msg[: -len(suffix)]
+            raise DecodeError(
+                f"{where}: bad term in frame: {msg}", base + start + (inner or 0)
+            ) from None
         pos = end
         yield term
 
@@ -116,12 +121,14 @@ def _follow_file(path: str, poll: float) -> Iterator:
     ends by itself: the caller stops reading (Ctrl-C in ``smp-emu read
     --follow``)."""
     with open(path, "rb", buffering=0) as f:
+
         def read_chunk():
             while True:
                 chunk = f.read(_CHUNK)
                 if chunk:
                     return chunk
                 time.sleep(poll)
+
         yield from _frames(read_chunk, path)
 
 
@@ -134,8 +141,10 @@ def wrap_log_files(path, suffix: str, count: int = DEFAULT_WRAP_COUNT) -> list[s
     files = wrap_files(os.path.abspath(os.fspath(path)), suffix)
     n = count
     cs = [c for c, _ in files]
-    bad = DecodeError(f"inconsistent wrap file trace set {path}N{suffix}: file counters "
-                      f"{', '.join(map(str, cs))} do not fit a wrap log of count {n}")
+    bad = DecodeError(
+        f"inconsistent wrap file trace set {path}N{suffix}: file counters "
+        f"{', '.join(map(str, cs))} do not fit a wrap log of count {n}"
+    )
     if not files:
         return []
     if cs[0] == 0:
@@ -147,10 +156,10 @@ def wrap_log_files(path, suffix: str, count: int = DEFAULT_WRAP_COUNT) -> list[s
             if c1 + 1 == c2 and c2 < n:
                 continue
             if c1 + 2 == c2 and c2 <= n:
-                rest = cs[i + 1:]
+                rest = cs[i + 1 :]
                 if rest[-1] != n or any(b != a + 1 for a, b in zip(rest, rest[1:], strict=False)):
                     raise bad
-                return [f for _, f in files[i + 1:]] + [f for _, f in files[:i + 1]]
+                return [f for _, f in files[i + 1 :]] + [f for _, f in files[: i + 1]]
             raise bad
         if cs[-1] < n:
             return [f for _, f in files]
@@ -181,11 +190,13 @@ def _read_ip(host: str, port: int, timeout: Optional[float]) -> Iterator:
                 return sock.recv(_CHUNK)
             except ConnectionResetError:
                 return b""
+
         yield from _frames(read_chunk, where)
 
 
-def read_trace(source, *, timeout: Optional[float] = None, follow: bool = False,
-               poll: float = 0.05) -> Iterator:
+def read_trace(
+    source, *, timeout: Optional[float] = None, follow: bool = False, poll: float = 0.05
+) -> Iterator:
     """Yield the trace terms of ``source``.
 
     ``source`` is one of:
@@ -237,8 +248,11 @@ def merge_key(term: Any):
     timestamp of a ``trace_ts`` message and of a ``seq_trace`` message with
     one (4 elements), else 0, which sorts before every timestamp.  Keys
     compare in Erlang's term order."""
-    if type(term) is tuple and term and (
-            term[0] is _TRACE_TS or (term[0] is _SEQ_TRACE and len(term) == 4)):
+    if (
+        type(term) is tuple
+        and term
+        and (term[0] is _TRACE_TS or (term[0] is _SEQ_TRACE and len(term) == 4))
+    ):
         return term_order_key(term[-1])
     return term_order_key(0)
 

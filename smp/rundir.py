@@ -19,6 +19,7 @@ closes the descriptors this module opened in its parent at once
 
 Runs in every process of an emulator.
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -74,7 +75,7 @@ def release(path: str | None, fd: int | None) -> bool:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
-            return False                 # another process holds it: the last one removes it
+            return False  # another process holds it: the last one removes it
         if not os.path.isdir(path):
             return False
         shutil.rmtree(path, ignore_errors=True)

@@ -4,6 +4,7 @@ Writer-preferring: once a writer waits, new readers wait behind it, so a BIF
 changing the tracer state is not starved by the dispatch thread, which reads
 the state for every message.
 """
+
 from __future__ import annotations
 
 import threading

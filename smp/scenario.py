@@ -12,6 +12,7 @@ in the order ``erl_trace.c``'s users do it: tracers, default tracing,
 processes, per-process tracing, call patterns, seq_trace, system_monitor,
 system_profile, then faults while it runs.
 """
+
 from __future__ import annotations
 
 import os
@@ -26,17 +27,35 @@ from .matchspec import DBG_SHORTCUTS, compile_match_spec
 from .termtext import parse_term
 from .workloads import WORKLOADS, check_params
 
-__all__ = ["load_scenario", "parse_scenario", "default_scenario_text", "example_names",
-           "example_path", "parse_term", "match_spec_from", "TRACE_FLAG_NAMES",
-           "FAULT_ACTIONS", "TRACER_KINDS", "NONSMP_RULE"]
+__all__ = [
+    "load_scenario",
+    "parse_scenario",
+    "default_scenario_text",
+    "example_names",
+    "example_path",
+    "parse_term",
+    "match_spec_from",
+    "TRACE_FLAG_NAMES",
+    "FAULT_ACTIONS",
+    "TRACER_KINDS",
+    "NONSMP_RULE",
+]
 
 TRACER_KINDS = ("collector", "file", "ip", "memory", "null")
 # one rule for a scenario file and the command line alike
-NONSMP_RULE = ("nonsmp always runs exactly 1 scheduler; the scheduler count (schedulers, "
-               "--schedulers) is the smp one, used when the scenario runs in smp mode "
-               "(--mode smp, compare), and not used in nonsmp mode")
-FAULT_ACTIONS = ("kill_tracer", "replace_seq_tracer", "replace_monitor", "replace_profiler",
-                 "kill_processes", "set_sensitive")
+NONSMP_RULE = (
+    "nonsmp always runs exactly 1 scheduler; the scheduler count (schedulers, "
+    "--schedulers) is the smp one, used when the scenario runs in smp mode "
+    "(--mode smp, compare), and not used in nonsmp mode"
+)
+FAULT_ACTIONS = (
+    "kill_tracer",
+    "replace_seq_tracer",
+    "replace_monitor",
+    "replace_profiler",
+    "kill_processes",
+    "set_sensitive",
+)
 
 # ---------------------------------------------------------------- schema
 # A field is (kind, default, extra); kind is one of
@@ -61,7 +80,7 @@ _TRACER = {
 }
 _GROUP = {
     "name": ("str", REQUIRED, None),
-    "workload": ("enum", REQUIRED, None),           # choices filled in from WORKLOADS
+    "workload": ("enum", REQUIRED, None),  # choices filled in from WORKLOADS
     "count": ("int", 1, (1, 10000)),
     "scheduler": ("int", None, (1, 1024)),
     "trace": ("strlist", [], TRACE_FLAG_NAMES),
@@ -137,8 +156,10 @@ SCHEMA = {
 
 # ---------------------------------------------------------------- line finding
 _HEADER = re.compile(r"^\s*(\[\[?)\s*([^\]]+?)\s*\]\]?\s*(#.*)?$")
-_KEYLINE = re.compile(r"^\s*((?:[A-Za-z0-9_-]+|\"[^\"]*\"|'[^']*')"
-                      r"(?:\s*\.\s*(?:[A-Za-z0-9_-]+|\"[^\"]*\"|'[^']*'))*)\s*=")
+_KEYLINE = re.compile(
+    r"^\s*((?:[A-Za-z0-9_-]+|\"[^\"]*\"|'[^']*')"
+    r"(?:\s*\.\s*(?:[A-Za-z0-9_-]+|\"[^\"]*\"|'[^']*'))*)\s*="
+)
 
 
 def _split_key(k: str) -> list[str]:
@@ -215,8 +236,11 @@ class _Checker:
         if self._lines is None:
             self._lines = _KeyLines(self.text)
         line = self._lines.find(path)
-        return f"{self.source}:{line}: {_fmt_path(path)}" if line else \
-            f"{self.source}: {_fmt_path(path)}"
+        return (
+            f"{self.source}:{line}: {_fmt_path(path)}"
+            if line
+            else f"{self.source}: {_fmt_path(path)}"
+        )
 
     def fail(self, path: tuple, message: str):
         raise ScenarioError(f"{self.where(path)}: {message}")
@@ -233,9 +257,17 @@ class _Checker:
             if k not in data:
                 if default is REQUIRED:
                     self.fail(path, f"missing required key {k!r}")
-                out[k] = default() if callable(default) else (
-                    list(default) if isinstance(default, list) else
-                    dict(default) if isinstance(default, dict) and kind != "table" else default)
+                out[k] = (
+                    default()
+                    if callable(default)
+                    else (
+                        list(default)
+                        if isinstance(default, list)
+                        else dict(default)
+                        if isinstance(default, dict) and kind != "table"
+                        else default
+                    )
+                )
                 if kind == "table" and isinstance(default, dict):
                     out[k] = self.table({}, extra, path + (k,))
                 continue
@@ -327,7 +359,10 @@ def _check_refs(c: _Checker, sc: dict) -> None:
         if name not in tracers:
             c.fail(path, f"unknown {what} {name!r} (tracers: {', '.join(tracers) or 'none'})")
         if pids_only and tracers[name]["kind"] != "collector":
-            c.fail(path, f"{what} {name!r} must be a collector process, not a {tracers[name]['kind']} port")
+            c.fail(
+                path,
+                f"{what} {name!r} must be a collector process, not a {tracers[name]['kind']} port",
+            )
 
     groups = _check_groups(c, sc, ref)
     for i, t in enumerate(sc["trace"]):
@@ -367,8 +402,10 @@ def _check_groups(c: _Checker, sc: dict, ref) -> dict:
             c.fail(path + ("name",), f"duplicate group name {g['name']!r}")
         groups[g["name"]] = g
         if g["workload"] not in WORKLOADS:
-            c.fail(path + ("workload",), f"unknown workload {g['workload']!r} "
-                   f"(workloads: {', '.join(WORKLOADS)})")
+            c.fail(
+                path + ("workload",),
+                f"unknown workload {g['workload']!r} (workloads: {', '.join(WORKLOADS)})",
+            )
         if g["trace"] and g["tracer"] is None:
             c.fail(path, "'trace' flags need a 'tracer'")
         if g["tracer"] is not None:
@@ -390,8 +427,12 @@ def _check_patterns(c: _Checker, sc: dict, ref) -> None:
     for i, p in enumerate(sc["patterns"]):
         path = ("patterns", i)
         mfa = p["mfa"]
-        if (not isinstance(mfa, list) or len(mfa) != 3 or not all(isinstance(x, str) for x in mfa[:2])
-                or not (isinstance(mfa[2], int) and not isinstance(mfa[2], bool) or mfa[2] == "_")):
+        if (
+            not isinstance(mfa, list)
+            or len(mfa) != 3
+            or not all(isinstance(x, str) for x in mfa[:2])
+            or not (isinstance(mfa[2], int) and not isinstance(mfa[2], bool) or mfa[2] == "_")
+        ):
             c.fail(path + ("mfa",), 'must be [Module, Function, Arity] like ["calls", "_", "_"]')
         try:
             ms = match_spec_from(p["match_spec"])
@@ -416,8 +457,11 @@ def _check_faults(c: _Checker, sc: dict, groups: dict, ref) -> None:
             ref(path + ("target",), f["target"], True)
         elif a in ("kill_processes", "set_sensitive"):
             if f["target"] not in groups:
-                c.fail(path + ("target",), f"{a} needs a 'target' group "
-                       f"(groups: {', '.join(groups)}), not {f['target']!r}")
+                c.fail(
+                    path + ("target",),
+                    f"{a} needs a 'target' group "
+                    f"(groups: {', '.join(groups)}), not {f['target']!r}",
+                )
         elif a == "replace_seq_tracer" and sc["seq_trace"] is None:
             c.fail(path, "replace_seq_tracer needs a [seq_trace] section")
         elif a == "replace_monitor" and sc["system_monitor"] is None:
@@ -436,16 +480,24 @@ def _check_faults(c: _Checker, sc: dict, groups: dict, ref) -> None:
         # a fault must come while the run does: one past its end never fires
         last = f["at"] + (f["times"] - 1) * f["every"]
         if d["seconds"] is not None and f["at"] >= d["seconds"]:
-            c.fail(path + ("at",), f"{f['at']:g} s is past the end of the run "
-                   f"(duration.seconds = {d['seconds']:g}): it would never fire")
+            c.fail(
+                path + ("at",),
+                f"{f['at']:g} s is past the end of the run "
+                f"(duration.seconds = {d['seconds']:g}): it would never fire",
+            )
         if d["seconds"] is not None and last >= d["seconds"]:
-            c.fail(path + ("times",), f"{f['times']} times every {f['every']:g} s from "
-                   f"{f['at']:g} s ends at {last:g} s, past the end of the run "
-                   f"(duration.seconds = {d['seconds']:g}): the last would never fire")
+            c.fail(
+                path + ("times",),
+                f"{f['times']} times every {f['every']:g} s from "
+                f"{f['at']:g} s ends at {last:g} s, past the end of the run "
+                f"(duration.seconds = {d['seconds']:g}): the last would never fire",
+            )
         if last >= sc["timeout"]:
-            c.fail(path + ("at",) if f["times"] == 1 else path + ("times",),
-                   f"fires at {last:g} s, past the end of the run: it gives up after "
-                   f"timeout = {sc['timeout']:g} s")
+            c.fail(
+                path + ("at",) if f["times"] == 1 else path + ("times",),
+                f"fires at {last:g} s, past the end of the run: it gives up after "
+                f"timeout = {sc['timeout']:g} s",
+            )
         f["where"] = c.where(path + ("at",))
 
 
@@ -455,10 +507,12 @@ def _check_rate(c: _Checker, sc: dict) -> None:
     r = sc["rate"]
     if r is None:
         return
-    if (not isinstance(r, list) or len(r) != 2
-            or not all(type(x) is int and x >= 1 for x in r)):
-        c.fail(("rate",), f"must be [N, ms] with two integers >= 1 (at most N trace "
-               f"messages per ms milliseconds), not {_show(r) if not isinstance(r, list) else r}")
+    if not isinstance(r, list) or len(r) != 2 or not all(type(x) is int and x >= 1 for x in r):
+        c.fail(
+            ("rate",),
+            f"must be [N, ms] with two integers >= 1 (at most N trace "
+            f"messages per ms milliseconds), not {_show(r) if not isinstance(r, list) else r}",
+        )
 
 
 # ---------------------------------------------------------------- entry points

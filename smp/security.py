@@ -22,6 +22,7 @@ controller hands every sender a secret routing id per receiver
 given, with (CURVE) the key that sender authenticated with
 (``recv_from``).  A field inside a frame never says who sent it.
 """
+
 from __future__ import annotations
 
 import ipaddress
@@ -35,9 +36,21 @@ from zmq.auth.thread import ThreadAuthenticator
 
 from .errors import SmpError
 
-__all__ = ["Authenticator", "InsecureWarning", "describe_peer", "ephemeral_security",
-           "is_loopback", "keygen", "load_allowed", "load_keys", "load_public", "new_routing_id",
-           "owner_only_dir", "recv_from", "server_security"]
+__all__ = [
+    "Authenticator",
+    "InsecureWarning",
+    "describe_peer",
+    "ephemeral_security",
+    "is_loopback",
+    "keygen",
+    "load_allowed",
+    "load_keys",
+    "load_public",
+    "new_routing_id",
+    "owner_only_dir",
+    "recv_from",
+    "server_security",
+]
 
 
 class InsecureWarning(UserWarning):
@@ -196,4 +209,5 @@ def owner_only_dir(path: str | None) -> bool:
     except OSError:
         return False
     import stat
+
     return stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o077

@@ -15,6 +15,7 @@ functions of what the run left behind (``vm.latencies_ns()`` and the
 Everything here is bounded, whatever the run's length: a long run is merged
 into coarser samples and intervals, never cut off.
 """
+
 from __future__ import annotations
 
 import math
@@ -22,15 +23,21 @@ import math
 from .clock import ts_to_us
 from .terms import Atom
 
-__all__ = ["Series", "latency_histogram", "scheduler_timeline", "MAX_POINTS",
-           "SAMPLE_INTERVAL_S", "GAP_FACTOR"]
+__all__ = [
+    "Series",
+    "latency_histogram",
+    "scheduler_timeline",
+    "MAX_POINTS",
+    "SAMPLE_INTERVAL_S",
+    "GAP_FACTOR",
+]
 
-SAMPLE_INTERVAL_S = 0.1     # the steady sampling interval, unless asked otherwise
-GAP_FACTOR = 1.5            # an interval this many times the sampling interval is a gap
-MAX_POINTS = 500            # time series samples kept per run
-MAX_INTERVALS = 1000        # active intervals kept per scheduler
-PER_DECADE = 4              # latency buckets per power of ten
-MIN_GAP_S = 0.005           # samples closer than this to the previous one replace it
+SAMPLE_INTERVAL_S = 0.1  # the steady sampling interval, unless asked otherwise
+GAP_FACTOR = 1.5  # an interval this many times the sampling interval is a gap
+MAX_POINTS = 500  # time series samples kept per run
+MAX_INTERVALS = 1000  # active intervals kept per scheduler
+PER_DECADE = 4  # latency buckets per power of ten
+MIN_GAP_S = 0.005  # samples closer than this to the previous one replace it
 
 _PROFILE, _SCHEDULER = Atom("profile"), Atom("scheduler")
 _ACTIVE, _INACTIVE = Atom("active"), Atom("inactive")
@@ -43,8 +50,7 @@ class Series:
     a sample loses resolution but no count; ``queued`` is a level, so a merged
     sample keeps the highest level it stood for in ``queued_max``."""
 
-    def __init__(self, max_points: int = MAX_POINTS,
-                 interval: float = SAMPLE_INTERVAL_S) -> None:
+    def __init__(self, max_points: int = MAX_POINTS, interval: float = SAMPLE_INTERVAL_S) -> None:
         if max_points < 3:
             raise ValueError("max_points must be >= 3")
         if not interval > 0:
@@ -59,13 +65,21 @@ class Series:
 
     def add(self, t: float, stats: dict) -> None:
         """Record the ``vm.statistics()`` snapshot ``stats`` taken ``t`` s into the run."""
-        by_reason = {str(r): sum(bt.values()) for r, bt in stats.get("dropped_by_reason", {}).items()}
+        by_reason = {
+            str(r): sum(bt.values()) for r, bt in stats.get("dropped_by_reason", {}).items()
+        }
         q = stats.get("queued", 0)
         # the dispatcher reports the deepest its queue was since the last sample
         q_max = max(q, stats.get("queue_peak", 0))
-        point = {"t": t, "made": stats.get("made", 0), "delivered": stats.get("delivered", 0),
-                 "dropped": stats.get("dropped", 0), "queued": q, "queued_max": q_max,
-                 "by_reason": by_reason}
+        point = {
+            "t": t,
+            "made": stats.get("made", 0),
+            "delivered": stats.get("delivered", 0),
+            "dropped": stats.get("dropped", 0),
+            "queued": q,
+            "queued_max": q_max,
+            "by_reason": by_reason,
+        }
         pts = self._points
         if len(pts) > 1 and t - pts[-1]["t"] < MIN_GAP_S:
             # a sample right after the last (the end of a timed-out run) would make
@@ -97,8 +111,11 @@ class Series:
         """``[start, end]`` of every interval between two samples that is longer
         than ``GAP_FACTOR`` sampling intervals: no sample was taken in it."""
         pts = self._points
-        return [[round(a["t"], 6), round(b["t"], 6)] for a, b in zip(pts, pts[1:], strict=False)
-                if b["t"] - a["t"] > GAP_FACTOR * self.interval]
+        return [
+            [round(a["t"], 6), round(b["t"], 6)]
+            for a, b in zip(pts, pts[1:], strict=False)
+            if b["t"] - a["t"] > GAP_FACTOR * self.interval
+        ]
 
     def to_json(self) -> dict:
         """Columns, one value per sample; ``t_s`` is seconds since the run started.
@@ -108,16 +125,19 @@ class Series:
         pts = self._points
         reasons = sorted({r for p in pts for r in p["by_reason"]})
         last = pts[-1]["t"] - pts[-2]["t"] if len(pts) > 1 else 0.0
-        return {"interval_s": round(self.interval, 6), "gaps": self.gaps(),
-                "partial_last": len(pts) > 1 and last < 0.9 * self.interval,
-                "t_s": [round(p["t"], 6) for p in pts],
-                "made": [p["made"] for p in pts],
-                "delivered": [p["delivered"] for p in pts],
-                "dropped": [p["dropped"] for p in pts],
-                "queued": [p["queued"] for p in pts],
-                "queued_max": [p["queued_max"] for p in pts],
-                "dropped_by_reason": {r: [p["by_reason"].get(r, 0) for p in pts] for r in reasons},
-                "merges": self.merges}
+        return {
+            "interval_s": round(self.interval, 6),
+            "gaps": self.gaps(),
+            "partial_last": len(pts) > 1 and last < 0.9 * self.interval,
+            "t_s": [round(p["t"], 6) for p in pts],
+            "made": [p["made"] for p in pts],
+            "delivered": [p["delivered"] for p in pts],
+            "dropped": [p["dropped"] for p in pts],
+            "queued": [p["queued"] for p in pts],
+            "queued_max": [p["queued_max"] for p in pts],
+            "dropped_by_reason": {r: [p["by_reason"].get(r, 0) for p in pts] for r in reasons},
+            "merges": self.merges,
+        }
 
 
 def latency_histogram(latencies_ns, per_decade: int = PER_DECADE) -> dict:
@@ -131,10 +151,13 @@ def latency_histogram(latencies_ns, per_decade: int = PER_DECADE) -> dict:
     if not counts:
         return {"per_decade": per_decade, "first": 0, "counts": [], "edges_ns": [], "count": 0}
     lo, hi = min(counts), max(counts)
-    return {"per_decade": per_decade, "first": lo,
-            "counts": [counts.get(e, 0) for e in range(lo, hi + 1)],
-            "edges_ns": [round(10 ** (e / per_decade)) for e in range(lo, hi + 2)],
-            "count": sum(counts.values())}
+    return {
+        "per_decade": per_decade,
+        "first": lo,
+        "counts": [counts.get(e, 0) for e in range(lo, hi + 1)],
+        "edges_ns": [round(10 ** (e / per_decade)) for e in range(lo, hi + 2)],
+        "count": sum(counts.values()),
+    }
 
 
 def _scheduler_events(messages: dict) -> list[tuple[int, int, bool]]:
@@ -142,9 +165,16 @@ def _scheduler_events(messages: dict) -> list[tuple[int, int, bool]]:
     out = []
     for terms in messages.values():
         for t in terms:
-            if (type(t) is tuple and len(t) == 6 and t[0] is _PROFILE and t[1] is _SCHEDULER
-                    and type(t[2]) is int and t[3] in (_ACTIVE, _INACTIVE)
-                    and type(t[5]) is tuple and len(t[5]) == 3):
+            if (
+                type(t) is tuple
+                and len(t) == 6
+                and t[0] is _PROFILE
+                and t[1] is _SCHEDULER
+                and type(t[2]) is int
+                and t[3] in (_ACTIVE, _INACTIVE)
+                and type(t[5]) is tuple
+                and len(t[5]) == 3
+            ):
                 out.append((ts_to_us(t[5]), t[2], t[3] is _ACTIVE))
     out.sort()
     return out
@@ -165,8 +195,9 @@ def _merge(intervals: list[list[float]], limit: int, span: float) -> list[list[f
     return intervals
 
 
-def scheduler_timeline(messages: dict, run_start_us: int | None = None,
-                       max_intervals: int = MAX_INTERVALS) -> dict:
+def scheduler_timeline(
+    messages: dict, run_start_us: int | None = None, max_intervals: int = MAX_INTERVALS
+) -> dict:
     """Per-scheduler active intervals from the profile scheduler messages in
     ``messages`` (tracer name -> terms).  Times are seconds after the first
     such message; ``offset_s`` is that message's time after ``run_start_us``
@@ -181,8 +212,9 @@ def scheduler_timeline(messages: dict, run_start_us: int | None = None,
     rows: dict[int, dict] = {}
     for us, k, active in ev:
         t = (us - first) / 1e6
-        row = rows.setdefault(k, {"scheduler": k, "intervals": [], "transitions": 0,
-                                  "active_s": 0.0, "open": False})
+        row = rows.setdefault(
+            k, {"scheduler": k, "intervals": [], "transitions": 0, "active_s": 0.0, "open": False}
+        )
         row["transitions"] += 1
         if k not in since:
             # the first we hear of it: inactive means it was active since profiling began
@@ -199,8 +231,13 @@ def scheduler_timeline(messages: dict, run_start_us: int | None = None,
             row["open"] = True
         row["active_s"] = round(sum(e - s for s, e in row["intervals"]), 6)
         row["merged"] = len(row["intervals"]) > max_intervals
-        row["intervals"] = [[round(s, 6), round(e, 6)]
-                            for s, e in _merge(row["intervals"], max_intervals, span)]
+        row["intervals"] = [
+            [round(s, 6), round(e, 6)] for s, e in _merge(row["intervals"], max_intervals, span)
+        ]
     offset = None if run_start_us is None else round((first - run_start_us) / 1e6, 6)
-    return {"messages": len(ev), "span_s": round(span, 6), "offset_s": offset,
-            "schedulers": [rows[k] for k in sorted(rows)]}
+    return {
+        "messages": len(ev),
+        "span_s": round(span, 6),
+        "offset_s": offset,
+        "schedulers": [rows[k] for k in sorted(rows)],
+    }

@@ -9,6 +9,7 @@ flags.  Liveness questions ("is this tracer alive?") are answered by the
 mode, the dispatcher's pid table in smp mode.  The class is pure: no sockets,
 no processes.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -20,7 +21,7 @@ from .terms import Atom, Pid, Port
 
 __all__ = ["TracerState", "Liveness", "Snapshot", "NIL", "FALSE", "UNDEFINED"]
 
-NIL = None                 # the seed's NIL: "no tracer"
+NIL = None  # the seed's NIL: "no tracer"
 FALSE = Atom("false")
 UNDEFINED = Atom("undefined")
 
@@ -97,11 +98,23 @@ class TracerState:
 
     def _snapshot(self) -> Snapshot:
         return Snapshot(
-            self.version, self.default_tracer, self.default_trace_flags,
-            self.default_cpu_timestamp, self.system_seq_tracer, self.system_monitor,
-            self.long_gc, self.long_schedule, self.large_heap, self.busy_port,
-            self.busy_dist_port, self.system_profile, self.profile_scheduler,
-            self.profile_runnable_procs, self.profile_runnable_ports, self.profile_exclusive)
+            self.version,
+            self.default_tracer,
+            self.default_trace_flags,
+            self.default_cpu_timestamp,
+            self.system_seq_tracer,
+            self.system_monitor,
+            self.long_gc,
+            self.long_schedule,
+            self.large_heap,
+            self.busy_port,
+            self.busy_dist_port,
+            self.system_profile,
+            self.profile_scheduler,
+            self.profile_runnable_procs,
+            self.profile_runnable_ports,
+            self.profile_exclusive,
+        )
 
     def snapshot(self) -> Snapshot:
         with self.lock.read():
@@ -135,8 +148,9 @@ class TracerState:
             self.default_tracer = NIL
         return self.default_trace_flags, self.default_tracer
 
-    def change_default_tracing(self, setflags: bool, flags: int | None, tracer=...,
-                               cpu_timestamp: bool | None = None) -> tuple[int, object]:
+    def change_default_tracing(
+        self, setflags: bool, flags: int | None, tracer=..., cpu_timestamp: bool | None = None
+    ) -> tuple[int, object]:
         """``erts_change_default_tracing``."""
         with self.lock.write():
             if flags is not None:
@@ -164,8 +178,15 @@ class TracerState:
             return result
 
     # -- system monitor ----------------------------------------------------
-    def set_system_monitor(self, monitor, long_gc=0, long_schedule=0, large_heap=0,
-                           busy_port=False, busy_dist_port=False) -> None:
+    def set_system_monitor(
+        self,
+        monitor,
+        long_gc=0,
+        long_schedule=0,
+        large_heap=0,
+        busy_port=False,
+        busy_dist_port=False,
+    ) -> None:
         with self.lock.write():
             self.system_monitor = monitor
             self.long_gc, self.long_schedule, self.large_heap = long_gc, long_schedule, large_heap
@@ -200,12 +221,24 @@ class TracerState:
             return (self.system_monitor, res)
 
     def monitor_enabled(self) -> bool:
-        return bool(self.long_gc or self.long_schedule or self.large_heap
-                    or self.busy_port or self.busy_dist_port)
+        return bool(
+            self.long_gc
+            or self.long_schedule
+            or self.large_heap
+            or self.busy_port
+            or self.busy_dist_port
+        )
 
     # -- system profile ----------------------------------------------------
-    def set_system_profile(self, profiler, scheduler=False, runnable_procs=False,
-                           runnable_ports=False, exclusive=False, active_schedulers=None) -> None:
+    def set_system_profile(
+        self,
+        profiler,
+        scheduler=False,
+        runnable_procs=False,
+        runnable_ports=False,
+        exclusive=False,
+        active_schedulers=None,
+    ) -> None:
         with self.lock.write():
             self.system_profile = profiler
             self.profile_scheduler = scheduler
@@ -242,8 +275,12 @@ class TracerState:
             return (self.system_profile, res)
 
     def profile_enabled(self) -> bool:
-        return bool(self.profile_runnable_procs or self.profile_runnable_ports
-                    or self.profile_exclusive or self.profile_scheduler)
+        return bool(
+            self.profile_runnable_procs
+            or self.profile_runnable_ports
+            or self.profile_exclusive
+            or self.profile_scheduler
+        )
 
     # -- exits -------------------------------------------------------------
     def exiting_reset(self, exiting, smp: bool) -> None:
@@ -281,8 +318,11 @@ class TracerState:
         """``erts_trace_check_exiting``: reset if ``exiting`` is part of the state."""
         with self.lock.read():
             reset = exiting is not NIL and exiting in (
-                self.default_tracer, self.system_seq_tracer, self.system_monitor,
-                self.system_profile)
+                self.default_tracer,
+                self.system_seq_tracer,
+                self.system_monitor,
+                self.system_profile,
+            )
         if reset:
             self.exiting_reset(exiting, smp)
         return reset

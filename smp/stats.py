@@ -7,6 +7,7 @@ build never makes because the tracer was already found dead (in smp these
 are made and then dropped by the dispatcher: one of the differences the two
 modes show).
 """
+
 from __future__ import annotations
 
 from collections import Counter
@@ -33,17 +34,29 @@ def totals(made: Counter, delivered: Counter, dropped: Counter, queued: int) -> 
     """The counts every ``statistics()`` reports, with made = delivered +
     dropped + queued when nothing is lost."""
     return {
-        "made": sum(made.values()), "made_by_type": by_type(made),
-        "delivered": sum(delivered.values()), "delivered_by_type": by_type(delivered),
-        "dropped": sum(dropped.values()), "dropped_by_reason": by_reason(dropped),
+        "made": sum(made.values()),
+        "made_by_type": by_type(made),
+        "delivered": sum(delivered.values()),
+        "delivered_by_type": by_type(delivered),
+        "dropped": sum(dropped.values()),
+        "dropped_by_reason": by_reason(dropped),
         "queued": queued,
     }
 
 
 class Stats:
-    __slots__ = ("_made", "_delivered", "_dropped", "_suppressed", "fake_schedule_pairs",
-                 "messages_sent", "messages_to_dead", "processes_exited", "tracer_checks_reset",
-                 "sys_arrived_dead")
+    __slots__ = (
+        "_made",
+        "_delivered",
+        "_dropped",
+        "_suppressed",
+        "fake_schedule_pairs",
+        "messages_sent",
+        "messages_to_dead",
+        "processes_exited",
+        "tracer_checks_reset",
+        "sys_arrived_dead",
+    )
 
     def __init__(self) -> None:
         self._made: Counter = Counter()
@@ -75,7 +88,8 @@ class Stats:
             "suppressed": sum(self._suppressed.values()),
             "suppressed_by_reason": by_reason(self._suppressed),
             "fake_schedule_pairs": self.fake_schedule_pairs,
-            "messages_sent": self.messages_sent, "messages_to_dead": self.messages_to_dead,
+            "messages_sent": self.messages_sent,
+            "messages_to_dead": self.messages_to_dead,
             "processes_exited": self.processes_exited,
             "tracer_checks_reset": self.tracer_checks_reset,
             "sys_arrived_dead": self.sys_arrived_dead,

@@ -26,13 +26,28 @@ does on one line (OTP 25, latin-1 rules: strings and binaries of printable
 latin-1 characters are printed as ``"..."``); :mod:`smp.pretty` has the rest
 of ``~p`` (line breaking, the reading node's numbers for other nodes' ids).
 """
+
 from __future__ import annotations
 
 from typing import Any
 
 __all__ = [
-    "Atom", "Pid", "Port", "Ref", "ImproperList", "NIL_ATOM", "Map", "Fun", "ExportFun",
-    "BitString", "atom", "A", "charlist", "format_term", "is_atom", "LOCAL_NODE",
+    "Atom",
+    "Pid",
+    "Port",
+    "Ref",
+    "ImproperList",
+    "NIL_ATOM",
+    "Map",
+    "Fun",
+    "ExportFun",
+    "BitString",
+    "atom",
+    "A",
+    "charlist",
+    "format_term",
+    "is_atom",
+    "LOCAL_NODE",
     "term_order_key",
 ]
 
@@ -122,8 +137,12 @@ class Pid(_Id):
 
     def __eq__(self, other):
         return self is other or (
-            type(other) is Pid and self.number == other.number and self.serial == other.serial
-            and self.node is other.node and self.creation == other.creation)
+            type(other) is Pid
+            and self.number == other.number
+            and self.serial == other.serial
+            and self.node is other.node
+            and self.creation == other.creation
+        )
 
     def __hash__(self):
         return self._hash
@@ -146,8 +165,12 @@ class Port(_Id):
         object.__setattr__(self, "creation", creation)
 
     def __eq__(self, other):
-        return (type(other) is Port and self.number == other.number
-                and self.node is other.node and self.creation == other.creation)
+        return (
+            type(other) is Port
+            and self.number == other.number
+            and self.node is other.node
+            and self.creation == other.creation
+        )
 
     def __hash__(self):
         return hash(("port", self.number))
@@ -170,8 +193,12 @@ class Ref(_Id):
         object.__setattr__(self, "creation", creation)
 
     def __eq__(self, other):
-        return (type(other) is Ref and self.ids == other.ids
-                and self.node is other.node and self.creation == other.creation)
+        return (
+            type(other) is Ref
+            and self.ids == other.ids
+            and self.node is other.node
+            and self.creation == other.creation
+        )
 
     def __hash__(self):
         return hash(("ref",) + self.ids)
@@ -201,8 +228,9 @@ class BitString:
         if size % 8 == 0:
             raise ValueError("a bit string of whole bytes is a binary: use bytes")
         if len(data) != (size + 7) // 8:
-            raise ValueError(f"a bit string of {size} bits needs {(size + 7) // 8} bytes, "
-                             f"not {len(data)}")
+            raise ValueError(
+                f"a bit string of {size} bits needs {(size + 7) // 8} bytes, not {len(data)}"
+            )
         unused = 8 - size % 8
         last = data[-1] & (0xFF << unused) & 0xFF
         if last != data[-1]:
@@ -245,16 +273,29 @@ class Fun:
 
     __slots__ = ("module", "arity", "uniq", "index", "old_index", "old_uniq", "pid", "free")
 
-    def __init__(self, module: Atom, arity: int, uniq: bytes, index: int, old_index: int,
-                 old_uniq: int, pid: "Pid", free=()):
+    def __init__(
+        self,
+        module: Atom,
+        arity: int,
+        uniq: bytes,
+        index: int,
+        old_index: int,
+        old_uniq: int,
+        pid: "Pid",
+        free=(),
+    ):
         uniq = bytes(uniq)
         if len(uniq) != 16:
             raise ValueError(f"fun uniq must be 16 bytes, not {len(uniq)}")
         for name, v in (("module", module),):
             if type(v) is not Atom:
                 raise TypeError(f"fun {name} must be an Atom, not {v!r}")
-        for name, v in (("arity", arity), ("index", index), ("old_index", old_index),
-                        ("old_uniq", old_uniq)):
+        for name, v in (
+            ("arity", arity),
+            ("index", index),
+            ("old_index", old_index),
+            ("old_uniq", old_uniq),
+        ):
             if type(v) is not int:
                 raise TypeError(f"fun {name} must be an int, not {v!r}")
         setattr_ = object.__setattr__
@@ -274,8 +315,9 @@ class Fun:
         return (Fun, tuple(getattr(self, s) for s in self.__slots__))
 
     def __eq__(self, other):
-        return type(other) is Fun and all(getattr(self, s) == getattr(other, s)
-                                          for s in self.__slots__)
+        return type(other) is Fun and all(
+            getattr(self, s) == getattr(other, s) for s in self.__slots__
+        )
 
     def __hash__(self):
         return hash(("fun", self.module, self.index, self.uniq, self.old_uniq))
@@ -308,8 +350,12 @@ class ExportFun:
         return (ExportFun, (self.module, self.function, self.arity))
 
     def __eq__(self, other):
-        return (type(other) is ExportFun and self.module is other.module
-                and self.function is other.function and self.arity == other.arity)
+        return (
+            type(other) is ExportFun
+            and self.module is other.module
+            and self.function is other.function
+            and self.arity == other.arity
+        )
 
     def __hash__(self):
         return hash(("export", self.module, self.function, self.arity))
@@ -338,8 +384,17 @@ def _ekey(t):
     if tp is Map:
         return ("\0m",) + tuple((_ekey(k), _ekey(v)) for k, v in t._items)
     if tp is Fun:
-        return ("\0F", t.module, t.arity, t.uniq, t.index, t.old_index, t.old_uniq,
-                _ekey(t.pid), tuple(map(_ekey, t.free)))
+        return (
+            "\0F",
+            t.module,
+            t.arity,
+            t.uniq,
+            t.index,
+            t.old_index,
+            t.old_uniq,
+            _ekey(t.pid),
+            tuple(map(_ekey, t.free)),
+        )
     if tp is bytearray or tp is memoryview:
         return bytes(t)
     if tp in (Port, Ref, BitString, ExportFun):
@@ -444,8 +499,11 @@ class ImproperList:
         return (ImproperList, (self.elements, self.tail))
 
     def __eq__(self, other):
-        return (type(other) is ImproperList and self.elements == other.elements
-                and self.tail == other.tail)
+        return (
+            type(other) is ImproperList
+            and self.elements == other.elements
+            and self.tail == other.tail
+        )
 
     __hash__ = None
 
@@ -495,8 +553,17 @@ _RESERVED = frozenset(
 
 def _name_char(c: int) -> bool:
     # io_lib:name_char/1 (latin-1 letters included)
-    return (97 <= c <= 122 or 223 <= c <= 255 and c != 247 or 65 <= c <= 90
-            or 192 <= c <= 222 and c != 215 or 48 <= c <= 57 or c == 95 or c == 64)
+    return (
+        97 <= c <= 122
+        or 223 <= c <= 255
+        and c != 247
+        or 65 <= c <= 90
+        or 192 <= c <= 222
+        and c != 215
+        or 48 <= c <= 57
+        or c == 95
+        or c == 64
+    )
 
 
 def quote_atom(name: str) -> str:
@@ -508,13 +575,13 @@ def quote_atom(name: str) -> str:
     if name and name not in _RESERVED:
         c = ord(name[0])
         if (97 <= c <= 122 or 223 <= c <= 255 and c != 247) and all(
-                _name_char(ord(ch)) for ch in name[1:]):
+            _name_char(ord(ch)) for ch in name[1:]
+        ):
             return name
     return "'" + "".join(_string_char(ord(ch), 39) for ch in name) + "'"
 
 
-_CTRL_ESC = {10: "\\n", 13: "\\r", 9: "\\t", 11: "\\v", 8: "\\b", 12: "\\f", 27: "\\e",
-             127: "\\d"}
+_CTRL_ESC = {10: "\\n", 13: "\\r", 9: "\\t", 11: "\\v", 8: "\\b", 12: "\\f", 27: "\\e", 127: "\\d"}
 
 
 def _string_char(c: int, q: int) -> str:
@@ -539,6 +606,7 @@ def format_term(term: Any) -> str:
     (OTP 25, latin-1 rules).  Other nodes' pids, ports and refs show the node
     name where a node would show its number for that node (``<a@b.5.0>``)."""
     from .pretty import write_one_line
+
     return write_one_line(term)
 
 
@@ -572,15 +640,22 @@ def _order_key(term: Any, exact: bool = False):
     if t is tuple:
         return (6, len(term), tuple(_order_key(e, exact) for e in term))
     if t is Map:
-        return (7, len(term), tuple(_order_key(k, True) for k, _ in term._items),
-                tuple(_order_key(v, exact) for _, v in term._items))
+        return (
+            7,
+            len(term),
+            tuple(_order_key(k, True) for k, _ in term._items),
+            tuple(_order_key(v, exact) for _, v in term._items),
+        )
     if t is list:
         if not term:
             return (8,)
         return (9, tuple((9, 1, _order_key(e, exact)) for e in term) + ((8,),))
     if t is ImproperList:
-        return (9, tuple((9, 1, _order_key(e, exact)) for e in term.elements)
-                + (_order_key(term.tail, exact),))
+        return (
+            9,
+            tuple((9, 1, _order_key(e, exact)) for e in term.elements)
+            + (_order_key(term.tail, exact),),
+        )
     if t is bytes or t is bytearray:
         return (10, _bits(term, 8 * len(term)))
     if t is BitString:

@@ -1,5 +1,6 @@
 """Erlang term text (atoms, numbers, strings, tuples, lists), as users write
 match specs and scenario values: ``parse_term("[{'_',[],[{return_trace}]}]")``."""
+
 from __future__ import annotations
 
 import re
@@ -8,14 +9,17 @@ from .terms import Atom, ImproperList
 
 __all__ = ["parse_term"]
 
-_TOKEN = re.compile(r"""\s*(?:
+_TOKEN = re.compile(
+    r"""\s*(?:
     (?P<num>-?\d+(?:\.\d+(?:[eE][-+]?\d+)?)?) |
     (?P<qatom>'(?:[^'\\]|\\.)*') |
     (?P<str>"(?:[^"\\]|\\.)*") |
     (?P<atom>[a-z][A-Za-z0-9_@]*) |
     (?P<var>[A-Z_][A-Za-z0-9_]*) |
     (?P<punct>[{}\[\],|])
-)""", re.X)
+)""",
+    re.X,
+)
 
 
 def parse_term(text: str):
@@ -34,7 +38,7 @@ def parse_term(text: str):
         if not m or m.end() == pos:
             if text[pos:].strip() == "":
                 break
-            raise ValueError(f"cannot read term at offset {pos}: {text[pos:pos + 10]!r}")
+            raise ValueError(f"cannot read term at offset {pos}: {text[pos : pos + 10]!r}")
         kind = m.lastgroup
         toks.append((kind, m.group(kind), m.start(kind)))
         pos = m.end()
@@ -92,5 +96,3 @@ def parse_term(text: str):
     if i != len(toks):
         raise ValueError(f"unexpected {toks[i][1]!r} after the term (offset {toks[i][2]})")
     return t
-
-

@@ -17,6 +17,7 @@ bytes (``smp.etf.encode``) of one trace message.
   the driver with flag 2, "fill the queue even if no one is listening").
 * :class:`NullTracePort` only counts (benchmarks).
 """
+
 from __future__ import annotations
 
 import os
@@ -31,9 +32,18 @@ from typing import Optional
 from .errors import TracePortError
 
 __all__ = [
-    "FileTracePort", "IpTracePort", "NullTracePort", "open_trace_port",
-    "OP_DATA", "OP_DROP", "FILE_BUFFER_SIZE", "DEFAULT_WRAP_SIZE", "DEFAULT_WRAP_COUNT",
-    "DEFAULT_QUEUE_SIZE", "wrap_file_name", "wrap_files",
+    "FileTracePort",
+    "IpTracePort",
+    "NullTracePort",
+    "open_trace_port",
+    "OP_DATA",
+    "OP_DROP",
+    "FILE_BUFFER_SIZE",
+    "DEFAULT_WRAP_SIZE",
+    "DEFAULT_WRAP_COUNT",
+    "DEFAULT_QUEUE_SIZE",
+    "wrap_file_name",
+    "wrap_files",
 ]
 
 OP_DATA = 0
@@ -73,10 +83,10 @@ def wrap_files(path: str, suffix: str) -> list[tuple[int, str]]:
     for name in names:
         if not name.startswith(base):
             continue
-        rest = name[len(base):]
+        rest = name[len(base) :]
         if not rest.endswith(suffix):
             continue
-        digits = rest[:len(rest) - len(suffix)] if suffix else rest
+        digits = rest[: len(rest) - len(suffix)] if suffix else rest
         if digits and re.fullmatch(r"[0-9]+", digits):
             found.append((int(digits), os.path.join(os.path.dirname(path), name)))
     found.sort()
@@ -165,7 +175,9 @@ class FileTracePort(_BasePort):
         self.wrap = None
         if wrap is not None:
             if not (isinstance(wrap, tuple) and len(wrap) == 3):
-                raise TracePortError(f"wrap must be None or (suffix, size_bytes, count), not {wrap!r}")
+                raise TracePortError(
+                    f"wrap must be None or (suffix, size_bytes, count), not {wrap!r}"
+                )
             suffix, size, count = wrap
             if not isinstance(suffix, str):
                 raise TracePortError(f"wrap suffix must be a str, not {suffix!r}")
@@ -177,8 +189,8 @@ class FileTracePort(_BasePort):
             self._suffix = suffix
             self._wrap_size = size
             self._wrap_n = count
-            self._countdown = count   # driver's wrap->cnt
-            self._cur = 0             # driver's cur.cnt after next_name from ""
+            self._countdown = count  # driver's wrap->cnt
+            self._cur = 0  # driver's cur.cnt after next_name from ""
             self._del = 0
             self._len = 0
             # dbg:trace_port1 deletes all files from any previous wrap log.
@@ -212,8 +224,9 @@ class FileTracePort(_BasePort):
             except InterruptedError:
                 continue
             except OSError as e:
-                raise TracePortError(f"write to trace file {self.current_file!r} failed: "
-                                     f"{e.strerror}") from e
+                raise TracePortError(
+                    f"write to trace file {self.current_file!r} failed: {e.strerror}"
+                ) from e
             if w == 0:
                 raise TracePortError(f"write to trace file {self.current_file!r} failed: no space")
             view = view[w:]
@@ -308,8 +321,13 @@ class FileTracePort(_BasePort):
 
     @property
     def stats(self) -> dict:
-        return {"messages": self.messages, "bytes": self.bytes, "wraps": self.wraps,
-                "os_writes": self.os_writes, "buffered": len(self._buf)}
+        return {
+            "messages": self.messages,
+            "bytes": self.bytes,
+            "wraps": self.wraps,
+            "os_writes": self.os_writes,
+            "buffered": len(self._buf),
+        }
 
 
 class IpTracePort(_BasePort):
@@ -332,8 +350,9 @@ class IpTracePort(_BasePort):
 
     kind = "ip"
 
-    def __init__(self, port: int = 0, *, host: str = "127.0.0.1",
-                 queue_size: int = DEFAULT_QUEUE_SIZE):
+    def __init__(
+        self, port: int = 0, *, host: str = "127.0.0.1", queue_size: int = DEFAULT_QUEUE_SIZE
+    ):
         if type(port) is not int or not 0 <= port <= 65535:
             raise TracePortError(f"ip trace port number must be an int in 0..65535, not {port!r}")
         if type(queue_size) is not int or queue_size < 1:
@@ -364,14 +383,15 @@ class IpTracePort(_BasePort):
         os.set_blocking(self._wake_r, False)
         os.set_blocking(self._wake_w, False)
         self._wake_pending = False
-        self.sent = 0          # data frames fully sent
-        self.dropped = 0       # messages counted in drop frames
+        self.sent = 0  # data frames fully sent
+        self.dropped = 0  # messages counted in drop frames
         self.drop_frames_sent = 0
-        self.clients = 0       # clients served
-        self.rejected = 0      # clients accepted and closed (one was connected)
-        self.messages = 0      # write() calls
-        self._thread = threading.Thread(target=self._run, name=f"IpTracePort:{self.port}",
-                                        daemon=True)
+        self.clients = 0  # clients served
+        self.rejected = 0  # clients accepted and closed (one was connected)
+        self.messages = 0  # write() calls
+        self._thread = threading.Thread(
+            target=self._run, name=f"IpTracePort:{self.port}", daemon=True
+        )
         self._thread.start()
 
     # -- caller side -------------------------------------------------------
@@ -386,7 +406,7 @@ class IpTracePort(_BasePort):
             if n > qs and q[-1][0] == OP_DROP:  # full: data slots + a drop frame
                 q[-1][1] += 1
                 self.dropped += 1
-            elif n >= qs:                   # last slot: becomes a drop frame
+            elif n >= qs:  # last slot: becomes a drop frame
                 q.append([OP_DROP, 1, 0])
                 self.dropped += 1
             else:
@@ -415,9 +435,12 @@ class IpTracePort(_BasePort):
     def wait_connected(self, connected: bool = True, timeout: Optional[float] = None) -> bool:
         """Wait until a client is (``connected=True``) or is not connected."""
         with self._drained:
-            return self._drained.wait_for(
-                lambda: self._closed or (self._client is not None) == connected, timeout
-            ) and (self._client is not None) == connected
+            return (
+                self._drained.wait_for(
+                    lambda: self._closed or (self._client is not None) == connected, timeout
+                )
+                and (self._client is not None) == connected
+            )
 
     def close(self) -> None:
         """Close the client and the listen socket, stop the thread; idempotent.
@@ -452,9 +475,15 @@ class IpTracePort(_BasePort):
     @property
     def stats(self) -> dict:
         with self._lock:
-            return {"messages": self.messages, "sent": self.sent, "dropped": self.dropped,
-                    "drop_frames_sent": self.drop_frames_sent, "queued": len(self._q),
-                    "clients": self.clients, "rejected": self.rejected}
+            return {
+                "messages": self.messages,
+                "sent": self.sent,
+                "dropped": self.dropped,
+                "drop_frames_sent": self.drop_frames_sent,
+                "queued": len(self._q),
+                "clients": self.clients,
+                "rejected": self.rejected,
+            }
 
     # -- background thread -------------------------------------------------
     def _run(self) -> None:
@@ -471,8 +500,11 @@ class IpTracePort(_BasePort):
                     have_data = bool(self._q)
                 if client is not None and have_data != want_write:
                     want_write = have_data
-                    sel.modify(client, selectors.EVENT_READ
-                               | (selectors.EVENT_WRITE if want_write else 0), "client")
+                    sel.modify(
+                        client,
+                        selectors.EVENT_READ | (selectors.EVENT_WRITE if want_write else 0),
+                        "client",
+                    )
                 for key, events in sel.select():
                     what = key.data
                     if what == "wake":
@@ -491,7 +523,7 @@ class IpTracePort(_BasePort):
                         except OSError:
                             continue
                         if client is not None:
-                            c.close()   # someone tries to connect to a connected port
+                            c.close()  # someone tries to connect to a connected port
                             with self._lock:
                                 self.rejected += 1
                             continue
@@ -545,7 +577,7 @@ class IpTracePort(_BasePort):
         client.close()
         with self._lock:
             self._client = None
-            for e in self._q:       # resend partly written frames whole
+            for e in self._q:  # resend partly written frames whole
                 e[2] = 0
             self._drained.notify_all()
         return None
@@ -561,12 +593,12 @@ class IpTracePort(_BasePort):
             for i, e in enumerate(q):
                 if e[0] == OP_DROP:
                     if full and i == last:
-                        break           # its count may still grow
+                        break  # its count may still grow
                     if type(e[1]) is int:
-                        e[1] = _pack_hdr(OP_DROP, e[1])   # freeze the count
-                        e[0] = -OP_DROP                    # frozen drop marker
+                        e[1] = _pack_hdr(OP_DROP, e[1])  # freeze the count
+                        e[0] = -OP_DROP  # frozen drop marker
                 frame = e[1]
-                parts.append(memoryview(frame)[e[2]:] if e[2] else frame)
+                parts.append(memoryview(frame)[e[2] :] if e[2] else frame)
                 total += len(frame) - e[2]
                 if total >= 262144:
                     break

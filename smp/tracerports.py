@@ -11,13 +11,19 @@ Runs in the process that owns tracer ports: the nonsmp scheduler, or the smp
 dispatcher (which writes to them from its dispatch thread, as the seed's
 dispatcher thread does).
 """
+
 from __future__ import annotations
 
 from .errors import TracePortError
 from .traceport import open_trace_port
 
-__all__ = ["MemoryTracePort", "open_tracer_port", "close_at_exit", "TRACER_PORT_KINDS",
-           "IP_EXIT_WAIT"]
+__all__ = [
+    "MemoryTracePort",
+    "open_tracer_port",
+    "close_at_exit",
+    "TRACER_PORT_KINDS",
+    "IP_EXIT_WAIT",
+]
 
 TRACER_PORT_KINDS = ("file", "ip", "null", "memory")
 #: When the emulator stops, an ip port with a client connected gets this many
@@ -47,6 +53,7 @@ class MemoryTracePort:
 
     def terms(self, start: int = 0) -> list:
         from .etf import decode
+
         return [decode(p) for p in self.payloads[start:]]
 
     @property
@@ -80,5 +87,7 @@ def open_tracer_port(kind: str, *args, **kw):
         except TypeError as e:
             raise TracePortError(f"bad arguments for a memory trace port: {e}") from None
     if kind not in TRACER_PORT_KINDS:
-        raise TracePortError(f"unknown trace port kind {kind!r} (kinds: {', '.join(TRACER_PORT_KINDS)})")
+        raise TracePortError(
+            f"unknown trace port kind {kind!r} (kinds: {', '.join(TRACER_PORT_KINDS)})"
+        )
     return open_trace_port(kind, *args, **kw)

@@ -23,6 +23,7 @@ raises ``Unencodable`` for it (and for any value the decoders refuse), and
 ``loads_frame(..., code_ok=True)`` decodes: the schedulers do that for
 frames from an authenticated controller alone.
 """
+
 from __future__ import annotations
 
 import collections
@@ -38,15 +39,31 @@ from .errors import BadArg, ProtocolError, SmpError
 from .state import Snapshot
 from .terms import LOCAL_NODE, Atom, BitString, ExportFun, Fun, ImproperList, Map, Pid, Port, Ref
 
-__all__ = ["DATA", "MAX_FRAME", "MAX_RUN", "STATE", "TERMS", "WIRE_VERSION", "Unencodable", "Unresolved",
-           "dumps", "dumps_frame", "fun_ref", "load_record", "loads", "loads_frame", "loads_terms", "run_bodies"]
+__all__ = [
+    "DATA",
+    "MAX_FRAME",
+    "MAX_RUN",
+    "STATE",
+    "TERMS",
+    "WIRE_VERSION",
+    "Unencodable",
+    "Unresolved",
+    "dumps",
+    "dumps_frame",
+    "fun_ref",
+    "load_record",
+    "loads",
+    "loads_frame",
+    "loads_terms",
+    "run_bodies",
+]
 
 #: Version of the batch frames schedulers send the dispatcher:
 #: ``("b", WIRE_VERSION, scheduler_id, items)``.
 WIRE_VERSION = 3
 
-MAX_FRAME = 256 * 1024 * 1024   # larger frames are refused before decoding
-MAX_RUN = 1_000_000             # messages in one run
+MAX_FRAME = 256 * 1024 * 1024  # larger frames are refused before decoding
+MAX_RUN = 1_000_000  # messages in one run
 
 _PICKLE = pickle.HIGHEST_PROTOCOL
 _LIMIT = 1 << 32
@@ -58,6 +75,7 @@ class Unencodable(BadArg):
 
 
 # ---------------------------------------------------------------- checking constructors
+
 
 def _u32(x, what: str) -> int:
     if type(x) is not int or not 0 <= x < _LIMIT:
@@ -78,8 +96,12 @@ def _atom(name=None, *rest):
 
 
 def _pid(number=None, serial=0, node=LOCAL_NODE, creation=0):
-    return Pid(_u32(number, "pid number"), _u32(serial, "pid serial"), _node(node),
-               _u32(creation, "pid creation"))
+    return Pid(
+        _u32(number, "pid number"),
+        _u32(serial, "pid serial"),
+        _node(node),
+        _u32(creation, "pid creation"),
+    )
 
 
 def _port(number=None, node=LOCAL_NODE, creation=0):
@@ -115,8 +137,9 @@ def _map(pairs=None):
     return Map(pairs)
 
 
-def _funterm(module=None, arity=None, uniq=None, index=None, old_index=None, old_uniq=None,
-             pid=None, free=()):
+def _funterm(
+    module=None, arity=None, uniq=None, index=None, old_index=None, old_uniq=None, pid=None, free=()
+):
     if type(uniq) is not bytes or type(pid) is not Pid or type(free) is not tuple:
         raise ProtocolError("fun must carry 16 bytes of uniq, a pid and a tuple of free values")
     try:
@@ -163,22 +186,32 @@ def _fixed(f) -> _Fixed:
 
 #: Term classes: what message bodies and batches may contain.
 TERMS = {
-    ("smp.terms", "Atom"): _fixed(_atom), ("smp.terms", "Pid"): _fixed(_pid),
-    ("smp.terms", "Port"): _fixed(_port), ("smp.terms", "Ref"): _fixed(_ref),
+    ("smp.terms", "Atom"): _fixed(_atom),
+    ("smp.terms", "Pid"): _fixed(_pid),
+    ("smp.terms", "Port"): _fixed(_port),
+    ("smp.terms", "Ref"): _fixed(_ref),
     ("smp.terms", "ImproperList"): _fixed(_improper),
-    ("smp.terms", "BitString"): _fixed(_bits), ("smp.terms", "Map"): _fixed(_map),
-    ("smp.terms", "Fun"): _fixed(_funterm), ("smp.terms", "ExportFun"): _fixed(_export),
+    ("smp.terms", "BitString"): _fixed(_bits),
+    ("smp.terms", "Map"): _fixed(_map),
+    ("smp.terms", "Fun"): _fixed(_funterm),
+    ("smp.terms", "ExportFun"): _fixed(_export),
 }
 #: Terms and the emulator's own data: replies, commands, state publications.
 DATA = {
     **TERMS,
-    ("builtins", "set"): set, ("builtins", "frozenset"): frozenset, ("builtins", "Ellipsis"): ...,
+    ("builtins", "set"): set,
+    ("builtins", "frozenset"): frozenset,
+    ("builtins", "Ellipsis"): ...,
     ("collections", "Counter"): _fixed(_counter),
-    ("pathlib", "PosixPath"): _fixed(_path), ("pathlib", "PurePosixPath"): _fixed(_path),
+    ("pathlib", "PosixPath"): _fixed(_path),
+    ("pathlib", "PurePosixPath"): _fixed(_path),
 }
 #: Data and the dispatcher's state snapshots (its publications and replies).
 STATE = {**DATA, ("smp.state", "Snapshot"): _fixed(Snapshot)}
-_EXCEPTION_MODULES = {"builtins": __import__("builtins"), "smp.errors": sys.modules[SmpError.__module__]}
+_EXCEPTION_MODULES = {
+    "builtins": __import__("builtins"),
+    "smp.errors": sys.modules[SmpError.__module__],
+}
 _EXCEPTIONS: dict = {}
 
 
@@ -220,17 +253,32 @@ class Unresolved:
 
     async def _undef(self, args):
         from .errors import Error
-        raise Error((Atom("undef"), [(Atom(self.__module__), Atom(self.__name__), list(args),
-                                      [(Atom("reason"), self.why.encode())])]))
+
+        raise Error(
+            (
+                Atom("undef"),
+                [
+                    (
+                        Atom(self.__module__),
+                        Atom(self.__name__),
+                        list(args),
+                        [(Atom("reason"), self.why.encode())],
+                    )
+                ],
+            )
+        )
 
     def __repr__(self) -> str:
         return f"<unresolved {self.__module__}:{self.__qualname__}: {self.why}>"
 
 
 def _resolve(module: str, qualname: str, may_import: bool):
-    if (type(module) is not str or type(qualname) is not str
-            or not all(_IDENT(p) for p in module.split("."))
-            or not all(_IDENT(p) and not p.startswith("__") for p in qualname.split("."))):
+    if (
+        type(module) is not str
+        or type(qualname) is not str
+        or not all(_IDENT(p) for p in module.split("."))
+        or not all(_IDENT(p) and not p.startswith("__") for p in qualname.split("."))
+    ):
         raise ProtocolError(f"malformed function reference {module!r}:{qualname!r}")
     mod = sys.modules.get(module)
     if mod is None:
@@ -246,8 +294,9 @@ def _resolve(module: str, qualname: str, may_import: bool):
     if obj is None:
         return Unresolved(module, qualname, "no such function here")
     if type(obj) is not types.FunctionType or not inspect.iscoroutinefunction(obj):
-        raise ProtocolError(f"function reference {module}:{qualname} names what is not an "
-                            "async def function")
+        raise ProtocolError(
+            f"function reference {module}:{qualname} names what is not an async def function"
+        )
     return obj
 
 
@@ -323,16 +372,14 @@ def load_record(f):
     return _Unpickler(f, STATE, None, False).load()
 
 
-def loads(raw: bytes, *, funs: str | None = None, exceptions: bool = True,
-          state: bool = False):
+def loads(raw: bytes, *, funs: str | None = None, exceptions: bool = True, state: bool = False):
     """Decode a data frame: terms, a few builtin and library classes,
     exceptions (``exceptions=False``: none), state snapshots (``state``: the
     dispatcher's frames), and function references where ``funs`` allows
     them.  Raises ``ProtocolError`` for anything else."""
     _size(raw)
     try:
-        return _Unpickler(io.BytesIO(raw), STATE if state else DATA, _FUNS[funs],
-                          exceptions).load()
+        return _Unpickler(io.BytesIO(raw), STATE if state else DATA, _FUNS[funs], exceptions).load()
     except ProtocolError:
         raise
     except Exception as e:
@@ -358,6 +405,7 @@ def run_bodies(blob, n, ts_kind) -> list:
 
 # ---------------------------------------------------------------- encoding
 
+
 def fun_ref(f) -> tuple[str, str] | None:
     """``(module, qualname)`` when ``f`` is an ``async def`` function a decoder
     can find again by that name; None otherwise (a closure, a lambda)."""
@@ -373,9 +421,25 @@ def fun_ref(f) -> tuple[str, str] | None:
     return (module, qualname) if obj is f else None
 
 
-_PLAIN = frozenset({Atom, Pid, Port, Ref, ImproperList, BitString, Map, Fun, ExportFun,
-                    Snapshot, collections.Counter,
-                    bytearray, pathlib.PosixPath, pathlib.PurePosixPath, type(...)})
+_PLAIN = frozenset(
+    {
+        Atom,
+        Pid,
+        Port,
+        Ref,
+        ImproperList,
+        BitString,
+        Map,
+        Fun,
+        ExportFun,
+        Snapshot,
+        collections.Counter,
+        bytearray,
+        pathlib.PosixPath,
+        pathlib.PurePosixPath,
+        type(...),
+    }
+)
 
 
 class _Pickler(pickle.Pickler):
@@ -383,23 +447,28 @@ class _Pickler(pickle.Pickler):
         t = type(obj)
         if t in _PLAIN:
             return NotImplemented
-        if t is type and (obj in _PLAIN or (issubclass(obj, Exception)
-                                            and _exception_class(obj.__module__, obj.__name__))):
-            return NotImplemented      # the class of a value above, by reference
+        if t is type and (
+            obj in _PLAIN
+            or (issubclass(obj, Exception) and _exception_class(obj.__module__, obj.__name__))
+        ):
+            return NotImplemented  # the class of a value above, by reference
         if t is types.FunctionType:
             if obj is _fun:
                 return NotImplemented
             ref = fun_ref(obj)
             if ref is None:
-                raise Unencodable(f"{getattr(obj, '__qualname__', obj)!r} cannot travel by "
-                                  "reference: only a module-level async def function can")
+                raise Unencodable(
+                    f"{getattr(obj, '__qualname__', obj)!r} cannot travel by "
+                    "reference: only a module-level async def function can"
+                )
             return (_fun, ref)
         if isinstance(obj, BaseException):
             if isinstance(obj, Exception) and _exception_class(t.__module__, t.__name__) is t:
                 return NotImplemented
             return (SmpError, (f"{t.__qualname__}: {obj}",))
-        raise Unencodable(f"a {t.__module__}.{t.__qualname__} cannot travel between the "
-                          "emulator's processes")
+        raise Unencodable(
+            f"a {t.__module__}.{t.__qualname__} cannot travel between the emulator's processes"
+        )
 
 
 def dumps(obj) -> bytes:
@@ -424,11 +493,11 @@ def dumps_frame(obj, code_ok: bool = False) -> bytes:
         if not code_ok:
             raise
     import dill
+
     return b"D" + dill.dumps(obj)
 
 
-def loads_frame(raw: bytes, *, code_ok: bool = False, funs: str | None = None,
-                state: bool = False):
+def loads_frame(raw: bytes, *, code_ok: bool = False, funs: str | None = None, state: bool = False):
     """The inverse of ``dumps_frame``.  A ``D`` frame (code) is decoded only
     when ``code_ok``: the channel is authenticated as the controller."""
     if type(raw) is not bytes:
@@ -437,13 +506,15 @@ def loads_frame(raw: bytes, *, code_ok: bool = False, funs: str | None = None,
         return loads(raw[1:], funs=funs, state=state)
     if raw[:1] == b"D":
         if not code_ok:
-            raise ProtocolError("frame carries code, which only the authenticated controller "
-                                "may send to a scheduler")
+            raise ProtocolError(
+                "frame carries code, which only the authenticated controller "
+                "may send to a scheduler"
+            )
         _size(raw)
         import dill
+
         try:
             return dill.loads(raw[1:])
         except Exception as e:
             raise ProtocolError(f"undecodable frame: {type(e).__name__}: {e}") from None
     raise ProtocolError(f"frame with unknown codec byte {raw[:1]!r}")
-

@@ -14,6 +14,7 @@ process racing the dispatcher in a real VM would.  The plan is computed here
 in full before the run (which replacement tracer takes over when), so the
 controller holds no state.
 """
+
 from __future__ import annotations
 
 import random
@@ -30,14 +31,30 @@ from .reader import read_trace
 from .series import SAMPLE_INTERVAL_S, Series, latency_histogram, scheduler_timeline
 from .terms import Atom
 
-__all__ = ["WORKLOADS", "Workload", "check_params", "execute", "RunOutcome", "CTL",
-           "duration_note", "fault_notes"]
+__all__ = [
+    "WORKLOADS",
+    "Workload",
+    "check_params",
+    "execute",
+    "RunOutcome",
+    "CTL",
+    "duration_note",
+    "fault_notes",
+]
 
 A = Atom
 CTL = A("$smp_emu")
 STOP, PING, PONG, TOKEN, CAST, DONE, REQ, ECHO = (
-    A("stop"), A("ping"), A("pong"), A("token"), A("cast"), A("done"), A("req"), A("echo"))
-IDLE_MS = 5000          # a receive backstop: nothing for this long and the process gives up
+    A("stop"),
+    A("ping"),
+    A("pong"),
+    A("token"),
+    A("cast"),
+    A("done"),
+    A("req"),
+    A("echo"),
+)
+IDLE_MS = 5000  # a receive backstop: nothing for this long and the process gives up
 am_kill, am_sensitive, am_new = A("kill"), A("sensitive"), A("new")
 
 
@@ -96,7 +113,7 @@ async def pp_pong(proc, sensitive):
 
 
 async def pp_ping(proc, peer, ops, secs, payload, sensitive):
-    end, i, data = _end(secs), 0, list(range(payload))     # before any BIF that may wait
+    end, i, data = _end(secs), 0, list(range(payload))  # before any BIF that may wait
     await _start(proc, sensitive)
     await proc.link(peer)
     while _more(i, ops, end):
@@ -271,7 +288,7 @@ async def controller(proc, plan):
             try:
                 await _fault_step(proc, kind, step)
             except (ErlangException, SmpError):
-                pass   # the target was already gone: a race the fault is about
+                pass  # the target was already gone: a race the fault is about
 
 
 async def _fault_step(proc, action, step):
@@ -296,7 +313,7 @@ async def _fault_step(proc, action, step):
 class Workload:
     name: str
     doc: str
-    params: dict            # name -> (type, default, check(value) -> error text or None)
+    params: dict  # name -> (type, default, check(value) -> error text or None)
     setup: Callable
 
 
@@ -314,8 +331,9 @@ def _setup_ping_pong(env, g, p):
         s1 = env.place(g)
         s2 = s1 if p["same_scheduler"] else env.place(g)
         pong = env.vm.spawn(pp_pong, g["sensitive"], scheduler=s1)
-        ping = env.vm.spawn(pp_ping, pong, env.ops, env.secs, p["payload"], g["sensitive"],
-                            scheduler=s2)
+        ping = env.vm.spawn(
+            pp_ping, pong, env.ops, env.secs, p["payload"], g["sensitive"], scheduler=s2
+        )
         out += [("pong", pong), ("ping", ping)]
     return out
 
@@ -331,8 +349,18 @@ def _setup_ring(env, g, p, seq=None):
     label = flags = every = None
     if seq is not None:
         label, flags, every = seq["label"], tuple(seq["flags"]), seq["print_every"]
-    head = env.vm.spawn(ring_head, name, nxt, env.ops, env.secs, label, flags or (), every or 0,
-                        g["sensitive"], scheduler=env.place(g))
+    head = env.vm.spawn(
+        ring_head,
+        name,
+        nxt,
+        env.ops,
+        env.secs,
+        label,
+        flags or (),
+        every or 0,
+        g["sensitive"],
+        scheduler=env.place(g),
+    )
     return [("head", head)] + members[::-1]
 
 
@@ -344,35 +372,98 @@ def _setup_fan_in(env, g, p):
     hot = env.vm.spawn(fan_hot, p["senders"], g["sensitive"], scheduler=env.place(g))
     out = [("hot", hot)]
     for k in range(p["senders"]):
-        out.append((f"sender{k}", env.vm.spawn(fan_sender, hot, env.ops, env.secs, p["payload"],
-                                               g["sensitive"], scheduler=env.place(g))))
+        out.append(
+            (
+                f"sender{k}",
+                env.vm.spawn(
+                    fan_sender,
+                    hot,
+                    env.ops,
+                    env.secs,
+                    p["payload"],
+                    g["sensitive"],
+                    scheduler=env.place(g),
+                ),
+            )
+        )
     return out
 
 
 def _setup_calls(env, g, p):
     env.define_calls()
-    return [("caller", env.vm.spawn(caller, env.ops, env.secs, p["depth"], p["exception_every"],
-                                    g["sensitive"], scheduler=env.place(g)))]
+    return [
+        (
+            "caller",
+            env.vm.spawn(
+                caller,
+                env.ops,
+                env.secs,
+                p["depth"],
+                p["exception_every"],
+                g["sensitive"],
+                scheduler=env.place(g),
+            ),
+        )
+    ]
 
 
 def _setup_gc(env, g, p):
-    return [("allocator", env.vm.spawn(allocator, env.ops, env.secs, p["words"], p["keep_every"],
-                                       p["gc_every"], g["sensitive"], scheduler=env.place(g)))]
+    return [
+        (
+            "allocator",
+            env.vm.spawn(
+                allocator,
+                env.ops,
+                env.secs,
+                p["words"],
+                p["keep_every"],
+                p["gc_every"],
+                g["sensitive"],
+                scheduler=env.place(g),
+            ),
+        )
+    ]
 
 
 def _setup_ports(env, g, p):
     opts = {k: p[k] for k in ("busy_ms", "cost_ms") if p[k] is not None}
-    return [("user", env.vm.spawn(port_user, p["driver"], opts, env.ops, env.secs,
-                                  g["sensitive"], scheduler=env.place(g)))]
+    return [
+        (
+            "user",
+            env.vm.spawn(
+                port_user,
+                p["driver"],
+                opts,
+                env.ops,
+                env.secs,
+                g["sensitive"],
+                scheduler=env.place(g),
+            ),
+        )
+    ]
 
 
 def _setup_churn(env, g, p):
-    return [("churner", env.vm.spawn(churner, env.ops, env.secs, p["burst"], tuple(p["flags"]),
-                                     g["sensitive"], scheduler=env.place(g)))]
+    return [
+        (
+            "churner",
+            env.vm.spawn(
+                churner,
+                env.ops,
+                env.secs,
+                p["burst"],
+                tuple(p["flags"]),
+                g["sensitive"],
+                scheduler=env.place(g),
+            ),
+        )
+    ]
 
 
 def _driver_check(v):
-    return None if v in ("echo", "busy", "slow", "dist") else "must be one of echo, busy, slow, dist"
+    return (
+        None if v in ("echo", "busy", "slow", "dist") else "must be one of echo, busy, slow, dist"
+    )
 
 
 def _opt_nonneg(v):
@@ -392,30 +483,75 @@ def _seq_flags_check(v):
     return None
 
 
-WORKLOADS: dict[str, Workload] = {w.name: w for w in [
-    Workload("ping_pong", "pairs of processes bouncing a message",
-             {"pairs": (1, _pos), "payload": (0, _nonneg),
-              "same_scheduler": (False, lambda v: None if isinstance(v, bool) else "must be true or false")},
-             _setup_ping_pong),
-    Workload("ring", "a token passed round a ring of linked processes",
-             {"size": (4, _pos)}, _setup_ring),
-    Workload("fan_in", "many senders casting to one hot process",
-             {"senders": (4, _pos), "payload": (0, _nonneg)}, _setup_fan_in),
-    Workload("calls", "recursive calls (wl_calls:fib/1) with returns, errors and throws",
-             {"depth": (4, _nonneg), "exception_every": (3, _nonneg)}, _setup_calls),
-    Workload("gc", "an allocator that keeps some data and collects garbage",
-             {"words": (2000, _pos), "keep_every": (4, _nonneg), "gc_every": (0, _nonneg)},
-             _setup_gc),
-    Workload("ports", "a driver user: commands to an echo, busy or slow port",
-             {"driver": ("echo", _driver_check), "busy_ms": (None, _opt_nonneg),
-              "cost_ms": (None, _opt_nonneg)}, _setup_ports),
-    Workload("seq_chain", "a seq_trace token carried round a chain of processes",
-             {"length": (4, _pos), "label": (7, _nonneg),
-              "flags": (["send", "receive", "print"], _seq_flags_check),
-              "print_every": (1, _nonneg)}, _setup_seq_chain),
-    Workload("churn", "a process that traces its worker to short-lived tracers it kills",
-             {"burst": (5, _pos), "flags": (["send", "receive"], _flags_check)}, _setup_churn),
-]}
+WORKLOADS: dict[str, Workload] = {
+    w.name: w
+    for w in [
+        Workload(
+            "ping_pong",
+            "pairs of processes bouncing a message",
+            {
+                "pairs": (1, _pos),
+                "payload": (0, _nonneg),
+                "same_scheduler": (
+                    False,
+                    lambda v: None if isinstance(v, bool) else "must be true or false",
+                ),
+            },
+            _setup_ping_pong,
+        ),
+        Workload(
+            "ring",
+            "a token passed round a ring of linked processes",
+            {"size": (4, _pos)},
+            _setup_ring,
+        ),
+        Workload(
+            "fan_in",
+            "many senders casting to one hot process",
+            {"senders": (4, _pos), "payload": (0, _nonneg)},
+            _setup_fan_in,
+        ),
+        Workload(
+            "calls",
+            "recursive calls (wl_calls:fib/1) with returns, errors and throws",
+            {"depth": (4, _nonneg), "exception_every": (3, _nonneg)},
+            _setup_calls,
+        ),
+        Workload(
+            "gc",
+            "an allocator that keeps some data and collects garbage",
+            {"words": (2000, _pos), "keep_every": (4, _nonneg), "gc_every": (0, _nonneg)},
+            _setup_gc,
+        ),
+        Workload(
+            "ports",
+            "a driver user: commands to an echo, busy or slow port",
+            {
+                "driver": ("echo", _driver_check),
+                "busy_ms": (None, _opt_nonneg),
+                "cost_ms": (None, _opt_nonneg),
+            },
+            _setup_ports,
+        ),
+        Workload(
+            "seq_chain",
+            "a seq_trace token carried round a chain of processes",
+            {
+                "length": (4, _pos),
+                "label": (7, _nonneg),
+                "flags": (["send", "receive", "print"], _seq_flags_check),
+                "print_every": (1, _nonneg),
+            },
+            _setup_seq_chain,
+        ),
+        Workload(
+            "churn",
+            "a process that traces its worker to short-lived tracers it kills",
+            {"burst": (5, _pos), "flags": (["send", "receive"], _flags_check)},
+            _setup_churn,
+        ),
+    ]
+}
 
 
 def check_params(workload: str, params: dict):
@@ -423,8 +559,11 @@ def check_params(workload: str, params: dict):
     w = WORKLOADS[workload]
     for k in params:
         if k not in w.params:
-            return k, f"unknown parameter {k!r} for workload {workload} " \
-                      f"(parameters: {', '.join(w.params) or 'none'})"
+            return (
+                k,
+                f"unknown parameter {k!r} for workload {workload} "
+                f"(parameters: {', '.join(w.params) or 'none'})",
+            )
     for k, (default, check) in w.params.items():
         if k not in params:
             params[k] = list(default) if isinstance(default, list) else default
@@ -486,9 +625,10 @@ def _profile_opts(p: dict) -> list:
 @dataclass
 class RunOutcome:
     """What one run produced: the summary (JSON-able) and every trace term per tracer."""
+
     summary: dict
-    messages: dict          # tracer name -> [term, ...] in arrival order
-    labels: dict            # pid/port -> stable label ("pingpong[0].ping")
+    messages: dict  # tracer name -> [term, ...] in arrival order
+    labels: dict  # pid/port -> stable label ("pingpong[0].ping")
 
 
 class _IpReader(threading.Thread):
@@ -508,13 +648,18 @@ class _IpReader(threading.Thread):
             self.error = str(e)
 
 
-def execute(sc: dict, *, mode: str | None = None,  # noqa: C901 - one run, set-up to summary
-            schedulers: int | None = None,
-            on_trace: Callable[[str, Any], None] | None = None,
-            on_progress: Callable[[dict], None] | None = None,
-            extra_faults: list | None = None, journal: str | None = None,
-            emulator_options: dict | None = None,
-            sample_interval: float = SAMPLE_INTERVAL_S) -> RunOutcome:
+def execute(  # noqa: C901 - one run, from set-up to summary
+    sc: dict,
+    *,
+    mode: str | None = None,
+    schedulers: int | None = None,
+    on_trace: Callable[[str, Any], None] | None = None,
+    on_progress: Callable[[dict], None] | None = None,
+    extra_faults: list | None = None,
+    journal: str | None = None,
+    emulator_options: dict | None = None,
+    sample_interval: float = SAMPLE_INTERVAL_S,
+) -> RunOutcome:
     """Run scenario ``sc`` once; ``on_trace(tracer_name, term)`` is called as
     terms arrive, ``on_progress({"elapsed", "made", "delivered", "received"})``
     at every sample (``sample_interval`` seconds apart; the counts are the
@@ -532,15 +677,19 @@ def execute(sc: dict, *, mode: str | None = None,  # noqa: C901 - one run, set-u
     messages: dict[str, list] = {}
     labels: dict = {}
     emit = on_trace or (lambda name, term: None)
-    limit = TraceLimit.from_scenario(sc)      # max_messages / rate, as recon_trace caps
+    limit = TraceLimit.from_scenario(sc)  # max_messages / rate, as recon_trace caps
     if limit is not None:
         emit = limit.printer(emit)
     t_setup = time.perf_counter()
-    with Emulator(mode=mode, schedulers=n, journal=journal if mode == "smp" else None,
-                  **(emulator_options or {})) as vm:
+    with Emulator(
+        mode=mode,
+        schedulers=n,
+        journal=journal if mode == "smp" else None,
+        **(emulator_options or {}),
+    ) as vm:
         env = _Env(vm, ops, secs, rng)
-        collectors: dict[str, Any] = {}     # name -> pid, in display order
-        ports: dict[str, tuple] = {}        # name -> (kind, Port, spec)
+        collectors: dict[str, Any] = {}  # name -> pid, in display order
+        ports: dict[str, tuple] = {}  # name -> (kind, Port, spec)
         ip_readers: dict[str, _IpReader] = {}
         tracers: dict[str, Any] = {}
         for t in sc["tracers"]:
@@ -630,7 +779,7 @@ def execute(sc: dict, *, mode: str | None = None,  # noqa: C901 - one run, set-u
             for name, pid in collectors.items():
                 try:
                     new = vm.messages(pid, start=offsets[name])
-                except SchedulerLost:     # it lived on a scheduler that was lost
+                except SchedulerLost:  # it lived on a scheduler that was lost
                     continue
                 offsets[name] += len(new)
                 messages[name].extend(new)
@@ -641,7 +790,7 @@ def execute(sc: dict, *, mode: str | None = None,  # noqa: C901 - one run, set-u
         interrupted = completed = False
         error = None
         series = Series(interval=sample_interval)
-        held = {"s": 0.0, "at": 0.0}     # the longest the controller overshot a sampling time
+        held = {"s": 0.0, "at": 0.0}  # the longest the controller overshot a sampling time
         not_fired: list = []
         last: dict = {}
 
@@ -649,11 +798,11 @@ def execute(sc: dict, *, mode: str | None = None,  # noqa: C901 - one run, set-u
             try:
                 st = vm.statistics()
             except SmpError:
-                return      # a scheduler went away: the end of the run says so
+                return  # a scheduler went away: the end of the run says so
             series.add(t, st)
             last.update(st)
 
-        run_start_us = time.time_ns() // 1000     # the trace timestamps' clock
+        run_start_us = time.time_ns() // 1000  # the trace timestamps' clock
         t0 = time.perf_counter()
         sample(0.0)
         deadline = time.monotonic() + sc["timeout"]
@@ -671,7 +820,7 @@ def execute(sc: dict, *, mode: str | None = None,  # noqa: C901 - one run, set-u
                 if now - target > held["s"]:
                     held.update(s=now - target, at=target)
                 sample(now)
-                k = max(k + 1, int(now / sample_interval + 1e-9) + 1)   # a missed slot stays a gap
+                k = max(k + 1, int(now / sample_interval + 1e-9) + 1)  # a missed slot stays a gap
                 if ctl is not None and now < plan[-1][0] and _work_over(vm, group_pids):
                     # faults still to come would hold a finished run: they do not fire
                     not_fired = _not_fired(plan_events, now)
@@ -681,12 +830,16 @@ def execute(sc: dict, *, mode: str | None = None,  # noqa: C901 - one run, set-u
                     error = f"run not finished within {sc['timeout']:g} s"
                     break
                 if on_trace is not None:
-                    pull()      # only what is new since the last sample
+                    pull()  # only what is new since the last sample
                 if on_progress:
-                    on_progress({"elapsed": time.perf_counter() - t0,
-                                 "made": last.get("made", 0),
-                                 "delivered": last.get("delivered", 0),
-                                 "received": sum(len(m) for m in messages.values())})
+                    on_progress(
+                        {
+                            "elapsed": time.perf_counter() - t0,
+                            "made": last.get("made", 0),
+                            "delivered": last.get("delivered", 0),
+                            "received": sum(len(m) for m in messages.values()),
+                        }
+                    )
             elapsed = time.perf_counter() - t0
             pull()
         except KeyboardInterrupt:
@@ -709,8 +862,11 @@ def execute(sc: dict, *, mode: str | None = None,  # noqa: C901 - one run, set-u
                     vm.flush_trace_port(ref)
                     port_info[name] = vm.trace_port_info(ref)
                     vm.close_trace_port(ref)
-                    src = t["path"] if not t["wrap_suffix"] else (
-                        t["path"], "wrap", t["wrap_suffix"], t["wrap_size"], t["wrap_count"])
+                    src = (
+                        t["path"]
+                        if not t["wrap_suffix"]
+                        else (t["path"], "wrap", t["wrap_suffix"], t["wrap_size"], t["wrap_count"])
+                    )
                     for term in read_trace(src):
                         messages[name].append(term)
                         if t["print"]:
@@ -735,8 +891,20 @@ def execute(sc: dict, *, mode: str | None = None,  # noqa: C901 - one run, set-u
                     port_info[name] = vm.trace_port_info(ref)
             except (SmpError, OSError) as e:
                 port_info[name] = {"error": str(e)}
-    summary = _summary(sc, mode, n, stats, lat, elapsed, setup_s, messages, port_info,
-                       completed=completed, interrupted=interrupted, error=error)
+    summary = _summary(
+        sc,
+        mode,
+        n,
+        stats,
+        lat,
+        elapsed,
+        setup_s,
+        messages,
+        port_info,
+        completed=completed,
+        interrupted=interrupted,
+        error=error,
+    )
     summary["timeseries"] = series.to_json()
     summary["duration"] = _duration_report(sc, summary, held)
     summary["faults_not_fired"] = not_fired
@@ -745,7 +913,8 @@ def execute(sc: dict, *, mode: str | None = None,  # noqa: C901 - one run, set-u
     prof = sc["system_profile"]
     summary["scheduler_timeline"] = {
         "profiled": bool(prof and prof["scheduler"]),
-        **(scheduler_timeline(messages, run_start_us) if prof and prof["scheduler"] else {})}
+        **(scheduler_timeline(messages, run_start_us) if prof and prof["scheduler"] else {}),
+    }
     return RunOutcome(summary, messages, labels)
 
 
@@ -764,9 +933,14 @@ def _not_fired(events: list, now: float) -> list[dict]:
         if at > now:
             key = id(f)
             if key not in out:
-                out[key] = {"where": f.get("where"), "action": f["action"], "at": f["at"],
-                            "first_missed_s": round(at, 6), "missed": 0,
-                            "why": f"the workload was over at {now:.2f} s"}
+                out[key] = {
+                    "where": f.get("where"),
+                    "action": f["action"],
+                    "at": f["at"],
+                    "first_missed_s": round(at, 6),
+                    "missed": 0,
+                    "why": f"the workload was over at {now:.2f} s",
+                }
             out[key]["missed"] += 1
     return list(out.values())
 
@@ -776,8 +950,11 @@ def fault_notes(summary: dict) -> list[str]:
     out = []
     for f in summary.get("faults_not_fired") or []:
         where = f"{f['where']}: " if f.get("where") else ""
-        out.append(f"{where}{f['action']} at {f['first_missed_s']:g} s did not fire"
-                   + (f" ({f['missed']} times)" if f["missed"] > 1 else "") + f": {f['why']}")
+        out.append(
+            f"{where}{f['action']} at {f['first_missed_s']:g} s did not fire"
+            + (f" ({f['missed']} times)" if f["missed"] > 1 else "")
+            + f": {f['why']}"
+        )
     return out
 
 
@@ -787,8 +964,14 @@ def _duration_report(sc: dict, summary: dict, held: dict) -> dict:
     what the samples show it was doing after its time was up."""
     d = sc["duration"]
     secs, elapsed = d["seconds"], summary["elapsed_s"]
-    out = {"seconds": secs, "operations": d["operations"], "elapsed_s": elapsed,
-           "within_10pct": None, "over_pct": None, "why": []}
+    out = {
+        "seconds": secs,
+        "operations": d["operations"],
+        "elapsed_s": elapsed,
+        "within_10pct": None,
+        "over_pct": None,
+        "why": [],
+    }
     if not secs:
         return out
     over = (elapsed - secs) / secs * 100
@@ -801,20 +984,28 @@ def _duration_report(sc: dict, summary: dict, held: dict) -> dict:
     at = next((i for i, x in enumerate(t) if x >= secs), None)
     if at is not None and made[-1] > made[at]:
         done = next(x for x, m in zip(t, made, strict=False) if m == made[-1])
-        why.append(f"the workload processes stop at the end of the iteration they are in "
-                   f"at {secs:g} s; {made[-1] - made[at]:,} trace messages were made after "
-                   f"{t[at]:.2f} s, the last of them by {done:.2f} s")
+        why.append(
+            f"the workload processes stop at the end of the iteration they are in "
+            f"at {secs:g} s; {made[-1] - made[at]:,} trace messages were made after "
+            f"{t[at]:.2f} s, the last of them by {done:.2f} s"
+        )
     peak = max(qmax[at:], default=0) if at is not None else 0
     if peak:
-        why.append(f"the dispatcher still had up to {peak:,} messages queued after "
-                   f"{secs:g} s and delivered them before the end")
+        why.append(
+            f"the dispatcher still had up to {peak:,} messages queued after "
+            f"{secs:g} s and delivered them before the end"
+        )
     if held["s"] > max(0.1 * secs, 2 * ts["interval_s"]):
-        why.append(f"the controller was held {held['s']:.2f} s past a sampling time "
-                   f"(at {held['at']:.2f} s) serving the BIFs processes called or waiting "
-                   f"for a busy scheduler, so it noticed late that the run was over")
+        why.append(
+            f"the controller was held {held['s']:.2f} s past a sampling time "
+            f"(at {held['at']:.2f} s) serving the BIFs processes called or waiting "
+            f"for a busy scheduler, so it noticed late that the run was over"
+        )
     if not why:
-        why.append("the run became quiet (every process idle, every message delivered) "
-                   f"only at {elapsed:.2f} s")
+        why.append(
+            "the run became quiet (every process idle, every message delivered) "
+            f"only at {elapsed:.2f} s"
+        )
     out["why"] = why
     return out
 
@@ -824,8 +1015,10 @@ def duration_note(summary: dict) -> str | None:
     d = summary.get("duration") or {}
     if not d.get("seconds") or d.get("within_10pct") is not False:
         return None
-    return (f"ran {d['elapsed_s']:.2f} s for seconds = {d['seconds']:g} "
-            f"(+{d['over_pct']:.0f} %): " + "; ".join(d["why"]))
+    return (
+        f"ran {d['elapsed_s']:.2f} s for seconds = {d['seconds']:g} "
+        f"(+{d['over_pct']:.0f} %): " + "; ".join(d["why"])
+    )
 
 
 def _pct(sorted_values: list, q: float):
@@ -835,32 +1028,54 @@ def _pct(sorted_values: list, q: float):
     return sorted_values[k]
 
 
-def _summary(sc, mode, n, stats, lat, elapsed, setup_s, messages, port_info, *, completed,
-             interrupted, error) -> dict:
+def _summary(
+    sc, mode, n, stats, lat, elapsed, setup_s, messages, port_info, *, completed, interrupted, error
+) -> dict:
     per_sched = []
     for k, s in enumerate(stats.get("schedulers", []), 1):
-        per_sched.append({"scheduler": k, "made": s.get("made", 0),
-                          "messages_sent": s.get("messages_sent", 0),
-                          "processes_exited": s.get("processes_exited", 0),
-                          "processes": s.get("processes", 0),
-                          "suppressed": s.get("suppressed", 0),
-                          "fake_schedule_pairs": s.get("fake_schedule_pairs", 0),
-                          "sys_arrived_dead": s.get("sys_arrived_dead", 0)})
+        per_sched.append(
+            {
+                "scheduler": k,
+                "made": s.get("made", 0),
+                "messages_sent": s.get("messages_sent", 0),
+                "processes_exited": s.get("processes_exited", 0),
+                "processes": s.get("processes", 0),
+                "suppressed": s.get("suppressed", 0),
+                "fake_schedule_pairs": s.get("fake_schedule_pairs", 0),
+                "sys_arrived_dead": s.get("sys_arrived_dead", 0),
+            }
+        )
     st = {k: v for k, v in stats.items() if k != "schedulers"}
     el = max(elapsed, 1e-9)
     return {
-        "scenario": sc["name"], "source": sc.get("source"), "mode": mode, "schedulers": n,
-        "seed": sc["seed"], "completed": completed, "interrupted": interrupted, "error": error,
-        "elapsed_s": round(elapsed, 6), "setup_s": round(setup_s, 6),
+        "scenario": sc["name"],
+        "source": sc.get("source"),
+        "mode": mode,
+        "schedulers": n,
+        "seed": sc["seed"],
+        "completed": completed,
+        "interrupted": interrupted,
+        "error": error,
+        "elapsed_s": round(elapsed, 6),
+        "setup_s": round(setup_s, 6),
         "stats": st,
-        "throughput": {"made_per_s": round(st["made"] / el, 1),
-                       "delivered_per_s": round(st["delivered"] / el, 1),
-                       "messages_sent_per_s": round(st.get("messages_sent", 0) / el, 1)},
-        "latency_ns": {"count": len(lat), "p50": _pct(lat, 0.5), "p90": _pct(lat, 0.9),
-                       "p99": _pct(lat, 0.99), "max": lat[-1] if lat else None},
+        "throughput": {
+            "made_per_s": round(st["made"] / el, 1),
+            "delivered_per_s": round(st["delivered"] / el, 1),
+            "messages_sent_per_s": round(st.get("messages_sent", 0) / el, 1),
+        },
+        "latency_ns": {
+            "count": len(lat),
+            "p50": _pct(lat, 0.5),
+            "p90": _pct(lat, 0.9),
+            "p99": _pct(lat, 0.99),
+            "max": lat[-1] if lat else None,
+        },
         "per_scheduler": per_sched,
-        "tracers": {name: {"received": len(ms), **({"port": port_info[name]} if name in port_info else {})}
-                    for name, ms in messages.items()},
+        "tracers": {
+            name: {"received": len(ms), **({"port": port_info[name]} if name in port_info else {})}
+            for name, ms in messages.items()
+        },
     }
 
 
@@ -879,9 +1094,13 @@ def _plan(sc: dict, faults: list, rng: random.Random, tracers: dict):
             at = f["at"] + k * f["every"]
             repl = None
             if f["action"] in ("replace_seq_tracer", "replace_monitor", "replace_profiler") or (
-                    f["action"] == "kill_tracer" and f["replace"]):
-                base = f["target"] or {"replace_seq_tracer": "seq", "replace_monitor": "monitor",
-                                       "replace_profiler": "profiler"}.get(f["action"], "tracer")
+                f["action"] == "kill_tracer" and f["replace"]
+            ):
+                base = f["target"] or {
+                    "replace_seq_tracer": "seq",
+                    "replace_monitor": "monitor",
+                    "replace_profiler": "profiler",
+                }.get(f["action"], "tracer")
                 serial[base] = serial.get(base, 0) + 1
                 repl = f"{base}~{serial[base]}"
                 new.append(repl)
@@ -913,11 +1132,21 @@ def _resolve_plan(events, tracers: dict, group_pids: dict, sc: dict) -> list:
                         steps += [("trace", (pid, tf)) for pid in group_pids[g["name"]]]
                 for t in sc["trace"]:
                     if cur.get(t["tracer"]) == victim:
-                        steps.append(("trace", (A(t["pids"]), _atoms(t["flags"]) + [(A("tracer"), new)])))
+                        steps.append(
+                            ("trace", (A(t["pids"]), _atoms(t["flags"]) + [(A("tracer"), new)]))
+                        )
                 for p in sc["patterns"]:
                     if "meta" in p["flags"] and cur.get(p["meta_tracer"]) == victim:
-                        steps.append(("pattern", (tuple(_atom_or(x) for x in p["mfa"]), p["match_spec"],
-                                                  [(A("meta"), new)])))
+                        steps.append(
+                            (
+                                "pattern",
+                                (
+                                    tuple(_atom_or(x) for x in p["mfa"]),
+                                    p["match_spec"],
+                                    [(A("meta"), new)],
+                                ),
+                            )
+                        )
                 if seq and cur.get(seq) == victim:
                     steps.append(("seq", (new,)))
                 if mon and cur.get(mon) == victim:

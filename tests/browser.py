@@ -5,6 +5,7 @@ so the tests need no client package and open no port.
 ``Browser().open(path)`` loads a file and returns a ``Page`` that can
 evaluate JavaScript, take a screenshot and report console errors and
 uncaught exceptions.  Every wait is bounded."""
+
 from __future__ import annotations
 
 import base64
@@ -18,9 +19,19 @@ import tempfile
 import time
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or "/usr/bin/chromium"
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--disable-extensions", "--mute-audio", "--hide-scrollbars"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-extensions",
+    "--mute-audio",
+    "--hide-scrollbars",
+]
 
 
 def available() -> bool:
@@ -46,10 +57,19 @@ class Browser:
             os.dup2(b, 4)
 
         self.proc = subprocess.Popen(
-            [CHROMIUM, *FLAGS, f"--user-data-dir={self._profile}", "--remote-debugging-pipe",
-             "about:blank"],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            pass_fds=(3, 4), preexec_fn=fds)
+            [
+                CHROMIUM,
+                *FLAGS,
+                f"--user-data-dir={self._profile}",
+                "--remote-debugging-pipe",
+                "about:blank",
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            pass_fds=(3, 4),
+            preexec_fn=fds,
+        )
         os.close(to_child_r)
         os.close(from_child_w)
         self._buf = b""
@@ -102,13 +122,16 @@ class Browser:
     def open(self, path: str, width: int = 1200, height: int = 900) -> "Page":
         target = self.send("Target.createTarget", {"url": "about:blank"})["targetId"]
         session = self.send("Target.attachToTarget", {"targetId": target, "flatten": True})[
-            "sessionId"]
+            "sessionId"
+        ]
         page = Page(self, session, target)
         for domain in ("Page", "Runtime", "Log"):
             self.send(f"{domain}.enable", session=session)
-        self.send("Emulation.setDeviceMetricsOverride",
-                  {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False},
-                  session=session)
+        self.send(
+            "Emulation.setDeviceMetricsOverride",
+            {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False},
+            session=session,
+        )
         self.send("Page.navigate", {"url": "file://" + os.path.abspath(path)}, session=session)
         self.wait_event("Page.loadEventFired", session)
         return page
@@ -145,17 +168,21 @@ class Page:
         self.browser, self.session, self.target = browser, session, target
 
     def evaluate(self, expression: str):
-        r = self.browser.send("Runtime.evaluate", {"expression": expression,
-                                                   "returnByValue": True,
-                                                   "awaitPromise": True}, session=self.session)
+        r = self.browser.send(
+            "Runtime.evaluate",
+            {"expression": expression, "returnByValue": True, "awaitPromise": True},
+            session=self.session,
+        )
         if "exceptionDetails" in r:
             raise BrowserError(f"evaluate: {r['exceptionDetails']}")
         return r["result"].get("value")
 
     def screenshot(self, path: str) -> None:
-        r = self.browser.send("Page.captureScreenshot", {"format": "png",
-                                                         "captureBeyondViewport": True},
-                              session=self.session)
+        r = self.browser.send(
+            "Page.captureScreenshot",
+            {"format": "png", "captureBeyondViewport": True},
+            session=self.session,
+        )
         with open(path, "wb") as f:
             f.write(base64.b64decode(r["data"]))
 
@@ -167,8 +194,10 @@ class Page:
                 continue
             m, p = e.get("method"), e.get("params", {})
             if m == "Runtime.consoleAPICalled" and p.get("type") in ("error", "assert"):
-                out.append("console: " + " ".join(str(a.get("value", a.get("description")))
-                                                  for a in p.get("args", [])))
+                out.append(
+                    "console: "
+                    + " ".join(str(a.get("value", a.get("description"))) for a in p.get("args", []))
+                )
             elif m == "Runtime.exceptionThrown":
                 out.append("exception: " + json.dumps(p.get("exceptionDetails", {}))[:500])
             elif m == "Log.entryAdded" and p.get("entry", {}).get("level") == "error":

@@ -5,6 +5,7 @@ schedulers); ``smp_vm`` is for smp-only behaviour.  After every test no
 scheduler or dispatcher process of this test run may be left (checked with
 psutil over the children of the test process).
 """
+
 from __future__ import annotations
 
 import signal
@@ -16,8 +17,12 @@ import smp
 
 
 def pytest_addoption(parser):
-    parser.addoption("--run-stress", action="store_true", default=False,
-                     help="run the slow stress and soak tests")
+    parser.addoption(
+        "--run-stress",
+        action="store_true",
+        default=False,
+        help="run the slow stress and soak tests",
+    )
 
 
 def pytest_collection_modifyitems(config, items):

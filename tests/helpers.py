@@ -1,4 +1,5 @@
 """Checks the behaviour tests share."""
+
 from __future__ import annotations
 
 import socket

@@ -1,6 +1,7 @@
 """Malformed frames thrown at a live dispatcher while a workload runs are
 rejected, counted and logged; the dispatcher keeps running and loses no
 accepted message."""
+
 from __future__ import annotations
 
 import pickle
@@ -30,28 +31,34 @@ async def sink(proc):
 class Evil:
     def __reduce__(self):
         import os
+
         return (os.system, ("true",))
 
 
 frames = st.one_of(
     st.binary(max_size=64),
     st.binary(min_size=1, max_size=64).map(
-        lambda b: pickle.dumps(("b", WIRE_VERSION, 1, [("r",)]))[: len(b)]),       # truncated
-    st.sampled_from([
-        pickle.dumps(("b", WIRE_VERSION, 1, [("r", 1, None, None, 0, 1, b"x")])),  # short run
-        pickle.dumps(("b", WIRE_VERSION, 99, [])),                          # unknown scheduler
-        pickle.dumps(("b", 1, 1, [])),                                      # wrong version
-        pickle.dumps(("b", WIRE_VERSION, 1, [("r", 42, None, None, 0, 1, b"x", 0)])),  # type
-        pickle.dumps(("b", WIRE_VERSION, 1, [("r", 1, None, None, 9, 1, b"x", 0)])),   # ts kind
-        pickle.dumps(("b", WIRE_VERSION, 1, [("r", 1, None, None, 0, 10**9, b"x", 0)])),  # huge n
-        pickle.dumps(("z", 1, [])),                                       # unknown frame kind
-        pickle.dumps(("b", WIRE_VERSION, 1, [("e", "spawn")])),             # short event
-        b"\x80\x05" + b"\x00" * (1 << 20),                                  # 1 MiB of junk
-        pickle.dumps(("fin", "x")),                                       # bad fin
-        pickle.dumps(Evil()),                                             # code in a frame
-        pickle.dumps([1, 2, 3]),
-        b"\x80\x05" + b"\xff" * 10,
-    ]),
+        lambda b: pickle.dumps(("b", WIRE_VERSION, 1, [("r",)]))[: len(b)]
+    ),  # truncated
+    st.sampled_from(
+        [
+            pickle.dumps(("b", WIRE_VERSION, 1, [("r", 1, None, None, 0, 1, b"x")])),  # short run
+            pickle.dumps(("b", WIRE_VERSION, 99, [])),  # unknown scheduler
+            pickle.dumps(("b", 1, 1, [])),  # wrong version
+            pickle.dumps(("b", WIRE_VERSION, 1, [("r", 42, None, None, 0, 1, b"x", 0)])),  # type
+            pickle.dumps(("b", WIRE_VERSION, 1, [("r", 1, None, None, 9, 1, b"x", 0)])),  # ts kind
+            pickle.dumps(
+                ("b", WIRE_VERSION, 1, [("r", 1, None, None, 0, 10**9, b"x", 0)])
+            ),  # huge n
+            pickle.dumps(("z", 1, [])),  # unknown frame kind
+            pickle.dumps(("b", WIRE_VERSION, 1, [("e", "spawn")])),  # short event
+            b"\x80\x05" + b"\x00" * (1 << 20),  # 1 MiB of junk
+            pickle.dumps(("fin", "x")),  # bad fin
+            pickle.dumps(Evil()),  # code in a frame
+            pickle.dumps([1, 2, 3]),
+            b"\x80\x05" + b"\xff" * 10,
+        ]
+    ),
 )
 
 
@@ -96,10 +103,25 @@ def test_garbage_is_counted_and_nothing_accepted_is_lost(shared_vm, batch):
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
-@given(batch=st.lists(st.one_of(st.binary(max_size=64), st.sampled_from([
-    b"P" + pickle.dumps(("d", [(None, b"junk", 1, 0, 0, 0)])),     # delivery of garbage
-    b"P" + pickle.dumps(("p", 1, [("nosuch",)])),                  # unknown signal
-    b"Zjunk", b"P\x80\x05junk", b"D\x00"])), min_size=1, max_size=4))
+@given(
+    batch=st.lists(
+        st.one_of(
+            st.binary(max_size=64),
+            st.sampled_from(
+                [
+                    b"P"
+                    + pickle.dumps(("d", [(None, b"junk", 1, 0, 0, 0)])),  # delivery of garbage
+                    b"P" + pickle.dumps(("p", 1, [("nosuch",)])),  # unknown signal
+                    b"Zjunk",
+                    b"P\x80\x05junk",
+                    b"D\x00",
+                ]
+            ),
+        ),
+        min_size=1,
+        max_size=4,
+    )
+)
 def test_garbage_on_a_scheduler_inbox_is_counted(shared_vm, batch):
     """The schedulers' inboxes reject malformed frames, count them, keep running."""
     vm, push, tracer = shared_vm

@@ -1,6 +1,7 @@
 """The trace BIFs through the public API: return values as erl_bif_trace.c and
 erl_bif_info.c give them (OTP 17), and ``smp.BadArg`` with a message naming
 the bad part.  Both modes."""
+
 from __future__ import annotations
 
 import pytest
@@ -31,7 +32,7 @@ def test_trace_counts(vm):
     t = vm.spawn_collector()
     ps = [vm.spawn(waiter) for _ in range(3)]
     assert vm.trace(ps[0], True, ["send"], tracer=t) == 1
-    assert vm.trace("all", True, ["send"], tracer=t) == 3      # the tracer is skipped
+    assert vm.trace("all", True, ["send"], tracer=t) == 3  # the tracer is skipped
     assert vm.trace("existing", True, ["receive"], tracer=t) == 3
     assert vm.trace("new", True, ["send"], tracer=t) == 0
     # with {tracer, T} the tracer itself is skipped for false too (trace_3)
@@ -80,15 +81,51 @@ def test_trace_already_traced_by_another(vm):
 def test_trace_info_flag_order(vm):
     t = vm.spawn_collector()
     p = vm.spawn(waiter)
-    vm.trace(p, True, ["timestamp", "send", "garbage_collection", "procs", "call",
-                       "receive", "running", "set_on_spawn", "return_to", "arity",
-                       "silent", "scheduler_id", "exiting", "set_on_link",
-                       "set_on_first_spawn", "set_on_first_link"], tracer=t)
+    vm.trace(
+        p,
+        True,
+        [
+            "timestamp",
+            "send",
+            "garbage_collection",
+            "procs",
+            "call",
+            "receive",
+            "running",
+            "set_on_spawn",
+            "return_to",
+            "arity",
+            "silent",
+            "scheduler_id",
+            "exiting",
+            "set_on_link",
+            "set_on_first_spawn",
+            "set_on_first_link",
+        ],
+        tracer=t,
+    )
     # FLAG(...) order of erl_bif_trace.c built with CONS: last flag first
-    assert vm.trace_info(p, "flags") == (A.flags, [
-        A.scheduler_id, A.silent, A.return_to, A.arity, A.timestamp,
-        A.garbage_collection, A.exiting, A.running, A.set_on_first_link, A.set_on_link,
-        A.set_on_first_spawn, A.procs, A.call, A.set_on_spawn, A["receive"], A.send])
+    assert vm.trace_info(p, "flags") == (
+        A.flags,
+        [
+            A.scheduler_id,
+            A.silent,
+            A.return_to,
+            A.arity,
+            A.timestamp,
+            A.garbage_collection,
+            A.exiting,
+            A.running,
+            A.set_on_first_link,
+            A.set_on_link,
+            A.set_on_first_spawn,
+            A.procs,
+            A.call,
+            A.set_on_spawn,
+            A["receive"],
+            A.send,
+        ],
+    )
     assert vm.trace_info(p, "tracer") == (A.tracer, t)
     vm.trace(p, False, ["all"], tracer=t)
     assert vm.trace_info(p, "flags") == (A.flags, [])
@@ -99,11 +136,30 @@ def test_trace_info_all_flags(vm):
     t = vm.spawn_collector()
     p = vm.spawn(waiter)
     vm.trace(p, True, ["all"], tracer=t)
-    assert vm.trace_info(p, "flags") == (A.flags, [
-        A.running_procs, A.running_ports, A.ports, A.scheduler_id, A.silent,
-        A.return_to, A.arity, A.timestamp, A.garbage_collection, A.exiting,
-        A.running, A.set_on_first_link, A.set_on_link, A.set_on_first_spawn,
-        A.procs, A.call, A.set_on_spawn, A["receive"], A.send])
+    assert vm.trace_info(p, "flags") == (
+        A.flags,
+        [
+            A.running_procs,
+            A.running_ports,
+            A.ports,
+            A.scheduler_id,
+            A.silent,
+            A.return_to,
+            A.arity,
+            A.timestamp,
+            A.garbage_collection,
+            A.exiting,
+            A.running,
+            A.set_on_first_link,
+            A.set_on_link,
+            A.set_on_first_spawn,
+            A.procs,
+            A.call,
+            A.set_on_spawn,
+            A["receive"],
+            A.send,
+        ],
+    )
 
 
 def test_trace_info_new_and_badarg(vm):
@@ -173,15 +229,41 @@ def test_system_seq_tracer(vm):
 def test_system_monitor_clamping_and_order(vm):
     mon = vm.spawn_collector()
     assert vm.system_monitor() == A.undefined
-    assert vm.system_monitor(mon, [("long_gc", 0), ("large_heap", 100), "busy_port",
-                                   ("long_schedule", 0), "busy_dist_port"]) == A.undefined
+    assert (
+        vm.system_monitor(
+            mon,
+            [
+                ("long_gc", 0),
+                ("large_heap", 100),
+                "busy_port",
+                ("long_schedule", 0),
+                "busy_dist_port",
+            ],
+        )
+        == A.undefined
+    )
     # erl_bif_info.c builds the list with CONS
-    assert vm.system_monitor() == (mon, [A.busy_dist_port, A.busy_port,
-                                         (A.large_heap, 16384), (A.long_schedule, 1),
-                                         (A.long_gc, 1)])
+    assert vm.system_monitor() == (
+        mon,
+        [
+            A.busy_dist_port,
+            A.busy_port,
+            (A.large_heap, 16384),
+            (A.long_schedule, 1),
+            (A.long_gc, 1),
+        ],
+    )
     prev = vm.system_monitor(mon, [("large_heap", 20000)])
-    assert prev == (mon, [A.busy_dist_port, A.busy_port, (A.large_heap, 16384),
-                          (A.long_schedule, 1), (A.long_gc, 1)])
+    assert prev == (
+        mon,
+        [
+            A.busy_dist_port,
+            A.busy_port,
+            (A.large_heap, 16384),
+            (A.long_schedule, 1),
+            (A.long_gc, 1),
+        ],
+    )
     assert vm.system_monitor() == (mon, [(A.large_heap, 20000)])
     assert vm.system_monitor((mon, [(A.long_gc, 7)])) == (mon, [(A.large_heap, 20000)])
     assert vm.system_monitor() == (mon, [(A.long_gc, 7)])
@@ -212,7 +294,9 @@ def test_system_profile(vm):
     assert vm.system_profile() == (prof, [A.runnable_procs, A.runnable_ports])
     port = vm.open_trace_port("memory")
     assert vm.system_profile(port, ["scheduler", "exclusive"]) == (
-        prof, [A.runnable_procs, A.runnable_ports])
+        prof,
+        [A.runnable_procs, A.runnable_ports],
+    )
     assert vm.system_profile() == (port, [A.exclusive, A.scheduler])
     with pytest.raises(BadArg, match="unknown system_profile option"):
         vm.system_profile(prof, ["bogus"])
@@ -232,7 +316,7 @@ def test_register_whereis(vm):
     with pytest.raises(BadArg, match="cannot register svc"):
         vm.register("svc", q)
     with pytest.raises(BadArg, match="cannot register other"):
-        vm.register("other", p)     # p already has a name
+        vm.register("other", p)  # p already has a name
     vm.exit(p, "kill")
     vm.run()
     assert vm.whereis("svc") == A.undefined
@@ -243,7 +327,7 @@ def test_register_whereis(vm):
 def test_exit2_from_api(vm):
     p = vm.spawn(waiter)
     q = vm.spawn(waiter)
-    assert vm.exit(p, "normal") == A.true       # ignored: not trapping
+    assert vm.exit(p, "normal") == A.true  # ignored: not trapping
     assert vm.exit(q, "shutdown") == A.true
     vm.run()
     assert vm.is_alive(p) and not vm.is_alive(q)

@@ -1,5 +1,6 @@
 """``smp-emu`` driven as a user drives it: CliRunner in-process, and a real
 subprocess for exit codes and Ctrl-C."""
+
 from __future__ import annotations
 
 import json
@@ -113,16 +114,23 @@ def test_bad_scenario_names_key_and_line(tmp_path):
 
 
 def test_unknown_flag_is_a_usage_error():
-    r = subprocess.run([sys.executable, "-m", "smp.cli", "run", "--no-such-flag"],
-                       capture_output=True, text=True, env=_env(), timeout=60)
+    r = subprocess.run(
+        [sys.executable, "-m", "smp.cli", "run", "--no-such-flag"],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=60,
+    )
     assert r.returncode == 2
     assert "No such option" in r.stderr
 
 
 def test_compare_shows_both_modes(tmp_path):
     p = tmp_path / "cmp.toml"
-    p.write_text('name = "cmp"\nseed = 2\n[duration]\noperations = 3\n[[tracers]]\nname = "t"\n'
-                 '[[groups]]\nname = "pp"\nworkload = "ping_pong"\ntrace = ["send"]\ntracer = "t"\n')
+    p.write_text(
+        'name = "cmp"\nseed = 2\n[duration]\noperations = 3\n[[tracers]]\nname = "t"\n'
+        '[[groups]]\nname = "pp"\nworkload = "ping_pong"\ntrace = ["send"]\ntracer = "t"\n'
+    )
     r = CliRunner().invoke(cli, ["compare", str(p)])
     assert r.exit_code == 0, r.output
     assert "nonsmp" in r.output and "smp" in r.output
@@ -132,7 +140,7 @@ def test_compare_shows_both_modes(tmp_path):
     c = json.loads(r.output)
     assert c["modes"] == ["nonsmp", "smp"]
     made = next(x for x in c["rows"] if x["what"] == "made")
-    assert made["nonsmp"] == made["smp"] == 7       # ping: 3 pings + stop; pong: 3 pongs
+    assert made["nonsmp"] == made["smp"] == 7  # ping: 3 pings + stop; pong: 3 pongs
 
 
 def test_report_is_self_contained(small, tmp_path):
@@ -155,13 +163,18 @@ def test_stress_nonsmp_holds_invariants():
 
 
 def test_ctrl_c_stops_cleanly_and_prints_summary():
-    p = subprocess.Popen([sys.executable, "-m", "smp.cli", "run", "long", "--format", "json"],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
+    p = subprocess.Popen(
+        [sys.executable, "-m", "smp.cli", "run", "long", "--format", "json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(),
+    )
     try:
         first: list = []
         t = threading.Thread(target=lambda: first.append(p.stdout.readline()), daemon=True)
         t.start()
-        t.join(60)      # wait (bounded) for the first trace line
+        t.join(60)  # wait (bounded) for the first trace line
         assert first and json.loads(first[0])["kind"] == "trace"
         children = psutil.Process(p.pid).children(recursive=True)
         assert children, "the run should have scheduler processes"
@@ -185,12 +198,31 @@ def test_ctrl_c_during_smp_stress_exits_130_with_summary_and_journal(tmp_path):
     instead of becoming a process's crash; exit 130, the summary, and the
     journal kept where it says."""
     import time
+
     journal = tmp_path / "stress.journal"
-    p = subprocess.Popen([sys.executable, "-m", "smp.cli", "stress", "--mode", "smp",
-                          "--duration", "20", "--schedulers", "2", "--faults", "2000",
-                          "--journal", str(journal)],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(),
-                         start_new_session=True)
+    p = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "smp.cli",
+            "stress",
+            "--mode",
+            "smp",
+            "--duration",
+            "20",
+            "--schedulers",
+            "2",
+            "--faults",
+            "2000",
+            "--journal",
+            str(journal),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(),
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 60
         while not (journal.exists() and journal.stat().st_size > 2_000_000):  # well under way

@@ -1,5 +1,6 @@
 """The command line tells the truth: live progress, durations, faults past
 the end, one scheduler rule, exit codes, help texts and the README."""
+
 from __future__ import annotations
 
 import json
@@ -77,8 +78,11 @@ def test_stress_progress_counts_live(monkeypatch):
     assert r.exit_code == 0, r.output
     updates = log[1:]
     assert updates, log
-    made = [int(m.group(1).replace(",", "")) for u in updates
-            if (m := re.search(r"([\d,]+) trace messages made", u))]
+    made = [
+        int(m.group(1).replace(",", ""))
+        for u in updates
+        if (m := re.search(r"([\d,]+) trace messages made", u))
+    ]
     assert made and made[-1] > 0 and made == sorted(made), updates
     assert not any("stress stress" in u for u in log), log
     assert all("of 0.6 s" in u for u in updates)
@@ -98,11 +102,18 @@ def test_duration_is_honoured_or_the_output_says_why():
 
 def test_an_overrun_is_explained_from_the_samples():
     from smp.workloads import _duration_report, duration_note
+
     sc = {"duration": {"seconds": 1.0, "operations": None}}
-    summary = {"elapsed_s": 1.6, "interrupted": False,
-               "timeseries": {"interval_s": 0.1, "t_s": [0.0, 0.5, 1.0, 1.3, 1.6],
-                              "made": [0, 50, 100, 140, 140],
-                              "queued_max": [0, 0, 0, 30, 0]}}
+    summary = {
+        "elapsed_s": 1.6,
+        "interrupted": False,
+        "timeseries": {
+            "interval_s": 0.1,
+            "t_s": [0.0, 0.5, 1.0, 1.3, 1.6],
+            "made": [0, 50, 100, 140, 140],
+            "queued_max": [0, 0, 0, 30, 0],
+        },
+    }
     d = _duration_report(sc, summary, {"s": 0.4, "at": 1.1})
     assert d["within_10pct"] is False and d["over_pct"] == 60.0
     text = "; ".join(d["why"])
@@ -114,22 +125,30 @@ def test_an_overrun_is_explained_from_the_samples():
 
 # ---------------------------------------------------------------- 10: faults past the end
 def test_a_fault_past_a_timed_end_is_refused_with_file_line_and_key(tmp_path):
-    p = _scenario(tmp_path, duration="seconds = 3.0",
-                  tail='[[faults]]\naction = "kill_tracer"\ntarget = "t"\nat = 99\n')
+    p = _scenario(
+        tmp_path,
+        duration="seconds = 3.0",
+        tail='[[faults]]\naction = "kill_tracer"\ntarget = "t"\nat = 99\n',
+    )
     r = _invoke(["run", str(p)])
     assert r.exit_code == 2
     assert f"{p}:16: faults[0].at: 99 s is past the end of the run" in r.output
-    p = _scenario(tmp_path, duration="seconds = 1.0",
-                  tail='[[faults]]\naction = "kill_tracer"\ntarget = "t"\nat = 0.2\n'
-                       'every = 0.5\ntimes = 3\n')
+    p = _scenario(
+        tmp_path,
+        duration="seconds = 1.0",
+        tail='[[faults]]\naction = "kill_tracer"\ntarget = "t"\nat = 0.2\nevery = 0.5\ntimes = 3\n',
+    )
     r = _invoke(["run", str(p)])
     assert r.exit_code == 2 and "faults[0].times: 3 times every 0.5 s" in r.output
 
 
 def test_a_fault_past_the_timeout_is_refused():
     with pytest.raises(ScenarioError, match=r"x.toml:16: faults\[0\].at: .*timeout = 120 s"):
-        parse_scenario(PP.format(mode="nonsmp", extra="", duration="operations = 5")
-                       + '[[faults]]\naction = "kill_tracer"\ntarget = "t"\nat = 200\n', "x.toml")
+        parse_scenario(
+            PP.format(mode="nonsmp", extra="", duration="operations = 5")
+            + '[[faults]]\naction = "kill_tracer"\ntarget = "t"\nat = 200\n',
+            "x.toml",
+        )
 
 
 def test_a_fault_after_the_work_is_over_does_not_hold_the_run_and_is_named(tmp_path):
@@ -140,8 +159,11 @@ def test_a_fault_after_the_work_is_over_does_not_hold_the_run_and_is_named(tmp_p
     assert s["elapsed_s"] < 10
     (nf,) = s["faults_not_fired"]
     assert nf["where"] == f"{p}:16: faults[0].at" and nf["action"] == "kill_tracer"
-    assert re.search(rf"{re.escape(str(p))}:16: faults\[0\].at: kill_tracer at 20 s did not "
-                     r"fire: the workload was over at [\d.]+ s", r.stderr)
+    assert re.search(
+        rf"{re.escape(str(p))}:16: faults\[0\].at: kill_tracer at 20 s did not "
+        r"fire: the workload was over at [\d.]+ s",
+        r.stderr,
+    )
 
 
 # ---------------------------------------------------------------- 11: one scheduler rule
@@ -170,10 +192,19 @@ def test_exit_codes_are_the_same_in_every_command(tmp_path):
     garbage.write_bytes(b"\x00\x01 not anything")
     wrong = tmp_path / "wrong.json"
     wrong.write_text('{"hello": 1}')
-    for args in (["read", missing], ["replay", missing], ["report", missing],
-                 ["run", missing], ["compare", missing], ["stress", missing],
-                 ["read", str(garbage)], ["replay", str(garbage)], ["report", str(garbage)],
-                 ["report", str(wrong)], ["run", str(garbage)]):
+    for args in (
+        ["read", missing],
+        ["replay", missing],
+        ["report", missing],
+        ["run", missing],
+        ["compare", missing],
+        ["stress", missing],
+        ["read", str(garbage)],
+        ["replay", str(garbage)],
+        ["report", str(garbage)],
+        ["report", str(wrong)],
+        ["run", str(garbage)],
+    ):
         r = _invoke(args)
         assert r.exit_code == 2, (args, r.exit_code, r.output)
         assert "Traceback" not in r.output
@@ -183,8 +214,17 @@ def test_exit_codes_are_the_same_in_every_command(tmp_path):
 
 
 # ---------------------------------------------------------------- 13: help texts
-COMMANDS = ["run", "compare", "stress", "replay", "read", "report", "dispatcher", "scheduler",
-            "keygen"]
+COMMANDS = [
+    "run",
+    "compare",
+    "stress",
+    "replay",
+    "read",
+    "report",
+    "dispatcher",
+    "scheduler",
+    "keygen",
+]
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=lambda c: f"{c}-help")
@@ -213,8 +253,9 @@ def test_readme_api_example_prints_erlang(tmp_path):
     script = tmp_path / "example.py"
     script.write_text(code)
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env,
-                       timeout=120)
+    r = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=120
+    )
     assert r.returncode == 0, r.stderr
     out = r.stdout.strip()
     assert out.startswith("[{trace_ts,<0.") and ",send,{ping,0}," in out, out
@@ -223,7 +264,7 @@ def test_readme_api_example_prints_erlang(tmp_path):
 
 def test_readme_documents_the_command_line(tmp_path):
     text = _readme()
-    section = text[text.index("## The command line"):text.index("## Schedulers on other hosts")]
+    section = text[text.index("## The command line") : text.index("## Schedulers on other hosts")]
     for option in ("--wrap-count", "--sample-interval", "--operations", "--first"):
         assert option in section, option
     assert '(path, "wrap", suffix, size, count)' in section

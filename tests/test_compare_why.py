@@ -1,4 +1,5 @@
 """`smp-emu compare` says why the seed makes each differing row differ."""
+
 from __future__ import annotations
 
 import json
@@ -82,24 +83,40 @@ def test_a_time_bounded_scenario_is_converted_and_both_modes_do_the_same_work(tm
 
 def test_why_names_only_causes_whose_counters_are_not_zero():
     from smp.compare import explain_row
-    a = {"made": 120, "delivered": 100, "made_by_type": {"TRACE": 120},
-         "delivered_by_type": {"TRACE": 100}, "dropped_by_reason": {"no_error_logger": {"TRACE": 20}},
-         "suppressed_by_reason": {}, "fake_schedule_pairs": 0}
-    b = {"made": 100, "delivered": 100, "made_by_type": {"TRACE": 100},
-         "delivered_by_type": {"TRACE": 100}, "dropped_by_reason": {}, "suppressed_by_reason": {},
-         "fake_schedule_pairs": 0}
+
+    a = {
+        "made": 120,
+        "delivered": 100,
+        "made_by_type": {"TRACE": 120},
+        "delivered_by_type": {"TRACE": 100},
+        "dropped_by_reason": {"no_error_logger": {"TRACE": 20}},
+        "suppressed_by_reason": {},
+        "fake_schedule_pairs": 0,
+    }
+    b = {
+        "made": 100,
+        "delivered": 100,
+        "made_by_type": {"TRACE": 100},
+        "delivered_by_type": {"TRACE": 100},
+        "dropped_by_reason": {},
+        "suppressed_by_reason": {},
+        "fake_schedule_pairs": 0,
+    }
     text = explain_row("made", a, b, "nonsmp", "smp", "REST")
     assert text.startswith("nonsmp made 20 more") and "no_error_logger" in text
     for absent in ("suppress", "receiver_dead", "fake", "REST"):
         assert absent not in text, absent
     b["delivered"] = b["delivered_by_type"]["TRACE"] = 90
     text = explain_row("delivered", a, b, "nonsmp", "smp", "REST")
-    assert text == ("nonsmp delivered 10 more: 10 more delivered by nonsmp than smp without a "
-                    "counter that explains them: REST")
+    assert text == (
+        "nonsmp delivered 10 more: 10 more delivered by nonsmp than smp without a "
+        "counter that explains them: REST"
+    )
 
 
 def test_time_bounded_difference_is_not_blamed_on_suppression():
     from smp.compare import explain_row
+
     a = {"made": 63284, "delivered": 63284, "dropped_by_reason": {}, "suppressed_by_reason": {}}
     b = {"made": 9718, "delivered": 9718, "dropped_by_reason": {}, "suppressed_by_reason": {}}
     text = explain_row("made", a, b, "nonsmp", "smp", "the workload is time-bounded")
@@ -134,12 +151,20 @@ def test_compare_lists_each_message_only_one_mode_made_with_the_seed_reason(tmp_
 def test_a_message_smp_made_and_dropped_gets_erts_check_my_tracer_proc():
     from smp.compare import _classify
     from smp.terms import A, Pid
-    item = {"term": (A.trace, Pid(0, 80, 0), A.send, 1, Pid(0, 81, 0)), "mode": "smp",
-            "fate": "dropped receiver_dead"}
+
+    item = {
+        "term": (A.trace, Pid(0, 80, 0), A.send, 1, Pid(0, 81, 0)),
+        "mode": "smp",
+        "fate": "dropped receiver_dead",
+    }
     ctx = {"nonsmp": "nonsmp", "smp": "smp", "fake": 0, "deterministic": True, "rest": ""}
     assert _classify(item, ctx).startswith("erts_check_my_tracer_proc")
-    item = {"term": (A.seq_trace, 7, (A.send, 1, 2, 3)), "mode": "nonsmp",
-            "fate": "delivered", "moved_to": "seqt~1"}
+    item = {
+        "term": (A.seq_trace, 7, (A.send, 1, 2, 3)),
+        "mode": "nonsmp",
+        "fate": "delivered",
+        "moved_to": "seqt~1",
+    }
     assert _classify(item, ctx).startswith("queue-time receiver resolution")
 
 
@@ -148,28 +173,34 @@ def test_compare_explains_every_differing_row():
     assert r.exit_code == 0, r.output
     c = json.loads(r.stdout)
     differing = [row for row in c["rows"] if row["differs"]]
-    assert differing                      # latency alone differs: only smp has a queue
-    assert all(row["why"] for row in differing), [row["what"] for row in differing
-                                                 if not row["why"]]
+    assert differing  # latency alone differs: only smp has a queue
+    assert all(row["why"] for row in differing), [
+        row["what"] for row in differing if not row["why"]
+    ]
     assert "per-tracee order holds" in c["order_note"]
     r = CliRunner().invoke(cli, ["compare", "churn"])
     assert "why they differ" in r.stdout and "ordering:" in r.stdout
     # a "why" names a suppression only where something was suppressed
     for row in differing:
         if "suppressed" in (row["why"] or "") and not row["what"].startswith("suppressed"):
-            assert c["runs"]["nonsmp"]["stats"]["suppressed"] or c["runs"]["smp"]["stats"][
-                "suppressed"]
+            assert (
+                c["runs"]["nonsmp"]["stats"]["suppressed"]
+                or c["runs"]["smp"]["stats"]["suppressed"]
+            )
 
 
 def test_read_prints_what_dbg_does_not_format_as_terms(tmp_path):
     from smp.etf import encode
     from smp.terms import A
     from smp.traceport import FileTracePort
+
     path = tmp_path / "p.trc"
     with FileTracePort(str(path)) as port:
         port.write(encode((A.profile, A.scheduler, 1, A.active, 1, (1, 2, 3))))
         port.write(encode((A.drop, 4)))
     r = CliRunner().invoke(cli, ["read", str(path)])
     assert r.exit_code == 0
-    assert r.stdout.splitlines() == ["{profile,scheduler,1,active,1,{1,2,3}}",
-                                     "*** Dropped 4 messages."]
+    assert r.stdout.splitlines() == [
+        "{profile,scheduler,1,active,1,{1,2,3}}",
+        "*** Dropped 4 messages.",
+    ]

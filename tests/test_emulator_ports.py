@@ -1,5 +1,6 @@
 """Ports as tracers, in both modes: trace files a real node reads, ip ports,
 memory ports; in smp mode the dispatcher process writes to them."""
+
 from __future__ import annotations
 
 import shutil
@@ -98,14 +99,23 @@ def test_emulator_trace_file_read_by_real_dbg_trace_client(vm, tmp_path):
     from test_interop import COLLECT, WAIT, estr, run_erl
 
     from smp.etf import decode
+
     path, out = tmp_path / "emu.trc", tmp_path / "out.bin"
     port = vm.open_trace_port("file", str(path))
     tracer_mem = vm.open_trace_port("memory")
     p, s = _traced_run(vm, port)
     vm.close_trace_port(port)
     meant = list(read_trace(str(path)))
-    code = ("OUT = " + estr(out) + "," + COLLECT
-            + "dbg:trace_client(file, " + estr(path) + ", {H, []})," + WAIT)
+    code = (
+        "OUT = "
+        + estr(out)
+        + ","
+        + COLLECT
+        + "dbg:trace_client(file, "
+        + estr(path)
+        + ", {H, []}),"
+        + WAIT
+    )
     run_erl(code)
     node_terms = decode(out.read_bytes())
     assert node_terms == meant

@@ -1,4 +1,5 @@
 """Unit tests of the external term format codec (smp.etf)."""
+
 import math
 import struct
 import zlib
@@ -45,8 +46,8 @@ KNOWN = [
     (255, b"\x83\x61\xff"),
     (256, b"\x83\x62\x00\x00\x01\x00"),
     (-1, b"\x83\x62\xff\xff\xff\xff"),
-    (2 ** 31, b"\x83\x6e\x04\x00\x00\x00\x00\x80"),
-    (-(2 ** 70), b"\x83\x6e\x09\x01" + b"\x00" * 8 + b"\x40"),
+    (2**31, b"\x83\x6e\x04\x00\x00\x00\x00\x80"),
+    (-(2**70), b"\x83\x6e\x09\x01" + b"\x00" * 8 + b"\x40"),
     (1.5, b"\x83\x46\x3f\xf8\x00\x00\x00\x00\x00\x00"),
     ((), b"\x83\x68\x00"),
     ([], b"\x83\x6a"),
@@ -56,25 +57,89 @@ KNOWN = [
     (b"hi", b"\x83\x6d\x00\x00\x00\x02hi"),
     (Pid(80), b"\x83\x58" + NODE + b"\x00\x00\x00\x50" + b"\x00" * 8),
     (Port(5), b"\x83\x59" + NODE + b"\x00\x00\x00\x05\x00\x00\x00\x00"),
-    (Ref((3, 2, 1)), b"\x83\x5a\x00\x03" + NODE + b"\x00\x00\x00\x00"
-     + b"\x00\x00\x00\x03\x00\x00\x00\x02\x00\x00\x00\x01"),
-    ((Atom("ok"), Pid(9)), b"\x83\x68\x02\x77\x02ok\x58" + NODE
-     + b"\x00\x00\x00\x09" + b"\x00" * 8),
+    (
+        Ref((3, 2, 1)),
+        b"\x83\x5a\x00\x03"
+        + NODE
+        + b"\x00\x00\x00\x00"
+        + b"\x00\x00\x00\x03\x00\x00\x00\x02\x00\x00\x00\x01",
+    ),
+    (
+        (Atom("ok"), Pid(9)),
+        b"\x83\x68\x02\x77\x02ok\x58" + NODE + b"\x00\x00\x00\x09" + b"\x00" * 8,
+    ),
     (Map([(Atom("a"), 1)]), b"\x83t\x00\x00\x00\x01w\x01aa\x01"),
     (BitString(b"\x01\x02\x18", 21), b"\x83M\x00\x00\x00\x03\x05\x01\x02\x18"),
     (ExportFun(Atom("lists"), Atom("map"), 2), b"\x83qw\x05listsw\x03mapa\x02"),
     # fun(X) -> X + 1 end, made by <0.9.0> in module t2
-    (Fun(Atom("t2"), 1, bytes([68, 102, 170, 45, 157, 226, 187, 202, 97, 198, 43, 7, 170, 18, 50, 87]),
-         0, 0, 0x02233551, Pid(9)),
-     bytes([131, 112, 0, 0, 0, 68, 1, 68, 102, 170, 45, 157, 226, 187, 202, 97, 198, 43, 7, 170,
-            18, 50, 87, 0, 0, 0, 0, 0, 0, 0, 0, 119, 2, 116, 50, 97, 0, 98, 2, 35, 53, 81, 88,
-            119, 13]) + b"nonode@nohost" + bytes([0, 0, 0, 9] + [0] * 8)),
+    (
+        Fun(
+            Atom("t2"),
+            1,
+            bytes([68, 102, 170, 45, 157, 226, 187, 202, 97, 198, 43, 7, 170, 18, 50, 87]),
+            0,
+            0,
+            0x02233551,
+            Pid(9),
+        ),
+        bytes(
+            [
+                131,
+                112,
+                0,
+                0,
+                0,
+                68,
+                1,
+                68,
+                102,
+                170,
+                45,
+                157,
+                226,
+                187,
+                202,
+                97,
+                198,
+                43,
+                7,
+                170,
+                18,
+                50,
+                87,
+                0,
+                0,
+                0,
+                0,
+                0,
+                0,
+                0,
+                0,
+                119,
+                2,
+                116,
+                50,
+                97,
+                0,
+                98,
+                2,
+                35,
+                53,
+                81,
+                88,
+                119,
+                13,
+            ]
+        )
+        + b"nonode@nohost"
+        + bytes([0, 0, 0, 9] + [0] * 8),
+    ),
 ]
 
 # term_to_binary(T) (minor version 1) and term_to_binary(T, [{minor_version, 0}])
 OLDER = [
     (Atom("caf\u00e9"), 1, b"\x83d\x00\x04caf\xe9"),
-    (Atom("\U0001F600"), 1, b"\x83w\x04\xf0\x9f\x98\x80"),
+    (Atom("\U0001f600"), 1, b"\x83w\x04\xf0\x9f\x98\x80"),
     (Atom("ok"), 0, b"\x83d\x00\x02ok"),
     (1.5, 1, b"\x83F?\xf8" + b"\x00" * 6),
     (1.5, 0, b"\x83c1.50000000000000000000e+00\x00\x00\x00\x00\x00"),
@@ -109,11 +174,14 @@ def test_old_id_encodings_refuse_what_old_nodes_could_not_hold():
 
 
 def test_map_keeps_erlang_key_order_and_exact_keys():
-    m = Map([(Atom("b"), 1), (1.0, 2), (1, 3), ([1], 4), ((1,), 5), (b"x", 6), (-(2 ** 70), 7)])
-    assert list(m) == [-(2 ** 70), 1, 1.0, Atom("b"), (1,), [1], b"x"]
+    m = Map([(Atom("b"), 1), (1.0, 2), (1, 3), ([1], 4), ((1,), 5), (b"x", 6), (-(2**70), 7)])
+    assert list(m) == [-(2**70), 1, 1.0, Atom("b"), (1,), [1], b"x"]
     assert m[1] == 3 and m[1.0] == 2 and m[[1]] == 4 and [2] not in m
     assert Map([(1, 1), (1, 2)]) == Map([(1, 2)])
-    assert repr(m) == '#{-1180591620717411303424 => 7,1 => 3,1.0 => 2,b => 1,{1} => 5,[1] => 4,<<"x">> => 6}'
+    assert (
+        repr(m)
+        == '#{-1180591620717411303424 => 7,1 => 3,1.0 => 2,b => 1,{1} => 5,[1] => 4,<<"x">> => 6}'
+    )
 
 
 def test_bit_strings():
@@ -138,13 +206,13 @@ def test_typical_trace_tuple_round_trip():
 def test_long_string_becomes_list_ext():
     lst = [1] * 65536
     data = encode(lst)
-    assert data[1] == 108            # LIST_EXT, not STRING_EXT
+    assert data[1] == 108  # LIST_EXT, not STRING_EXT
     assert decode(data) == lst
     assert encode([1] * 65535)[1] == 107
 
 
 def test_big_integers_small_and_large():
-    for v in (2 ** 64, -(2 ** 64) + 1, 2 ** 2100, -(2 ** 2100)):
+    for v in (2**64, -(2**64) + 1, 2**2100, -(2**2100)):
         data = encode(v)
         assert data[1] == (110 if abs(v).bit_length() <= 255 * 8 else 111)
         assert decode(data) == v
@@ -158,7 +226,7 @@ def test_large_tuple():
 
 
 def test_long_utf8_atom_uses_atom_utf8_ext():
-    a = Atom("\u00e9" * 200)       # 400 bytes of UTF-8
+    a = Atom("\u00e9" * 200)  # 400 bytes of UTF-8
     data = encode(a)
     assert data[1] == 118
     assert decode(data) is a
@@ -184,24 +252,25 @@ def test_non_finite_floats_refused(value):
 
 def test_out_of_range_pid_refused():
     with pytest.raises(TypeError, match="pid"):
-        encode(Pid(2 ** 32))
+        encode(Pid(2**32))
     with pytest.raises(TypeError, match="reference"):
-        encode(Ref((2 ** 32,)))
+        encode(Ref((2**32,)))
 
 
 def test_old_encodings_decode():
     latin = b"\x83\x64\x00\x03caf\xe9"[:-1] + b"\xe9"
-    assert decode(b"\x83\x64\x00\x02ok") is Atom("ok")                 # ATOM_EXT
-    assert decode(b"\x83\x73\x02ok") is Atom("ok")                     # SMALL_ATOM_EXT
-    assert decode(b"\x83\x64\x00\x04caf\xe9") is Atom("caf\u00e9")      # latin1
+    assert decode(b"\x83\x64\x00\x02ok") is Atom("ok")  # ATOM_EXT
+    assert decode(b"\x83\x73\x02ok") is Atom("ok")  # SMALL_ATOM_EXT
+    assert decode(b"\x83\x64\x00\x04caf\xe9") is Atom("caf\u00e9")  # latin1
     assert latin
     old_node = b"\x64\x00\x0dnonode@nohost"
     assert decode(b"\x83\x67" + old_node + b"\x00\x00\x00\x50\x00\x00\x00\x02\x00") == Pid(80, 2)
     assert decode(b"\x83\x66" + old_node + b"\x00\x00\x00\x07\x00") == Port(7)
     assert decode(b"\x83\x78" + NODE + b"\x00" * 7 + b"\x07" + b"\x00" * 4) == Port(7)
     assert decode(b"\x83\x65" + old_node + b"\x00\x00\x00\x07\x00") == Ref((7,))
-    assert (decode(b"\x83\x72\x00\x02" + old_node + b"\x01\x00\x00\x00\x07\x00\x00\x00\x08")
-            == Ref((7, 8), LOCAL_NODE, 1))
+    assert decode(b"\x83\x72\x00\x02" + old_node + b"\x01\x00\x00\x00\x07\x00\x00\x00\x08") == Ref(
+        (7, 8), LOCAL_NODE, 1
+    )
     flt = b"%.20e" % 1.5
     assert decode(b"\x83\x63" + flt + b"\x00" * (31 - len(flt))) == 1.5
 
@@ -225,25 +294,28 @@ def test_compressed_size_mismatch():
     assert ei.value.offset == 2
 
 
-@pytest.mark.parametrize("data,offset", [
-    (b"", 0),
-    (b"\x82\x61\x01", 0),                 # bad version
-    (b"\x83", 1),                         # missing tag
-    (b"\x83\x61", 2),                     # truncated small int
-    (b"\x83\x68\x02\x61\x01", 5),         # tuple of 2 with only 1 element
-    (b"\x83\x68\x02\x61\x01\x62\x00", 6),  # truncated INTEGER_EXT inside the tuple
-    (b"\x83\x77\x05ab", 3),               # truncated atom text
-    (b"\x83\x6d\x00\x00\x00\x09ab", 6),   # truncated binary data
-    (b"\x83\x01", 1),                     # unknown tag
-    (b"\x83\x74\x00\x00\x00\x02\x61\x01\x61\x02\x61\x01\x61\x03", 1),  # repeated map key
-    (b"\x83\x74\x00\x00\x00\x01\x61\x01", 8),  # map value missing
-    (b"\x83\x4d\x00\x00\x00\x01\x09\xff", 6),  # bit count 9
-    (b"\x83\x4d\x00\x00\x00\x02\x03\xff", 7),  # bit string data truncated
-    (b"\x83\x75\x00\x00\x00\x00", 1),     # FUN_EXT: refused, as OTP 23+ refuses it
-    (b"\x83\x71\x61\x01\x77\x01f\x61\x01", 2),  # EXPORT_EXT module not an atom
-    (b"\x83\x61\x01\x00", 3),             # trailing byte
-    (b"\x83\x58\x61\x01" + b"\x00" * 12, 4),  # pid node not an atom
-])
+@pytest.mark.parametrize(
+    "data,offset",
+    [
+        (b"", 0),
+        (b"\x82\x61\x01", 0),  # bad version
+        (b"\x83", 1),  # missing tag
+        (b"\x83\x61", 2),  # truncated small int
+        (b"\x83\x68\x02\x61\x01", 5),  # tuple of 2 with only 1 element
+        (b"\x83\x68\x02\x61\x01\x62\x00", 6),  # truncated INTEGER_EXT inside the tuple
+        (b"\x83\x77\x05ab", 3),  # truncated atom text
+        (b"\x83\x6d\x00\x00\x00\x09ab", 6),  # truncated binary data
+        (b"\x83\x01", 1),  # unknown tag
+        (b"\x83\x74\x00\x00\x00\x02\x61\x01\x61\x02\x61\x01\x61\x03", 1),  # repeated map key
+        (b"\x83\x74\x00\x00\x00\x01\x61\x01", 8),  # map value missing
+        (b"\x83\x4d\x00\x00\x00\x01\x09\xff", 6),  # bit count 9
+        (b"\x83\x4d\x00\x00\x00\x02\x03\xff", 7),  # bit string data truncated
+        (b"\x83\x75\x00\x00\x00\x00", 1),  # FUN_EXT: refused, as OTP 23+ refuses it
+        (b"\x83\x71\x61\x01\x77\x01f\x61\x01", 2),  # EXPORT_EXT module not an atom
+        (b"\x83\x61\x01\x00", 3),  # trailing byte
+        (b"\x83\x58\x61\x01" + b"\x00" * 12, 4),  # pid node not an atom
+    ],
+)
 def test_decode_errors_name_offset(data, offset):
     with pytest.raises(DecodeError) as ei:
         decode(data)
@@ -266,20 +338,22 @@ def test_decode_prefix_stream():
 # ------------------------------------------------------------ property tests
 
 node_names = st.sampled_from([LOCAL_NODE, Atom("a@b"), Atom("n\u00f6de@host")])
-u32 = st.integers(0, 2 ** 32 - 1)   # as erlnode.u32
+u32 = st.integers(0, 2**32 - 1)  # as erlnode.u32
 atoms = st.text(min_size=0, max_size=20).map(Atom) | st.sampled_from(
-    [Atom("ok"), Atom("true"), Atom("false"), Atom("")])
+    [Atom("ok"), Atom("true"), Atom("false"), Atom("")]
+)
 leaves = st.one_of(
     atoms,
-    st.integers(-(2 ** 80), 2 ** 80) | st.integers(-300, 300),
+    st.integers(-(2**80), 2**80) | st.integers(-300, 300),
     st.floats(allow_nan=False, allow_infinity=False),
     st.binary(max_size=20),
     st.builds(Pid, u32, u32, node_names, u32),
-    st.builds(Port, st.integers(0, 2 ** 64 - 1), node_names, u32),
+    st.builds(Port, st.integers(0, 2**64 - 1), node_names, u32),
     st.builds(Ref, st.lists(u32, min_size=1, max_size=5).map(tuple), node_names, u32),
     st.lists(st.integers(0, 255), max_size=10),
-    st.builds(lambda d, b: BitString(d + b"\0", 8 * len(d) + b), st.binary(max_size=5),
-              st.integers(1, 7)),
+    st.builds(
+        lambda d, b: BitString(d + b"\0", 8 * len(d) + b), st.binary(max_size=5), st.integers(1, 7)
+    ),
     st.builds(ExportFun, atoms, atoms, st.integers(0, 255)),
 )
 
@@ -294,12 +368,22 @@ terms = st.recursive(
     lambda children: st.one_of(
         st.lists(children, max_size=5),
         st.lists(children, max_size=5).map(tuple),
-        st.tuples(st.lists(children, min_size=1, max_size=4),
-                  children.filter(lambda t: type(t) not in (list, ImproperList))).map(_improper),
+        st.tuples(
+            st.lists(children, min_size=1, max_size=4),
+            children.filter(lambda t: type(t) not in (list, ImproperList)),
+        ).map(_improper),
         st.lists(st.tuples(children, children), max_size=4).map(Map),
-        st.builds(Fun, atoms, st.integers(0, 255), st.binary(min_size=16, max_size=16), u32,
-                  st.integers(0, 2 ** 27), st.integers(-(2 ** 27), 2 ** 27),
-                  st.builds(Pid, u32, u32, node_names, u32), st.lists(children, max_size=3)),
+        st.builds(
+            Fun,
+            atoms,
+            st.integers(0, 255),
+            st.binary(min_size=16, max_size=16),
+            u32,
+            st.integers(0, 2**27),
+            st.integers(-(2**27), 2**27),
+            st.builds(Pid, u32, u32, node_names, u32),
+            st.lists(children, max_size=3),
+        ),
     ),
     max_leaves=25,
 )
@@ -329,7 +413,7 @@ def test_round_trip(term):
 
 
 @settings(max_examples=200, deadline=None)
-@given(terms, st.integers(0, 10 ** 6))
+@given(terms, st.integers(0, 10**6))
 def test_truncation_always_raises_decode_error(term, cut):
     data = encode(term)
     cut = cut % len(data)
@@ -341,10 +425,20 @@ def test_truncation_always_raises_decode_error(term, cut):
 # ------------------------------------------------------------ every kind, against a real node
 
 
-VARIANTS = [dict(), dict(minor_version=1), dict(minor_version=0),
-            dict(minor_version=1, compressed=True), dict(compressed=1)]
-NODE_VARIANTS = ("[{minor_version, 2}]", "[]", "[{minor_version, 0}]", "[compressed]",
-                 "[{compressed, 1}, {minor_version, 2}]")
+VARIANTS = [
+    dict(),
+    dict(minor_version=1),
+    dict(minor_version=0),
+    dict(minor_version=1, compressed=True),
+    dict(compressed=1),
+]
+NODE_VARIANTS = (
+    "[{minor_version, 2}]",
+    "[]",
+    "[{minor_version, 0}]",
+    "[compressed]",
+    "[{compressed, 1}, {minor_version, 2}]",
+)
 
 
 @needs_erl
@@ -360,19 +454,29 @@ def test_every_kind_round_trips_through_a_node_byte_for_byte(tmp_path_factory, o
         # the old id tags hold creation 0..3 and the old widths of numbers
         small_cre = st.integers(1, 3)
         strategy = st.recursive(
-            st.one_of(node_atoms, st.builds(Pid, st.integers(0, 2 ** 15 - 1),
-                                            st.integers(0, 2 ** 13 - 1),
-                                            st.sampled_from(REMOTE), small_cre),
-                      st.builds(Port, st.integers(0, 2 ** 28 - 1), st.sampled_from(REMOTE),
-                                small_cre),
-                      st.builds(lambda a, rest, node, cre: Ref((a,) + rest, node, cre),
-                                st.integers(0, 2 ** 18 - 1),
-                                st.lists(u32, max_size=2).map(tuple),
-                                st.sampled_from(REMOTE), small_cre),
-                      st.builds(Pid, st.integers(0, 2 ** 15 - 1), st.integers(0, 2 ** 13 - 1)),
-                      st.builds(lambda a, b, c: Ref((a, b, c)), st.integers(0, 2 ** 18 - 1),
-                                u32, u32)),
-            lambda ch: st.lists(ch, max_size=4).map(tuple), max_leaves=8)
+            st.one_of(
+                node_atoms,
+                st.builds(
+                    Pid,
+                    st.integers(0, 2**15 - 1),
+                    st.integers(0, 2**13 - 1),
+                    st.sampled_from(REMOTE),
+                    small_cre,
+                ),
+                st.builds(Port, st.integers(0, 2**28 - 1), st.sampled_from(REMOTE), small_cre),
+                st.builds(
+                    lambda a, rest, node, cre: Ref((a,) + rest, node, cre),
+                    st.integers(0, 2**18 - 1),
+                    st.lists(u32, max_size=2).map(tuple),
+                    st.sampled_from(REMOTE),
+                    small_cre,
+                ),
+                st.builds(Pid, st.integers(0, 2**15 - 1), st.integers(0, 2**13 - 1)),
+                st.builds(lambda a, b, c: Ref((a, b, c)), st.integers(0, 2**18 - 1), u32, u32),
+            ),
+            lambda ch: st.lists(ch, max_size=4).map(tuple),
+            max_leaves=8,
+        )
 
     batch = collect(strategy, 400)
     tmp = tmp_path_factory.mktemp("etf")
@@ -385,20 +489,28 @@ def test_every_kind_round_trips_through_a_node_byte_for_byte(tmp_path_factory, o
             ours.append([encode(t, **v) for v in VARIANTS])
     inp.write_bytes(frames([b for group in ours for b in group]))
     per = len(ours[0])
-    code = (SPLIT + "{ok, In} = file:read_file(" + estr(inp) + "),"
-            + "Groups = fun G([]) -> []; G(L) -> {H, R} = lists:split(" + str(per)
-            + ", L), [H | G(R)] end,"
-            + "Out = [begin [T | Ts] = [binary_to_term(B) || B <- Bs],"
-              " [term_to_binary([X =:= T || X <- Ts]) | [term_to_binary(T, O) || O <- ["
-            + ", ".join(NODE_VARIANTS) + "]]] end || Bs <- Groups(Split(In))],"
-            + "ok = file:write_file(" + estr(out)
-            + ", [[<<0, (byte_size(X)):32>>, X] || X <- lists:append(Out)]), halt().")
+    code = (
+        SPLIT
+        + "{ok, In} = file:read_file("
+        + estr(inp)
+        + "),"
+        + "Groups = fun G([]) -> []; G(L) -> {H, R} = lists:split("
+        + str(per)
+        + ", L), [H | G(R)] end,"
+        + "Out = [begin [T | Ts] = [binary_to_term(B) || B <- Bs],"
+        " [term_to_binary([X =:= T || X <- Ts]) | [term_to_binary(T, O) || O <- ["
+        + ", ".join(NODE_VARIANTS)
+        + "]]] end || Bs <- Groups(Split(In))],"
+        + "ok = file:write_file("
+        + estr(out)
+        + ", [[<<0, (byte_size(X)):32>>, X] || X <- lists:append(Out)]), halt()."
+    )
     run_node(code)
     k = 1 + len(VARIANTS)
     blobs = unframe(out.read_bytes())
     assert len(blobs) == k * len(batch)
     for i, term in enumerate(batch):
-        same, *theirs = blobs[k * i:k * i + k]
+        same, *theirs = blobs[k * i : k * i + k]
         assert all(x is A.true for x in decode(same)), (term, decode(same))
         for v, b in zip(VARIANTS, theirs, strict=False):
             back = decode(b)

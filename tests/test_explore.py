@@ -1,6 +1,7 @@
 """smp-emu explore: every interleaving of the dispatcher's queue with the
 state changes, each schedule run on a real smp emulator stepped message by
 message, and the step mode itself."""
+
 from __future__ import annotations
 
 import itertools
@@ -58,15 +59,15 @@ def test_step_dispatcher_message_by_message_then_by_run():
         vm.hold_dispatcher()
         p = vm.spawn(chain_sender, sink, 4)
         vm.run()
-        assert len(vm.queued_messages()) == 4          # one run of 4 in the queue
-        got = vm.step_dispatcher()                      # the run is split
+        assert len(vm.queued_messages()) == 4  # one run of 4 in the queue
+        got = vm.step_dispatcher()  # the run is split
         assert [(f, to, o) for f, to, _m, o in got] == [(None, old, "delivered")]
         assert got[0][2] == (A("seq_trace"), 7, (A("send"), (0, 1), p, sink, (A("hop"), 0)))
-        assert vm.messages(old) == [got[0][2]]          # delivered before it returns
+        assert vm.messages(old) == [got[0][2]]  # delivered before it returns
         vm.set_system_seq_tracer(new)
         assert [to for _f, to, _m in vm.queued_messages()] == [new, new, new]
-        assert len(vm.step_dispatcher(1, unit="run")) == 3    # the rest of the run at once
-        assert vm.step_dispatcher(5) == []              # nothing left: still held
+        assert len(vm.step_dispatcher(1, unit="run")) == 3  # the rest of the run at once
+        assert vm.step_dispatcher(5) == []  # nothing left: still held
         assert check_counts(vm)["queued"] == 0
         vm.release_dispatcher()
         vm.run()
@@ -77,6 +78,7 @@ def test_step_dispatcher_message_by_message_then_by_run():
 
 def test_stepped_run_replays_from_its_journal(tmp_path):
     from dispatcher.replay import replay
+
     path = str(tmp_path / "step.journal")
     with smp.Emulator(mode="smp", schedulers=2, journal=path) as vm:
         old, new, sink = vm.spawn_collector(), vm.spawn_collector(), vm.spawn_collector()
@@ -89,11 +91,11 @@ def test_stepped_run_replays_from_its_journal(tmp_path):
         assert [o for *_x, o in vm.step_dispatcher(2)] == ["delivered"] * 2
         vm.exit(new, A("kill"))
         vm.run()
-        assert [o for *_x, o in vm.step_dispatcher()] == ["no_receiver"]   # reset on exit
+        assert [o for *_x, o in vm.step_dispatcher()] == ["no_receiver"]  # reset on exit
         vm.release_dispatcher()
         vm.run()
         stats = check_counts(vm)
-    r = replay(path)                    # one run of 4, decided as 1 + 2 + 1
+    r = replay(path)  # one run of 4, decided as 1 + 2 + 1
     assert r.ok, (r.divergences, r.violations)
     assert r.runs == 3
     assert r.totals["delivered_by_type"] == stats["delivered_by_type"] == {"SEQTRACE": 3}
@@ -117,7 +119,7 @@ def test_seq_tracer_replaced_with_three_queued_gives_four_outcomes(seq):
         assert o["received"].get("old", []) == SEQ_MSGS[:k]
         assert o["received"].get("new", []) == SEQ_MSGS[k:]
         assert o["state"]["seq_tracer"] == "new"
-        assert o["results"] == ["old"]                  # set_system_seq_tracer returned old
+        assert o["results"] == ["old"]  # set_system_seq_tracer returned old
     # nonsmp: one outcome, every message at the old tracer
     assert seq.nonsmp["same_as"] == by_k[3]["index"]
     assert seq.nonsmp["received"] == {"old": SEQ_MSGS}
@@ -172,13 +174,21 @@ def test_races_example_kill_seq_and_monitor():
     assert [sorted(d) for d in r.deps] == [[3, 4], [1, 2], [5]]
     first, last = r.outcomes[0], r.outcomes[-1]
     assert first["schedule"] == "kill@0 seq@0 mon@0"
-    assert first["fates"] == ["new", "new", "drop:receiver_dead", "drop:receiver_dead",
-                              "drop:sender_is_receiver"]
+    assert first["fates"] == [
+        "new",
+        "new",
+        "drop:receiver_dead",
+        "drop:receiver_dead",
+        "drop:sender_is_receiver",
+    ]
     assert last["schedule"] == "kill@4 seq@4 mon@5" and last["nonsmp"]
     assert last["fates"] == ["old", "old", "t", "t", "m1"]
     assert sum(1 for o in r.outcomes if o["nonsmp"]) == 1
     assert {t for o in r.outcomes for w in o["why_not_nonsmp"] for t in w["types"]} == {
-        "TRACE", "SEQTRACE", "SYSMON"}
+        "TRACE",
+        "SEQTRACE",
+        "SYSMON",
+    }
 
 
 def test_beyond_the_bound_a_seeded_sample():
@@ -220,8 +230,10 @@ def test_cli_explore_refuses_bad_input(tmp_path):
     res = runner.invoke(cli, ["explore", "no-such"])
     assert res.exit_code == 2 and "no such explore scenario" in res.output
     bad = tmp_path / "bad.toml"
-    bad.write_text('[[processes]]\nname = "a"\n[[queue]]\nname = "q"\ndo = "dance"\n'
-                   '[[changes]]\naction = "kill"\ntarget = "a"\n')
+    bad.write_text(
+        '[[processes]]\nname = "a"\n[[queue]]\nname = "q"\ndo = "dance"\n'
+        '[[changes]]\naction = "kill"\ntarget = "a"\n'
+    )
     res = runner.invoke(cli, ["explore", str(bad)])
     assert res.exit_code == 2 and "queue[0].do: must be one of" in res.output
     res = runner.invoke(cli, ["explore", "seq", "--schedule", "replace@9"])
@@ -240,15 +252,24 @@ def test_schedule_text():
     changes = [{"name": "kill"}, {"name": "seq"}]
     assert parse_schedule("kill@1 seq@3", changes) == (1, 3)
     assert parse_schedule("seq@3,kill@0", changes) == (0, 3)
-    for bad, msg in (("kill@1", "every change once"), ("kill@3 seq@1", "cannot decrease"),
-                     ("kill@x seq@1", "is not change@k"), ("kill@1 kill@2", "twice")):
+    for bad, msg in (
+        ("kill@1", "every change once"),
+        ("kill@3 seq@1", "cannot decrease"),
+        ("kill@x seq@1", "is not change@k"),
+        ("kill@1 kill@2", "twice"),
+    ):
         with pytest.raises(smp.BadArg, match=msg):
             parse_schedule(bad, changes)
 
 
 def test_commutation():
-    roles = {"seq": {"old", "new"}, "mon": {"m1", "m2"}, "prof": {"p"}, "reg": set(),
-             "tracers": {"t"}}
+    roles = {
+        "seq": {"old", "new"},
+        "mon": {"m1", "m2"},
+        "prof": {"p"},
+        "reg": set(),
+        "tracers": {"t"},
+    }
     seq_change = change_footprint({"action": "seq_tracer", "tracer": "new"}, roles)
     clear_prof = change_footprint({"action": "system_profile", "profiler": "undefined"}, roles)
     kill_t = change_footprint({"action": "kill", "target": "t"}, roles)
@@ -256,12 +277,13 @@ def test_commutation():
     trace = message_footprint("TRACE", "t", roles)
     seqm = message_footprint("SEQTRACE", None, roles)
     sysmon = message_footprint("SYSMON", None, roles)
-    assert not dependent(seq_change, trace)        # a TRACE message does not read the seq tracer
-    assert not dependent(clear_prof, sysmon)       # a SYSMON message does not read the profiler
-    assert dependent(seq_change, seqm) and dependent(clear_prof,
-                                                     message_footprint("SYSPROF", None, roles))
+    assert not dependent(seq_change, trace)  # a TRACE message does not read the seq tracer
+    assert not dependent(clear_prof, sysmon)  # a SYSMON message does not read the profiler
+    assert dependent(seq_change, seqm) and dependent(
+        clear_prof, message_footprint("SYSPROF", None, roles)
+    )
     assert dependent(kill_t, trace) and not dependent(kill_t, seqm)
-    assert dependent(kill_old, seqm)               # the seq tracer's death resets it
+    assert dependent(kill_old, seqm)  # the seq tracer's death resets it
 
 
 def test_classes_match_brute_force():

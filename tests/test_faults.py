@@ -1,5 +1,6 @@
 """A scheduler or the dispatcher killed with SIGKILL in the middle of a run:
 noticed, reported, accounted for, and no process left behind."""
+
 from __future__ import annotations
 
 import os
@@ -25,7 +26,7 @@ async def watcher(proc, victim, report_to):
 
 
 async def traced_sender(proc, sink, killer, n):
-    await proc.receive()                          # 'go'
+    await proc.receive()  # 'go'
     for i in range(n):
         await proc.send(sink, i)
     await proc.send(killer, A("die"))
@@ -33,7 +34,7 @@ async def traced_sender(proc, sink, killer, n):
 
 async def suicide(proc):
     await proc.receive()
-    os.kill(os.getpid(), signal.SIGKILL)          # kills this scheduler's OS process
+    os.kill(os.getpid(), signal.SIGKILL)  # kills this scheduler's OS process
 
 
 async def go(proc, pids):
@@ -68,7 +69,7 @@ def test_scheduler_killed_mid_run():
         vm.run()
         s = vm.statistics()
         assert s["made"] == s["delivered"] + s["dropped"] + s["queued"]
-        assert s["dropped_by_reason"]["scheduler_lost"]["TRACE"] == 4   # 3 to sink, 1 to the killer
+        assert s["dropped_by_reason"]["scheduler_lost"]["TRACE"] == 4  # 3 to sink, 1 to the killer
         assert vm.messages(sink) == [0, 1, 2]
     finally:
         vm.close()
@@ -98,7 +99,7 @@ def test_dispatcher_killed_mid_run():
 async def spin_then_die(proc, peer):
     await proc.send(peer, A("ready"))
     await proc.receive()
-    for _ in range(50_000):                        # keep scheduler 2 active (and flushing)
+    for _ in range(50_000):  # keep scheduler 2 active (and flushing)
         await proc.busy(0)
     os.kill(os.getpid(), signal.SIGKILL)
 
@@ -141,6 +142,7 @@ def test_dispatcher_lost_counts_what_the_schedulers_received():
     are known delivered from what the schedulers took, not from a dispatcher
     status that a run never quiet did not ask for."""
     import re
+
     vm = smp.Emulator(mode="smp", schedulers=2)
     try:
         t = vm.spawn_collector(scheduler=1)
@@ -152,9 +154,11 @@ def test_dispatcher_lost_counts_what_the_schedulers_received():
         os.kill(vm.os_pids[0], signal.SIGKILL)
         with pytest.raises(smp.DispatcherLost) as e:
             vm.run(timeout=20)
-        m = re.search(r"(\d+) system message\(s\) made by the schedulers, (\d+) known "
-                      r"delivered \(the schedulers received them\), so up to (\d+) lost",
-                      str(e.value))
+        m = re.search(
+            r"(\d+) system message\(s\) made by the schedulers, (\d+) known "
+            r"delivered \(the schedulers received them\), so up to (\d+) lost",
+            str(e.value),
+        )
         assert m, str(e.value)
         made, known, lost = map(int, m.groups())
         assert made >= known >= got and lost == made - known

@@ -2,6 +2,7 @@
 erl_process.c ``doit_exit_link`` / ``erts_continue_exit_process`` /
 ``schedule``, register.c, beam_bp.c, erl_bif_trace.c ``trace_3``,
 erl_db_util.c's match-spec functions, erl_gc.c), in both modes."""
+
 from __future__ import annotations
 
 import pytest
@@ -70,8 +71,8 @@ async def seq_send_to_dead(proc, dead, report):
 async def token_after_reset(proc, peer, report):
     await proc.seq_trace(A.label, 1)
     await proc.seq_trace(A.send, True)
-    await proc.send(peer, A.hello)            # serial 1, lastcnt 0
-    await proc.seq_trace(A.serial, (5, 9))    # lastcnt 5, clock 9
+    await proc.send(peer, A.hello)  # serial 1, lastcnt 0
+    await proc.seq_trace(A.serial, (5, 9))  # lastcnt 5, clock 9
     await proc.set_token([])
     await proc.seq_trace(A.label, 2)
     await proc.send(report, await proc.get_token())
@@ -140,8 +141,7 @@ def test_send_to_name_traced_as_written(vm):
     vm.run()
     msgs = vm.messages(t)
     assert [m for m in msgs if m[1] == p] == [(T, p, A.send, A.hi, A.sink)]
-    assert [m for m in msgs if m[1] == q] == [
-        (T, q, A.send, A.ho, (A.sink, A["nonode@nohost"]))]
+    assert [m for m in msgs if m[1] == q] == [(T, q, A.send, A.ho, (A.sink, A["nonode@nohost"]))]
     check_counts(vm)
 
 
@@ -169,8 +169,8 @@ def test_seq_traced_send_to_dead_pid_makes_nothing(vm):
     vm.set_system_seq_tracer(st)
     vm.spawn(seq_send_to_dead, dead, report)
     vm.run()
-    (before, after), = vm.messages(report)
-    assert before == after                      # the serial did not move
+    ((before, after),) = vm.messages(report)
+    assert before == after  # the serial did not move
     assert [m for m in vm.messages(st) if m[2][4] == dead] == []
     check_counts(vm)
 
@@ -215,8 +215,11 @@ def test_registered_exit_then_unregister(vm):
     vm.run()
     vm.spawn(send_to, p, A.go)
     vm.run()
-    assert vm.messages(t) == [(T, p, A.register, A.named), (T, p, A.exit, A.normal),
-                              (T, p, A.unregister, A.named)]
+    assert vm.messages(t) == [
+        (T, p, A.register, A.named),
+        (T, p, A.exit, A.normal),
+        (T, p, A.unregister, A.named),
+    ]
     assert vm.whereis("named") == A.undefined
     check_counts(vm)
 
@@ -251,8 +254,11 @@ def test_killed_while_waiting_gives_in_exiting_out_exited(vm):
     vm.trace(p, True, ["exiting", "procs"], tracer=t)
     vm.exit(p, A.kill)
     vm.run()
-    assert vm.messages(t) == [(T, p, A.in_exiting, 0), (T, p, A.exit, A.killed),
-                              (T, p, A.out_exited, 0)]
+    assert vm.messages(t) == [
+        (T, p, A.in_exiting, 0),
+        (T, p, A.exit, A.killed),
+        (T, p, A.out_exited, 0),
+    ]
 
 
 def test_sensitive_process_makes_no_call_trace(vm):
@@ -290,8 +296,9 @@ def test_second_tracer_is_badarg_and_logged(vm):
         vm.trace(p, True, ["receive"], tracer=t2)
     vm.run()
     text = [ord(c) for c in "** can only have one tracer per process\n"]
-    assert vm.messages(log) == [(A.notify, (A.error, A.noproc, (A.emulator, [ord(c) for c in "~s~n"],
-                                                                 [text])))]
+    assert vm.messages(log) == [
+        (A.notify, (A.error, A.noproc, (A.emulator, [ord(c) for c in "~s~n"], [text])))
+    ]
     assert vm.trace_info(p, "tracer") == (A.tracer, t1)
     check_counts(vm)
 
@@ -331,7 +338,7 @@ def test_trace_all_false_skips_tracer_and_other_tracees(vm):
     assert vm.trace_info(a, "flags") == (A.flags, [])
     assert vm.trace_info(b, "flags") == (A.flags, [A.send])
     assert vm.trace_info(t1, "flags") == (A.flags, [A.send])
-    assert n == 2     # a and t2 (untraced) matched; t1 and b skipped
+    assert n == 2  # a and t2 (untraced) matched; t1 and b skipped
     vm.run(timeout=5)
 
 
@@ -362,7 +369,7 @@ def test_port_message_leaves_token_unchanged(vm):
     report = vm.spawn_collector()
     vm.spawn(port_reader, report)
     vm.run()
-    (before, msg, after), = vm.messages(report)
+    ((before, msg, after),) = vm.messages(report)
     assert msg[1] == (A.data, b"hi")
     assert before != [] and after == before
 
@@ -390,8 +397,10 @@ def test_match_spec_text_and_shortcuts(vm):
     vm.trace(p, True, ["call"], tracer=t)
     assert vm.trace_pattern(("m", "double", 1), "[{'_',[],[{return_trace}]}]") == 1
     vm.run()
-    assert vm.messages(t) == [(T, p, A.call, (A.m, A.double, [4])),
-                              (T, p, A.return_from, (A.m, A.double, 1), 8)]
+    assert vm.messages(t) == [
+        (T, p, A.call, (A.m, A.double, [4])),
+        (T, p, A.return_from, (A.m, A.double, 1), 8),
+    ]
     assert vm.trace_pattern(("m", "double", 1), "cx") == 1
     with pytest.raises(smp.BadArg):
         vm.trace_pattern(("m", "double", 1), "[{'_',[],[{no_such_fun}]}]")
@@ -404,15 +413,23 @@ def test_match_spec_guards_and_seq_token(vm):
     q = vm.spawn(seq_caller, 30)
     vm.trace(p, True, ["call"], tracer=t)
     vm.trace(q, True, ["call"], tracer=t)
-    ms = [([A["$1"]],
-           [(A["andalso"], (A.is_integer, A["$1"]), (A["<"], (A["*"], A["$1"], 2), 100)),
-            (A["=="], (A.element, 1, ((A.x, A["$1"]),)), A.x)],
-           [(A.message, ((A.seq, (A.is_seq_trace,), (A.abs, (A["-"], 0, A["$1"]))),))])]
+    ms = [
+        (
+            [A["$1"]],
+            [
+                (A["andalso"], (A.is_integer, A["$1"]), (A["<"], (A["*"], A["$1"], 2), 100)),
+                (A["=="], (A.element, 1, ((A.x, A["$1"]),)), A.x),
+            ],
+            [(A.message, ((A.seq, (A.is_seq_trace,), (A.abs, (A["-"], 0, A["$1"]))),))],
+        )
+    ]
     vm.trace_pattern(("m", "double", 1), ms)
     vm.run()
     msgs = sorted(vm.messages(t), key=lambda m: m[3][2])
-    assert msgs == [(T, p, A.call, (A.m, A.double, [7]), (A.seq, A.false, 7)),
-                    (T, q, A.call, (A.m, A.double, [30]), (A.seq, A.true, 30))]
+    assert msgs == [
+        (T, p, A.call, (A.m, A.double, [7]), (A.seq, A.false, 7)),
+        (T, q, A.call, (A.m, A.double, [30]), (A.seq, A.true, 30)),
+    ]
 
 
 def test_match_spec_enable_trace(vm):
@@ -423,8 +440,7 @@ def test_match_spec_enable_trace(vm):
     vm.trace(p, True, ["call"], tracer=t)
     vm.trace_pattern(("m", "double", 1), [(A["_"], [], [(A.enable_trace, A.send)])])
     vm.run()
-    assert vm.messages(t) == [(T, p, A.call, (A.m, A.double, [1])),
-                              (T, p, A.send, A.after, sink)]
+    assert vm.messages(t) == [(T, p, A.call, (A.m, A.double, [1])), (T, p, A.send, A.after, sink)]
 
 
 _DISPLAY_SCRIPT = """
@@ -449,18 +465,27 @@ def test_match_spec_display_prints(tmp_path, mode, n):
     import os
     import subprocess
     import sys
+
     script = tmp_path / "display.py"
     script.write_text(_DISPLAY_SCRIPT)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.dirname(__file__),
-                                                       os.environ.get("PYTHONPATH", "")]))
-    r = subprocess.run([sys.executable, str(script), mode, str(n)], capture_output=True,
-                       text=True, timeout=60, env=env)
+    env = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join([os.path.dirname(__file__), os.environ.get("PYTHONPATH", "")]),
+    )
+    r = subprocess.run(
+        [sys.executable, str(script), mode, str(n)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout == "{arg,5}\n"
 
 
 def test_match_spec_errors_name_the_part():
     from smp.matchspec import compile_match_spec
+
     with pytest.raises(smp.BadArg, match="foo/1 is not a match-spec function"):
         compile_match_spec([(A["_"], [(A.foo, 1)], [])])
     with pytest.raises(smp.BadArg, match="message may only be used in the body"):
@@ -509,6 +534,7 @@ def test_process_port_as_tracer(vm):
     driver as external-format bytes (the echo driver sends them back to the
     owner).  In smp the tracee runs on the other scheduler."""
     from smp.etf import decode
+
     report = vm.spawn_collector(scheduler=1)
     vm.spawn(port_tracer_owner, report, scheduler=1)
     vm.run()
@@ -520,8 +546,10 @@ def test_process_port_as_tracer(vm):
     vm.run()
     got = vm.messages(report)[1:]
     assert [m[0] for m in got] == [port, port]
-    assert [decode(m[1][1]) for m in got] == [(T, p, A.send, A.one, sink),
-                                               (T, p, A.send, A.two, sink)]
+    assert [decode(m[1][1]) for m in got] == [
+        (T, p, A.send, A.one, sink),
+        (T, p, A.send, A.two, sink),
+    ]
     check_counts(vm)
 
 
@@ -529,14 +557,14 @@ def test_process_port_as_tracer(vm):
 async def owns_busy_port(proc, report):
     port = await proc.open_port("busy", busy_ms=200)
     await proc.send(report, port)
-    while True:                               # keeps the port (and its echoes)
+    while True:  # keeps the port (and its echoes)
         await proc.receive()
 
 
 async def commands_port(proc, port, report):
-    await proc.port_command(port, b"a")       # the port turns busy for 200 ms
+    await proc.port_command(port, b"a")  # the port turns busy for 200 ms
     await proc.send(report, A.first)
-    await proc.port_command(port, b"b")       # busy: waits, busy_port fires
+    await proc.port_command(port, b"b")  # busy: waits, busy_port fires
     await proc.send(report, A.second)
 
 
@@ -595,12 +623,15 @@ def test_process_trace_pattern_with_text(vm):
     vm.trace(p, True, ["call"], tracer=t)
     vm.run()
     assert vm.messages(report) == [1]
-    assert vm.messages(t) == [(T, p, A.call, (A.m, A.double, [2])),
-                              (T, p, A.return_from, (A.m, A.double, 1), 4)]
+    assert vm.messages(t) == [
+        (T, p, A.call, (A.m, A.double, [2])),
+        (T, p, A.return_from, (A.m, A.double, 1), 4),
+    ]
 
 
 def test_maps_funs_and_bit_strings_cross_schedulers(vm):
     from smp.terms import BitString, ExportFun, Map
+
     msg = (Map({A.k: [1, 2.5]}), BitString(b"\xff\x80", 9), ExportFun(A.lists, A.map, 2))
     t = vm.spawn_collector()
     sink = vm.spawn_collector(scheduler=vm.nsched)

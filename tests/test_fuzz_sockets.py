@@ -13,6 +13,7 @@ a marker file).  While a traced workload runs: no code runs (the marker
 never appears), every accepted message arrives, every bad frame is counted
 once, and ``run()`` becomes quiet.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -90,7 +91,7 @@ async def send_raw(proc, where, frames):
 
 # pids of no process: P1 belongs to scheduler 1, P2 to scheduler 2 (of 2)
 P1, P2 = Pid(1000, 0), Pid(1001, 0)
-FLOAT_PID = Pid(1.5, 0)        # a pid whose number is a float
+FLOAT_PID = Pid(1.5, 0)  # a pid whose number is a float
 
 
 def P(obj) -> bytes:
@@ -132,10 +133,22 @@ def huge_frame_pickle() -> bytes:
 junk = st.one_of(
     st.binary(max_size=64),
     st.binary(min_size=1, max_size=48).map(lambda b: batch([run_item()])[: len(b)]),  # truncated
-    st.sampled_from([b"", b"\x80\x05" + b"\x00" * (1 << 20), huge_bytes_pickle(),
-                     huge_frame_pickle(), pickle.dumps(Evil()), pickle.dumps(EvalEvil()),
-                     b"P" + pickle.dumps(Evil()), D(Evil()), b"Zjunk", b"P\x80\x05junk",
-                     pickle.dumps(Evil(), 0), pickle.dumps([Evil()], 2)]),
+    st.sampled_from(
+        [
+            b"",
+            b"\x80\x05" + b"\x00" * (1 << 20),
+            huge_bytes_pickle(),
+            huge_frame_pickle(),
+            pickle.dumps(Evil()),
+            pickle.dumps(EvalEvil()),
+            b"P" + pickle.dumps(Evil()),
+            D(Evil()),
+            b"Zjunk",
+            b"P\x80\x05junk",
+            pickle.dumps(Evil(), 0),
+            pickle.dumps([Evil()], 2),
+        ]
+    ),
 )
 
 
@@ -145,40 +158,79 @@ def multipart(frames):
 
 # ---------------------------------------------------------------- ingest frames
 #: Wrong in one field (from scheduler 1's point of view): never accepted.
-BAD_RUNS = [run_item(**{field: v}) for field, values in {
-    "type_": [0, 7, 1.0, "1", None, True],
-    "from_": [1.5, "x", [1], b"p"],
-    "to": [FLOAT_PID, "x", 3, (P2,)],
-    "ts_kind": [-1, 4, 1.0, 3],                     # 3: profile_scheduler on a TRACE run
-    "n": [0, -1, 10 ** 9, 2, 1.0],                  # 2: the blob holds 1 body
-    "blob": [b"junk", "str", pickle.dumps((1,)), pickle.dumps([]), pickle.dumps(Evil()),
-             pickle.dumps([Evil()]), pickle.dumps([FLOAT_PID]), huge_bytes_pickle()],
-    "made_ns": [-1, 1.5, None, 1 << 64],
-}.items() for v in values] + [
-    run_item(ts_kind=1, blob=pickle.dumps([A("not_a_tuple")])),
-    run_item()[:7], run_item() + (0,),
+BAD_RUNS = (
+    [
+        run_item(**{field: v})
+        for field, values in {
+            "type_": [0, 7, 1.0, "1", None, True],
+            "from_": [1.5, "x", [1], b"p"],
+            "to": [FLOAT_PID, "x", 3, (P2,)],
+            "ts_kind": [-1, 4, 1.0, 3],  # 3: profile_scheduler on a TRACE run
+            "n": [0, -1, 10**9, 2, 1.0],  # 2: the blob holds 1 body
+            "blob": [
+                b"junk",
+                "str",
+                pickle.dumps((1,)),
+                pickle.dumps([]),
+                pickle.dumps(Evil()),
+                pickle.dumps([Evil()]),
+                pickle.dumps([FLOAT_PID]),
+                huge_bytes_pickle(),
+            ],
+            "made_ns": [-1, 1.5, None, 1 << 64],
+        }.items()
+        for v in values
+    ]
+    + [
+        run_item(ts_kind=1, blob=pickle.dumps([A("not_a_tuple")])),
+        run_item()[:7],
+        run_item() + (0,),
+    ]
+)
+BAD_EVENTS = [
+    ("e", "spawn", P2),
+    ("e", "spawn", FLOAT_PID),
+    ("e", "spawn", 80),
+    ("e", "nosuch", P1),
+    ("e", "unregister", "name", P1),
+    ("e", "exit"),
+    ("e", "tracer", P1, P1),
+    ("z", P1),
+    (),
+    "r",
 ]
-BAD_EVENTS = [("e", "spawn", P2), ("e", "spawn", FLOAT_PID), ("e", "spawn", 80),
-              ("e", "nosuch", P1), ("e", "unregister", "name", P1), ("e", "exit"),
-              ("e", "tracer", P1, P1), ("z", P1), (), "r"]
 BAD_INGEST = st.one_of(
     junk,
     multipart(st.just(batch([run_item()]))),
     st.sampled_from(BAD_RUNS + BAD_EVENTS).map(lambda it: batch([run_item(), it])),
-    st.sampled_from([
-        batch([run_item()], version=2), batch([run_item()], version=None),
-        batch([run_item()], sched=2),                       # claims another sender
-        batch([run_item()], sched=99), batch([run_item()], sched="1"),
-        pickle.dumps(("b", WIRE_VERSION, 1, "items")), pickle.dumps(("b", WIRE_VERSION, 1)),
-        pickle.dumps(("fin", 2, 0)), pickle.dumps(("fin", 1)), pickle.dumps(("z", 1, [])),
-        pickle.dumps([1, 2, 3]), pickle.dumps(("b", WIRE_VERSION, 1, [Evil()])),
-        batch([("e", "spawn", P1), run_item(n=0)]),     # a good item, then a bad one
-    ]),
+    st.sampled_from(
+        [
+            batch([run_item()], version=2),
+            batch([run_item()], version=None),
+            batch([run_item()], sched=2),  # claims another sender
+            batch([run_item()], sched=99),
+            batch([run_item()], sched="1"),
+            pickle.dumps(("b", WIRE_VERSION, 1, "items")),
+            pickle.dumps(("b", WIRE_VERSION, 1)),
+            pickle.dumps(("fin", 2, 0)),
+            pickle.dumps(("fin", 1)),
+            pickle.dumps(("z", 1, [])),
+            pickle.dumps([1, 2, 3]),
+            pickle.dumps(("b", WIRE_VERSION, 1, [Evil()])),
+            batch([("e", "spawn", P1), run_item(n=0)]),  # a good item, then a bad one
+        ]
+    ),
 )
 #: Well-formed frames only a real scheduler 1 or 2 may send (from a peer
 #: that is not one, they are refused too).
-GOOD_INGEST = st.sampled_from([batch([run_item()]), batch([("e", "spawn", P1)]),
-                               batch([run_item()], sched=2), pickle.dumps(("fin", 1, 0))])
+GOOD_INGEST = st.sampled_from(
+    [
+        batch([run_item()]),
+        batch([("e", "spawn", P1)]),
+        batch([run_item()], sched=2),
+        pickle.dumps(("fin", 1, 0)),
+    ]
+)
 
 
 # ---------------------------------------------------------------- inbox frames
@@ -186,56 +238,98 @@ def bad_peer_frames(sink):
     """From scheduler 2 to scheduler 1's inbox, wrong in one field."""
     good = ("msg", sink, (A("ping"), -1), None)
     return [
-        P(("p", 1, [good])),                            # claims to be scheduler 1
-        P(("p", 2, [("msg", P2, 1, None)])),            # for a process not on scheduler 1
+        P(("p", 1, [good])),  # claims to be scheduler 1
+        P(("p", 2, [("msg", P2, 1, None)])),  # for a process not on scheduler 1
         P(("p", 2, [("msg", FLOAT_PID, 1, None)])),
-        P(("p", 2, [good[:3]])), P(("p", 2, [good + (1,)])), P(("p", 2, [("nosuch", sink)])),
-        P(("p", 2, [("msg", sink, 1, "token")])), P(("p", 2, [("msg", sink, 1, (1, 2))])),
+        P(("p", 2, [good[:3]])),
+        P(("p", 2, [good + (1,)])),
+        P(("p", 2, [("nosuch", sink)])),
+        P(("p", 2, [("msg", sink, 1, "token")])),
+        P(("p", 2, [("msg", sink, 1, (1, 2))])),
         P(("p", 2, [good, ("link", sink, P1, None)])),  # the link's sender is scheduler 1's
-        P(("p", 2, [("unlink", sink, 7)])), P(("p", 2, [("exit", sink, P2, A("x"), 1, None)])),
+        P(("p", 2, [("unlink", sink, 7)])),
+        P(("p", 2, [("exit", sink, P2, A("x"), 1, None)])),
         P(("p", 2, [("spawn", P1, os.system, (), None, None)])),
         P(("p", 2, [("spawn", P1, pinger, (), None, (1.5, P2))])),
-        P(("p", 2, "sigs")), P(("p", 2)), P(("p", 2, [good], -1)), P(("p", 2, [good], 1.5)),
+        P(("p", 2, "sigs")),
+        P(("p", 2)),
+        P(("p", 2, [good], -1)),
+        P(("p", 2, [good], 1.5)),
         P(("p", 2, [good], 0, 0)),
-        P(("d", [(sink, body_blob(), 1, 0, 0, 0)])),      # deliveries come from the dispatcher
-        P(("fin-ack",)), P(("zz",)), P(("p", 2, [Evil()])), D(("p", 2, [good])),
+        P(("d", [(sink, body_blob(), 1, 0, 0, 0)])),  # deliveries come from the dispatcher
+        P(("fin-ack",)),
+        P(("zz",)),
+        P(("p", 2, [Evil()])),
+        D(("p", 2, [good])),
         b"P" + pickle.dumps(("p", 2, [("spawn", P1, _Ref("os", "system"), (), None, None)])),
     ]
 
 
 def good_inbox_frames(sink, tracer):
     """Well-formed frames only the dispatcher or scheduler 2 may send."""
-    return [P(("p", 2, [("msg", sink, (A("ping"), -1), None)])),
-            P(("d", [(tracer, body_blob(), 1, 0, 0, 0)])), P(("fin-ack",))]
+    return [
+        P(("p", 2, [("msg", sink, (A("ping"), -1), None)])),
+        P(("d", [(tracer, body_blob(), 1, 0, 0, 0)])),
+        P(("fin-ack",)),
+    ]
 
 
 # ---------------------------------------------------------------- control frames
 BAD_CONTROL = st.one_of(
-    junk, multipart(st.just(P((10 ** 9, "status", ())))),
-    st.sampled_from([P((1, "status")), P(("1", "status", ())), P((1, 5, ())), P((1, "x", [])),
-                     P([1, "status", ()]), P((1, "status", (Evil(),))), D((1, "stop", ())),
-                     P((1, "open_trace_port", ("file", (Evil(),), {})))]),
+    junk,
+    multipart(st.just(P((10**9, "status", ())))),
+    st.sampled_from(
+        [
+            P((1, "status")),
+            P(("1", "status", ())),
+            P((1, 5, ())),
+            P((1, "x", [])),
+            P([1, "status", ()]),
+            P((1, "status", (Evil(),))),
+            D((1, "stop", ())),
+            P((1, "open_trace_port", ("file", (Evil(),), {}))),
+        ]
+    ),
 )
-GOOD_CONTROL = st.sampled_from([P((1, "stop", ())), P((2, "hold", ())), P((3, "status", ())),
-                                P((4, "state", ("set_system_seq_tracer", (P1,))))])
+GOOD_CONTROL = st.sampled_from(
+    [
+        P((1, "stop", ())),
+        P((2, "hold", ())),
+        P((3, "status", ())),
+        P((4, "state", ("set_system_seq_tracer", (P1,)))),
+    ]
+)
 
 
 # ---------------------------------------------------------------- controller frames
 def bad_controller_frames(mine, other):
     """From scheduler 1 (whose process is ``mine``) to the controller."""
     return [
-        P(("r", -5, True, None)), P(("r", 10 ** 12, True, None)), P(("r", "x", True, None)),
-        P(("r", 1)), P(("rpc", other, ("bif", "whereis", [A("x")]))),
-        P(("rpc", FLOAT_PID, ("bif", "whereis", [A("x")]))), P(("rpc", mine, ("nosuch",))),
-        P(("rpc", mine, ("bif", 5, []))), P(("rpc", mine, ("register", "x", mine))),
-        P(("bye", 2, {})), P(("bye", 1, "stats")), P(("ready", 1, 0)),
-        P(("hello", 1, None, 0, "h", None)), P(("r", -5, False, Evil())), D(("bye", 1, {})),
+        P(("r", -5, True, None)),
+        P(("r", 10**12, True, None)),
+        P(("r", "x", True, None)),
+        P(("r", 1)),
+        P(("rpc", other, ("bif", "whereis", [A("x")]))),
+        P(("rpc", FLOAT_PID, ("bif", "whereis", [A("x")]))),
+        P(("rpc", mine, ("nosuch",))),
+        P(("rpc", mine, ("bif", 5, []))),
+        P(("rpc", mine, ("register", "x", mine))),
+        P(("bye", 2, {})),
+        P(("bye", 1, "stats")),
+        P(("ready", 1, 0)),
+        P(("hello", 1, None, 0, "h", None)),
+        P(("r", -5, False, Evil())),
+        D(("bye", 1, {})),
         P(("r", -5, False, SystemExit(0))),
     ]
 
 
-GOOD_CONTROLLER = [P(("bye", 1, {})), P(("r", 1, True, None)), P(("ready", 1, 0)),
-                   P(("hello", None, "tcp://127.0.0.1:1", 1, "h", None))]
+GOOD_CONTROLLER = [
+    P(("bye", 1, {})),
+    P(("r", 1, True, None)),
+    P(("ready", 1, 0)),
+    P(("hello", None, "tcp://127.0.0.1:1", 1, "h", None)),
+]
 
 
 # ---------------------------------------------------------------- the workload
@@ -263,20 +357,20 @@ def fuzz_round(vm, tracer, send, where, n=6):
     expected = send(sink, p)
     after = before
     for _ in range(60):
-        vm.run(timeout=10)                       # quiet, or EmulatorTimeout
+        vm.run(timeout=10)  # quiet, or EmulatorTimeout
         after = vm.statistics()
         if bad_count(after, where) - bad_count(before, where) >= expected:
             break
     assert not os.path.exists(MARKER), "a frame ran code"
     assert bad_count(after, where) - bad_count(before, where) == expected
-    assert after["bad_frames"] - before["bad_frames"] == expected     # nowhere else
+    assert after["bad_frames"] - before["bad_frames"] == expected  # nowhere else
     assert vm.messages(sink) == [(A("ping"), i) for i in range(n)]
     traced = vm.messages(tracer, seen)
     assert [m[3] for m in traced] == [(A("ping"), i) for i in range(n)]
     assert after["made"] - before["made"] == n
     assert after["delivered"] - before["delivered"] == n
     assert after["made"] == after["delivered"] + after["dropped"] + after["queued"]
-    assert all(q.is_alive() for q in vm._procs)       # no process died of a frame
+    assert all(q.is_alive() for q in vm._procs)  # no process died of a frame
 
 
 def forged_socket(endpoint: str, ident: bytes | None):
@@ -300,7 +394,8 @@ _fresh = itertools.count()
 #: Routing ids a forger connects with (made unique: ZeroMQ refuses a second
 #: connection with an id still in use): its own, or ones it makes up.
 idents = st.sampled_from([None, b"s1-", b"\x01", b"\x01" * 15]).map(
-    lambda b: None if b is None else b + str(next(_fresh)).encode())
+    lambda b: None if b is None else b + str(next(_fresh)).encode()
+)
 
 
 # ---------------------------------------------------------------- the tests
@@ -317,12 +412,12 @@ def from_scheduler(vm, k, where, frames) -> int:
 
 
 @SETTINGS
-@given(frames=st.lists(st.one_of(BAD_INGEST, GOOD_INGEST), min_size=1, max_size=4),
-       ident=idents)
+@given(frames=st.lists(st.one_of(BAD_INGEST, GOOD_INGEST), min_size=1, max_size=4), ident=idents)
 def test_ingest_from_a_peer_that_is_no_scheduler(fuzz_vm, frames, ident):
     vm, tracer = fuzz_vm
-    fuzz_round(vm, tracer, lambda sink, p: from_forged(vm.endpoints["ingest"], ident, frames),
-               "ingest")
+    fuzz_round(
+        vm, tracer, lambda sink, p: from_forged(vm.endpoints["ingest"], ident, frames), "ingest"
+    )
     assert "not from a scheduler" in vm.statistics()["last_bad_frame"]
 
 
@@ -345,31 +440,58 @@ def made(frames, *ctx) -> list:
 
 
 @SETTINGS
-@given(frames=st.lists(st.one_of(junk, pick(lambda sink, p, tracer: good_inbox_frames(
-    sink, tracer) + bad_peer_frames(sink))), min_size=1, max_size=4), ident=idents)
+@given(
+    frames=st.lists(
+        st.one_of(
+            junk,
+            pick(lambda sink, p, tracer: good_inbox_frames(sink, tracer) + bad_peer_frames(sink)),
+        ),
+        min_size=1,
+        max_size=4,
+    ),
+    ident=idents,
+)
 def test_inbox_from_a_peer_that_is_no_scheduler(fuzz_vm, frames, ident):
     vm, tracer = fuzz_vm
-    fuzz_round(vm, tracer, lambda sink, p: from_forged(
-        vm.endpoints["inbox"].format(1), ident, made(frames, sink, p, tracer)), "schedulers")
+    fuzz_round(
+        vm,
+        tracer,
+        lambda sink, p: from_forged(
+            vm.endpoints["inbox"].format(1), ident, made(frames, sink, p, tracer)
+        ),
+        "schedulers",
+    )
 
 
 @SETTINGS
-@given(frames=st.lists(st.one_of(junk, multipart(st.just(P(("p", 2, [])))),
-                                 pick(lambda sink, p, tracer: bad_peer_frames(sink))),
-                       min_size=1, max_size=4))
+@given(
+    frames=st.lists(
+        st.one_of(
+            junk,
+            multipart(st.just(P(("p", 2, [])))),
+            pick(lambda sink, p, tracer: bad_peer_frames(sink)),
+        ),
+        min_size=1,
+        max_size=4,
+    )
+)
 def test_inbox_from_a_scheduler_sending_wrong_frames(fuzz_vm, frames):
     vm, tracer = fuzz_vm
-    fuzz_round(vm, tracer, lambda sink, p: from_scheduler(
-        vm, 2, 1, made(frames, sink, p, tracer)), "schedulers")
+    fuzz_round(
+        vm,
+        tracer,
+        lambda sink, p: from_scheduler(vm, 2, 1, made(frames, sink, p, tracer)),
+        "schedulers",
+    )
 
 
 @SETTINGS
-@given(frames=st.lists(st.one_of(BAD_CONTROL, GOOD_CONTROL), min_size=1, max_size=4),
-       ident=idents)
+@given(frames=st.lists(st.one_of(BAD_CONTROL, GOOD_CONTROL), min_size=1, max_size=4), ident=idents)
 def test_dispatcher_control_from_a_peer_that_is_not_the_controller(fuzz_vm, frames, ident):
     vm, tracer = fuzz_vm
-    fuzz_round(vm, tracer, lambda sink, p: from_forged(vm.endpoints["disp_ctl"], ident,
-                                                       frames), "control")
+    fuzz_round(
+        vm, tracer, lambda sink, p: from_forged(vm.endpoints["disp_ctl"], ident, frames), "control"
+    )
 
 
 @SETTINGS
@@ -380,40 +502,81 @@ def test_dispatcher_control_from_the_controller_with_wrong_frames(fuzz_vm, frame
     def send(sink, p):
         send_all(vm.disp, frames)
         return len(frames)
+
     fuzz_round(vm, tracer, send, "control")
-    assert not vm.disp.poll(0)          # a refused request gets no reply
+    assert not vm.disp.poll(0)  # a refused request gets no reply
 
 
 @SETTINGS
-@given(frames=st.lists(st.one_of(junk, multipart(st.just(P(("bye", 1, {})))),
-                                 pick(lambda sink, p, tracer: GOOD_CONTROLLER
-                                      + bad_controller_frames(sink, p))),
-                       min_size=1, max_size=4), ident=idents)
+@given(
+    frames=st.lists(
+        st.one_of(
+            junk,
+            multipart(st.just(P(("bye", 1, {})))),
+            pick(lambda sink, p, tracer: GOOD_CONTROLLER + bad_controller_frames(sink, p)),
+        ),
+        min_size=1,
+        max_size=4,
+    ),
+    ident=idents,
+)
 def test_controller_from_a_peer_that_is_no_scheduler(fuzz_vm, frames, ident):
     vm, tracer = fuzz_vm
-    fuzz_round(vm, tracer, lambda sink, p: from_forged(
-        vm.endpoints["ctl"], ident, made(frames, sink, p, tracer)), "controller")
+    fuzz_round(
+        vm,
+        tracer,
+        lambda sink, p: from_forged(vm.endpoints["ctl"], ident, made(frames, sink, p, tracer)),
+        "controller",
+    )
 
 
 @SETTINGS
-@given(frames=st.lists(st.one_of(junk, multipart(st.just(P(("bye", 1, {})))),
-                                 pick(lambda sink, p, tracer: bad_controller_frames(sink, p))),
-                       min_size=1, max_size=4))
+@given(
+    frames=st.lists(
+        st.one_of(
+            junk,
+            multipart(st.just(P(("bye", 1, {})))),
+            pick(lambda sink, p, tracer: bad_controller_frames(sink, p)),
+        ),
+        min_size=1,
+        max_size=4,
+    )
+)
 def test_controller_from_a_scheduler_sending_wrong_frames(fuzz_vm, frames):
     vm, tracer = fuzz_vm
-    fuzz_round(vm, tracer, lambda sink, p: from_scheduler(
-        vm, 1, "controller", made(frames, sink, p, tracer)), "controller")
+    fuzz_round(
+        vm,
+        tracer,
+        lambda sink, p: from_scheduler(vm, 1, "controller", made(frames, sink, p, tracer)),
+        "controller",
+    )
 
 
 # ---------------------------------------------------------------- decoding itself
 @settings(max_examples=200, deadline=None)
-@given(raw=st.one_of(st.binary(max_size=200),
-                     st.sampled_from([pickle.dumps(Evil()), pickle.dumps(EvalEvil()),
-                                      pickle.dumps([Evil()], 2), pickle.dumps(Evil(), 0),
-                                      huge_bytes_pickle(), huge_frame_pickle()])))
+@given(
+    raw=st.one_of(
+        st.binary(max_size=200),
+        st.sampled_from(
+            [
+                pickle.dumps(Evil()),
+                pickle.dumps(EvalEvil()),
+                pickle.dumps([Evil()], 2),
+                pickle.dumps(Evil(), 0),
+                huge_bytes_pickle(),
+                huge_frame_pickle(),
+            ]
+        ),
+    )
+)
 def test_decoders_refuse_or_return_data(raw):
-    for decode in (wire.loads_terms, wire.loads, lambda r: wire.loads_frame(b"P" + r),
-                   lambda r: wire.loads(r, funs="loaded"), lambda r: wire.loads(r, funs="import")):
+    for decode in (
+        wire.loads_terms,
+        wire.loads,
+        lambda r: wire.loads_frame(b"P" + r),
+        lambda r: wire.loads(r, funs="loaded"),
+        lambda r: wire.loads(r, funs="import"),
+    ):
         try:
             decode(raw)
         except ProtocolError:
@@ -434,9 +597,9 @@ def test_references_resolve_only_to_async_functions():
     with pytest.raises(ProtocolError, match="not an async def"):
         wire.loads(pickle.dumps(_Ref("os", "system")), funs="import")
     with pytest.raises(ProtocolError, match="no frame may contain"):
-        wire.loads(wire.dumps(pinger))                  # where no function may be
+        wire.loads(wire.dumps(pinger))  # where no function may be
     missing = wire.loads(pickle.dumps(_Ref("no_such_module_here", "f")), funs="loaded")
-    assert type(missing) is wire.Unresolved            # never imported from a peer's frame
+    assert type(missing) is wire.Unresolved  # never imported from a peer's frame
     with pytest.raises(wire.Unencodable):
         wire.dumps(lambda: None)
 
@@ -445,6 +608,7 @@ def test_references_resolve_only_to_async_functions():
 def make_greeter(tag: str):
     async def greet(proc, to):
         await proc.send(to, (A(tag), proc.pid))
+
     return greet
 
 
@@ -459,9 +623,9 @@ async def spawns_a_closure(proc, to, where):
 
 
 def test_closures_travel_from_an_authenticated_controller_only():
-    with smp.Emulator(mode="smp", schedulers=2) as vm:        # ipc, owner-only directory
+    with smp.Emulator(mode="smp", schedulers=2) as vm:  # ipc, owner-only directory
         sink = vm.spawn_collector(scheduler=1)
-        p = vm.spawn(make_greeter("hi"), sink, scheduler=2)    # dill, to a scheduler
+        p = vm.spawn(make_greeter("hi"), sink, scheduler=2)  # dill, to a scheduler
         vm.run()
         assert vm.messages(sink) == [(A("hi"), p)]
         # a process's closure never travels to another scheduler: it runs on
@@ -478,13 +642,14 @@ def test_closures_travel_from_an_authenticated_controller_only():
 
 def test_no_closure_on_an_insecure_channel():
     with pytest.warns(InsecureWarning, match="tcp without CURVE"):
-        vm = smp.Emulator(mode="smp", schedulers=1, bind=f"tcp://127.0.0.1:{free_base()}",
-                          insecure=True)
+        vm = smp.Emulator(
+            mode="smp", schedulers=1, bind=f"tcp://127.0.0.1:{free_base()}", insecure=True
+        )
     with vm:
         sink = vm.spawn_collector()
         with pytest.raises(wire.Unencodable, match="cannot travel by reference"):
             vm.spawn(make_greeter("hi"), sink)
-        vm.spawn(pinger, sink, 2)                  # by reference: fine
+        vm.spawn(pinger, sink, 2)  # by reference: fine
         vm.run()
         assert vm.messages(sink) == [(A("ping"), 0), (A("ping"), 1)]
 
@@ -494,12 +659,20 @@ def test_a_dispatcher_whose_thread_dies_exits(tmp_path, monkeypatch):
     without it: it stops and exits with an error, which the controller
     reports as ``DispatcherLost``."""
     from dispatcher.server import Dispatcher
+
     d = tempfile.mkdtemp(prefix="smp-fuzz-", dir=tmp_path)
-    disp = Dispatcher(1, {"ingest": f"ipc://{d}/i", "disp_ctl": f"ipc://{d}/c",
-                          "pub": [f"ipc://{d}/p{i}" for i in range(3)]})
+    disp = Dispatcher(
+        1,
+        {
+            "ingest": f"ipc://{d}/i",
+            "disp_ctl": f"ipc://{d}/c",
+            "pub": [f"ipc://{d}/p{i}" for i in range(3)],
+        },
+    )
 
     def dies():
         raise RuntimeError("a bug")
+
     monkeypatch.setattr(disp, "dispatch_loop", dies)
     with pytest.raises(SystemExit) as e:
         disp.serve()
@@ -514,8 +687,13 @@ def test_every_term_type_travels_and_is_checked():
     from smp.terms import A as _A
     from smp.terms import BitString, ExportFun, Fun, Map
     from smp.terms import Pid as _Pid
-    terms = [Map({_A.a: 1, 2.0: [Map()]}), BitString(b"\x01\x40", 11),
-             ExportFun(_A.m, _A.f, 2), Fun(_A.m, 1, bytes(16), 0, 0, 5, _Pid(81), (1, _A.x))]
+
+    terms = [
+        Map({_A.a: 1, 2.0: [Map()]}),
+        BitString(b"\x01\x40", 11),
+        ExportFun(_A.m, _A.f, 2),
+        Fun(_A.m, 1, bytes(16), 0, 0, 5, _Pid(81), (1, _A.x)),
+    ]
     assert wire.loads_terms(_pickle.dumps(terms, 5)) == terms
     assert wire.loads(wire.dumps(terms)) == terms
     bad = _pickle.dumps(BitString(b"\x01\x40", 11), 5).replace(b"\x0b", b"\x08", 1)

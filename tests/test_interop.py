@@ -1,4 +1,5 @@
 """Interop with a real Erlang/OTP node (marker: interop)."""
+
 import os
 import shutil
 import struct
@@ -25,8 +26,12 @@ SPLIT = "Split = fun S(<<0, N:32, T:N/binary, R/binary>>) -> [T | S(R)]; S(<<>>)
 
 def run_erl(code, timeout=60):
     """Run ``code`` (an Erlang expression sequence ending in halt()) on a fresh node."""
-    r = subprocess.run(["erl", "-noshell", "-noinput", "-eval", code], capture_output=True,
-                       text=True, timeout=timeout)
+    r = subprocess.run(
+        ["erl", "-noshell", "-noinput", "-eval", code],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     assert r.returncode == 0, f"erl failed ({r.returncode}):\n{r.stdout}\n{r.stderr}"
     return r.stdout
 
@@ -49,7 +54,7 @@ SAMPLE = [
     (A.trace, Pid(80), A.call, (A.lists, A.seq, [1, 10])),
     (A.trace, Pid(80), A.return_from, (A.m, A.f, 2), ImproperList([1, 2.5], b"t")),
     (A.trace, Pid(80), A.link, Port(7)),
-    (A.trace, Pid(80), A.exit, (A.shutdown, Ref((1, 2, 3)), 2 ** 70, -5)),
+    (A.trace, Pid(80), A.exit, (A.shutdown, Ref((1, 2, 3)), 2**70, -5)),
     (A.trace, Pid(3, 0, Atom("other@host"), 7), A.out, 0),
     (A.seq_trace, 0, (A.send, (0, 1), Pid(80), Pid(81), A.hello)),
 ]
@@ -60,8 +65,16 @@ def test_our_trace_file_read_by_dbg_trace_client(tmp_path):
     with FileTracePort(path) as p:
         for t in SAMPLE:
             p.write(encode(t))
-    code = ("OUT = " + estr(out) + "," + COLLECT
-            + "dbg:trace_client(file, " + estr(path) + ", {H, []})," + WAIT)
+    code = (
+        "OUT = "
+        + estr(out)
+        + ","
+        + COLLECT
+        + "dbg:trace_client(file, "
+        + estr(path)
+        + ", {H, []}),"
+        + WAIT
+    )
     run_erl(code)
     assert decode(out.read_bytes()) == SAMPLE
 
@@ -72,25 +85,41 @@ def test_our_wrap_log_read_by_dbg_trace_client(tmp_path):
     with FileTracePort(base, wrap=(".trc", 100, 4)) as p:
         for t in terms:
             p.write(encode(t))
-    code = ("OUT = " + estr(out) + "," + COLLECT
-            + "dbg:trace_client(file, {" + estr(base) + ", wrap, \".trc\", 100, 4}, {H, []}),"
-            + WAIT)
+    code = (
+        "OUT = "
+        + estr(out)
+        + ","
+        + COLLECT
+        + "dbg:trace_client(file, {"
+        + estr(base)
+        + ', wrap, ".trc", 100, 4}, {H, []}),'
+        + WAIT
+    )
     run_erl(code)
     theirs = decode(out.read_bytes())
     assert theirs == list(read_trace((str(base), "wrap", ".trc", 100, 4)))
-    assert theirs == terms[-len(theirs):] and len(theirs) >= 4
+    assert theirs == terms[-len(theirs) :] and len(theirs) >= 4
 
 
 def test_our_ip_port_read_by_dbg_trace_client(tmp_path):
     out = tmp_path / "out.bin"
     port = IpTracePort(0, queue_size=5)
     try:
-        for i in range(12):                       # no client yet: 5 queued + drop(7)
+        for i in range(12):  # no client yet: 5 queued + drop(7)
             port.write(encode((A.trace, Pid(80), A.send, i, Pid(81))))
-        code = ("OUT = " + estr(out) + "," + COLLECT
-                + f'dbg:trace_client(ip, {{"127.0.0.1", {port.port}}}, {{H, []}}),' + WAIT)
-        proc = subprocess.Popen(["erl", "-noshell", "-noinput", "-eval", code],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        code = (
+            "OUT = "
+            + estr(out)
+            + ","
+            + COLLECT
+            + f'dbg:trace_client(ip, {{"127.0.0.1", {port.port}}}, {{H, []}}),'
+            + WAIT
+        )
+        proc = subprocess.Popen(
+            ["erl", "-noshell", "-noinput", "-eval", code],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
         try:
             assert port.wait_connected(True, 30), "the node did not connect"
             assert port.flush(30)
@@ -102,8 +131,7 @@ def test_our_ip_port_read_by_dbg_trace_client(tmp_path):
         assert proc.returncode == 0, err
     finally:
         port.close()
-    expected = ([(A.trace, Pid(80), A.send, i, Pid(81)) for i in range(5)]
-                + [(A.drop, 7), A.last])
+    expected = [(A.trace, Pid(80), A.send, i, Pid(81)) for i in range(5)] + [(A.drop, 7), A.last]
     assert decode(out.read_bytes()) == expected
 
 
@@ -116,11 +144,13 @@ F = dbg:trace_port(ip, {0, 5}), Port = F(),
 [erlang:port_command(Port, term_to_binary(I)) || I <- lists:seq(0, 11)],
 io:format("~w~n", [P]),
 receive stop -> ok after 20000 -> ok end, halt()."""
-    proc = subprocess.Popen(["erl", "-noshell", "-noinput", "-eval", code],
-                            stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        ["erl", "-noshell", "-noinput", "-eval", code], stdout=subprocess.PIPE, text=True
+    )
     try:
         real_port = int(proc.stdout.readline())
         import socket
+
         c = socket.create_connection(("127.0.0.1", real_port), timeout=20)
         c.settimeout(20)
         expected_len = 5 * (5 + 3) + 5
@@ -142,8 +172,11 @@ receive stop -> ok after 20000 -> ok end, halt()."""
     finally:
         ours.close()
     assert list(read_frames(theirs)) == got == [0, 1, 2, 3, 4, (A.drop, 7)]
-    assert theirs == b"".join(b"\0" + struct.pack(">I", 3) + pl for pl in payloads[:5]) \
+    assert (
+        theirs
+        == b"".join(b"\0" + struct.pack(">I", 3) + pl for pl in payloads[:5])
         + b"\x01\x00\x00\x00\x07"
+    )
 
 
 def test_real_trace_file_drv_wrap_files_equal_ours(tmp_path):
@@ -154,12 +187,21 @@ def test_real_trace_file_drv_wrap_files_equal_ours(tmp_path):
     payloads = [encode((A.n, i, b"x" * (i % 7))) for i in range(30)]
     inp = tmp_path / "in.bin"
     inp.write_bytes(b"".join(b"\0" + struct.pack(">I", len(p)) + p for p in payloads))
-    code = (SPLIT + "{ok, In} = file:read_file(" + estr(inp) + "),"
-            + "F1 = dbg:trace_port(file, {" + estr(real / "w") + ", wrap, \".trc\", 60, 3}),"
-            + "P1 = F1(), [erlang:port_command(P1, B) || B <- Split(In)], port_close(P1),"
-            + "F2 = dbg:trace_port(file, " + estr(real / "plain") + "),"
-            + "P2 = F2(), [erlang:port_command(P2, B) || B <- Split(In)], port_close(P2),"
-            + "halt().")
+    code = (
+        SPLIT
+        + "{ok, In} = file:read_file("
+        + estr(inp)
+        + "),"
+        + "F1 = dbg:trace_port(file, {"
+        + estr(real / "w")
+        + ', wrap, ".trc", 60, 3}),'
+        + "P1 = F1(), [erlang:port_command(P1, B) || B <- Split(In)], port_close(P1),"
+        + "F2 = dbg:trace_port(file, "
+        + estr(real / "plain")
+        + "),"
+        + "P2 = F2(), [erlang:port_command(P2, B) || B <- Split(In)], port_close(P2),"
+        + "halt()."
+    )
     run_erl(code)
     with FileTracePort(mine / "w", wrap=(".trc", 60, 3)) as p:
         for pl in payloads:
@@ -174,24 +216,39 @@ def test_real_trace_file_drv_wrap_files_equal_ours(tmp_path):
 
 def test_node_trace_file_read_by_reader(tmp_path):
     path, out = tmp_path / "node.trc", tmp_path / "out.bin"
-    code = ("OUT = " + estr(out) + "," + """
+    code = (
+        "OUT = "
+        + estr(out)
+        + ","
+        + """
 Recv = spawn(fun R() -> receive stop -> ok; _ -> R() end end),
 Sender = spawn(fun() -> receive go -> ok end,
                         [Recv ! {msg, I, self(), make_ref(), 1.5, <<"b">>, "str"} || I <- lists:seq(1, 20)],
                         Recv ! stop end),
-{ok, _} = dbg:tracer(port, dbg:trace_port(file, """ + estr(path) + """)),
+{ok, _} = dbg:tracer(port, dbg:trace_port(file, """
+        + estr(path)
+        + """)),
 {ok, _} = dbg:p(Sender, [s, r, timestamp]),
 {ok, _} = dbg:p(Recv, [r]),
 Sender ! go,
 MRef = monitor(process, Recv), receive {'DOWN', MRef, _, _, _} -> ok end,
 ok = dbg:flush_trace_port(), dbg:stop(),
-""" + COLLECT + "dbg:trace_client(file, " + estr(path) + ", {H, []})," + WAIT)
+"""
+        + COLLECT
+        + "dbg:trace_client(file, "
+        + estr(path)
+        + ", {H, []}),"
+        + WAIT
+    )
     run_erl(code)
     theirs = decode(out.read_bytes())
     ours = list(read_trace(path))
     assert ours == theirs
-    sends = [t for t in ours if t[0] is A.trace_ts and t[2] is A.send
-             and type(t[3]) is tuple and t[3][0] is A.msg]
+    sends = [
+        t
+        for t in ours
+        if t[0] is A.trace_ts and t[2] is A.send and type(t[3]) is tuple and t[3][0] is A.msg
+    ]
     assert [s[3][1] for s in sends] == list(range(1, 21))
     assert all(type(s[3][3]) is Ref and s[3][6] == charlist("str") for s in sends)
 
@@ -200,31 +257,49 @@ ok = dbg:flush_trace_port(), dbg:stop(),
 
 local_terms_leaves = st.one_of(
     st.text(max_size=10).map(Atom),
-    st.integers(-(2 ** 100), 2 ** 100) | st.integers(-300, 300),
+    st.integers(-(2**100), 2**100) | st.integers(-300, 300),
     st.floats(allow_nan=False, allow_infinity=False),
     st.binary(max_size=12),
     # A real node accepts local pids only with number < 2**15, serial < 2**13,
     # ports < 2**28, refs of 3 words with the first < 2**18.
-    st.builds(Pid, st.integers(0, 2 ** 15 - 1), st.integers(0, 2 ** 13 - 1)),
-    st.builds(Port, st.integers(0, 2 ** 28 - 1)),
-    st.builds(lambda a, b, c: Ref((a, b, c)), st.integers(0, 2 ** 18 - 1),
-              st.integers(0, 2 ** 32 - 1), st.integers(0, 2 ** 32 - 1)),
-    st.builds(Pid, st.integers(0, 2 ** 32 - 1), st.integers(0, 2 ** 32 - 1),
-              st.just(Atom("remote@host")), st.integers(1, 2 ** 32 - 1)),
-    st.builds(Port, st.integers(0, 2 ** 64 - 1), st.just(Atom("remote@host")),
-              st.integers(1, 2 ** 32 - 1)),
-    st.builds(Ref, st.lists(st.integers(0, 2 ** 32 - 1), min_size=1, max_size=5).map(tuple),
-              st.just(Atom("remote@host")), st.integers(1, 2 ** 32 - 1)),
+    st.builds(Pid, st.integers(0, 2**15 - 1), st.integers(0, 2**13 - 1)),
+    st.builds(Port, st.integers(0, 2**28 - 1)),
+    st.builds(
+        lambda a, b, c: Ref((a, b, c)),
+        st.integers(0, 2**18 - 1),
+        st.integers(0, 2**32 - 1),
+        st.integers(0, 2**32 - 1),
+    ),
+    st.builds(
+        Pid,
+        st.integers(0, 2**32 - 1),
+        st.integers(0, 2**32 - 1),
+        st.just(Atom("remote@host")),
+        st.integers(1, 2**32 - 1),
+    ),
+    st.builds(
+        Port, st.integers(0, 2**64 - 1), st.just(Atom("remote@host")), st.integers(1, 2**32 - 1)
+    ),
+    st.builds(
+        Ref,
+        st.lists(st.integers(0, 2**32 - 1), min_size=1, max_size=5).map(tuple),
+        st.just(Atom("remote@host")),
+        st.integers(1, 2**32 - 1),
+    ),
     st.lists(st.integers(0, 255), max_size=8),
 )
 node_terms = st.recursive(
     local_terms_leaves,
     lambda ch: st.one_of(
-        st.lists(ch, max_size=4), st.lists(ch, max_size=4).map(tuple),
-        st.tuples(st.lists(ch, min_size=1, max_size=3),
-                  ch.filter(lambda t: type(t) not in (list, ImproperList))).map(
-            lambda a: ImproperList(*a))),
-    max_leaves=12)
+        st.lists(ch, max_size=4),
+        st.lists(ch, max_size=4).map(tuple),
+        st.tuples(
+            st.lists(ch, min_size=1, max_size=3),
+            ch.filter(lambda t: type(t) not in (list, ImproperList)),
+        ).map(lambda a: ImproperList(*a)),
+    ),
+    max_leaves=12,
+)
 
 
 def _exact(a, b):
@@ -239,26 +314,33 @@ def _exact(a, b):
     return a == b
 
 
-@settings(max_examples=2, deadline=None, phases=[Phase.generate],
-          suppress_health_check=list(HealthCheck))
+@settings(
+    max_examples=2, deadline=None, phases=[Phase.generate], suppress_health_check=list(HealthCheck)
+)
 @given(st.lists(node_terms, min_size=200, max_size=200))
 def test_node_round_trip_of_our_encodings(tmp_path_factory, batch):
     tmp = tmp_path_factory.mktemp("rt")
     inp, out = tmp / "in.bin", tmp / "out.bin"
-    inp.write_bytes(b"".join(b"\0" + struct.pack(">I", len(e)) + e
-                             for e in map(encode, batch)))
-    code = (SPLIT + "{ok, In} = file:read_file(" + estr(inp) + "),"
-            + "Out = [begin T = binary_to_term(B), "
-              "[term_to_binary({B =:= term_to_binary(T, [{minor_version, 2}]), T}), "
-              "term_to_binary(T, [{minor_version, 0}]), term_to_binary(T, [compressed])] end"
-              " || B <- Split(In)],"
-            + "ok = file:write_file(" + estr(out) + ", [[<<0, (byte_size(X)):32>>, X] || X <- lists:append(Out)]),"
-            + "halt().")
+    inp.write_bytes(b"".join(b"\0" + struct.pack(">I", len(e)) + e for e in map(encode, batch)))
+    code = (
+        SPLIT
+        + "{ok, In} = file:read_file("
+        + estr(inp)
+        + "),"
+        + "Out = [begin T = binary_to_term(B), "
+        "[term_to_binary({B =:= term_to_binary(T, [{minor_version, 2}]), T}), "
+        "term_to_binary(T, [{minor_version, 0}]), term_to_binary(T, [compressed])] end"
+        " || B <- Split(In)],"
+        + "ok = file:write_file("
+        + estr(out)
+        + ", [[<<0, (byte_size(X)):32>>, X] || X <- lists:append(Out)]),"
+        + "halt()."
+    )
     run_erl(code)
     results = list(read_frames(out.read_bytes()))
     assert len(results) == 3 * len(batch)
     for i, term in enumerate(batch):
-        (same_bytes, back), old, compressed = results[3 * i:3 * i + 3]
+        (same_bytes, back), old, compressed = results[3 * i : 3 * i + 3]
         # The node reads every kind we write, gives it back unchanged in all
         # its encodings, and term_to_binary(T, [{minor_version, 2}]) is our
         # encoding byte for byte.
@@ -287,10 +369,21 @@ halt().""".replace("OUT", estr(out))
     pid, ref, port = first[:3]
     assert type(pid) is Pid and pid.node is LOCAL_NODE
     assert type(ref) is Ref and type(port) is Port
-    assert first[3:] == (1.0e300, -0.5, 1 << 200, -(1 << 3000), charlist("abc"),
-                         ImproperList([1, 2], A.three), b"\x01\x02\x03", [], (),
-                         Atom("caf\u00e9"), Atom("\U0001F600"), list(range(1, 301)),
-                         tuple(range(1, 301)))
+    assert first[3:] == (
+        1.0e300,
+        -0.5,
+        1 << 200,
+        -(1 << 3000),
+        charlist("abc"),
+        ImproperList([1, 2], A.three),
+        b"\x01\x02\x03",
+        [],
+        (),
+        Atom("caf\u00e9"),
+        Atom("\U0001f600"),
+        list(range(1, 301)),
+        tuple(range(1, 301)),
+    )
     # and our encoding of what we decoded is what the node printed with ~w
     assert repr(pid) in "".join(map(chr, text))
 
@@ -320,9 +413,14 @@ def test_format_dbg_matches_dhandler(tmp_path):
         (A.other, 1),
     ]
     inp.write_bytes(b"".join(b"\0" + struct.pack(">I", len(e)) + e for e in map(encode, terms)))
-    code = (SPLIT + "{ok, In} = file:read_file(" + estr(inp) + "),"
-            + "[begin dbg:dhandler(binary_to_term(B), user), io:format(user, \"@@~n\", []) end"
-              " || B <- Split(In)], halt().")
+    code = (
+        SPLIT
+        + "{ok, In} = file:read_file("
+        + estr(inp)
+        + "),"
+        + '[begin dbg:dhandler(binary_to_term(B), user), io:format(user, "@@~n", []) end'
+        " || B <- Split(In)], halt()."
+    )
     stdout = run_erl(code)
     theirs = stdout.split("@@\n")[:-1]
     assert len(theirs) == len(terms)

@@ -2,6 +2,7 @@
 branches): tracer looked up at once, fake schedule pairs after a heavy port
 write, ``profile_send``, ``exiting_reset`` at once, the node's clock.  The smp
 counterparts are pinned beside them where the difference is the point."""
+
 from __future__ import annotations
 
 import pytest
@@ -53,7 +54,7 @@ def test_dead_tracer_resets_tracee_and_makes_nothing(nonsmp):
     vm.run()
     s = check_counts(vm)
     assert s["made"] == 0
-    assert s["suppressed"] == 1                 # the first send found it dead
+    assert s["suppressed"] == 1  # the first send found it dead
     assert s["suppressed_by_reason"] == {"receiver_dead": {"TRACE": 1}}
     assert vm.trace_info(p, "flags") == (A.flags, [])
     assert vm.trace_info(p, "tracer") == (A.tracer, [])
@@ -68,9 +69,9 @@ def test_dead_tracer_smp_reset_when_scheduled_in(smp2):
     sink = vm.spawn_collector(scheduler=1)
     p = vm.spawn(chatter_on_go, sink, 3, scheduler=2)
     vm.trace(p, True, ["send"], tracer=tracer)
-    vm.run()                                   # p waits for go
+    vm.run()  # p waits for go
     vm.exit(tracer, "kill")
-    vm.run()                                   # the tracer is gone; p not scheduled
+    vm.run()  # the tracer is gone; p not scheduled
     vm.spawn(go, p, scheduler=1)
     vm.run()
     s = check_counts(vm)
@@ -102,6 +103,7 @@ def test_tracer_without_tracer_mark():
     directly, in the test process."""
     from schedulers.engine import Node
     from smp.flags import F_TRACE_SEND, F_TRACER
+
     node = Node(sched_id=1, nsched=1, smp=False)
     tracer = node.spawn_local(node.new_pid(), waiter, (), kept=True)
     sink = node.spawn_local(node.new_pid(), forever, (), kept=True)
@@ -127,7 +129,7 @@ def test_tracer_without_tracer_mark():
 
 
 async def gc_then_forward(proc, report):
-    await proc.allocate(20000)          # its own long_gc: never reported to itself
+    await proc.allocate(20000)  # its own long_gc: never reported to itself
     while True:
         await proc.send(report, await proc.receive())
 
@@ -152,8 +154,10 @@ def test_system_profile_not_told_about_itself(nonsmp):
     w = vm.spawn(short_lived)
     vm.run()
     msgs = vm.messages(prof)
-    assert [m[:4] for m in msgs] == [(A.profile, w, A.active, mfa(short_lived)),
-                                     (A.profile, w, A.inactive, mfa(short_lived))]
+    assert [m[:4] for m in msgs] == [
+        (A.profile, w, A.active, mfa(short_lived)),
+        (A.profile, w, A.inactive, mfa(short_lived)),
+    ]
     s = check_counts(vm)
     assert s["suppressed_by_reason"].get("sender_is_receiver", {}).get("SYSPROF", 0) >= 1
 
@@ -165,8 +169,10 @@ def test_profile_send_to_port(nonsmp):
     w = vm.spawn(short_lived)
     vm.run()
     terms = vm.trace_port_terms(port)
-    assert [m[:4] for m in terms] == [(A.profile, w, A.active, mfa(short_lived)),
-                                      (A.profile, w, A.inactive, mfa(short_lived))]
+    assert [m[:4] for m in terms] == [
+        (A.profile, w, A.active, mfa(short_lived)),
+        (A.profile, w, A.inactive, mfa(short_lived)),
+    ]
     assert_increasing([m[4] for m in terms])
     s = check_counts(vm)
     assert s["delivered_by_type"] == {"SYSPROF": 2}
@@ -191,9 +197,16 @@ def test_fake_schedule_pair_after_heavy_write(nonsmp):
     # 'in' may itself get a fake pair (in is not an out message);
     # each send does; 'out' never does
     assert shapes == [
-        (TS, p, A["in"], f), (TS, p, A.out, 0), (TS, p, A["in"], 0),
-        (TS, p, A.send, A.ping, sink), (TS, p, A.out, 0), (TS, p, A["in"], 0),
-        (TS, p, A.send, A.pong, sink), (TS, p, A.out, 0), (TS, p, A["in"], 0)]
+        (TS, p, A["in"], f),
+        (TS, p, A.out, 0),
+        (TS, p, A["in"], 0),
+        (TS, p, A.send, A.ping, sink),
+        (TS, p, A.out, 0),
+        (TS, p, A["in"], 0),
+        (TS, p, A.send, A.pong, sink),
+        (TS, p, A.out, 0),
+        (TS, p, A["in"], 0),
+    ]
     stamps = [m[-1] for m in terms]
     # the fake out carries the real message's timestamp, the fake in a new one
     for i in (0, 3, 6):
@@ -210,9 +223,11 @@ def test_no_fake_pair_without_timestamp(nonsmp):
     p = vm.spawn(pinger, sink)
     vm.trace(p, True, ["running", "send"], tracer=port)
     vm.run()
-    assert vm.trace_port_terms(port) == [(T, p, A["in"], mfa(pinger, 1)),
-                                         (T, p, A.send, A.ping, sink),
-                                         (T, p, A.send, A.pong, sink)]
+    assert vm.trace_port_terms(port) == [
+        (T, p, A["in"], mfa(pinger, 1)),
+        (T, p, A.send, A.ping, sink),
+        (T, p, A.send, A.pong, sink),
+    ]
     assert check_counts(vm)["fake_schedule_pairs"] == 0
 
 
@@ -224,9 +239,11 @@ def test_smp_heavy_write_gives_no_fake_pair(smp2):
     vm.trace(p, True, ["running", "timestamp", "send"], tracer=port)
     vm.run()
     terms = vm.trace_port_terms(port)
-    assert [m[:-1] for m in terms] == [(TS, p, A["in"], mfa(pinger, 1)),
-                                       (TS, p, A.send, A.ping, sink),
-                                       (TS, p, A.send, A.pong, sink)]
+    assert [m[:-1] for m in terms] == [
+        (TS, p, A["in"], mfa(pinger, 1)),
+        (TS, p, A.send, A.ping, sink),
+        (TS, p, A.send, A.pong, sink),
+    ]
     assert check_counts(vm)["fake_schedule_pairs"] == 0
 
 

@@ -4,6 +4,7 @@ to it, in both modes, on every exit path (close(), the with block, an error,
 Ctrl-C, a crash), after run() or in the middle of a flood.  In smp a port
 close is an event in queue order: what was queued before it is written, what
 comes after is dropped as port_closed, and dispatching goes on."""
+
 from __future__ import annotations
 
 import random
@@ -94,7 +95,7 @@ def test_emulator_close_writes_the_last_buffer(tmp_path, mode, n, how):
                 start_flood(vm, port, 10**7)
                 timer = interrupt_after(0.3)
                 try:
-                    vm.run(timeout=30)            # never quiet: only Ctrl-C ends it
+                    vm.run(timeout=30)  # never quiet: only Ctrl-C ends it
                 finally:
                     timer.join()
     except (RuntimeError, KeyboardInterrupt) as e:
@@ -160,7 +161,7 @@ def test_file_ports_closed_at_random_moments(tmp_path, mode, n):
             for p in ps:
                 vm.exit(p, A("kill"))
             vm.run(timeout=30)
-            assert frames(path) == got            # nothing after the close is written
+            assert frames(path) == got  # nothing after the close is written
         check_counts(vm)
 
 
@@ -184,7 +185,7 @@ def test_messages_after_a_close_are_dropped_and_counted(tmp_path, mode, n):
         assert vm.run_for(0.6) is False
         vm.close_trace_port(port)
         written = frames(path)
-        assert vm.run_for(0.2) is False           # the floods go on after the close
+        assert vm.run_for(0.2) is False  # the floods go on after the close
         for p in to_port:
             vm.exit(p, A("kill"))
         vm.run(timeout=60)
@@ -216,7 +217,7 @@ def test_file_port_flush_and_close_from_another_thread_keep_frames_whole(tmp_pat
                 tp.write(payload)
                 written[0] += 1
         except smp.TracePortError:
-            pass                              # closed: the end
+            pass  # closed: the end
         except Exception as e:
             errors.append(e)
 

@@ -10,6 +10,7 @@ Heavy writes are predicted with an oracle written from OTP's
 5-byte header, then the payload) and the write is heavy when either call
 wrote the buffer to the file, or when a wrap file rolled over.
 """
+
 from __future__ import annotations
 
 import os
@@ -56,9 +57,9 @@ class OtpFileDrv:
             self.pos += siz
             return 0
         wrote = self.siz - self.pos
-        self.pos = 0                      # the full buffer went to the file
+        self.pos = 0  # the full buffer went to the file
         if siz - wrote >= self.siz:
-            return 1                      # the rest written directly
+            return 1  # the rest written directly
         self.pos = siz - wrote
         return 1
 
@@ -68,7 +69,7 @@ class OtpFileDrv:
         if self.wrap_size is not None:
             self.len += 5 + payload_len
             if self.len >= self.wrap_size:
-                self.pos = 0              # wrap_file: my_flush, new file
+                self.pos = 0  # wrap_file: my_flush, new file
                 self.len = 0
                 heavy = True
         return heavy
@@ -95,7 +96,7 @@ def fake_pairs_by_oracle(terms: list, pid, drv: OtpFileDrv) -> int:
             assert in_msg[:4] == (A.trace_ts, pid, A["in"], 0), (i, in_msg)
             assert_ts(in_msg[4])
             assert in_msg[4] >= out_msg[4]
-            drv.output(len(encode(out_msg)))   # the pair is written too, never faked
+            drv.output(len(encode(out_msg)))  # the pair is written too, never faked
             drv.output(len(encode(in_msg)))
             pairs += 1
             i += 3
@@ -153,8 +154,10 @@ def test_port_as_seq_tracer(vm, tmp_path, kind, timestamp):
     a = vm.spawn(seq_sender, c, timestamp, scheduler=1)
     vm.run()
     terms = _read_port(vm, port, kind, path)
-    expected = [(ST, 7, (A.send, (0, 1), a, c, A.one)),
-                (ST, 7, (A["receive"], (0, 1), a, c, A.one))]
+    expected = [
+        (ST, 7, (A.send, (0, 1), a, c, A.one)),
+        (ST, 7, (A["receive"], (0, 1), a, c, A.one)),
+    ]
     if timestamp:
         assert [t[:3] for t in terms] == expected
         assert all(len(t) == 4 for t in terms)
@@ -172,7 +175,7 @@ def test_seq_tracer_port_heavy_write_fake_schedule(vm, timestamp):
     """``seq_trace_send_to_port``: a heavy write gives the fake pair only in
     nonsmp, only with the token's timestamp flag, and only for a process
     traced with running and timestamp (the sender here, not the receiver)."""
-    seq_port = vm.open_trace_port("memory", heavy_every=1)     # every write heavy
+    seq_port = vm.open_trace_port("memory", heavy_every=1)  # every write heavy
     other = vm.open_trace_port("memory")
     vm.set_system_seq_tracer(seq_port)
     c = vm.spawn(sink, scheduler=1)
@@ -210,19 +213,24 @@ def test_port_as_system_profiler(vm, tmp_path, kind):
     port = vm.open_trace_port(kind, *([path] if kind == "file" else []))
     assert vm.system_profile(port, ["runnable_procs"]) == A.undefined
     assert vm.system_profile() == (port, [A.runnable_procs])
-    vm.run()    # smp: every scheduler takes in the new profile state before the spawn
+    vm.run()  # smp: every scheduler takes in the new profile state before the spawn
     w = vm.spawn(waits_for_one, scheduler=1)
     vm.run()
     p = vm.spawn(pinger, w, 1, scheduler=1)
     vm.run()
     terms = _read_port(vm, port, kind, path)
-    fw, fp = mfa(waits_for_one), mfa(pinger, 2)   # arity: the args spawned with
+    fw, fp = mfa(waits_for_one), mfa(pinger, 2)  # arity: the args spawned with
     assert all(len(t) == 5 and t[0] is A.profile for t in terms)
     assert [t[:4] for t in terms if t[1] == w] == [
-        (A.profile, w, A.active, fw), (A.profile, w, A.inactive, fw),     # spawned, waits
-        (A.profile, w, A.active, fw), (A.profile, w, A.inactive, fw)]     # message, exits
+        (A.profile, w, A.active, fw),
+        (A.profile, w, A.inactive, fw),  # spawned, waits
+        (A.profile, w, A.active, fw),
+        (A.profile, w, A.inactive, fw),
+    ]  # message, exits
     assert [t[:4] for t in terms if t[1] == p] == [
-        (A.profile, p, A.active, fp), (A.profile, p, A.inactive, fp)]
+        (A.profile, p, A.active, fp),
+        (A.profile, p, A.inactive, fp),
+    ]
     assert len(terms) == 6
     assert_increasing([t[4] for t in terms])
     s = check_counts(vm)
@@ -238,7 +246,7 @@ def test_profiler_port_closed_resets_profiling(vm):
     finds no receiver (``sys_msg_disp_failure``), so later runs make nothing."""
     port = vm.open_trace_port("memory")
     vm.system_profile(port, ["runnable_procs"])
-    vm.run()    # smp: every scheduler takes in the new profile state before the spawn
+    vm.run()  # smp: every scheduler takes in the new profile state before the spawn
     vm.close_trace_port(port)
     assert vm.system_profile() == A.undefined
     vm.spawn(waits_for_one)
@@ -274,8 +282,9 @@ def _heavy_run(vm, port):
 def _check_real_messages(terms, p, s_):
     real = [t for t in terms if not (t[2] in (A.out, A["in"]) and t[3] == 0)]
     assert real[0][:4] == (A.trace_ts, p, A["in"], mfa(pinger, 2))
-    assert [t[:5] for t in real[1:]] == [(A.trace_ts, p, A.send, (A.ping, i), s_)
-                                         for i in range(N_PINGS)]
+    assert [t[:5] for t in real[1:]] == [
+        (A.trace_ts, p, A.send, (A.ping, i), s_) for i in range(N_PINGS)
+    ]
     assert all(len(t) == 6 for t in real[1:])
     assert_nondecreasing([t[-1] for t in real])
 
@@ -288,7 +297,7 @@ def test_file_port_buffer_heavy_write_fake_schedule(vm, tmp_path):
     vm.close_trace_port(port)
     terms = list(read_trace(path))
     _check_real_messages(terms, p, s_)
-    assert info["os_writes"] >= 5          # the buffer reached the disk many times
+    assert info["os_writes"] >= 5  # the buffer reached the disk many times
     s = check_counts(vm)
     assert info["messages"] == len(terms) == s["delivered_by_type"]["TRACE"]
     if vm.mode == "nonsmp":
@@ -311,7 +320,7 @@ def test_wrap_file_rollover_heavy_write_fake_schedule(vm, tmp_path):
     terms = list(read_trace((base, "wrap", ".trc", 300, 60)))
     _check_real_messages(terms, p, s_)
     # the buffer (64 KiB) never fills: every heavy write is a roll-over
-    assert info["os_writes"] == info["wraps"] and info["wraps"] >= 5   # before close
+    assert info["os_writes"] == info["wraps"] and info["wraps"] >= 5  # before close
     s = check_counts(vm)
     if vm.mode == "nonsmp":
         pairs = fake_pairs_by_oracle(terms, p, OtpFileDrv(8192 * 8, wrap_size=300))
@@ -328,6 +337,7 @@ def test_wrap_file_rollover_heavy_write_fake_schedule(vm, tmp_path):
 def test_file_port_heavy_flag_follows_trace_file_drv_header_write():
     """Header and payload are two ``my_write`` calls in ``trace_file_output``."""
     import tempfile
+
     with tempfile.TemporaryDirectory() as d:
         # frames of 62 bytes, then 66 with its header straddling the buffer end
         # (2 bytes free): the driver keeps a full buffer (64 bytes), so the
@@ -341,8 +351,6 @@ def test_file_port_heavy_flag_follows_trace_file_drv_header_write():
         assert got == expected
 
 
-
-
 # ================================================================ 4. ip port, drops
 def test_ip_port_queue_and_drop_record(vm):
     qsize, n = 5, 12
@@ -353,24 +361,34 @@ def test_ip_port_queue_and_drop_record(vm):
     vm.run()
     info = vm.trace_port_info(port)
     # no client: qsize messages queued, then one drop frame counting the rest
-    assert (info["messages"], info["dropped"], info["queued"], info["clients"]) == \
-        (n, n - qsize, qsize + 1, 0)
+    assert (info["messages"], info["dropped"], info["queued"], info["clients"]) == (
+        n,
+        n - qsize,
+        qsize + 1,
+        0,
+    )
     reader = read_trace(("127.0.0.1", info["port"]), timeout=10)
     try:
         got = [next(reader) for _ in range(qsize + 1)]
-        assert got == [(A.trace, p, A.send, (A.ping, i), s_) for i in range(qsize)] \
-            + [(A.drop, n - qsize)]
+        assert got == [(A.trace, p, A.send, (A.ping, i), s_) for i in range(qsize)] + [
+            (A.drop, n - qsize)
+        ]
         # connected now: later messages arrive whole, no more drops
         q = vm.spawn(pinger, s_, 3, 100, scheduler=1)
         vm.trace(q, True, ["send"], tracer=port)
         vm.run()
-        assert [next(reader) for _ in range(3)] == \
-            [(A.trace, q, A.send, (A.ping, 100 + i), s_) for i in range(3)]
+        assert [next(reader) for _ in range(3)] == [
+            (A.trace, q, A.send, (A.ping, 100 + i), s_) for i in range(3)
+        ]
     finally:
         reader.close()
     info = vm.trace_port_info(port)
-    assert (info["messages"], info["sent"], info["dropped"], info["drop_frames_sent"]) == \
-        (n + 3, qsize + 3, n - qsize, 1)
+    assert (info["messages"], info["sent"], info["dropped"], info["drop_frames_sent"]) == (
+        n + 3,
+        qsize + 3,
+        n - qsize,
+        1,
+    )
     s = check_counts(vm)
     # written to the port is delivered; what the driver dropped is its own count
     assert s["delivered_by_type"] == {"TRACE": n + 3}
@@ -383,13 +401,12 @@ def test_exclusive_profile_around_slow_port_call(vm, exclusive):
     port = vm.open_trace_port("memory")
     opts = ["runnable_procs"] + (["exclusive"] if exclusive else [])
     vm.system_profile(port, opts)
-    vm.run()    # smp: every scheduler takes in the new profile state before the spawn
+    vm.run()  # smp: every scheduler takes in the new profile state before the spawn
     q = vm.spawn(slow_port_user)
     vm.run()
     terms = vm.trace_port_terms(port)
     f = mfa(slow_port_user)
-    states = [A.active, A.inactive, A.active, A.inactive] if exclusive \
-        else [A.active, A.inactive]
+    states = [A.active, A.inactive, A.active, A.inactive] if exclusive else [A.active, A.inactive]
     # spawned: active; port call: inactive then active again; waits: inactive
     assert [t[:4] for t in terms] == [(A.profile, q, st, f) for st in states]
     assert all(len(t) == 5 for t in terms)
@@ -402,6 +419,7 @@ def test_exclusive_profile_around_slow_port_call(vm, exclusive):
 # ================================================================ 5. interop
 def _interop():
     from test_interop import COLLECT, WAIT, estr, run_erl
+
     return COLLECT, WAIT, estr, run_erl
 
 
@@ -417,26 +435,37 @@ def test_real_dbg_trace_client_reads_emulator_ip_port_with_drops(vm, tmp_path):
     vm.trace(p, True, ["send"], tracer=port)
     vm.run()
     ipno = vm.trace_port_info(port)["port"]
-    code = ("OUT = " + estr(out) + "," + COLLECT
-            + f'dbg:trace_client(ip, {{"127.0.0.1", {ipno}}}, {{H, []}}),' + WAIT)
-    proc = subprocess.Popen(["erl", "-noshell", "-noinput", "-eval", code],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    code = (
+        "OUT = "
+        + estr(out)
+        + ","
+        + COLLECT
+        + f'dbg:trace_client(ip, {{"127.0.0.1", {ipno}}}, {{H, []}}),'
+        + WAIT
+    )
+    proc = subprocess.Popen(
+        ["erl", "-noshell", "-noinput", "-eval", code],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     try:
         assert vm.flush_trace_port(port, 60) is True, "the node did not read the queue"
         q = vm.spawn(pinger, s_, 2, 50, scheduler=1)
         vm.trace(q, True, ["send"], tracer=port)
         vm.run()
         assert vm.flush_trace_port(port, 30) is True
-        vm.close_trace_port(port)          # the node's handler gets end_of_trace
+        vm.close_trace_port(port)  # the node's handler gets end_of_trace
         _, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
     assert proc.returncode == 0, err
-    expected = ([(A.trace, p, A.send, (A.ping, i), s_) for i in range(qsize)]
-                + [(A.drop, n - qsize)]
-                + [(A.trace, q, A.send, (A.ping, 50 + i), s_) for i in range(2)])
+    expected = (
+        [(A.trace, p, A.send, (A.ping, i), s_) for i in range(qsize)]
+        + [(A.drop, n - qsize)]
+        + [(A.trace, q, A.send, (A.ping, 50 + i), s_) for i in range(2)]
+    )
     assert decode(out.read_bytes()) == expected
 
 
@@ -449,11 +478,18 @@ def test_real_dbg_trace_client_reads_emulator_wrap_log(vm, tmp_path):
     p, s_ = _heavy_run(vm, port)
     info = vm.trace_port_info(port)
     vm.close_trace_port(port)
-    assert info["wraps"] > 8                   # the oldest files were deleted
+    assert info["wraps"] > 8  # the oldest files were deleted
     ours = list(read_trace((base, "wrap", ".trc")))
-    code = ("OUT = " + estr(out) + "," + COLLECT
-            + "dbg:trace_client(file, {" + estr(base) + ", wrap, \".trc\"}, {H, []}),"
-            + WAIT)
+    code = (
+        "OUT = "
+        + estr(out)
+        + ","
+        + COLLECT
+        + "dbg:trace_client(file, {"
+        + estr(base)
+        + ', wrap, ".trc"}, {H, []}),'
+        + WAIT
+    )
     run_erl(code)
     theirs = decode(out.read_bytes())
     assert theirs == ours

@@ -1,6 +1,7 @@
 """The process model under the trace points: links and exit signals,
 selective receive, spawn_link, the registry, sensitive processes and
 preemption.  Both modes unless stated."""
+
 from __future__ import annotations
 
 import pytest
@@ -58,7 +59,8 @@ def test_trap_exit_gets_exit_message(vm):
     q = vm.spawn(linked_dier, tr, A.normal)
     vm.run()
     assert sorted(vm.messages(report), key=lambda m: m[1]) == sorted(
-        [(A.EXIT, p, A.boom), (A.EXIT, q, A.normal)], key=lambda m: m[1])
+        [(A.EXIT, p, A.boom), (A.EXIT, q, A.normal)], key=lambda m: m[1]
+    )
     assert vm.is_alive(tr)
 
 
@@ -116,7 +118,7 @@ def test_link_to_dead_pid_noproc(vm):
     dead = vm.spawn(noop)
     vm.run()
     p = vm.spawn(link_dead, dead, report)
-    q = vm.spawn(link_then_wait, dead)       # not trapping: dies with noproc
+    q = vm.spawn(link_then_wait, dead)  # not trapping: dies with noproc
     t = vm.spawn_collector()
     vm.trace(q, True, ["procs"], tracer=t)
     vm.run()
@@ -188,8 +190,13 @@ def test_register_from_process(vm):
     other = vm.spawn(waiter)
     p = vm.spawn(registrar, report, other)
     vm.run()
-    assert vm.messages(report) == [p, (A.error, A.badarg), A.to_myself, A.undefined,
-                                   (A.error, A.badarg)]
+    assert vm.messages(report) == [
+        p,
+        (A.error, A.badarg),
+        A.to_myself,
+        A.undefined,
+        (A.error, A.badarg),
+    ]
 
 
 # ---------------------------------------------------------------- sensitive
@@ -266,8 +273,7 @@ async def _links_two(proc, a, b):
     await proc.receive()
 
 
-@pytest.mark.parametrize("flag,first_only", [("set_on_spawn", False),
-                                             ("set_on_first_spawn", True)])
+@pytest.mark.parametrize("flag,first_only", [("set_on_spawn", False), ("set_on_first_spawn", True)])
 def test_set_on_spawn_inheritance(vm, flag, first_only):
     t, report = vm.spawn_collector(), vm.spawn_collector()
     p = vm.spawn(_spawns_two, report)
@@ -280,13 +286,12 @@ def test_set_on_spawn_inheritance(vm, flag, first_only):
     assert vm.trace_info(c1, "tracer") == (A.tracer, t)
     if first_only:
         assert vm.trace_info(c2, "flags") == (A.flags, [])
-        assert vm.trace_info(p, "flags") == (A.flags, [A.send])   # the parent lost it
+        assert vm.trace_info(p, "flags") == (A.flags, [A.send])  # the parent lost it
     else:
         assert vm.trace_info(c2, "tracer") == (A.tracer, t)
 
 
-@pytest.mark.parametrize("flag,first_only", [("set_on_link", False),
-                                             ("set_on_first_link", True)])
+@pytest.mark.parametrize("flag,first_only", [("set_on_link", False), ("set_on_first_link", True)])
 def test_set_on_link_inheritance(vm, flag, first_only):
     t = vm.spawn_collector()
     a, b = vm.spawn(_finisher), vm.spawn(_finisher)
@@ -305,5 +310,6 @@ def test_set_on_link_inheritance(vm, flag, first_only):
 
 def _flag_pos(a):
     from smp.flags import flags_to_list, parse_trace_flags
+
     order = flags_to_list(parse_trace_flags(["all"])[0])
     return order.index(a)

@@ -1,6 +1,7 @@
 """Reading traces as Erlang people do: the files of several nodes merged by
 timestamp as ttb:format merges them, each line marked with its file, and a
 growing file followed as dbg:trace_client(follow_file, F) follows it."""
+
 from __future__ import annotations
 
 import json
@@ -45,12 +46,15 @@ def send(pid, msg, at=None):
 
 # ---------------------------------------------------------------- the merge itself
 
+
 def test_merge_key_is_ttbs_timestamp():
     assert merge_key(send(1, A.x, 5)) == merge_key(send(2, A.y, 5))
-    assert merge_key(send(1, A.x)) < merge_key(send(1, A.x, 0))      # 0 < any tuple
+    assert merge_key(send(1, A.x)) < merge_key(send(1, A.x, 0))  # 0 < any tuple
     seq_ts = (A.seq_trace, 0, (A.send, (0, 1), Pid(1), Pid(2), A.m), ts(3))
     assert merge_key(seq_ts) == merge_key(send(1, A.x, 3))
-    assert merge_key((A.seq_trace, 0, (A.send, (0, 1), Pid(1), Pid(2), A.m))) == merge_key((A.drop, 7))
+    assert merge_key((A.seq_trace, 0, (A.send, (0, 1), Pid(1), Pid(2), A.m))) == merge_key(
+        (A.drop, 7)
+    )
 
 
 def test_merge_takes_the_smallest_head_and_keeps_each_files_order(tmp_path):
@@ -74,17 +78,22 @@ def test_merge_tie_goes_to_the_file_read_last_as_in_ttb(tmp_path):
 
 def test_smp_emu_read_merges_and_marks_every_line(tmp_path):
     a, b = tmp_path / "a.trc", tmp_path / "b.trc"
-    long_msg = [list(range(30))] * 3                     # dbg breaks it over lines
+    long_msg = [list(range(30))] * 3  # dbg breaks it over lines
     write(a, [send(1, long_msg, 2), send(1, A.late, 9)])
     write(b, [send(2, A.first, 1), send(2, A.mid, 4)])
     r = CliRunner().invoke(cli, ["read", str(a), str(b)])
     assert r.exit_code == 0, r.output
     lines = r.stdout.splitlines()
     assert len(lines) > 4
-    expected = [(str(b), send(2, A.first, 1)), (str(a), send(1, long_msg, 2)),
-                (str(b), send(2, A.mid, 4)), (str(a), send(1, A.late, 9))]
+    expected = [
+        (str(b), send(2, A.first, 1)),
+        (str(a), send(1, long_msg, 2)),
+        (str(b), send(2, A.mid, 4)),
+        (str(a), send(1, A.late, 9)),
+    ]
     assert r.stdout == "".join(
-        "".join(f"{src}: {x}\n" for x in format_dbg(t).splitlines()) for src, t in expected)
+        "".join(f"{src}: {x}\n" for x in format_dbg(t).splitlines()) for src, t in expected
+    )
     r = CliRunner().invoke(cli, ["read", str(a), str(b), "--no-mark"])
     assert r.stdout == "".join(format_dbg(t) for _, t in expected)
     r = CliRunner().invoke(cli, ["read", str(a), str(b), "--format", "json"])
@@ -99,10 +108,14 @@ def test_files_and_a_wrap_log_written_by_the_emulator_merge_by_time(tmp_path):
     each getting one process's sends with timestamps: read together they come
     out in timestamp order, each line marked with the file it came from."""
     from smp.workloads import pp_ping, pp_pong
+
     fa, fb, fw = str(tmp_path / "a.trc"), str(tmp_path / "b.trc"), str(tmp_path / "w")
     with smp.Emulator(mode="smp", schedulers=2) as vm:
-        ports = [vm.open_trace_port("file", fa), vm.open_trace_port("file", fb),
-                 vm.open_trace_port("file", fw, wrap=(".wrp", 400, 4))]
+        ports = [
+            vm.open_trace_port("file", fa),
+            vm.open_trace_port("file", fb),
+            vm.open_trace_port("file", fw, wrap=(".wrp", 400, 4)),
+        ]
         pings = []
         for k, port in enumerate(ports):
             pong = vm.spawn(pp_pong, False, scheduler=1 + k % 2)
@@ -129,6 +142,7 @@ def test_files_and_a_wrap_log_written_by_the_emulator_merge_by_time(tmp_path):
 
 # ---------------------------------------------------------------- --follow
 
+
 def _env():
     env = dict(os.environ)
     env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
@@ -139,11 +153,16 @@ def test_follow_prints_what_is_appended_until_ctrl_c(tmp_path):
     path = tmp_path / "live.trc"
     first = [send(1, A.one, 1), send(1, A.two, 2)]
     write(path, first)
-    p = subprocess.Popen([sys.executable, "-m", "smp.cli", "read", "--follow", str(path)],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env())
+    p = subprocess.Popen(
+        [sys.executable, "-m", "smp.cli", "read", "--follow", str(path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=_env(),
+    )
     lines: queue.Queue = queue.Queue()
-    threading.Thread(target=lambda: [lines.put(x) for x in iter(p.stdout.readline, b"")],
-                     daemon=True).start()
+    threading.Thread(
+        target=lambda: [lines.put(x) for x in iter(p.stdout.readline, b"")], daemon=True
+    ).start()
 
     def expect(terms, within=30.0):
         deadline = time.monotonic() + within
@@ -156,8 +175,11 @@ def test_follow_prints_what_is_appended_until_ctrl_c(tmp_path):
     try:
         expect(first)
         # a frame written in two parts: nothing is printed from the half of it
-        third = b"\x00" + len(encode(send(1, A.three, 3))).to_bytes(4, "big") + encode(
-            send(1, A.three, 3))
+        third = (
+            b"\x00"
+            + len(encode(send(1, A.three, 3))).to_bytes(4, "big")
+            + encode(send(1, A.three, 3))
+        )
         with open(path, "ab") as f:
             f.write(third[:7])
             f.flush()
@@ -170,7 +192,7 @@ def test_follow_prints_what_is_appended_until_ctrl_c(tmp_path):
                 b = encode(t)
                 f.write(b"\x00" + len(b).to_bytes(4, "big") + b)
         expect([send(2, A.four, 4), (A.drop, 2)])
-        assert lines.empty() and p.poll() is None      # still following
+        assert lines.empty() and p.poll() is None  # still following
         p.send_signal(signal.SIGINT)
         p.wait(30)
     finally:
@@ -197,9 +219,11 @@ def ttb_source():
     where observer itself, which needs wx, is not installed), or None."""
     import glob
     import shutil
+
     root = os.path.dirname(os.path.dirname(os.path.realpath(shutil.which("erl"))))
     found = sorted(glob.glob(os.path.join(root, "lib", "observer-*", "src", "ttb.erl")))
     return found[-1] if found else None
+
 
 WRITER = r"""
 PA = (dbg:trace_port(file, FA))(),
@@ -237,14 +261,21 @@ def ttb_format(tmp_path, files, nodes):
     ebin.mkdir(exist_ok=True)
     src = ttb_source()
     if src is not None and not (ebin / "ttb.beam").exists():
-        subprocess.run(["erlc", "-o", str(ebin), src], check=True, capture_output=True,
-                       timeout=120)
+        subprocess.run(["erlc", "-o", str(ebin), src], check=True, capture_output=True, timeout=120)
     elif src is None and b"non_existing" in run_node('io:format("~p", [code:which(ttb)]), halt().'):
         pytest.skip("no ttb on this node and no ttb.erl to compile (observer, erlang-src)")
-    node_code = "[" + ",".join("binary_to_atom(<<" + ",".join(map(str, n.name.encode()))
-                               + ">>, utf8)" for n in nodes) + "]"
-    out = run_node(FORMAT.replace("EBIN", estr(ebin)).replace("NODES", node_code)
-                   .replace("FILES", "[" + ",".join(estr(f) for f in files) + "]"))
+    node_code = (
+        "["
+        + ",".join(
+            "binary_to_atom(<<" + ",".join(map(str, n.name.encode())) + ">>, utf8)" for n in nodes
+        )
+        + "]"
+    )
+    out = run_node(
+        FORMAT.replace("EBIN", estr(ebin))
+        .replace("NODES", node_code)
+        .replace("FILES", "[" + ",".join(estr(f) for f in files) + "]")
+    )
     lines = out.split(b"\n")
     nums = lines[-2].decode().split(" ") if nodes else []
     text = b"".join(x + b"\n" for x in lines[:-2] if not x.startswith(b"Warning: no meta data"))
@@ -273,8 +304,9 @@ def test_two_files_of_a_real_node_merge_as_ttb_format_merges_them(tmp_path):
     # marked: the same lines, each after the file it came from
     marked = smp_emu_read([fa, fb], numbers).split(b"\n")
     assert b"\n".join(x.split(b": ", 1)[1] for x in marked[:-1]) + b"\n" == theirs
-    recs = [json.loads(x) for x in smp_emu_read([fa, fb], numbers, "--format", "json").split(b"\n")
-            if x]
+    recs = [
+        json.loads(x) for x in smp_emu_read([fa, fb], numbers, "--format", "json").split(b"\n") if x
+    ]
     tags = {str(fa): set(), str(fb): set()}
     for x in recs:
         tags[x["source"]].add(x["term"]["tuple"][3]["tuple"][0])
@@ -287,8 +319,9 @@ def test_ties_and_untimestamped_messages_merge_as_ttb_format_merges_them(tmp_pat
     and seq_trace records: the same order as ttb:format."""
     fa, fb, fc = tmp_path / "a.trc", tmp_path / "b.trc", tmp_path / "c.trc"
     seq = (A.seq_trace, 0, (A.send, (0, 1), Pid(3), Pid(4), A.token), ts(5))
-    write(fa, [send(1, A.a1, 5), send(1, A.a2), send(1, A.a3, 7), send(1, A.a4, 7),
-               send(1, A.a5, 9)])
+    write(
+        fa, [send(1, A.a1, 5), send(1, A.a2), send(1, A.a3, 7), send(1, A.a4, 7), send(1, A.a5, 9)]
+    )
     write(fb, [send(2, A.b1, 3), send(2, A.b2, 5), (A.drop, 3), send(2, A.b3, 7), seq])
     write(fc, [send(3, A.c1), send(3, A.c2, 5), send(3, A.c3, 7), send(3, A.c4, 10)])
     theirs, _ = ttb_format(tmp_path, [fa, fb, fc], [])

@@ -6,6 +6,7 @@ its processes exit (links fire), the counts still add up, and
 The remote scheduler runs in a network namespace of its own, joined to this
 one by a veth pair; taking the host end of the pair down is the link going
 down.  Needs root and ``ip`` (skipped otherwise)."""
+
 from __future__ import annotations
 
 import json
@@ -39,7 +40,7 @@ class Link:
 
     def __init__(self):
         pid = os.getpid()
-        net = f"10.{200 + pid % 50}.{pid // 50 % 250}"     # one per test process
+        net = f"10.{200 + pid % 50}.{pid // 50 % 250}"  # one per test process
         self.ns = f"smp-remote-{pid}"
         self.host_if, self.ns_if = f"smpH{pid}"[:15], f"smpN{pid}"[:15]
         self.here, self.there = f"{net}.1", f"{net}.2"
@@ -65,9 +66,13 @@ class Link:
 
     def popen(self, args: list[str]) -> subprocess.Popen:
         """``args`` run in the namespace."""
-        return subprocess.Popen(["ip", "netns", "exec", self.ns] + args, env=_env(),
-                                start_new_session=True, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE)
+        return subprocess.Popen(
+            ["ip", "netns", "exec", self.ns] + args,
+            env=_env(),
+            start_new_session=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
 
 
 def _env() -> dict:
@@ -121,30 +126,52 @@ async def sender(proc, sink, n):
 
 def test_remote_link_down_is_a_lost_scheduler(link):
     url = f"tcp://{link.here}:{free_base()}"
-    remote = link.popen([sys.executable, "-m", "smp.cluster", "scheduler", "--connect", url,
-                         "--count", "1", "--host", link.there, "--insecure"])
+    remote = link.popen(
+        [
+            sys.executable,
+            "-m",
+            "smp.cluster",
+            "scheduler",
+            "--connect",
+            url,
+            "--count",
+            "1",
+            "--host",
+            link.there,
+            "--insecure",
+        ]
+    )
     try:
         with pytest.warns(InsecureWarning):
-            vm = smp.Emulator(mode="smp", schedulers=2, remote_schedulers=1, bind=url,
-                              insecure=True, start_timeout=30)
+            vm = smp.Emulator(
+                mode="smp",
+                schedulers=2,
+                remote_schedulers=1,
+                bind=url,
+                insecure=True,
+                start_timeout=30,
+            )
         try:
             assert 2 in vm._remote
             seen, sink, tracer = (vm.spawn_collector(scheduler=1) for _ in range(3))
             victim = vm.spawn(waiter, scheduler=2)
             vm.spawn(watcher, victim, seen, scheduler=1)
-            far = vm.spawn(sender, sink, None, scheduler=2)    # traced, on the remote
+            far = vm.spawn(sender, sink, None, scheduler=2)  # traced, on the remote
             # traced to the remote, for about 3 s after the link goes down
             near = vm.spawn(sender, vm.spawn_collector(scheduler=2), 20_000, scheduler=1)
             remote_tracer = vm.spawn_collector(scheduler=2)
             vm.trace(far, True, ["send"], tracer=tracer)
             vm.trace(near, True, ["send"], tracer=remote_tracer)
-            assert vm.run_for(1.0) is False                    # flowing both ways
+            assert vm.run_for(1.0) is False  # flowing both ways
             assert vm.messages(seen) == [A("linked")]
             assert len(vm.messages(tracer)) > 0
             link.down()
             t0 = time.monotonic()
-            with pytest.raises(smp.SchedulerLost, match=r"scheduler 2 \(remote scheduler on "
-                               r".*no word from it for [\d.]+ s"):
+            with pytest.raises(
+                smp.SchedulerLost,
+                match=r"scheduler 2 \(remote scheduler on "
+                r".*no word from it for [\d.]+ s",
+            ):
                 vm.run(timeout=60)
             took = time.monotonic() - t0
             # noticed after the heartbeat's silence, not after a 30 s timeout
@@ -163,7 +190,7 @@ def test_remote_link_down_is_a_lost_scheduler(link):
             vm.close()
             assert time.monotonic() - t0 <= 5.0
     finally:
-        finish(remote)      # it stops by itself: the dispatcher went silent
+        finish(remote)  # it stops by itself: the dispatcher went silent
 
 
 LONG = """\
@@ -190,18 +217,40 @@ def test_cli_dispatcher_summary_and_exit_1_when_a_remote_link_goes_down(link, tm
     scenario.write_text(LONG)
     out = tmp_path / "trace.txt"
     args = ["scheduler", "--connect", url, "--count", "1", "--insecure"]
-    near = subprocess.Popen([sys.executable, "-m", "smp.cli"] + args + ["--host", link.here],
-                            env=_env(), start_new_session=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    near = subprocess.Popen(
+        [sys.executable, "-m", "smp.cli"] + args + ["--host", link.here],
+        env=_env(),
+        start_new_session=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     far = link.popen([sys.executable, "-m", "smp.cli"] + args + ["--host", link.there])
-    disp = subprocess.Popen([sys.executable, "-m", "smp.cli", "dispatcher", str(scenario),
-                             "--bind", url, "--schedulers", "2", "--insecure", "--json",
-                             "--wait", "30", "--out", str(out)],
-                            env=_env(), start_new_session=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    disp = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "smp.cli",
+            "dispatcher",
+            str(scenario),
+            "--bind",
+            url,
+            "--schedulers",
+            "2",
+            "--insecure",
+            "--json",
+            "--wait",
+            "30",
+            "--out",
+            str(out),
+        ],
+        env=_env(),
+        start_new_session=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     try:
         deadline = time.monotonic() + 40
-        while not (out.exists() and out.stat().st_size > 0):   # the run is under way
+        while not (out.exists() and out.stat().st_size > 0):  # the run is under way
             assert disp.poll() is None, disp.communicate()[1].decode()[-3000:]
             assert time.monotonic() < deadline, "the run did not start"
             time.sleep(0.05)
@@ -214,8 +263,9 @@ def test_cli_dispatcher_summary_and_exit_1_when_a_remote_link_goes_down(link, tm
         # the heartbeat, the rest of the run becoming quiet, close()
         assert took <= REMOTE_SILENCE_S + 1 + 5 + 2, took
         summary = json.loads(stdout)
-        assert re.search(r"scheduler \d \(remote scheduler on .*no word from it",
-                         summary["error"]), summary["error"]
+        assert re.search(
+            r"scheduler \d \(remote scheduler on .*no word from it", summary["error"]
+        ), summary["error"]
         st = summary["stats"]
         assert len(st["lost_schedulers"]) == 1
         assert st["made"] > 0 and st["made"] == st["delivered"] + st["dropped"] + st["queued"]

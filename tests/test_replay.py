@@ -1,5 +1,6 @@
 """smp-only: the dispatcher journal replays to the same decisions, and a
 doctored journal is caught at the record that was changed."""
+
 from __future__ import annotations
 
 import json
@@ -19,8 +20,15 @@ from smp.workloads import execute
 
 pytestmark = pytest.mark.timeout(90)
 
-KEYS = ("made", "made_by_type", "delivered", "delivered_by_type", "dropped",
-        "dropped_by_reason", "queued")
+KEYS = (
+    "made",
+    "made_by_type",
+    "delivered",
+    "delivered_by_type",
+    "dropped",
+    "dropped_by_reason",
+    "queued",
+)
 
 
 def same_totals(report, stats) -> None:
@@ -113,7 +121,7 @@ def test_churn_scenario_replays_without_divergence(churned):
     path, stats = churned
     r = replay(path)
     assert r.ok, (r.divergences, r.violations)
-    assert r.totals["dropped_by_reason"]["receiver_dead"]["TRACE"] > 0   # churned tracers
+    assert r.totals["dropped_by_reason"]["receiver_dead"]["TRACE"] > 0  # churned tracers
     same_totals(r, stats)
 
 
@@ -137,8 +145,11 @@ def write_all(path, recs) -> None:
 def test_doctored_decision_is_reported_at_its_seq(raced, tmp_path):
     path, _ = raced
     recs = read_all(path)
-    k = next(i for i, r in enumerate(recs[1:], 1)
-             if r[1] == "d" and r[2] == SYS_MSG_TYPE_TRACE and r[4] == DELIVER_PID)
+    k = next(
+        i
+        for i, r in enumerate(recs[1:], 1)
+        if r[1] == "d" and r[2] == SYS_MSG_TYPE_TRACE and r[4] == DELIVER_PID
+    )
     seq = recs[k][0]
     recs[k] = recs[k][:4] + (DROP, recs[k][5], "receiver_dead")
     bad = str(tmp_path / "doctored.journal")
@@ -148,7 +159,7 @@ def test_doctored_decision_is_reported_at_its_seq(raced, tmp_path):
     d = r.divergences[0]
     assert d["seq"] == seq and d["type"] == "TRACE"
     assert d["recorded"].startswith("drop receiver_dead") and d["replayed"].startswith("deliver")
-    assert d["messages"] and " ! " in d["messages"][0]      # named, in dbg's format
+    assert d["messages"] and " ! " in d["messages"][0]  # named, in dbg's format
     items = queue_listing(bad, r, seq, 6)
     text = format_listing(items, seq)
     assert f">>#{seq}" in text and "DIVERGES" in text
@@ -185,15 +196,20 @@ def test_missing_state_reset_is_a_violation(raced, tmp_path):
     after the first failed runnable event (sys_msg_disp_failure)."""
     path, _ = raced
     recs = read_all(path)
-    k = next(i for i, r in enumerate(recs[1:], 1)
-             if r[1] == "d" and r[2] == SYS_MSG_TYPE_SYSPROF and r[6] == "no_receiver")
+    k = next(
+        i
+        for i, r in enumerate(recs[1:], 1)
+        if r[1] == "d" and r[2] == SYS_MSG_TYPE_SYSPROF and r[6] == "no_receiver"
+    )
     s = next(i for i in range(k + 1, len(recs)) if recs[i][1] == "s")
     assert not recs[s][2].profile_runnable_procs
     bad = str(tmp_path / "noreset.journal")
-    write_all(bad, recs[:s] + recs[s + 1:])
+    write_all(bad, recs[:s] + recs[s + 1 :])
     r = replay(bad)
-    assert any(v.startswith(f"seq {recs[k][0]}: state not reset after the failed SYSPROF")
-               for v in r.violations), r.violations
+    assert any(
+        v.startswith(f"seq {recs[k][0]}: state not reset after the failed SYSPROF")
+        for v in r.violations
+    ), r.violations
 
 
 def test_not_a_journal_exits_2_naming_the_file(tmp_path):
@@ -215,8 +231,9 @@ def test_not_a_journal_exits_2_naming_the_file(tmp_path):
 # ---------------------------------------------------------------- the CLI
 def test_stress_leaves_a_journal_that_replays_clean(tmp_path):
     j = tmp_path / "stress.journal"
-    res = CliRunner().invoke(cli, ["stress", "--duration", "2", "--schedulers", "2",
-                                   "--journal", str(j), "--json"])
+    res = CliRunner().invoke(
+        cli, ["stress", "--duration", "2", "--schedulers", "2", "--journal", str(j), "--json"]
+    )
     assert res.exit_code == 0, res.output
     s = json.loads(res.output)
     assert s["invariants"]["ok"] and s["journal"] == str(j)
@@ -228,8 +245,18 @@ def test_stress_leaves_a_journal_that_replays_clean(tmp_path):
 
 
 def test_stress_journal_needs_smp(tmp_path):
-    res = CliRunner().invoke(cli, ["stress", "--mode", "nonsmp", "--duration", "0.2",
-                                   "--journal", str(tmp_path / "x.journal")])
+    res = CliRunner().invoke(
+        cli,
+        [
+            "stress",
+            "--mode",
+            "nonsmp",
+            "--duration",
+            "0.2",
+            "--journal",
+            str(tmp_path / "x.journal"),
+        ],
+    )
     assert res.exit_code == 2 and "needs smp mode" in res.output
 
 

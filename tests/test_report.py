@@ -1,6 +1,7 @@
 """``smp-emu report``: the HTML page a user gets from a saved run or compare,
 read back the way a reader would (html.parser), plus the pure parts behind it
 (``smp.series``: the time series, the latency buckets, the scheduler timeline)."""
+
 from __future__ import annotations
 
 import copy
@@ -75,8 +76,14 @@ class _Page(HTMLParser):
         if tag in ("style", "title"):
             self._skip += 1
         if tag == "figure" and "plot" in (a.get("class") or ""):
-            self._fig = {"caption": "", "ids": [], "paths": {}, "svg": 0,
-                         "empty": "empty" in a["class"], "text": ""}
+            self._fig = {
+                "caption": "",
+                "ids": [],
+                "paths": {},
+                "svg": 0,
+                "empty": "empty" in a["class"],
+                "text": "",
+            }
             self.figures[a["id"]] = self._fig
         elif self._fig is None:
             return
@@ -138,10 +145,12 @@ def saved(tmp_path_factory):
     sc = d / "reported.toml"
     sc.write_text(SCENARIO)
     out = {}
-    for kind, args in (("run", ["run", str(sc), "--json"]),
-                       ("compare", ["compare", str(sc), "--json", "--operations", "20"])):
+    for kind, args in (
+        ("run", ["run", str(sc), "--json"]),
+        ("compare", ["compare", str(sc), "--json", "--operations", "20"]),
+    ):
         text = _cli(args)
-        data = json.loads(text[text.index("{"):])
+        data = json.loads(text[text.index("{") :])
         (d / f"{kind}.json").write_text(json.dumps(data))
         _cli(["report", str(d / f"{kind}.json"), "-o", str(d / f"{kind}.html")])
         out[kind] = (data, (d / f"{kind}.html").read_text(encoding="utf-8"))
@@ -177,13 +186,14 @@ def test_no_python_repr_on_the_page(saved):
 
 def test_made_and_delivered_have_their_own_colour_marker_and_legend(saved):
     from smp.plots import STYLES
+
     styles = [STYLES[(m, w)] for m in ("nonsmp", "smp") for w in ("made", "delivered")]
     assert len({s[0] for s in styles}) == 4 and len({s[1] for s in styles}) == 4
     fig = _parse(saved["compare"][1]).figures["plot-throughput"]
     for mode in ("nonsmp", "smp"):
         for what in ("made", "delivered"):
             assert _has(fig, f"series-{mode}-{what}"), (mode, what)
-            assert f"{mode}: {what}/s" in fig["text"]          # the legend
+            assert f"{mode}: {what}/s" in fig["text"]  # the legend
 
 
 def test_nothing_dropped_is_said_not_drawn(saved):
@@ -196,6 +206,7 @@ def test_nothing_dropped_is_said_not_drawn(saved):
 
 def test_drops_are_drawn_as_steps_when_something_dropped(saved):
     from smp.report import render_report
+
     data = copy.deepcopy(saved["run"][0])
     ts = data["timeseries"]
     n = len(ts["t_s"])
@@ -207,14 +218,24 @@ def test_drops_are_drawn_as_steps_when_something_dropped(saved):
 
 
 def _ts(t, made):
-    return {"interval_s": 0.1, "t_s": t, "made": made, "delivered": made,
-            "dropped": [0] * len(t), "queued": [0] * len(t), "queued_max": [0] * len(t),
-            "dropped_by_reason": {}, "merges": 0,
-            "partial_last": True, "gaps": []}
+    return {
+        "interval_s": 0.1,
+        "t_s": t,
+        "made": made,
+        "delivered": made,
+        "dropped": [0] * len(t),
+        "queued": [0] * len(t),
+        "queued_max": [0] * len(t),
+        "dropped_by_reason": {},
+        "merges": 0,
+        "partial_last": True,
+        "gaps": [],
+    }
 
 
 def test_a_missing_sample_leaves_a_gap_and_the_last_interval_is_marked(saved):
     from smp.report import render_report
+
     data = copy.deepcopy(saved["run"][0])
     # samples at 0.1 s, none between 0.3 and 0.9 s, the run ends at 1.04 s
     t = [0.0, 0.1, 0.2, 0.3, 0.9, 1.0, 1.04]
@@ -230,10 +251,11 @@ def test_a_missing_sample_leaves_a_gap_and_the_last_interval_is_marked(saved):
 
 def test_steps_cover_each_interval_and_break_at_gaps():
     from smp.plots import Line, _steps
+
     ln = Line("x", [0.0, 0.1, 0.2, 0.5, 0.6], [None, 5, 7, 9, 11], "#000", gaps=(3,))
     xs, ys = _steps(ln)
     assert xs[:4] == [0.0, 0.1, 0.1, 0.2] and ys[:4] == [5, 5, 7, 7]
-    assert xs[4] != xs[4] and ys[4] != ys[4]            # NaN: the gap 0.2..0.5
+    assert xs[4] != xs[4] and ys[4] != ys[4]  # NaN: the gap 0.2..0.5
     assert xs[5:] == [0.5, 0.6] and ys[5:] == [11, 11]
 
 
@@ -253,8 +275,11 @@ def test_time_series_is_sampled_at_a_steady_interval(saved):
 
 def test_sample_interval_is_configurable(tmp_path):
     sc = tmp_path / "s.toml"
-    sc.write_text(SCENARIO.replace("seconds = 0.4", "seconds = 0.3").replace(
-        'mode = "smp"', 'mode = "nonsmp"'))
+    sc.write_text(
+        SCENARIO.replace("seconds = 0.4", "seconds = 0.3").replace(
+            'mode = "smp"', 'mode = "nonsmp"'
+        )
+    )
     data = json.loads(_cli(["run", str(sc), "--json", "--sample-interval", "0.05"]))
     ts = data["timeseries"]
     assert ts["interval_s"] == pytest.approx(0.05)
@@ -275,7 +300,10 @@ def test_time_series_adds_up_to_the_run_totals(saved):
     assert ts["t_s"][-1] == pytest.approx(data["elapsed_s"], abs=1e-5)
     assert ts["made"] == sorted(ts["made"])
     assert (ts["made"][-1], ts["delivered"][-1], ts["dropped"][-1]) == (
-        st["made"], st["delivered"], st["dropped"])
+        st["made"],
+        st["delivered"],
+        st["dropped"],
+    )
     assert ts["made"][-1] > ts["made"][0]
 
 
@@ -301,6 +329,7 @@ def test_timeline_shows_every_scheduler(saved):
     for k in range(1, data["schedulers"] + 1):
         assert _has(fig, f"sched-smp-{k}")
     from smp.report import ACTIVE_DEFINITION
+
     assert "the same for every mode" in fig["text"] and "Active" in ACTIVE_DEFINITION
 
 
@@ -317,6 +346,7 @@ def _widths(paths: list[str]) -> float:
 
 def test_activity_bars_are_to_scale_with_one_definition(saved):
     from smp.report import render_report
+
     data = copy.deepcopy(saved["compare"][0])
     for mode, share in (("nonsmp", 0.5), ("smp", 0.004)):
         run = data["runs"][mode]
@@ -324,11 +354,21 @@ def test_activity_bars_are_to_scale_with_one_definition(saved):
         # a hundred spells adding up to ``share`` of the run
         w = share / 100
         run["scheduler_timeline"] = {
-            "profiled": True, "messages": 200, "span_s": 1.0, "offset_s": 0.0,
-            "schedulers": [{"scheduler": 1, "intervals": [[k / 100, k / 100 + w]
-                                                          for k in range(100)],
-                            "transitions": 200, "active_s": share, "open": False,
-                            "merged": False}]}
+            "profiled": True,
+            "messages": 200,
+            "span_s": 1.0,
+            "offset_s": 0.0,
+            "schedulers": [
+                {
+                    "scheduler": 1,
+                    "intervals": [[k / 100, k / 100 + w] for k in range(100)],
+                    "transitions": 200,
+                    "active_s": share,
+                    "open": False,
+                    "merged": False,
+                }
+            ],
+        }
     fig = _parse(render_report(data)).figures["plot-schedulers"]
     for mode, share, text in (("nonsmp", 0.5, "50.0 % active"), ("smp", 0.004, "0.4 % active")):
         bar = next(v for k, v in fig["paths"].items() if k.endswith(f"-sched-{mode}-1"))
@@ -342,6 +382,7 @@ def test_report_says_how_to_turn_scheduler_profiling_on(saved):
     data = copy.deepcopy(saved["run"][0])
     data["scheduler_timeline"] = {"profiled": False}
     from smp.report import render_report
+
     html = render_report(data)
     fig = _parse(html).figures["plot-schedulers"]
     assert fig["svg"] == 0
@@ -366,17 +407,31 @@ def test_compare_report_draws_both_modes_on_each_chart(saved):
         assert _has(fig, f"sched-{mode}-{k}")
     # the tables are still there, and the messages only one mode made
     assert "<th>nonsmp</th><th>smp</th>" in html and "messages only one mode made" in html
-    assert "compare converted it" in html          # time-bounded: the page says what ran
+    assert "compare converted it" in html  # time-bounded: the page says what ran
 
 
 def test_messages_section_never_prints_a_python_none(saved):
     from smp.report import render_report
+
     data = copy.deepcopy(saved["compare"][0])
-    data["messages"]["tracers"].append({"tracer": "x", "nonsmp": 0, "smp": 1,
-                                        "only_count": {"nonsmp": 0, "smp": 1},
-                                        "only": [{"tracee": "*", "mode": "smp", "index": 1,
-                                                  "message": None, "fate": "delivered",
-                                                  "why": "w"}]})
+    data["messages"]["tracers"].append(
+        {
+            "tracer": "x",
+            "nonsmp": 0,
+            "smp": 1,
+            "only_count": {"nonsmp": 0, "smp": 1},
+            "only": [
+                {
+                    "tracee": "*",
+                    "mode": "smp",
+                    "index": 1,
+                    "message": None,
+                    "fate": "delivered",
+                    "why": "w",
+                }
+            ],
+        }
+    )
     text = " ".join(_parse(render_report(data)).text)
     assert "None" not in text and "(none)" in text
 
@@ -384,21 +439,32 @@ def test_messages_section_never_prints_a_python_none(saved):
 # ---------------------------------------------------------------- smp.series
 def _stats(made, delivered, queued=0, drops=None):
     drops = drops or {}
-    return {"made": made, "delivered": delivered, "queued": queued,
-            "dropped": sum(sum(bt.values()) for bt in drops.values()),
-            "dropped_by_reason": drops}
+    return {
+        "made": made,
+        "delivered": delivered,
+        "queued": queued,
+        "dropped": sum(sum(bt.values()) for bt in drops.values()),
+        "dropped_by_reason": drops,
+    }
 
 
 def test_series_stays_bounded_and_keeps_counts_and_queue_peaks():
     s = Series(max_points=20)
     for i in range(1000):
-        s.add(i * 0.01, _stats(i * 10, i * 10 - (i % 7), queued=500 if i == 333 else i % 7,
-                               drops={"receiver_dead": {"TRACE": i // 100}}))
+        s.add(
+            i * 0.01,
+            _stats(
+                i * 10,
+                i * 10 - (i % 7),
+                queued=500 if i == 333 else i % 7,
+                drops={"receiver_dead": {"TRACE": i // 100}},
+            ),
+        )
     j = s.to_json()
     assert 3 <= len(j["t_s"]) <= 20 and j["merges"] > 0
     assert j["t_s"][0] == 0.0 and j["t_s"][-1] == pytest.approx(9.99)
     assert j["made"][-1] == 9990 and j["dropped_by_reason"]["receiver_dead"][-1] == 9
-    assert max(j["queued_max"]) == 500        # a merged-away peak is not lost
+    assert max(j["queued_max"]) == 500  # a merged-away peak is not lost
 
 
 def test_series_folds_a_sample_right_after_the_last():
@@ -411,10 +477,10 @@ def test_series_folds_a_sample_right_after_the_last():
 
 def test_latency_histogram_buckets_line_up_by_exponent():
     h = latency_histogram([1000, 1500, 9999, 10_000, 10_001, 1_000_000])
-    assert h["first"] == 12 and h["count"] == 6          # 10**(12/4) = 1000 ns
+    assert h["first"] == 12 and h["count"] == 6  # 10**(12/4) = 1000 ns
     assert sum(h["counts"]) == 6
-    assert h["counts"][0] == 2                           # 1000 and 1500 < 1778
-    assert h["counts"][4] == 2                           # 10_000 and 10_001
+    assert h["counts"][0] == 2  # 1000 and 1500 < 1778
+    assert h["counts"][4] == 2  # 10_000 and 10_001
     assert latency_histogram([])["counts"] == []
 
 
@@ -424,12 +490,16 @@ def _prof(k, state, us):
 
 def test_scheduler_timeline_intervals():
     t0 = 1_700_000_000_000_000
-    msgs = {"prof": [_prof(2, "inactive", t0 + 100),         # active since profiling began
-                     _prof(1, "active", t0 + 200),
-                     _prof(1, "inactive", t0 + 700),
-                     _prof(1, "active", t0 + 900),
-                     _prof(2, "active", t0 + 1000)],          # still active at the end
-            "other": [(A("trace"), 1, A("send"), 2, 3), _prof(2, "inactive", t0)]}
+    msgs = {
+        "prof": [
+            _prof(2, "inactive", t0 + 100),  # active since profiling began
+            _prof(1, "active", t0 + 200),
+            _prof(1, "inactive", t0 + 700),
+            _prof(1, "active", t0 + 900),
+            _prof(2, "active", t0 + 1000),
+        ],  # still active at the end
+        "other": [(A("trace"), 1, A("send"), 2, 3), _prof(2, "inactive", t0)],
+    }
     tl = scheduler_timeline(msgs, run_start_us=t0 - 1000)
     assert tl["messages"] == 6 and tl["span_s"] == pytest.approx(0.001)
     assert tl["offset_s"] == pytest.approx(0.001)
@@ -441,8 +511,13 @@ def test_scheduler_timeline_intervals():
 
 def test_scheduler_timeline_merges_when_too_many():
     t0 = 1_700_000_000_000_000
-    msgs = {"p": [m for i in range(5000) for m in (_prof(1, "active", t0 + 10 * i),
-                                                   _prof(1, "inactive", t0 + 10 * i + 4))]}
+    msgs = {
+        "p": [
+            m
+            for i in range(5000)
+            for m in (_prof(1, "active", t0 + 10 * i), _prof(1, "inactive", t0 + 10 * i + 4))
+        ]
+    }
     tl = scheduler_timeline(msgs, max_intervals=100)
     row = tl["schedulers"][0]
     assert row["merged"] and 1 <= len(row["intervals"]) <= 100

@@ -2,6 +2,7 @@
 headless browser (Debian's chromium, which tools/test.sh installs), driven
 over the DevTools protocol: each chart is drawn with data, its axes are
 labelled, and the page logs no error."""
+
 from __future__ import annotations
 
 import json
@@ -13,8 +14,9 @@ from click.testing import CliRunner
 from smp.cli import cli
 from smp.scenario import example_path
 
-pytestmark = pytest.mark.skipif(not available(), reason="chromium is not installed "
-                                                        "(sh tools/test.sh installs it)")
+pytestmark = pytest.mark.skipif(
+    not available(), reason="chromium is not installed (sh tools/test.sh installs it)"
+)
 
 SMALL = """\
 name = "small"
@@ -85,8 +87,9 @@ def reports(tmp_path_factory):
     pages = {}
     for kind, data in results.items():
         (d / f"{kind}.json").write_text(json.dumps(data))
-        r = CliRunner().invoke(cli, ["report", str(d / f"{kind}.json"), "-o",
-                                     str(d / f"{kind}.html")])
+        r = CliRunner().invoke(
+            cli, ["report", str(d / f"{kind}.json"), "-o", str(d / f"{kind}.html")]
+        )
         assert r.exit_code == 0, r.output
         pages[kind] = str(d / f"{kind}.html")
     return results, pages
@@ -109,7 +112,7 @@ def test_every_report_kind_draws_its_charts_in_a_browser(reports):
                 assert f["xlabel"] and f["ylabel"], where
                 assert f["series"] >= 1 and f["drawn"] >= 1, where
             for f in figures:
-                if not f["svg"]:     # a chart with nothing to draw says why instead
+                if not f["svg"]:  # a chart with nothing to draw says why instead
                     assert f["text"].strip() != f["caption"].strip(), (kind, f["id"])
             page.close()
     # the profile run has the scheduler timeline, smp runs the latency histogram

@@ -1,4 +1,5 @@
 """A tracee whose tracer died can be given a new tracer (both modes)."""
+
 from __future__ import annotations
 
 from smp import Atom as A

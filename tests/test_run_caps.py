@@ -1,6 +1,7 @@
 """Match specs as users write them (dbg's x, c, cx in scenario files, and
 ``smp-emu run --tp``), recon_trace's caps on a run (``max_messages``,
 ``rate``, ``--limit``) and the 17.x timestamp flags."""
+
 from __future__ import annotations
 
 import json
@@ -65,6 +66,7 @@ def calls(tmp_path, ms=None, ops=4, flags='["call"]', top=""):
 
 # ---------------------------------------------------------------- x, c, cx in scenario files
 
+
 @pytest.mark.parametrize("short", ["x", "c", "cx"])
 def test_scenario_match_spec_takes_dbg_shortcuts(tmp_path, short):
     sc = parse_scenario(open(calls(tmp_path, short)).read())
@@ -80,33 +82,48 @@ def test_scenario_match_spec_takes_dbg_shortcuts(tmp_path, short):
 
 
 def test_scenario_bad_match_spec_names_file_and_line(tmp_path):
-    with pytest.raises(ScenarioError, match=r"s\.toml:19: patterns\[0\]\.match_spec: bad match spec"):
+    with pytest.raises(
+        ScenarioError, match=r"s\.toml:19: patterns\[0\]\.match_spec: bad match spec"
+    ):
         parse_scenario(open(calls(tmp_path, "xc")).read(), "s.toml")
 
 
 # ---------------------------------------------------------------- --tp
 
+
 def test_tp_sets_global_patterns_with_text_or_shortcut_match_specs(tmp_path):
     path = calls(tmp_path, None, ops=4)
-    r = CliRunner().invoke(cli, ["run", path, "--tp", "wl_calls:check/1 x",
-                                 "--tp", "wl_calls:fib/1 [{['$1'],[{'>','$1',1}],[]}]"])
+    r = CliRunner().invoke(
+        cli,
+        [
+            "run",
+            path,
+            "--tp",
+            "wl_calls:check/1 x",
+            "--tp",
+            "wl_calls:fib/1 [{['$1'],[{'>','$1',1}],[]}]",
+        ],
+    )
     assert r.exit_code == 0, r.output
     out = r.stdout
-    assert out.count("call wl_calls:check(") == 6           # 4 iterations, 2 with check(-1)
+    assert out.count("call wl_calls:check(") == 6  # 4 iterations, 2 with check(-1)
     assert out.count("exception_from {wl_calls,check,1} {error,badarg}") == 2
     # global, as dbg:tp: only the caller's wl_calls:fib(2), not fib's local recursion
     assert out.count("call wl_calls:fib(") == 4 and "call wl_calls:fib(2)" in out
     assert "throw" not in out
     r = CliRunner().invoke(cli, ["run", path])
-    assert r.exit_code == 0 and "call wl_calls" not in r.stdout      # no pattern, no call
+    assert r.exit_code == 0 and "call wl_calls" not in r.stdout  # no pattern, no call
 
 
-@pytest.mark.parametrize("bad,why", [
-    ("wl_calls:check/1 [{'_'", "bad match spec"),
-    ("wl_calls:check/1 xx", "bad match spec"),
-    ("_:check/1", "with module _"),
-    ("wl_calls:check/one", "expected MOD:FUN/ARITY"),
-])
+@pytest.mark.parametrize(
+    "bad,why",
+    [
+        ("wl_calls:check/1 [{'_'", "bad match spec"),
+        ("wl_calls:check/1 xx", "bad match spec"),
+        ("_:check/1", "with module _"),
+        ("wl_calls:check/one", "expected MOD:FUN/ARITY"),
+    ],
+)
 def test_tp_refuses_what_trace_pattern_would(tmp_path, bad, why):
     r = CliRunner().invoke(cli, ["run", calls(tmp_path), "--tp", bad])
     assert r.exit_code == 2 and "--tp" in r.stderr and why in r.stderr
@@ -121,12 +138,13 @@ def test_tp_says_when_no_process_has_the_call_flag(tmp_path):
 
 # ---------------------------------------------------------------- caps, as recon_trace
 
+
 def test_count_cap_as_recons_count_tracer():
     lim = TraceLimit(max_messages=5)
     assert not lim.update(3, 0.01)
     assert lim.update(9, 0.02)
     assert lim.tripped["allowed"] == 5 and lim.tripped["delivered_at_trip"] == 9
-    assert not lim.update(12, 0.03)                     # tripped once
+    assert not lim.update(12, 0.03)  # tripped once
 
 
 def test_rate_cap_as_recons_rate_tracer():
@@ -170,7 +188,7 @@ def test_limit_switches_tracing_off_and_says_so(tmp_path):
     assert len(traces) == 25
     lim = s["limit"]
     assert lim["tripped"] and lim["max_messages"] == 25 and lim["printed"] == 25
-    assert lim["switched_off"]["trace"] == 2               # the ping and the pong
+    assert lim["switched_off"]["trace"] == 2  # the ping and the pong
     assert lim["not_printed"] == s["stats"]["delivered"] - 25 > 0
     # tracing was off long before the 200,000 messages the workload would make
     assert s["stats"]["made"] < 100000 and s["completed"]
@@ -184,7 +202,7 @@ def test_rate_limit_from_the_command_line(tmp_path):
     assert r.exit_code == 0, r.output
     traces, s = _trace_and_summary(r)
     assert s["limit"]["tripped"] and s["limit"]["rate"] == [30, 1000]
-    assert len(traces) == s["limit"]["allowed"] == 31       # the one that trips goes through
+    assert len(traces) == s["limit"]["allowed"] == 31  # the one that trips goes through
     assert "more than 30 trace messages within 1000 ms" in r.stderr
 
 
@@ -202,11 +220,14 @@ def test_scenario_caps_and_a_rate_never_reached(tmp_path):
     assert r.exit_code == 2 and "--limit" in r.stderr
 
 
-@pytest.mark.parametrize("top,why", [
-    ("max_messages = 0", "s.toml:4: max_messages: must be an integer >= 1, not 0"),
-    ("rate = [5]", "s.toml:4: rate: must be [N, ms] with two integers >= 1"),
-    ('rate = ["5", 100]', "s.toml:4: rate: must be [N, ms]"),
-])
+@pytest.mark.parametrize(
+    "top,why",
+    [
+        ("max_messages = 0", "s.toml:4: max_messages: must be an integer >= 1, not 0"),
+        ("rate = [5]", "s.toml:4: rate: must be [N, ms] with two integers >= 1"),
+        ('rate = ["5", 100]', "s.toml:4: rate: must be [N, ms]"),
+    ],
+)
 def test_scenario_caps_are_checked(tmp_path, top, why):
     with pytest.raises(ScenarioError) as ei:
         parse_scenario(PINGPONG.format(top=top, ops=1), "s.toml")
@@ -215,12 +236,18 @@ def test_scenario_caps_are_checked(tmp_path, top, why):
 
 # ---------------------------------------------------------------- timestamps of the seed
 
+
 def test_only_the_seeds_timestamp_flags():
     assert [f for f in TRACE_FLAG_NAMES if "timestamp" in f] == ["timestamp", "cpu_timestamp"]
     for f in ("monotonic_timestamp", "strict_monotonic_timestamp"):
         with pytest.raises(BadArg, match="came with OTP 18"):
             parse_trace_flags([f])
-    with pytest.raises(ScenarioError, match=r"s\.toml:12: groups\[0\]\.trace: unknown value "
-                                            r"'monotonic_timestamp'"):
-        parse_scenario(PINGPONG.format(top="", ops=1).replace(
-            '"timestamp"]', '"monotonic_timestamp"]'), "s.toml")
+    with pytest.raises(
+        ScenarioError,
+        match=r"s\.toml:12: groups\[0\]\.trace: unknown value "
+        r"'monotonic_timestamp'",
+    ):
+        parse_scenario(
+            PINGPONG.format(top="", ops=1).replace('"timestamp"]', '"monotonic_timestamp"]'),
+            "s.toml",
+        )

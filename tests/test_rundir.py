@@ -1,6 +1,7 @@
 """The run directory (the ipc endpoints) goes with the last of the
 emulator's processes, also when the process that owns the emulator is
 SIGKILLed; its trace files still end with whole frames."""
+
 from __future__ import annotations
 
 import json
@@ -67,10 +68,17 @@ def _poll(cond, seconds: float) -> bool:
 def test_owner_sigkilled_last_process_removes_the_directory(tmp_path, mode, n):
     where, trace = tmp_path / "run", tmp_path / "t.trc"
     where.mkdir()
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
-    owner = subprocess.Popen([sys.executable, "-c", OWNER, mode, str(n), str(where), str(trace)],
-                             stdout=subprocess.PIPE, env=env)
+    env = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join(
+            [str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+        ),
+    )
+    owner = subprocess.Popen(
+        [sys.executable, "-c", OWNER, mode, str(n), str(where), str(trace)],
+        stdout=subprocess.PIPE,
+        env=env,
+    )
     try:
         pids = json.loads(owner.stdout.readline())
         dirs = list(where.iterdir())
@@ -81,13 +89,14 @@ def test_owner_sigkilled_last_process_removes_the_directory(tmp_path, mode, n):
         owner.wait(10)
         owner.stdout.close()
     try:
-        assert _poll(lambda: not any(map(_running, children)), 30), \
+        assert _poll(lambda: not any(map(_running, children)), 30), (
             "the emulator's processes outlived their owner"
+        )
     finally:
         for p in filter(_running, children):
             p.kill()
     assert _poll(lambda: not dirs[0].exists(), 5), f"{dirs[0]} was left behind"
-    assert sum(1 for _ in read_trace(str(trace))) > 0      # whole frames, or it raises
+    assert sum(1 for _ in read_trace(str(trace))) > 0  # whole frames, or it raises
 
 
 def test_last_holder_removes_the_directory(tmp_path):
@@ -103,13 +112,13 @@ def test_last_holder_removes_the_directory(tmp_path):
         try:
             mine = rundir.hold(str(d))
             os.write(to_parent_w, b"h")
-            os.read(to_child_r, 1)                  # the parent has let go
+            os.read(to_child_r, 1)  # the parent has let go
             os.write(to_parent_w, b"1" if rundir.release(str(d), mine) else b"0")
         finally:
             os._exit(0)
     try:
         assert os.read(to_parent_r, 1) == b"h"
-        assert rundir.release(str(d), fd) is False   # the child still holds it
+        assert rundir.release(str(d), fd) is False  # the child still holds it
         assert d.exists()
         os.write(to_child_w, b"g")
         assert os.read(to_parent_r, 1) == b"1"

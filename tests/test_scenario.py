@@ -1,4 +1,5 @@
 """Scenario files: schema errors name the bad key and its line; defaults fill in."""
+
 from __future__ import annotations
 
 import pytest
@@ -42,15 +43,18 @@ def test_good_scenario_fills_defaults():
     assert sc["faults"] == []
 
 
-@pytest.mark.parametrize("old,new,line,key", [
-    ('size = 3', 'size = 0', 21, "groups[1].params.size"),
-    ('size = 3', 'sizes = 3', 21, "groups[1].params.sizes"),
-    ('operations = 5', 'operations = "x"', 6, "duration.operations"),
-    ('tracer = "t1"', 'tracer = "nope"', 15, "groups[0].tracer"),
-    ('workload = "ring"', 'workload = "rings"', 19, "groups[1].workload"),
-    ('trace = ["send"]', 'trace = ["sned"]', 14, "groups[0].trace"),
-    ('seed = 3', 'seed = 3\ncolour = "red"', 4, "colour"),
-])
+@pytest.mark.parametrize(
+    "old,new,line,key",
+    [
+        ("size = 3", "size = 0", 21, "groups[1].params.size"),
+        ("size = 3", "sizes = 3", 21, "groups[1].params.sizes"),
+        ("operations = 5", 'operations = "x"', 6, "duration.operations"),
+        ('tracer = "t1"', 'tracer = "nope"', 15, "groups[0].tracer"),
+        ('workload = "ring"', 'workload = "rings"', 19, "groups[1].workload"),
+        ('trace = ["send"]', 'trace = ["sned"]', 14, "groups[0].trace"),
+        ("seed = 3", 'seed = 3\ncolour = "red"', 4, "colour"),
+    ],
+)
 def test_errors_name_key_and_line(old, new, line, key):
     text = GOOD.replace(old, new)
     with pytest.raises(ScenarioError) as ei:
@@ -71,7 +75,8 @@ def test_missing_groups():
 
 def test_nonsmp_with_schedulers_is_a_note_with_the_rule():
     from smp.scenario import NONSMP_RULE
-    sc = parse_scenario(GOOD.replace('seed = 3', 'schedulers = 2'), "x.toml")
+
+    sc = parse_scenario(GOOD.replace("seed = 3", "schedulers = 2"), "x.toml")
     assert sc["notes"] == [f"x.toml:3: schedulers: {NONSMP_RULE}"]
 
 
@@ -82,8 +87,10 @@ def test_fault_every_needs_times_with_operations():
 
 
 def test_kill_tracer_target_must_be_collector():
-    text = GOOD.replace('[[tracers]]\nname = "t1"', '[[tracers]]\nname = "t1"\n[[tracers]]\n'
-                        'name = "n"\nkind = "null"')
+    text = GOOD.replace(
+        '[[tracers]]\nname = "t1"',
+        '[[tracers]]\nname = "t1"\n[[tracers]]\nname = "n"\nkind = "null"',
+    )
     text += '\n[[faults]]\naction = "kill_tracer"\ntarget = "n"\n'
     with pytest.raises(ScenarioError, match="must be a collector process"):
         parse_scenario(text, "x.toml")
@@ -94,8 +101,12 @@ def test_match_specs():
     assert match_spec_from("exception_trace") == [(Atom("_"), [], [(Atom("exception_trace"),)])]
     ms = match_spec_from("[{['$1'], [{'<', '$1', 2}], [{return_trace}]}]")
     assert ms == [([Atom("$1")], [(Atom("<"), Atom("$1"), 2)], [(Atom("return_trace"),)])]
-    assert parse_term('{a, "hi", [1 | x], 2.5}') == (Atom("a"), [104, 105],
-                                                    parse_term("[1|x]"), 2.5)
+    assert parse_term('{a, "hi", [1 | x], 2.5}') == (
+        Atom("a"),
+        [104, 105],
+        parse_term("[1|x]"),
+        2.5,
+    )
     with pytest.raises(ValueError):
         parse_term("{a,")
 

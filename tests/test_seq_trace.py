@@ -1,6 +1,7 @@
 """seq_trace: tokens, serials and lastcnt (``seq_trace_update_send``), the
 ``seq_trace_output_generic`` messages, and the ``{'EXIT', From, Reason}``
 wrapping, in both modes."""
+
 from __future__ import annotations
 
 from helpers import assert_increasing, check_counts
@@ -52,7 +53,8 @@ def test_seq_trace_chain_serials(vm):
         (ST, 7, (A.send, (0, 2), a, b, A.one)),
         (ST, 7, (A["receive"], (0, 2), a, b, A.one)),
         (ST, 7, (A.send, (2, 4), b, c, A.two)),
-        (ST, 7, (A["receive"], (2, 4), b, c, A.two))]
+        (ST, 7, (A["receive"], (2, 4), b, c, A.two)),
+    ]
     tokens = dict(vm.messages(report))
     # {Flags, Label, Serial, From, Lastcnt}
     assert tokens[A.a] == (SEND | RECV, 7, 0, a, 0)
@@ -69,7 +71,8 @@ def test_seq_trace_report_sends(vm):
     assert rep == [
         (ST, 7, (A.send, (0, 1), a, report, (A.a, (SEND | RECV, 7, 0, a, 0)))),
         (ST, 7, (A.send, (2, 3), b, report, (A.b, (SEND | RECV, 7, 2, a, 0)))),
-        (ST, 7, (A.send, (4, 5), c, report, (A.c, (SEND | RECV, 7, 4, b, 2))))]
+        (ST, 7, (A.send, (4, 5), c, report, (A.c, (SEND | RECV, 7, 4, b, 2)))),
+    ]
     check_counts(vm)
 
 
@@ -82,14 +85,15 @@ def test_seq_trace_timestamps(vm):
         (ST, 7, (A.send, (0, 2), a, b, A.one)),
         (ST, 7, (A["receive"], (0, 2), a, b, A.one)),
         (ST, 7, (A.send, (2, 4), b, c, A.two)),
-        (ST, 7, (A["receive"], (2, 4), b, c, A.two))]
+        (ST, 7, (A["receive"], (2, 4), b, c, A.two)),
+    ]
     # the chain is causal, so its timestamps are ordered even across schedulers
     assert_increasing([m[3] for m in chain])
     check_counts(vm)
 
 
 async def printer(proc, report):
-    assert await proc.seq_trace_print(A.nothing) == A.false     # no token
+    assert await proc.seq_trace_print(A.nothing) == A.false  # no token
     await proc.seq_trace(A.label, 3)
     await proc.seq_trace(A.print, True)
     assert await proc.seq_trace_print(4, A.other_label) == A.false
@@ -104,11 +108,13 @@ def test_seq_trace_print(vm):
     vm.set_system_seq_tracer(st)
     p = vm.spawn(printer, report)
     vm.run()
-    assert vm.messages(st) == [(ST, 3, (A.print, (0, 1), p, [], A.hello)),
-                               (ST, 3, (A.print, (0, 2), p, [], A.again))]
+    assert vm.messages(st) == [
+        (ST, 3, (A.print, (0, 1), p, [], A.hello)),
+        (ST, 3, (A.print, (0, 2), p, [], A.again)),
+    ]
     # each print advances the serial as a send does (seq_trace_update_send)
     assert vm.messages(report) == [(PRINT, 3, 2, p, 0)]
-    assert not vm.is_alive(p)       # every assert in the body held
+    assert not vm.is_alive(p)  # every assert in the body held
     check_counts(vm)
 
 
@@ -155,7 +161,7 @@ def test_seq_trace_exit_wrapping(vm):
     vm.run()
     assert vm.messages(st) == [(ST, 1, (A.send, (0, 1), p, other, (A.EXIT, p, A.boom)))]
     info = vm.process_info(other)
-    assert info is None     # it took the {'EXIT', P, boom} and finished
+    assert info is None  # it took the {'EXIT', P, boom} and finished
     check_counts(vm)
 
 
@@ -163,7 +169,7 @@ def test_seq_tracer_gets_nothing_about_itself(vm):
     st = vm.spawn_collector()
     vm.set_system_seq_tracer(st)
     report = vm.spawn_collector()
-    vm.spawn(first, st, report, False)      # sends one to the seq tracer itself
+    vm.spawn(first, st, report, False)  # sends one to the seq tracer itself
     vm.run()
     msgs = vm.messages(st)
     # the message to the tracer is there; no seq_trace message about it
@@ -192,10 +198,10 @@ async def token_setter(proc, report):
 
 
 async def token_maker(proc, report):
-    await proc.send(report, await proc.seq_trace(A.send, False))    # makes a token
+    await proc.send(report, await proc.seq_trace(A.send, False))  # makes a token
     await proc.send(report, await proc.get_token())
     await proc.set_token([])
-    await proc.send(report, await proc.seq_trace(A.label, 5))       # old label of a new token
+    await proc.send(report, await proc.seq_trace(A.label, 5))  # old label of a new token
     await proc.send(report, await proc.seq_trace(A.label, 6))
     await proc.send(report, await proc.get_token())
 
@@ -240,5 +246,9 @@ def test_cross_scheduler_trace_order_is_causal(smp2):
     # and the tracer got them in causal order: a send, then its receive
     kinds = [(m[1], m[2]) for m in msgs]
     for i in range(rounds):
-        assert kinds[4 * i:4 * i + 4] == [(a, A.send), (b, A["receive"]), (b, A.send),
-                                         (a, A["receive"])], (i, kinds[4 * i:4 * i + 4])
+        assert kinds[4 * i : 4 * i + 4] == [
+            (a, A.send),
+            (b, A["receive"]),
+            (b, A.send),
+            (a, A["receive"]),
+        ], (i, kinds[4 * i : 4 * i + 4])

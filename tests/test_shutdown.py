@@ -1,6 +1,7 @@
 """Shutdown at any moment leaves no process behind: a normal end, an
 exception in the code driving the emulator, a crash in a workload, and
 Ctrl-C at random moments of start-up and of a run, many times over."""
+
 from __future__ import annotations
 
 import random
@@ -52,7 +53,7 @@ def test_normal_end_and_exceptions_leave_nothing(mode, n):
     for _ in range(3):
         with smp.Emulator(mode=mode, schedulers=n) as vm:
             t = vm.spawn_collector()
-            p = vm.spawn(crasher)                 # a workload bug: that process dies
+            p = vm.spawn(crasher)  # a workload bug: that process dies
             vm.trace(p, True, ["procs"], tracer=t)
             vm.run()
             assert vm.messages(t)[0][2] == A("exit")
@@ -75,7 +76,7 @@ def test_ctrl_c_at_random_moments_leaves_nothing(mode, n):
             with smp.Emulator(mode=mode, schedulers=n) as vm:
                 sink = vm.spawn_collector()
                 vm.spawn(busy_loop, sink)
-                vm.run(timeout=30)              # never quiet: only Ctrl-C ends it
+                vm.run(timeout=30)  # never quiet: only Ctrl-C ends it
         except KeyboardInterrupt:
             interrupted += 1
         finally:

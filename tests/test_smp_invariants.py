@@ -1,6 +1,7 @@
 """smp-only invariants, on 1, 2 and 4 schedulers: every message accounted
 for, per-tracee order at every tracer, timestamps strictly increasing in
 queue order, and no message lost when the run ends."""
+
 from __future__ import annotations
 
 import pytest
@@ -42,7 +43,7 @@ def test_order_timestamps_and_counts(smp_vm):
             seq = [(m[3][2], m[5]) for m in msgs if m[1] == p and m[2] == A("send")]
             if seq:
                 assert [x[0] for x in seq] == sorted(x[0] for x in seq)
-                assert [x[0] for x in seq][:3] == [0, 0, 0]   # one ping to each of 3 sinks first
+                assert [x[0] for x in seq][:3] == [0, 0, 0]  # one ping to each of 3 sinks first
         # timestamps strictly increase at each tracer when they come from one tracee
         for p in senders + sinks:
             bad = [m for m in msgs if m[1] == p and type(m[-1]) is not tuple]
@@ -99,4 +100,4 @@ def test_thousands_of_processes_per_scheduler(smp2):
     vm.run(timeout=60)
     got = vm.messages(sink)
     assert sorted(m[1] for m in got) == sorted(pids)
-    assert vm.statistics()["processes"] == 1      # only the collector is left
+    assert vm.statistics()["processes"] == 1  # only the collector is left

@@ -1,5 +1,6 @@
 """smp-only: the races between the dispatcher's queue and the tracer state,
 made deterministic by holding the dispatcher while messages queue up."""
+
 from __future__ import annotations
 
 import pytest
@@ -28,7 +29,7 @@ async def waiter(proc):
 async def sender(proc, to, n):
     for i in range(n):
         await proc.send(to, i)
-    await proc.receive()            # stays alive, waiting to be woken
+    await proc.receive()  # stays alive, waiting to be woken
 
 
 def test_seq_tracer_replaced_before_dispatch_gets_queued_messages(smp_vm):
@@ -39,33 +40,34 @@ def test_seq_tracer_replaced_before_dispatch_gets_queued_messages(smp_vm):
     vm.hold_dispatcher()
     vm.run()
     queued = vm.queued_messages()
-    assert [to for (_f, to, _m) in queued] == [old, old, old]   # resolved now: the current tracer
+    assert [to for (_f, to, _m) in queued] == [old, old, old]  # resolved now: the current tracer
     first = vm.statistics()
     assert first["queued"] == 3 and first["queue_peak"] >= 3
-    assert vm.statistics()["queue_peak"] == 3       # a new interval starts at the level now
+    assert vm.statistics()["queue_peak"] == 3  # a new interval starts at the level now
     assert vm.set_system_seq_tracer(new) == old
     assert [to for (_f, to, _m) in vm.queued_messages()] == [new, new, new]
     vm.release_dispatcher()
     vm.run()
     assert vm.messages(old) == []
     assert vm.messages(new) == [
-        (A("seq_trace"), 7, (A("send"), (0, i + 1), p, sink, (A("hop"), i))) for i in range(3)]
+        (A("seq_trace"), 7, (A("send"), (0, i + 1), p, sink, (A("hop"), i))) for i in range(3)
+    ]
     s = check_counts(vm)
     assert s["delivered_by_type"]["SEQTRACE"] == 3
 
 
 async def gc_heavy(proc, report_to=None):
-    await proc.receive()                       # wait for 'go'
+    await proc.receive()  # wait for 'go'
     await proc.allocate(30_000)
     await proc.garbage_collect()
-    if report_to is not None:                  # m2 becomes the monitor: pass on what it gets
+    if report_to is not None:  # m2 becomes the monitor: pass on what it gets
         await proc.send(report_to, await proc.receive())
 
 
 def test_monitor_replaced_before_dispatch_drops_event_from_new_monitor(smp2):
     vm = smp2
     m1, seen = vm.spawn_collector(), vm.spawn_collector()
-    m2 = vm.spawn(gc_heavy, seen)                   # will be the new monitor, makes a long_gc itself
+    m2 = vm.spawn(gc_heavy, seen)  # will be the new monitor, makes a long_gc itself
     other = vm.spawn(gc_heavy)
     vm.system_monitor(m1, [(A("long_gc"), 1)])
     vm.hold_dispatcher()
@@ -73,7 +75,8 @@ def test_monitor_replaced_before_dispatch_drops_event_from_new_monitor(smp2):
     vm.run()
     queued = vm.queued_messages()
     assert sorted((f, m[2]) for (f, _to, m) in queued if m[0] == A("monitor")) == sorted(
-        [(m2, A("long_gc")), (other, A("long_gc"))])
+        [(m2, A("long_gc")), (other, A("long_gc"))]
+    )
     prev = vm.system_monitor(m2, [(A("long_gc"), 1)])
     assert prev == (m1, [(A("long_gc"), 1)])
     vm.release_dispatcher()
@@ -81,11 +84,11 @@ def test_monitor_replaced_before_dispatch_drops_event_from_new_monitor(smp2):
     assert vm.messages(m1) == []
     s = check_counts(vm)
     assert s["dropped_by_reason"]["sender_is_receiver"]["SYSMON"] == 1
-    assert s["delivered_by_type"]["SYSMON"] == 1          # the event from 'other' reached m2
+    assert s["delivered_by_type"]["SYSMON"] == 1  # the event from 'other' reached m2
     assert vm.is_alive(driver) is False
     got = vm.messages(seen)
     assert [m[:3] for m in got] == [(A("monitor"), other, A("long_gc"))]
-    assert got[0][3][0] == (A("timeout"), 3)   # 30,000 words at 10,000 words/ms
+    assert got[0][3][0] == (A("timeout"), 3)  # 30,000 words at 10,000 words/ms
 
 
 async def _go(proc, pids):
@@ -109,11 +112,11 @@ def test_tracer_killed_with_messages_queued(smp_vm):
     s = check_counts(vm)
     assert s["dropped_by_reason"]["receiver_dead"]["TRACE"] == 5
     assert vm.messages(sink) == [0, 1, 2, 3, 4]
-    assert s["tracer_checks_reset"] == 0   # the tracee keeps its flags until scheduled in
+    assert s["tracer_checks_reset"] == 0  # the tracee keeps its flags until scheduled in
     vm.spawn(_go, [p])
     vm.run()
     s = check_counts(vm)
-    assert s["tracer_checks_reset"] == 1   # erts_check_my_tracer_proc at schedule-in
+    assert s["tracer_checks_reset"] == 1  # erts_check_my_tracer_proc at schedule-in
     assert s["delivered_by_type"].get("TRACE", 0) == 0
     assert s["made_by_type"]["TRACE"] == 5
 

@@ -1,6 +1,7 @@
 """Opt-in soak (``--run-stress``): ten minutes of traced ping-pong with tracer
 churn; the memory of every process stays bounded.  ``SMP_SOAK_SECONDS`` sets
 the length (default 600); the peak figures are printed for the README."""
+
 from __future__ import annotations
 
 import os
@@ -43,7 +44,7 @@ async def churn(proc, tracees, every_ms):
         new = await proc.spawn(tracer)
         flags = [A("send"), A("receive"), A("timestamp")]
         for p in tracees:
-            if old is not None:      # one tracer per process: untrace first
+            if old is not None:  # one tracer per process: untrace first
                 await proc.trace(p, False, flags)
             await proc.trace(p, True, flags + [(A("tracer"), new)])
         if old is not None:
@@ -63,8 +64,8 @@ def test_soak_memory_bounded_with_tracer_churn(mode, n):
         procs = [psutil.Process(p) for p in vm.os_pids]
         samples: list[list[int]] = []
         t0 = time.monotonic()
-        while time.monotonic() - t0 < SECONDS / 2:      # each mode gets half
-            assert vm.run_for(5.0) is False             # it never goes quiet
+        while time.monotonic() - t0 < SECONDS / 2:  # each mode gets half
+            assert vm.run_for(5.0) is False  # it never goes quiet
             samples.append([q.memory_info().rss for q in procs])
             s = vm.statistics()
             assert s["made"] == s["delivered"] + s["dropped"] + s["queued"]
@@ -73,10 +74,12 @@ def test_soak_memory_bounded_with_tracer_churn(mode, n):
         late = [max(col) for col in zip(*samples[-third:], strict=False)]
         peak = [max(col) for col in zip(*samples, strict=False)]
         s = vm.statistics()
-        print(f"\nsoak {mode}: {SECONDS / 2:.0f} s, made {s['made']}, delivered {s['delivered']}, "
-              f"dropped {s['dropped']}; peak RSS MiB per process "
-              f"{[round(p / 2**20, 1) for p in peak]} (early {[round(e / 2**20, 1) for e in early]})")
+        print(
+            f"\nsoak {mode}: {SECONDS / 2:.0f} s, made {s['made']}, delivered {s['delivered']}, "
+            f"dropped {s['dropped']}; peak RSS MiB per process "
+            f"{[round(p / 2**20, 1) for p in peak]} (early {[round(e / 2**20, 1) for e in early]})"
+        )
         for e, last in zip(early, late, strict=False):
             assert last <= e * 1.5 + 32 * 2**20, (early, late)
         exited = sum(x["processes_exited"] for x in s["schedulers"])
-        assert exited > SECONDS / 2 / 0.05 / 4    # the churn really swapped tracers
+        assert exited > SECONDS / 2 / 0.05 / 4  # the churn really swapped tracers

@@ -2,6 +2,7 @@
 port: it returns quickly, made = delivered + dropped + queued whenever it
 returns, the batch being dispatched counts as queued, and what the schedulers
 made that has not reached the queue yet is reported as in_transit."""
+
 from __future__ import annotations
 
 import os
@@ -67,7 +68,7 @@ def test_statistics_returns_quickly_and_adds_up_under_pushback(tmp_path):
             ps = [vm.spawn(flood, s, 10**7) for _ in range(2)]
             for p in ps:
                 vm.trace(p, True, ["send"], tracer=port)
-            assert vm.run_for(1.5) is False        # the port stalls: push-back
+            assert vm.run_for(1.5) is False  # the port stalls: push-back
             for _ in range(2):
                 t0 = time.monotonic()
                 st = vm.statistics()

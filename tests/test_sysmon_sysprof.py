@@ -1,5 +1,6 @@
 """system_monitor and system_profile messages (SYSMON / SYSPROF rows of
 DESIGN.md section 3), reached from workloads in both modes."""
+
 from __future__ import annotations
 
 from helpers import assert_increasing, check_counts, mfa
@@ -9,7 +10,7 @@ from smp.terms import A, Port
 
 # ---------------------------------------------------------------- bodies
 async def big_garbage(proc):
-    await proc.allocate(20000)          # overflows the 233-word heap: a GC, cost 2 ms
+    await proc.allocate(20000)  # overflows the 233-word heap: a GC, cost 2 ms
 
 
 async def big_live(proc):
@@ -30,7 +31,7 @@ async def slow_port(proc):
 async def busy_port_user(proc, driver):
     port = await proc.open_port(driver, busy_ms=2)
     await proc.port_command(port, b"1")
-    await proc.port_command(port, b"2")     # busy: suspended until the port is free
+    await proc.port_command(port, b"2")  # busy: suspended until the port is free
 
 
 async def echo_port(proc):
@@ -55,10 +56,21 @@ def test_monitor_long_gc(vm):
     p = vm.spawn(big_garbage)
     vm.run()
     assert vm.messages(mon) == [
-        (A.monitor, p, A.long_gc, [(A.timeout, 2), (A.old_heap_block_size, 0),
-                                   (A.heap_block_size, 233), (A.mbuf_size, 0),
-                                   (A.stack_size, 10), (A.old_heap_size, 0),
-                                   (A.heap_size, 0)])]
+        (
+            A.monitor,
+            p,
+            A.long_gc,
+            [
+                (A.timeout, 2),
+                (A.old_heap_block_size, 0),
+                (A.heap_block_size, 233),
+                (A.mbuf_size, 0),
+                (A.stack_size, 10),
+                (A.old_heap_size, 0),
+                (A.heap_size, 0),
+            ],
+        )
+    ]
     check_counts(vm)
 
 
@@ -73,15 +85,25 @@ def test_monitor_long_gc_below_threshold(vm):
 
 def test_monitor_large_heap(vm):
     mon = vm.spawn_collector()
-    vm.system_monitor(mon, [("large_heap", 1)])     # clamped to 16384 words
+    vm.system_monitor(mon, [("large_heap", 1)])  # clamped to 16384 words
     p = vm.spawn(big_live)
-    small = vm.spawn(big_garbage)                    # 233 + 0 words: not large
+    small = vm.spawn(big_garbage)  # 233 + 0 words: not large
     vm.run()
     assert vm.messages(mon) == [
-        (A.monitor, p, A.large_heap, [(A.old_heap_block_size, 28657),
-                                      (A.heap_block_size, 28657), (A.mbuf_size, 0),
-                                      (A.stack_size, 10), (A.old_heap_size, 20000),
-                                      (A.heap_size, 0)])]
+        (
+            A.monitor,
+            p,
+            A.large_heap,
+            [
+                (A.old_heap_block_size, 28657),
+                (A.heap_block_size, 28657),
+                (A.mbuf_size, 0),
+                (A.stack_size, 10),
+                (A.old_heap_size, 20000),
+                (A.heap_size, 0),
+            ],
+        )
+    ]
     assert small != p
     check_counts(vm)
 
@@ -95,8 +117,7 @@ def test_monitor_long_schedule_proc(vm):
     f = mfa(busy_then_yield)
     timeout = msg[3][0][1]
     assert type(timeout) is int and timeout >= 60
-    assert msg == (A.monitor, p, A.long_schedule, [(A.timeout, timeout), (A["in"], f),
-                                                   (A.out, f)])
+    assert msg == (A.monitor, p, A.long_schedule, [(A.timeout, timeout), (A["in"], f), (A.out, f)])
     check_counts(vm)
 
 
@@ -109,8 +130,9 @@ def test_monitor_long_schedule_port(vm):
     port_msgs = [m for m in msgs if type(m[1]) is Port]
     assert len(port_msgs) == 1
     port = port_msgs[0][1]
-    assert port_msgs == [(A.monitor, port, A.long_schedule,
-                          [(A.timeout, 20), (A.port_op, A.proc_sig)])]
+    assert port_msgs == [
+        (A.monitor, port, A.long_schedule, [(A.timeout, 20), (A.port_op, A.proc_sig)])
+    ]
     check_counts(vm)
 
 
@@ -118,13 +140,13 @@ def test_monitor_busy_port(vm):
     mon = vm.spawn_collector()
     vm.system_monitor(mon, ["busy_port"])
     p = vm.spawn(busy_port_user, "busy")
-    q = vm.spawn(busy_port_user, "dist")     # a dist port: busy_port is not told
+    q = vm.spawn(busy_port_user, "dist")  # a dist port: busy_port is not told
     vm.run()
     msgs = vm.messages(mon)
     assert len(msgs) == 1
     assert msgs == [(A.monitor, p, A.busy_port, msgs[0][3])]
     assert type(msgs[0][3]) is Port
-    assert not vm.is_alive(p) and not vm.is_alive(q)     # both resumed and finished
+    assert not vm.is_alive(p) and not vm.is_alive(q)  # both resumed and finished
     check_counts(vm)
 
 
@@ -180,14 +202,17 @@ def test_profile_scheduler_to_port(vm):
 
 def test_profile_scheduler_nonsmp_exact(tmp_path):
     import smp
+
     with smp.Emulator(mode="nonsmp") as vm:
         port = vm.open_trace_port("memory")
         vm.system_profile(port, ["scheduler"])
         vm.spawn(busy_then_yield)
         vm.run()
         terms = vm.trace_port_terms(port)
-        assert [m[:5] for m in terms] == [(A.profile, A.scheduler, 1, A.active, 1),
-                                          (A.profile, A.scheduler, 1, A.inactive, 0)]
+        assert [m[:5] for m in terms] == [
+            (A.profile, A.scheduler, 1, A.active, 1),
+            (A.profile, A.scheduler, 1, A.inactive, 0),
+        ]
         assert_increasing([m[5] for m in terms])
         check_counts(vm)
 
@@ -202,8 +227,11 @@ def test_profile_runnable_procs(vm):
     msgs = [m for m in vm.messages(prof) if m[1] == w]
     f = mfa(waits_for_one)
     assert [m[:4] for m in msgs] == [
-        (A.profile, w, A.active, f), (A.profile, w, A.inactive, f),     # spawned, waits
-        (A.profile, w, A.active, f), (A.profile, w, A.inactive, f)]     # message, exits
+        (A.profile, w, A.active, f),
+        (A.profile, w, A.inactive, f),  # spawned, waits
+        (A.profile, w, A.active, f),
+        (A.profile, w, A.inactive, f),
+    ]  # message, exits
     assert_increasing([m[4] for m in msgs])
     # nothing about the profiler itself reached it
     assert not [m for m in vm.messages(prof) if m[1] == prof]
@@ -219,7 +247,9 @@ def test_profile_runnable_ports(vm):
     assert len(msgs) == 2
     port = msgs[0][1]
     assert type(port) is Port
-    assert [m[:4] for m in msgs] == [(A.profile, port, A.active, 0),
-                                     (A.profile, port, A.inactive, 0)]
+    assert [m[:4] for m in msgs] == [
+        (A.profile, port, A.active, 0),
+        (A.profile, port, A.inactive, 0),
+    ]
     assert_increasing([m[4] for m in msgs])
     check_counts(vm)

@@ -1,4 +1,5 @@
 """Erlang terms keep their kind: atoms, pids, ports, refs, tuples vs lists."""
+
 from __future__ import annotations
 
 import pickle
@@ -18,13 +19,26 @@ def test_atoms_are_interned_and_not_strings():
         Atom("a" * 256)
 
 
-@pytest.mark.parametrize("term, text", [
-    (A.ok, "ok"), (A["receive"], "'receive'"), (A.EXIT, "'EXIT'"), (A["hello world"], "'hello world'"),
-    (Pid(80), "<0.80.0>"), (Port(5), "#Port<0.5>"), (Ref((3, 2, 1)), "#Ref<0.1.2.3>"),
-    ((A.a, [1, 2]), "{a,[1,2]}"), (charlist("hi"), '"hi"'), ([], "[]"),
-    (ImproperList([1], A.t), "[1|t]"), (b"ab", '<<"ab">>'), (b"\x00\x01", "<<0,1>>"),
-    (1.5, "1.5"), (-3, "-3"),
-])
+@pytest.mark.parametrize(
+    "term, text",
+    [
+        (A.ok, "ok"),
+        (A["receive"], "'receive'"),
+        (A.EXIT, "'EXIT'"),
+        (A["hello world"], "'hello world'"),
+        (Pid(80), "<0.80.0>"),
+        (Port(5), "#Port<0.5>"),
+        (Ref((3, 2, 1)), "#Ref<0.1.2.3>"),
+        ((A.a, [1, 2]), "{a,[1,2]}"),
+        (charlist("hi"), '"hi"'),
+        ([], "[]"),
+        (ImproperList([1], A.t), "[1|t]"),
+        (b"ab", '<<"ab">>'),
+        (b"\x00\x01", "<<0,1>>"),
+        (1.5, "1.5"),
+        (-3, "-3"),
+    ],
+)
 def test_format_term(term, text):
     assert format_term(term) == text
 

@@ -3,6 +3,7 @@ raise within T + 1 s whatever the processes do (a tracer that holds its
 scheduler, a scheduler or the dispatcher stopped with SIGSTOP, a BIF waiting
 for a dispatcher pushed back by a port nobody reads), and ``close()``
 finishes within 5 s in every case.  Each test measures and asserts the bound."""
+
 from __future__ import annotations
 
 import os
@@ -18,7 +19,7 @@ from smp import Atom as A
 
 pytestmark = pytest.mark.timeout(90)
 
-RUN_BOUND = 1.0       # run(T) ends by T + this
+RUN_BOUND = 1.0  # run(T) ends by T + this
 CLOSE_BOUND = 5.0
 
 
@@ -100,7 +101,7 @@ def test_run_and_close_in_time_with_a_process_stopped(who):
         t = vm.spawn_collector(scheduler=1)
         flood_traced_to(vm, t, n=1)
         assert vm.run_for(0.3) is False
-        victim = vm.os_pids[0] if who == "dispatcher" else vm.os_pids[2]   # scheduler 2
+        victim = vm.os_pids[0] if who == "dispatcher" else vm.os_pids[2]  # scheduler 2
         os.kill(victim, signal.SIGSTOP)
         name = "the dispatcher" if who == "dispatcher" else "scheduler 2"
         with pytest.raises(smp.EmulatorTimeout, match=f"{name} did not answer") as e:
@@ -150,7 +151,7 @@ def test_a_bif_waiting_for_a_pushed_back_dispatcher_waits_for_the_next_run(tmp_p
         for p in floods:
             vm.trace(p, True, ["send"], tracer=port)
         deadline = time.monotonic() + 60
-        while True:                                # the port stalls: push-back
+        while True:  # the port stalls: push-back
             assert vm.run_for(0.5) is False
             st = vm.statistics()
             if st["queued"] >= MAX_QUEUE and st["in_transit"] > 0:

@@ -5,6 +5,7 @@ compares whole Erlang terms built from the pids the API returned.  Across
 schedulers only per-sender order is promised, so messages about different
 tracees are compared per tracee.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -142,8 +143,11 @@ def test_trace_sched_scheduler_id(vm):
     vm.trace(p, True, ["running", "scheduler_id"], tracer=t)
     vm.run()
     f = mfa(yielder)
-    assert vm.messages(t) == [(T, p, A["in"], sid, f), (T, p, A.out, sid, f),
-                              (T, p, A["in"], sid, f)]
+    assert vm.messages(t) == [
+        (T, p, A["in"], sid, f),
+        (T, p, A.out, sid, f),
+        (T, p, A["in"], sid, f),
+    ]
     check_counts(vm)
 
 
@@ -210,8 +214,10 @@ def test_trace_send_and_receive(vm):
     vm.trace(r, True, ["receive"], tracer=t)
     vm.run()
     msgs = vm.messages(t)
-    assert sorted(msgs, key=len) == [(T, r, A["receive"], (A.hello, [1, 2])),
-                                     (T, s, A.send, (A.hello, [1, 2]), r)]
+    assert sorted(msgs, key=len) == [
+        (T, r, A["receive"], (A.hello, [1, 2])),
+        (T, s, A.send, (A.hello, [1, 2]), r),
+    ]
     check_counts(vm)
 
 
@@ -233,7 +239,7 @@ def test_trace_receive_timeout(vm):
     vm.trace(p, True, ["receive"], tracer=t)
     vm.run()
     assert vm.messages(t) == [(T, p, A["receive"], A.timeout)]
-    assert not vm.is_alive(p)   # the assert in the body held
+    assert not vm.is_alive(p)  # the assert in the body held
     check_counts(vm)
 
 
@@ -289,12 +295,18 @@ def test_call_trace_return_and_exception(vm):
     vm.run()
     msgs = vm.messages(t)
     f1 = (A.m, A.fails, 1)
-    assert by_tracee(msgs, p) == [(T, p, A.call, (A.m, A.double, [4])),
-                                  (T, p, A.return_from, (A.m, A.double, 1), 8)]
+    assert by_tracee(msgs, p) == [
+        (T, p, A.call, (A.m, A.double, [4])),
+        (T, p, A.return_from, (A.m, A.double, 1), 8),
+    ]
     assert by_tracee(msgs, q) == [
-        (T, q, A.call, f1), (T, q, A.exception_from, f1, (A.error, A.badarg)),
-        (T, q, A.call, f1), (T, q, A.exception_from, f1, (A.throw, A.thrown)),
-        (T, q, A.call, f1), (T, q, A.exception_from, f1, (A.exit, A.bye))]
+        (T, q, A.call, f1),
+        (T, q, A.exception_from, f1, (A.error, A.badarg)),
+        (T, q, A.call, f1),
+        (T, q, A.exception_from, f1, (A.throw, A.thrown)),
+        (T, q, A.call, f1),
+        (T, q, A.exception_from, f1, (A.exit, A.bye)),
+    ]
     check_counts(vm)
 
 
@@ -313,13 +325,14 @@ def test_call_trace_return_trace_only(vm):
 def test_call_trace_meta(vm):
     vm.define("m", "double", double)
     meta = vm.spawn_collector()
-    p = vm.spawn(caller, 3)     # not traced at all: meta trace needs no flags
-    vm.trace_pattern(("m", "double", 1), [(A["_"], [], [(A.return_trace,)])],
-                     [("meta", meta)])
+    p = vm.spawn(caller, 3)  # not traced at all: meta trace needs no flags
+    vm.trace_pattern(("m", "double", 1), [(A["_"], [], [(A.return_trace,)])], [("meta", meta)])
     vm.run()
     msgs = vm.messages(meta)
-    assert [m[:-1] for m in msgs] == [(TS, p, A.call, (A.m, A.double, [3])),
-                                      (TS, p, A.return_from, (A.m, A.double, 1), 6)]
+    assert [m[:-1] for m in msgs] == [
+        (TS, p, A.call, (A.m, A.double, [3])),
+        (TS, p, A.return_from, (A.m, A.double, 1), 6),
+    ]
     assert_increasing([m[-1] for m in msgs])
     check_counts(vm)
 
@@ -357,8 +370,10 @@ def test_call_trace_return_to(vm):
     vm.trace(p, True, ["call", "return_to", "arity"], tracer=t)
     vm.trace_pattern(("m", "double", 1), True, ["local"])
     vm.run()
-    assert vm.messages(t) == [(T, p, A.call, (A.m, A.double, 1)),
-                              (T, p, A.return_to, mfa(local_caller, 1))]
+    assert vm.messages(t) == [
+        (T, p, A.call, (A.m, A.double, 1)),
+        (T, p, A.return_to, mfa(local_caller, 1)),
+    ]
     check_counts(vm)
 
 
@@ -384,8 +399,12 @@ def test_trace_proc_link_unlink_register_exit(vm):
     vm.run()
     msgs = vm.messages(t)
     assert by_tracee(msgs, p) == [
-        (T, p, A.link, w), (T, p, A.unlink, w), (T, p, A.register, A.linker_name),
-        (T, p, A.unregister, A.linker_name), (T, p, A.exit, A.normal)]
+        (T, p, A.link, w),
+        (T, p, A.unlink, w),
+        (T, p, A.register, A.linker_name),
+        (T, p, A.unregister, A.linker_name),
+        (T, p, A.exit, A.normal),
+    ]
     assert by_tracee(msgs, w) == [(T, w, A.getting_linked, p), (T, w, A.getting_unlinked, p)]
     assert vm.whereis("linker_name") == A.undefined
     check_counts(vm)
@@ -401,7 +420,8 @@ def test_trace_proc_spawn(vm):
     assert type(child) is Pid and child != p
     assert vm.messages(t) == [
         (T, p, A.spawn, child, (Atom(noop_args.__module__), A.noop_args, [1, A.two])),
-        (T, p, A.exit, A.normal)]
+        (T, p, A.exit, A.normal),
+    ]
     check_counts(vm)
 
 
@@ -422,13 +442,25 @@ def test_trace_gc_items_in_seed_order(vm):
     p = vm.spawn(gc_body)
     vm.trace(p, True, ["garbage_collection"], tracer=t)
     vm.run()
-    tags = [A.old_heap_block_size, A.heap_block_size, A.mbuf_size, A.recent_size,
-            A.stack_size, A.old_heap_size, A.heap_size, A.bin_vheap_size,
-            A.bin_vheap_block_size, A.bin_old_vheap_size, A.bin_old_vheap_block_size]
+    tags = [
+        A.old_heap_block_size,
+        A.heap_block_size,
+        A.mbuf_size,
+        A.recent_size,
+        A.stack_size,
+        A.old_heap_size,
+        A.heap_size,
+        A.bin_vheap_size,
+        A.bin_vheap_block_size,
+        A.bin_old_vheap_size,
+        A.bin_old_vheap_block_size,
+    ]
     before = [0, 233, 0, 0, 10, 0, 100, 0, 46422, 0, 46422]
     after = [233, 233, 0, 100, 10, 100, 0, 0, 46422, 0, 46422]
-    assert vm.messages(t) == [(T, p, A.gc_start, list(zip(tags, before, strict=False))),
-                              (T, p, A.gc_end, list(zip(tags, after, strict=False)))]
+    assert vm.messages(t) == [
+        (T, p, A.gc_start, list(zip(tags, before, strict=False))),
+        (T, p, A.gc_end, list(zip(tags, after, strict=False))),
+    ]
     check_counts(vm)
 
 
@@ -443,10 +475,14 @@ def test_trace_ports_open_sched_closed(vm):
     port = msgs[0][3]
     assert type(port) is Port
     # erts_open_driver: open, then the driver's start callback as in/out 'start'
-    assert msgs == [(T, p, A.open, port, A.echo),
-                    (T, port, A["in"], A.start), (T, port, A.out, A.start),
-                    (T, port, A["in"], A.command), (T, port, A.out, A.command),
-                    (T, port, A.closed, A.normal)]
+    assert msgs == [
+        (T, p, A.open, port, A.echo),
+        (T, port, A["in"], A.start),
+        (T, port, A.out, A.start),
+        (T, port, A["in"], A.command),
+        (T, port, A.out, A.command),
+        (T, port, A.closed, A.normal),
+    ]
     check_counts(vm)
 
 
@@ -459,13 +495,17 @@ def test_trace_ports_scheduler_id(vm):
     assert len(msgs) == 4
     port = msgs[0][1]
     sid = vm.nsched
-    assert msgs == [(T, port, A["in"], sid, A.start), (T, port, A.out, sid, A.start),
-                    (T, port, A["in"], sid, A.command), (T, port, A.out, sid, A.command)]
+    assert msgs == [
+        (T, port, A["in"], sid, A.start),
+        (T, port, A.out, sid, A.start),
+        (T, port, A["in"], sid, A.command),
+        (T, port, A.out, sid, A.command),
+    ]
     check_counts(vm)
 
 
 async def global_caller_local_pattern(proc, x):
-    await proc.call("m", "double", [x])     # a remote call, but the pattern is local
+    await proc.call("m", "double", [x])  # a remote call, but the pattern is local
 
 
 def test_call_trace_return_to_with_local_breakpoint(vm):
@@ -477,8 +517,10 @@ def test_call_trace_return_to_with_local_breakpoint(vm):
     vm.trace(p, True, ["call", "return_to", "arity"], tracer=t)
     vm.trace_pattern(("m", "double", 1), True, ["local"])
     vm.run()
-    assert vm.messages(t) == [(T, p, A.call, (A.m, A.double, 1)),
-                              (T, p, A.return_to, mfa(global_caller_local_pattern, 1))]
+    assert vm.messages(t) == [
+        (T, p, A.call, (A.m, A.double, 1)),
+        (T, p, A.return_to, mfa(global_caller_local_pattern, 1)),
+    ]
     check_counts(vm)
 
 
@@ -514,10 +556,11 @@ def test_error_logger_message(vm):
 
     def report(pid, reason):
         # 17.x terminate_proc: erts_send_error_to_logger(gl, "Error in process ...")
-        text = (f"Error in process {smp.format_term(pid)} with exit value: "
-                f"{smp.format_term(reason)}\n")
-        return (A.notify, (A.error, gl, (A.emulator, smp.charlist("~s~n"),
-                                         [smp.charlist(text)])))
+        text = (
+            f"Error in process {smp.format_term(pid)} with exit value: {smp.format_term(reason)}\n"
+        )
+        return (A.notify, (A.error, gl, (A.emulator, smp.charlist("~s~n"), [smp.charlist(text)])))
+
     got = vm.messages(el)
     assert sorted(got, key=repr) == sorted([report(p, r1), report(q, r2)], key=repr)
     s = check_counts(vm)
@@ -595,7 +638,7 @@ async def saves_calls(proc, peer):
     await proc.receive()
     await proc.receive(timeout=0)
     await proc.call("m", "double", [2])
-    await proc.call("m", "double", [3], local=True)     # local calls are not saved
+    await proc.call("m", "double", [3], local=True)  # local calls are not saved
     await proc.receive()
 
 

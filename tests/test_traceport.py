@@ -1,4 +1,5 @@
 """Unit tests of the trace ports (smp.traceport)."""
+
 import os
 import socket
 import struct
@@ -38,12 +39,13 @@ def test_nested_improper_list_is_flattened():
 
 # ---------------------------------------------------------------- file port
 
+
 def test_file_frames(tmp_path):
     path = tmp_path / "t.trc"
     payloads = [encode((Atom("trace"), Pid(80), Atom("send"), i, Pid(81))) for i in range(10)]
     with FileTracePort(path) as p:
         heavy = [p.write(pl) for pl in payloads]
-        assert os.path.getsize(path) == 0          # still buffered
+        assert os.path.getsize(path) == 0  # still buffered
     assert not any(heavy)
     assert path.read_bytes() == b"".join(frame(pl) for pl in payloads)
     assert p.stats["messages"] == 10
@@ -53,14 +55,14 @@ def test_file_frames(tmp_path):
 def test_file_buffering_heavy_exactly_when_buffer_spills(tmp_path):
     path = tmp_path / "t.trc"
     p = FileTracePort(path, buffer_size=100)
-    pl = encode(b"x" * 40)                  # 46 bytes, frame 51
-    assert p.write(pl) is False             # 51 in buffer
-    assert p.write(pl) is True              # 102 > 100: buffer written
+    pl = encode(b"x" * 40)  # 46 bytes, frame 51
+    assert p.write(pl) is False  # 51 in buffer
+    assert p.write(pl) is True  # 102 > 100: buffer written
     assert os.path.getsize(path) == 100
-    assert p.write(encode(b"y" * 300)) is True   # larger than a buffer: written directly
+    assert p.write(encode(b"y" * 300)) is True  # larger than a buffer: written directly
     p.flush()
     p.close()
-    p.close()                               # idempotent
+    p.close()  # idempotent
     data = path.read_bytes()
     assert list(read_frames(data)) == [b"x" * 40, b"x" * 40, b"y" * 300]
     with pytest.raises(TracePortError):
@@ -77,7 +79,7 @@ def test_wrap_naming_and_rotation(tmp_path):
     base = str(tmp_path / "w")
     # Stale files of an earlier wrap log are deleted on open, as dbg does.
     (tmp_path / "w7.trc").write_bytes(b"old")
-    p = FileTracePort(base, wrap=(".trc", 1, 3))     # every message wraps
+    p = FileTracePort(base, wrap=(".trc", 1, 3))  # every message wraps
     assert not (tmp_path / "w7.trc").exists()
     seen = []
     for i in range(6):
@@ -91,29 +93,35 @@ def test_wrap_naming_and_rotation(tmp_path):
     assert seen[3] == ["w0.trc", "w2.trc", "w3.trc"]
     assert seen[4] == ["w0.trc", "w1.trc", "w3.trc"]
     assert p.stats["wraps"] == 6
-    contents = {n: list(read_frames((tmp_path / n).read_bytes()))
-                for n in os.listdir(tmp_path)}
+    contents = {n: list(read_frames((tmp_path / n).read_bytes())) for n in os.listdir(tmp_path)}
     assert contents == {"w0.trc": [4], "w1.trc": [5], "w2.trc": []}
 
 
 def test_wrap_size_threshold(tmp_path):
     base = str(tmp_path / "s")
-    pl = encode(Atom("abc"))                # 6 bytes, frame 11
+    pl = encode(Atom("abc"))  # 6 bytes, frame 11
     p = FileTracePort(base, wrap=("", 30, 8))
     heavy = [p.write(pl) for _ in range(7)]
     p.close()
     # 11, 22, 33 >= 30 -> wrap after the 3rd message
     assert heavy == [False, False, True, False, False, True, False]
-    assert [len(list(read_frames((tmp_path / f"s{i}").read_bytes()))) for i in range(3)] == [3, 3, 1]
+    assert [len(list(read_frames((tmp_path / f"s{i}").read_bytes()))) for i in range(3)] == [
+        3,
+        3,
+        1,
+    ]
 
 
-@pytest.mark.parametrize("kw,match", [
-    (dict(wrap=(".x", -1, 3)), "wrap size"),
-    (dict(wrap=(".x", 10, 0)), "wrap count"),
-    (dict(wrap=(b".x", 10, 3)), "suffix"),
-    (dict(wrap="yes"), "wrap"),
-    (dict(buffer_size=0), "buffer_size"),
-])
+@pytest.mark.parametrize(
+    "kw,match",
+    [
+        (dict(wrap=(".x", -1, 3)), "wrap size"),
+        (dict(wrap=(".x", 10, 0)), "wrap count"),
+        (dict(wrap=(b".x", 10, 3)), "suffix"),
+        (dict(wrap="yes"), "wrap"),
+        (dict(buffer_size=0), "buffer_size"),
+    ],
+)
 def test_file_bad_arguments(tmp_path, kw, match):
     with pytest.raises(TracePortError, match=match):
         FileTracePort(tmp_path / "f", **kw)
@@ -142,6 +150,7 @@ def test_factory(tmp_path):
 
 # ---------------------------------------------------------------- ip port
 
+
 @pytest.fixture
 def ip_port():
     ports = []
@@ -150,6 +159,7 @@ def ip_port():
         p = IpTracePort(0, **kw)
         ports.append(p)
         return p
+
     yield make
     for p in ports:
         p.close()
@@ -182,7 +192,7 @@ def test_ip_absent_client_drop_counting(ip_port):
 
 def test_ip_refill_gives_second_drop_frame(ip_port):
     p = ip_port(queue_size=2)
-    for i in range(4):                  # 2 queued, drop(2)
+    for i in range(4):  # 2 queued, drop(2)
         p.write(encode(i))
     c = connect(p.port)
     got = list(read_frames(recv_exactly(c, 2 * 8 + 5)))
@@ -196,7 +206,7 @@ def test_ip_one_client_at_a_time(ip_port):
     p.write(encode(Atom("one")))
     assert recv_exactly(c1, 5 + 6) == frame(encode(Atom("one")))
     c2 = connect(p.port)
-    assert c2.recv(10) == b""           # accepted and closed at once
+    assert c2.recv(10) == b""  # accepted and closed at once
     p.write(encode(Atom("two")))
     assert recv_exactly(c1, 5 + 6) == frame(encode(Atom("two")))
     assert p.flush(10)
@@ -221,7 +231,7 @@ def test_ip_slow_client_drops_without_blocking(ip_port):
     c.connect(("127.0.0.1", p.port))
     big = encode(b"z" * 20000)
     n = 2000
-    for _ in range(n):                  # 40 MB: far beyond socket buffers
+    for _ in range(n):  # 40 MB: far beyond socket buffers
         p.write(big)
     st = p.stats
     assert st["dropped"] > 0
@@ -244,9 +254,9 @@ def test_ip_slow_client_drops_without_blocking(ip_port):
                 assert op == 0
                 if len(buf) < 5 + size:
                     break
-                assert decode(buf[5:5 + size]) == b"z" * 20000
+                assert decode(buf[5 : 5 + size]) == b"z" * 20000
                 seen_data += 1
-                buf = buf[5 + size:]
+                buf = buf[5 + size :]
     assert seen_dropped == p.stats["dropped"]
     assert seen_data == p.stats["sent"]
     c.close()

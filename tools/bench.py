@@ -22,6 +22,7 @@ ports  file and ip trace ports (smp.traceport), messages/s.
 codec  smp.etf encode/decode of a typical trace tuple, side by side with
        erlang-py (``erlang`` module) when it can be imported or installed.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -56,14 +57,15 @@ from smp.wire import WIRE_VERSION  # noqa: E402
 try:
     from rich.console import Console
     from rich.table import Table
+
     _console = Console(highlight=False, width=max(150, shutil.get_terminal_size((150, 40)).columns))
 except Exception:  # rich is optional
     _console = None
 
 SECTIONS = ("a", "b", "c", "d", "ports", "codec")
-TARGET_B = 1_000_000          # msg/s, dispatcher alone
-TARGET_C = 250_000            # trace msg/s delivered, 2 schedulers
-TARGET_P99_MS = 5.0           # at 20,000 msg/s
+TARGET_B = 1_000_000  # msg/s, dispatcher alone
+TARGET_C = 250_000  # trace msg/s delivered, 2 schedulers
+TARGET_P99_MS = 5.0  # at 20,000 msg/s
 PACED_RATE = 20_000
 MB = 1024 * 1024
 
@@ -93,14 +95,23 @@ def table(title: str, columns: list[str], rows: list[list]) -> None:
             t.add_row(*r)
         _console.print(t)
         return
-    widths = [max(len(c), *(len(r[i]) for r in rows)) if rows else len(c)
-              for i, c in enumerate(columns)]
+    widths = [
+        max(len(c), *(len(r[i]) for r in rows)) if rows else len(c) for i, c in enumerate(columns)
+    ]
     print(title)
-    print("  ".join(c.ljust(w) if i == 0 else c.rjust(w)
-                    for i, (c, w) in enumerate(zip(columns, widths, strict=False))))
+    print(
+        "  ".join(
+            c.ljust(w) if i == 0 else c.rjust(w)
+            for i, (c, w) in enumerate(zip(columns, widths, strict=False))
+        )
+    )
     for r in rows:
-        print("  ".join(v.ljust(w) if i == 0 else v.rjust(w)
-                        for i, (v, w) in enumerate(zip(r, widths, strict=False))))
+        print(
+            "  ".join(
+                v.ljust(w) if i == 0 else v.rjust(w)
+                for i, (v, w) in enumerate(zip(r, widths, strict=False))
+            )
+        )
     print(flush=True)
 
 
@@ -210,23 +221,26 @@ def _reap(procs) -> None:
 
 
 # =============================================================== (a) transport
-def _one_transport(mp, endpoint: str, frame: bytes, per_frame: int, npush: int,
-                   duration: float) -> dict:
+def _one_transport(
+    mp, endpoint: str, frame: bytes, per_frame: int, npush: int, duration: float
+) -> dict:
     ready, go = mp.Event(), mp.Event()
     out_pull, out_push = mp.Queue(), mp.Queue()
-    puller = mp.Process(target=W.puller_main, args=(endpoint, per_frame, npush, ready, out_pull),
-                        daemon=True)
+    puller = mp.Process(
+        target=W.puller_main, args=(endpoint, per_frame, npush, ready, out_pull), daemon=True
+    )
     puller.start()
     procs = [puller]
     try:
         if not ready.wait(10):
             raise RuntimeError("puller did not start")
         for _ in range(npush):
-            p = mp.Process(target=W.pusher_main, args=(endpoint, frame, duration, go, out_push),
-                           daemon=True)
+            p = mp.Process(
+                target=W.pusher_main, args=(endpoint, frame, duration, go, out_push), daemon=True
+            )
             p.start()
             procs.append(p)
-        time.sleep(0.3)   # let every PUSH connect
+        time.sleep(0.3)  # let every PUSH connect
         go.set()
         res = out_pull.get(timeout=duration + 60)
         if not res["frames"]:
@@ -234,7 +248,7 @@ def _one_transport(mp, endpoint: str, frame: bytes, per_frame: int, npush: int,
         pushed = 0
         for _ in range(npush):
             try:
-                pushed += out_push.get(timeout=10) + 1     # + its end mark
+                pushed += out_push.get(timeout=10) + 1  # + its end mark
             except Exception:
                 pass
         # a frame that never arrived is reported, not hidden (the rate counts what arrived)
@@ -242,15 +256,26 @@ def _one_transport(mp, endpoint: str, frame: bytes, per_frame: int, npush: int,
     finally:
         _reap(procs)
     el = res["t1"] - res["t0"]
-    return {"frames": res["frames"], "messages": res["messages"], "bytes": res["bytes"],
-            "seconds": el, "msgs_per_s": res["messages"] / el, "frames_per_s": res["frames"] / el,
-            "mb_per_s": res["bytes"] / el / MB, "frames_pushed": pushed,
-            "end_marks": res["ends"], "frames_not_counted": res["not_counted"],
-            "frame_bytes": len(frame), "per_frame": per_frame}
+    return {
+        "frames": res["frames"],
+        "messages": res["messages"],
+        "bytes": res["bytes"],
+        "seconds": el,
+        "msgs_per_s": res["messages"] / el,
+        "frames_per_s": res["frames"] / el,
+        "mb_per_s": res["bytes"] / el / MB,
+        "frames_pushed": pushed,
+        "end_marks": res["ends"],
+        "frames_not_counted": res["not_counted"],
+        "frame_bytes": len(frame),
+        "per_frame": per_frame,
+    }
 
 
 def bench_a(cfg) -> dict:
-    heading(f"(a) transport limit: {cfg.n} PUSH processes -> 1 PULL process (ipc://), counting only")
+    heading(
+        f"(a) transport limit: {cfg.n} PUSH processes -> 1 PULL process (ipc://), counting only"
+    )
     mp = multiprocess.get_context("fork")
     d = tempfile.mkdtemp(prefix="bench-a-")
     chunk = [bytes((i + j) & 0xFF for j in range(100)) for i in range(256)]
@@ -271,15 +296,28 @@ def bench_a(cfg) -> dict:
             r = _one_transport(mp, f"ipc://{d}/a{i}", frame, per, cfg.n, cfg.d_a)
             key = ("batch", "single", "real_batch")[i]
             out[key] = r
-            rows.append([name, f"{len(frame):,} B", rate(r["msgs_per_s"]), rate(r["frames_per_s"]),
-                         f"{r['mb_per_s']:,.0f} MB/s", f"{r['seconds']:.2f} s"])
+            rows.append(
+                [
+                    name,
+                    f"{len(frame):,} B",
+                    rate(r["msgs_per_s"]),
+                    rate(r["frames_per_s"]),
+                    f"{r['mb_per_s']:,.0f} MB/s",
+                    f"{r['seconds']:.2f} s",
+                ]
+            )
             if r["frames_not_counted"] or r["end_marks"] < cfg.n:
-                say(f"   note ({key}): {r['frames_not_counted']} pushed frames were not counted, "
-                    f"{r['end_marks']} of {cfg.n} end marks arrived")
+                say(
+                    f"   note ({key}): {r['frames_not_counted']} pushed frames were not counted, "
+                    f"{r['end_marks']} of {cfg.n} end marks arrived"
+                )
     finally:
         shutil.rmtree(d, ignore_errors=True)
-    table(f"(a) {cfg.n} pushers, {cfg.d_a:g} s each variant",
-          ["variant", "frame", "messages", "frames", "bandwidth", "measured"], rows)
+    table(
+        f"(a) {cfg.n} pushers, {cfg.d_a:g} s each variant",
+        ["variant", "frame", "messages", "frames", "bandwidth", "measured"],
+        rows,
+    )
     out["pushers"] = cfg.n
     return out
 
@@ -296,8 +334,10 @@ class DispatcherRig:
         d = self.dir
         # the same dict smp.Emulator builds
         self.endpoints = {
-            "ctl": f"ipc://{d}/ctl", "ingest": f"ipc://{d}/ingest",
-            "disp_ctl": f"ipc://{d}/disp", "pub": [f"ipc://{d}/pub{i}" for i in range(3)],
+            "ctl": f"ipc://{d}/ctl",
+            "ingest": f"ipc://{d}/ingest",
+            "disp_ctl": f"ipc://{d}/disp",
+            "pub": [f"ipc://{d}/pub{i}" for i in range(3)],
             "inbox": f"ipc://{d}/s{{}}",
         }
         self.procs = []
@@ -310,10 +350,20 @@ class DispatcherRig:
         self.count = mp.Value("q", 0)
         self.last_t = mp.Value("d", 0.0)
         self.per_inbox = mp.Array("q", nsched + 1)
-        c = mp.Process(target=W.consumer_main,
-                       args=(self.endpoints["inbox"], nsched, self.c_ready, self.c_stop,
-                             self.count, self.last_t, self.per_inbox),
-                       name="bench-inboxes", daemon=True)
+        c = mp.Process(
+            target=W.consumer_main,
+            args=(
+                self.endpoints["inbox"],
+                nsched,
+                self.c_ready,
+                self.c_stop,
+                self.count,
+                self.last_t,
+                self.per_inbox,
+            ),
+            name="bench-inboxes",
+            daemon=True,
+        )
         c.start()
         self.consumer = c
         self.procs.append(c)
@@ -321,6 +371,7 @@ class DispatcherRig:
             raise RuntimeError("inbox consumer did not start")
         from dispatcher.server import dispatcher_main
         from smp.security import new_routing_id
+
         ready = mp.Event()
         # routing ids, as smp.Emulator makes them: the controller's, the
         # preload's and each feeder's (one per run) as scheduler k, and the
@@ -330,9 +381,12 @@ class DispatcherRig:
         self.feeder_ids = {(r, k): new_routing_id() for r in range(8) for k in range(1, nsched + 1)}
         self.out_ids = {k: (new_routing_id(), new_routing_id()) for k in range(1, nsched + 1)}
         self.runs = 0
-        p = mp.Process(target=dispatcher_main, args=(nsched, self.endpoints, ready, None, None,
-                                                     self.ctl_id),
-                       name="smp-dispatcher", daemon=True)
+        p = mp.Process(
+            target=dispatcher_main,
+            args=(nsched, self.endpoints, ready, None, None, self.ctl_id),
+            name="smp-dispatcher",
+            daemon=True,
+        )
         p.start()
         self.disp = p
         self.procs.append(p)
@@ -351,13 +405,16 @@ class DispatcherRig:
         # what the controller tells the dispatcher after the schedulers' hellos
         ingest = {rid: k for k, rid in self.preload_ids.items()}
         ingest.update({rid: k for (_, k), rid in self.feeder_ids.items()})
-        self.call("set_inboxes", {k: (self.endpoints["inbox"].format(k), None)
-                                  for k in range(1, nsched + 1)},
-                  {"ingest": ingest, "out": self.out_ids, "keys": {}})
+        self.call(
+            "set_inboxes",
+            {k: (self.endpoints["inbox"].format(k), None) for k in range(1, nsched + 1)},
+            {"ingest": ingest, "out": self.out_ids, "keys": {}},
+        )
 
     def call(self, cmd: str, *args, timeout: float = 30.0):
         """Like Emulator._disp_call."""
         from smp.wire import dumps_frame, loads_frame
+
         self.req += 1
         req = self.req
         self.ctl.send(dumps_frame((req, cmd, args)))
@@ -390,27 +447,30 @@ class DispatcherRig:
 
 def bench_b(cfg) -> dict:
     n = cfg.n
-    heading(f"(b) the dispatcher process alone: {n} feeders -> dispatcher -> {n} inboxes + null port")
+    heading(
+        f"(b) the dispatcher process alone: {n} feeders -> dispatcher -> {n} inboxes + null port"
+    )
     rig = DispatcherRig(n)
     out: dict = {"feeders": n, "schedulers": n}
     try:
         # -- preload the process table: 10,000 live pids, 100 of them tracers
         pids = [Pid(80 + i, 0) for i in range(10_000)]
-        tracers = pids[::97][:100]           # 97: spread over every scheduler's inbox
+        tracers = pids[::97][:100]  # 97: spread over every scheduler's inbox
         tset = set(tracers)
         events = [("e", "spawn", p) for p in pids] + [("e", "tracer", p) for p in tracers]
         t0 = time.perf_counter()
-        by_owner: dict = {}          # a scheduler speaks for its own processes only
+        by_owner: dict = {}  # a scheduler speaks for its own processes only
         for ev in events:
             by_owner.setdefault(W.owner_of(ev[2], n), []).append(ev)
         for k, evs in by_owner.items():
             for i in range(0, len(evs), 256):
-                rig.ingest[k].send(pickle.dumps(("b", WIRE_VERSION, k, evs[i:i + 256]),
-                                                pickle.HIGHEST_PROTOCOL))
+                rig.ingest[k].send(
+                    pickle.dumps(("b", WIRE_VERSION, k, evs[i : i + 256]), pickle.HIGHEST_PROTOCOL)
+                )
         rig.call("wait_ingested", [0] + [len(by_owner.get(k, [])) for k in range(1, n + 1)])
         out["preload_s"] = time.perf_counter() - t0
         port = rig.call("open_trace_port", "null", (), {})
-        senders = [p for p in pids[1:2000:37] if p not in tset][:50]   # live, not tracers
+        senders = [p for p in pids[1:2000:37] if p not in tset][:50]  # live, not tracers
         port_every = cfg.port_every
         disp_pid = rig.disp.pid
 
@@ -426,11 +486,27 @@ def bench_b(cfg) -> dict:
             for k in range(1, n + 1):
                 r = mp.Event()
                 # a feeder hangs up only once the dispatcher took all it sent
-                f = mp.Process(target=W.feeder_main,
-                               args=(rig.endpoints["ingest"], k, frames_per_feeder, 16, senders,
-                                     tracers, port, port_every, 256, M.TS_NONE, r, go, q,
-                                     rig.feeder_ids[(run_no, k)], release),
-                               daemon=True)
+                f = mp.Process(
+                    target=W.feeder_main,
+                    args=(
+                        rig.endpoints["ingest"],
+                        k,
+                        frames_per_feeder,
+                        16,
+                        senders,
+                        tracers,
+                        port,
+                        port_every,
+                        256,
+                        M.TS_NONE,
+                        r,
+                        go,
+                        q,
+                        rig.feeder_ids[(run_no, k)],
+                        release,
+                    ),
+                    daemon=True,
+                )
                 f.start()
                 readies.append(r)
                 feeders.append(f)
@@ -460,7 +536,8 @@ def bench_b(cfg) -> dict:
                                 f"the dispatcher took {sum(st['ingested']) - taken0} of the "
                                 f"{exp_pids + exp_port} messages fed, and has made "
                                 f"{st['made']:,}, delivered {st['delivered']:,}, dropped "
-                                f"{st['dropped']:,}, queued {st['queued']:,} in all")
+                                f"{st['dropped']:,}, queued {st['queued']:,} in all"
+                            )
                         time.sleep(0.002)
                         if time.monotonic() >= next_status:
                             st = rig.call("status")
@@ -471,7 +548,9 @@ def bench_b(cfg) -> dict:
                     got_port = 0
                     if exp_port:
                         while True:
-                            got_port = rig.call("trace_port_call", port, "info", ())["messages"] - p0
+                            got_port = (
+                                rig.call("trace_port_call", port, "info", ())["messages"] - p0
+                            )
                             if got_port >= exp_port:
                                 t_port = time.monotonic()
                                 break
@@ -488,12 +567,18 @@ def bench_b(cfg) -> dict:
                 _reap(feeders)
             got_pids = rig.count.value - c0
             el = t_end - t_start
-            return {"messages": got_pids + got_port, "to_pids": got_pids, "to_port": got_port,
-                    "expected": exp_pids + exp_port, "seconds": el,
-                    "msgs_per_s": (got_pids + got_port) / el,
-                    "feeders_done_s": max(f["t_send"] for f in fed),
-                    "ingest_bytes": sum(f["bytes"] for f in fed),
-                    "max_queued": max_q, "peak_rss": dict(rss.peak)}
+            return {
+                "messages": got_pids + got_port,
+                "to_pids": got_pids,
+                "to_port": got_port,
+                "expected": exp_pids + exp_port,
+                "seconds": el,
+                "msgs_per_s": (got_pids + got_port) / el,
+                "feeders_done_s": max(f["t_send"] for f in fed),
+                "ingest_bytes": sum(f["bytes"] for f in fed),
+                "max_queued": max_q,
+                "peak_rss": dict(rss.peak),
+            }
 
         # calibration (also warms up), then sized runs
         cal = run(20, port_every)
@@ -502,30 +587,63 @@ def bench_b(cfg) -> dict:
         frames_p = int(min(max(main["msgs_per_s"] * cfg.d_b2 / (256 * n), 40), 20_000))
         pid_only = run(frames_p, 0)
         stats = rig.call("stats")
-        out.update(calibration=cal, main=main, pid_only=pid_only,
-                   port_fraction=(1 / port_every) if port_every else 0.0,
-                   dispatcher_stats={k: stats[k] for k in ("made", "delivered", "dropped",
-                                                           "queued", "bad_frames")},
-                   per_inbox=list(rig.per_inbox)[1:])
+        out.update(
+            calibration=cal,
+            main=main,
+            pid_only=pid_only,
+            port_fraction=(1 / port_every) if port_every else 0.0,
+            dispatcher_stats={
+                k: stats[k] for k in ("made", "delivered", "dropped", "queued", "bad_frames")
+            },
+            per_inbox=list(rig.per_inbox)[1:],
+        )
     finally:
         rig.close()
     rows = []
-    for name, r in ((f"mixed: {100 / port_every:.0f}% to null port, rest to tracer pids"
-                     if port_every else "mixed", out["main"]),
-                    ("pid only: all to tracer pids", out["pid_only"])):
-        rows.append([name, f"{r['messages']:,}", f"{r['seconds']:.2f} s", rate(r["msgs_per_s"]),
-                     f"{r['feeders_done_s']:.2f} s", f"{r['max_queued']:,}",
-                     mb(r["peak_rss"].get("dispatcher"))])
-    table(f"(b) dispatcher alone, 10,000 live pids / 100 tracers, ts_kind=TS_NONE, "
-          f"preload {out['preload_s']:.2f} s",
-          ["workload", "delivered", "elapsed", "decided+delivered", "feeders done",
-           "max queued", "disp peak RSS"], rows)
+    for name, r in (
+        (
+            f"mixed: {100 / port_every:.0f}% to null port, rest to tracer pids"
+            if port_every
+            else "mixed",
+            out["main"],
+        ),
+        ("pid only: all to tracer pids", out["pid_only"]),
+    ):
+        rows.append(
+            [
+                name,
+                f"{r['messages']:,}",
+                f"{r['seconds']:.2f} s",
+                rate(r["msgs_per_s"]),
+                f"{r['feeders_done_s']:.2f} s",
+                f"{r['max_queued']:,}",
+                mb(r["peak_rss"].get("dispatcher")),
+            ]
+        )
+    table(
+        f"(b) dispatcher alone, 10,000 live pids / 100 tracers, ts_kind=TS_NONE, "
+        f"preload {out['preload_s']:.2f} s",
+        [
+            "workload",
+            "delivered",
+            "elapsed",
+            "decided+delivered",
+            "feeders done",
+            "max queued",
+            "disp peak RSS",
+        ],
+        rows,
+    )
     st = out["dispatcher_stats"]
-    say(f"   dispatcher statistics(): made {st['made']:,}, delivered {st['delivered']:,}, "
+    say(
+        f"   dispatcher statistics(): made {st['made']:,}, delivered {st['delivered']:,}, "
         f"dropped {st['dropped']:,}, queued {st['queued']:,}, bad frames {st['bad_frames']}; "
-        f"deliveries per inbox {out['per_inbox']}")
-    say(f"   target (b) >= {TARGET_B:,} msg/s: {vs_target(out['main']['msgs_per_s'], TARGET_B)} "
-        f"({out['main']['msgs_per_s'] / TARGET_B:.1%} of target)")
+        f"deliveries per inbox {out['per_inbox']}"
+    )
+    say(
+        f"   target (b) >= {TARGET_B:,} msg/s: {vs_target(out['main']['msgs_per_s'], TARGET_B)} "
+        f"({out['main']['msgs_per_s'] / TARGET_B:.1%} of target)"
+    )
     return out
 
 
@@ -538,8 +656,10 @@ def _run(vm, timeout: float) -> None:
         detail = []
         try:
             for k, st in enumerate(vm._all_scheds("status"), 1):
-                detail.append(f"scheduler {k}: " + ", ".join(
-                    f"{key}={st[key]}" for key in sorted(st) if key != "busy"))
+                detail.append(
+                    f"scheduler {k}: "
+                    + ", ".join(f"{key}={st[key]}" for key in sorted(st) if key != "busy")
+                )
             if vm.smp:
                 detail.append(f"dispatcher: {vm._disp_call('status')}")
         except Exception as e2:
@@ -566,17 +686,28 @@ def _emu_run(vm, nsched: int, total: int, tracers: list, timeout: float, labels:
     made = st1["made"] - st0["made"]
     delivered = st1["delivered"] - st0["delivered"]
     dropped = st1["dropped"] - st0["dropped"]
-    res = {"senders": nsend, "per_sender": per, "seconds": wall, "made": made,
-           "delivered": delivered, "dropped": dropped,
-           "sent": st1["messages_sent"] - st0["messages_sent"],
-           "made_per_s": made / wall, "delivered_per_s": delivered / wall,
-           "peak_rss": dict(rss.peak)}
+    res = {
+        "senders": nsend,
+        "per_sender": per,
+        "seconds": wall,
+        "made": made,
+        "delivered": delivered,
+        "dropped": dropped,
+        "sent": st1["messages_sent"] - st0["messages_sent"],
+        "made_per_s": made / wall,
+        "delivered_per_s": delivered / wall,
+        "peak_rss": dict(rss.peak),
+    }
     if vm.smp:
         lat = vm.latencies_ns()
         k = min(len(lat), delivered)
-        s = sorted(lat[len(lat) - k:]) if k else []
-        res.update(lat_samples=len(s), p50_ns=pct(s, 0.50), p99_ns=pct(s, 0.99),
-                   max_ns=s[-1] if s else None)
+        s = sorted(lat[len(lat) - k :]) if k else []
+        res.update(
+            lat_samples=len(s),
+            p50_ns=pct(s, 0.50),
+            p99_ns=pct(s, 0.99),
+            max_ns=s[-1] if s else None,
+        )
     return res
 
 
@@ -588,6 +719,7 @@ def _labels(vm) -> list[str]:
 
 def bench_emulator(mode: str, nsched: int, cfg, duration: float) -> dict:
     from smp import Emulator
+
     kw = {"schedulers": nsched} if mode == "smp" else {}
     t0 = time.perf_counter()
     vm = Emulator(mode=mode, **kw)
@@ -608,6 +740,7 @@ def bench_emulator(mode: str, nsched: int, cfg, duration: float) -> dict:
 def bench_paced(cfg) -> dict:
     """2 schedulers, 4 senders pacing themselves to 20,000 trace msg/s in all."""
     from smp import Emulator
+
     nsched, nsend = 2, 4
     per_rate = PACED_RATE / nsend
     per_total = int(per_rate * cfg.d_lat)
@@ -627,20 +760,38 @@ def bench_paced(cfg) -> dict:
         lat = sorted(vm.latencies_ns())
     finally:
         vm.close()
-    return {"schedulers": nsched, "senders": nsend, "target_rate": PACED_RATE,
-            "tick_ms": cfg.tick_ms, "seconds": wall, "made": st["made"],
-            "delivered": st["delivered"], "achieved_per_s": st["made"] / wall,
-            "lat_samples": len(lat), "p50_ns": pct(lat, 0.5), "p90_ns": pct(lat, 0.9),
-            "p99_ns": pct(lat, 0.99), "p999_ns": pct(lat, 0.999),
-            "max_ns": lat[-1] if lat else None, "peak_rss": dict(rss.peak)}
+    return {
+        "schedulers": nsched,
+        "senders": nsend,
+        "target_rate": PACED_RATE,
+        "tick_ms": cfg.tick_ms,
+        "seconds": wall,
+        "made": st["made"],
+        "delivered": st["delivered"],
+        "achieved_per_s": st["made"] / wall,
+        "lat_samples": len(lat),
+        "p50_ns": pct(lat, 0.5),
+        "p90_ns": pct(lat, 0.9),
+        "p99_ns": pct(lat, 0.99),
+        "p999_ns": pct(lat, 0.999),
+        "max_ns": lat[-1] if lat else None,
+        "peak_rss": dict(rss.peak),
+    }
 
 
 def _rss_cells(r: dict) -> tuple[str, str]:
     pk = r["peak_rss"]
     disp = pk.get("dispatcher")
     sch = [v for k, v in pk.items() if k.startswith("scheduler")]
-    sched_txt = "-" if not sch else (mb(sch[0]) if len(sch) == 1 else
-                                     f"{mb(max(sch))} max ({', '.join(f'{v / MB:.0f}' for v in sch)})")
+    sched_txt = (
+        "-"
+        if not sch
+        else (
+            mb(sch[0])
+            if len(sch) == 1
+            else f"{mb(max(sch))} max ({', '.join(f'{v / MB:.0f}' for v in sch)})"
+        )
+    )
     return mb(disp), sched_txt
 
 
@@ -652,30 +803,79 @@ def bench_c(cfg) -> dict:
         r = bench_emulator("smp", n, cfg, cfg.d_c)
         out["runs"][str(n)] = r
         disp, sch = _rss_cells(r)
-        rows.append([str(n), f"{r['delivered']:,}", f"{r['seconds']:.2f} s", rate(r["made_per_s"]),
-                     rate(r["delivered_per_s"]), ms(r.get("p50_ns")), ms(r.get("p99_ns")),
-                     disp, sch])
-    table("(c) smp, unpaced (senders as fast as they can; latency includes queueing)",
-          ["schedulers", "delivered", "run() wall", "made", "delivered", "p50", "p99",
-           "dispatcher RSS", "scheduler RSS"], rows)
+        rows.append(
+            [
+                str(n),
+                f"{r['delivered']:,}",
+                f"{r['seconds']:.2f} s",
+                rate(r["made_per_s"]),
+                rate(r["delivered_per_s"]),
+                ms(r.get("p50_ns")),
+                ms(r.get("p99_ns")),
+                disp,
+                sch,
+            ]
+        )
+    table(
+        "(c) smp, unpaced (senders as fast as they can; latency includes queueing)",
+        [
+            "schedulers",
+            "delivered",
+            "run() wall",
+            "made",
+            "delivered",
+            "p50",
+            "p99",
+            "dispatcher RSS",
+            "scheduler RSS",
+        ],
+        rows,
+    )
     two = out["runs"].get("2")
     if two:
-        say(f"   target (c) >= {TARGET_C:,} trace msg/s delivered with 2 schedulers: "
+        say(
+            f"   target (c) >= {TARGET_C:,} trace msg/s delivered with 2 schedulers: "
             f"{vs_target(two['delivered_per_s'], TARGET_C)} "
-            f"({two['delivered_per_s'] / TARGET_C:.1%} of target)")
+            f"({two['delivered_per_s'] / TARGET_C:.1%} of target)"
+        )
     p = bench_paced(cfg)
     out["paced"] = p
     disp, sch = _rss_cells(p)
-    table(f"(c) smp, 2 schedulers, 4 senders paced to {PACED_RATE:,} trace msg/s "
-          f"(burst, then proc.sleep({cfg.tick_ms}))",
-          ["achieved", "delivered", "samples", "p50", "p90", "p99", "p99.9", "max",
-           "dispatcher RSS", "scheduler RSS"],
-          [[rate(p["achieved_per_s"]), f"{p['delivered']:,}", f"{p['lat_samples']:,}",
-            ms(p["p50_ns"]), ms(p["p90_ns"]), ms(p["p99_ns"]), ms(p["p999_ns"]), ms(p["max_ns"]),
-            disp, sch]])
+    table(
+        f"(c) smp, 2 schedulers, 4 senders paced to {PACED_RATE:,} trace msg/s "
+        f"(burst, then proc.sleep({cfg.tick_ms}))",
+        [
+            "achieved",
+            "delivered",
+            "samples",
+            "p50",
+            "p90",
+            "p99",
+            "p99.9",
+            "max",
+            "dispatcher RSS",
+            "scheduler RSS",
+        ],
+        [
+            [
+                rate(p["achieved_per_s"]),
+                f"{p['delivered']:,}",
+                f"{p['lat_samples']:,}",
+                ms(p["p50_ns"]),
+                ms(p["p90_ns"]),
+                ms(p["p99_ns"]),
+                ms(p["p999_ns"]),
+                ms(p["max_ns"]),
+                disp,
+                sch,
+            ]
+        ],
+    )
     p99 = None if p["p99_ns"] is None else p["p99_ns"] / 1e6
-    say(f"   target p99 < {TARGET_P99_MS:g} ms at {PACED_RATE:,}/s: "
-        f"{vs_target(p99, TARGET_P99_MS, below_is_good=True)}")
+    say(
+        f"   target p99 < {TARGET_P99_MS:g} ms at {PACED_RATE:,}/s: "
+        f"{vs_target(p99, TARGET_P99_MS, below_is_good=True)}"
+    )
     return out
 
 
@@ -683,9 +883,20 @@ def bench_d(cfg) -> dict:
     heading("(d) the same workload in nonsmp mode (1 scheduler, no dispatcher)")
     r = bench_emulator("nonsmp", 1, cfg, cfg.d_d)
     _, sch = _rss_cells(r)
-    table("(d) nonsmp", ["senders", "delivered", "run() wall", "made", "delivered", "scheduler RSS"],
-          [[str(r["senders"]), f"{r['delivered']:,}", f"{r['seconds']:.2f} s",
-            rate(r["made_per_s"]), rate(r["delivered_per_s"]), sch]])
+    table(
+        "(d) nonsmp",
+        ["senders", "delivered", "run() wall", "made", "delivered", "scheduler RSS"],
+        [
+            [
+                str(r["senders"]),
+                f"{r['delivered']:,}",
+                f"{r['seconds']:.2f} s",
+                rate(r["made_per_s"]),
+                rate(r["delivered_per_s"]),
+                sch,
+            ]
+        ],
+    )
     return r
 
 
@@ -712,6 +923,7 @@ def _timed_loop(fn, duration: float, chunk: int = 1000) -> tuple[int, float]:
 def bench_file_port(payload: bytes, term, duration: float, encode_each: bool) -> dict:
     from smp.etf import encode
     from smp.traceport import FileTracePort
+
     d = tempfile.mkdtemp(prefix="bench-port-")
     try:
         tp = FileTracePort(os.path.join(d, "trace.bin"))
@@ -722,14 +934,21 @@ def bench_file_port(payload: bytes, term, duration: float, encode_each: bool) ->
         tp.close()
         el = el0 + (time.perf_counter() - t0)
         size = os.path.getsize(os.path.join(d, "trace.bin"))
-        return {"messages": n, "seconds": el, "msgs_per_s": n / el, "file_bytes": size,
-                "mb_per_s": size / el / MB, "os_writes": tp.os_writes}
+        return {
+            "messages": n,
+            "seconds": el,
+            "msgs_per_s": n / el,
+            "file_bytes": size,
+            "mb_per_s": size / el / MB,
+            "os_writes": tp.os_writes,
+        }
     finally:
         shutil.rmtree(d, ignore_errors=True)
 
 
 def bench_ip_port(payload: bytes, duration: float, queue_size: int) -> dict:
     from smp.traceport import IpTracePort
+
     tp = IpTracePort(0, queue_size=queue_size)
     got = {"bytes": 0}
     stop = threading.Event()
@@ -764,15 +983,25 @@ def bench_ip_port(payload: bytes, duration: float, queue_size: int) -> dict:
     stop.set()
     tp.close()
     th.join(2)
-    return {"queue_size": queue_size, "written": n, "sent": sent, "dropped": dropped,
-            "drop_frames": drop_frames, "drained": drained, "seconds": el,
-            "write_per_s": n / el, "sent_per_s": sent / el, "client_bytes": got["bytes"],
-            "client_mb_per_s": got["bytes"] / el / MB}
+    return {
+        "queue_size": queue_size,
+        "written": n,
+        "sent": sent,
+        "dropped": dropped,
+        "drop_frames": drop_frames,
+        "drained": drained,
+        "seconds": el,
+        "write_per_s": n / el,
+        "sent_per_s": sent / el,
+        "client_bytes": got["bytes"],
+        "client_mb_per_s": got["bytes"] / el / MB,
+    }
 
 
 def bench_ports(cfg) -> dict:
     heading("(ports) trace ports (smp.traceport), one typical trace message per write")
     from smp.etf import encode
+
     term = typical_trace_term()
     payload = encode(term)
     out = {"payload_bytes": len(payload)}
@@ -781,18 +1010,40 @@ def bench_ports(cfg) -> dict:
     out["ip_default_queue"] = bench_ip_port(payload, cfg.d_port, 200)
     out["ip_big_queue"] = bench_ip_port(payload, cfg.d_port, 10_000_000)
     rows = []
-    for name, r in (("file, pre-encoded payload", out["file_preencoded"]),
-                    ("file, smp.etf.encode + write", out["file_encode_each"])):
-        rows.append([name, f"{r['messages']:,}", rate(r["msgs_per_s"]), "-",
-                     f"{r['mb_per_s']:,.1f} MB/s", f"{r['seconds']:.2f} s"])
-    for name, r in (("ip, queue_size=200 (dbg default), 1 client", out["ip_default_queue"]),
-                    ("ip, queue_size=10,000,000, 1 client", out["ip_big_queue"])):
-        rows.append([name, f"{r['written']:,} written", rate(r["sent_per_s"]) + " sent",
-                     f"{r['dropped']:,}", f"{r['client_mb_per_s']:,.1f} MB/s",
-                     f"{r['seconds']:.2f} s"])
-    table(f"(ports) payload {len(payload)} B (+5 B frame header); ip: a client thread reads, "
-          "rate = frames fully sent / time until flush() drained",
-          ["port", "messages", "rate", "dropped", "bandwidth", "elapsed"], rows)
+    for name, r in (
+        ("file, pre-encoded payload", out["file_preencoded"]),
+        ("file, smp.etf.encode + write", out["file_encode_each"]),
+    ):
+        rows.append(
+            [
+                name,
+                f"{r['messages']:,}",
+                rate(r["msgs_per_s"]),
+                "-",
+                f"{r['mb_per_s']:,.1f} MB/s",
+                f"{r['seconds']:.2f} s",
+            ]
+        )
+    for name, r in (
+        ("ip, queue_size=200 (dbg default), 1 client", out["ip_default_queue"]),
+        ("ip, queue_size=10,000,000, 1 client", out["ip_big_queue"]),
+    ):
+        rows.append(
+            [
+                name,
+                f"{r['written']:,} written",
+                rate(r["sent_per_s"]) + " sent",
+                f"{r['dropped']:,}",
+                f"{r['client_mb_per_s']:,.1f} MB/s",
+                f"{r['seconds']:.2f} s",
+            ]
+        )
+    table(
+        f"(ports) payload {len(payload)} B (+5 B frame header); ip: a client thread reads, "
+        "rate = frames fully sent / time until flush() drained",
+        ["port", "messages", "rate", "dropped", "bandwidth", "elapsed"],
+        rows,
+    )
     return out
 
 
@@ -800,6 +1051,7 @@ def bench_ports(cfg) -> dict:
 def _get_erlang_py(allow_install: bool):
     try:
         import erlang  # erlang-py
+
         if hasattr(erlang, "term_to_binary") and hasattr(erlang, "binary_to_term"):
             return erlang, None
         return None, "a module 'erlang' is importable but has no term_to_binary/binary_to_term"
@@ -808,8 +1060,12 @@ def _get_erlang_py(allow_install: bool):
     if not allow_install:
         return None, reason + " (install not attempted: --no-install)"
     try:
-        r = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "erlang-py"],
-                           capture_output=True, text=True, timeout=180)
+        r = subprocess.run(
+            [sys.executable, "-m", "pip", "install", "-q", "erlang-py"],
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
     except Exception as e:
         return None, f"{reason}; pip install erlang-py failed: {e}"
     if r.returncode != 0:
@@ -817,8 +1073,10 @@ def _get_erlang_py(allow_install: bool):
         return None, f"{reason}; pip install erlang-py failed: {tail[0]}"
     try:
         import importlib
+
         importlib.invalidate_caches()
         import erlang
+
         return erlang, None
     except ImportError as e:
         return None, f"pip installed erlang-py but import erlang still fails: {e}"
@@ -827,6 +1085,7 @@ def _get_erlang_py(allow_install: bool):
 def bench_codec(cfg) -> dict:
     heading("(codec) external term format of a typical trace tuple")
     from smp.etf import decode, encode
+
     term = typical_trace_term()
     blob = encode(term)
     out = {"term": repr(term), "bytes": len(blob)}
@@ -851,29 +1110,51 @@ def bench_codec(cfg) -> dict:
         out["erlang_py_decode_per_s"] = n / el
         try:
             from importlib.metadata import version
+
             out["erlang_py_version"] = version("erlang-py")
         except Exception:
             out["erlang_py_version"] = "?"
     else:
         out["erlang_py_unavailable"] = why
-    rows = [["smp.etf", rate(out["smp_etf_encode_per_s"]), rate(out["smp_etf_decode_per_s"]),
-             "1.00x / 1.00x"]]
+    rows = [
+        [
+            "smp.etf",
+            rate(out["smp_etf_encode_per_s"]),
+            rate(out["smp_etf_decode_per_s"]),
+            "1.00x / 1.00x",
+        ]
+    ]
     if erlang is not None:
-        rows.append([f"erlang-py {out['erlang_py_version']} (same term, its own classes)",
-                     rate(out["erlang_py_encode_per_s"]), rate(out["erlang_py_decode_per_s"]),
-                     f"{out['erlang_py_encode_per_s'] / out['smp_etf_encode_per_s']:.2f}x / "
-                     f"{out['erlang_py_decode_per_s'] / out['smp_etf_decode_per_s']:.2f}x"])
-    rows.append([f"pickle (reference: the wire codec, {len(pblob)} B)",
-                 rate(out["pickle_dumps_per_s"]), rate(out["pickle_loads_per_s"]),
-                 f"{out['pickle_dumps_per_s'] / out['smp_etf_encode_per_s']:.2f}x / "
-                 f"{out['pickle_loads_per_s'] / out['smp_etf_decode_per_s']:.2f}x"])
-    table(f"(codec) {len(blob)} B: {term!r}",
-          ["codec", "encode", "decode", "vs smp.etf (enc / dec)"], rows)
+        rows.append(
+            [
+                f"erlang-py {out['erlang_py_version']} (same term, its own classes)",
+                rate(out["erlang_py_encode_per_s"]),
+                rate(out["erlang_py_decode_per_s"]),
+                f"{out['erlang_py_encode_per_s'] / out['smp_etf_encode_per_s']:.2f}x / "
+                f"{out['erlang_py_decode_per_s'] / out['smp_etf_decode_per_s']:.2f}x",
+            ]
+        )
+    rows.append(
+        [
+            f"pickle (reference: the wire codec, {len(pblob)} B)",
+            rate(out["pickle_dumps_per_s"]),
+            rate(out["pickle_loads_per_s"]),
+            f"{out['pickle_dumps_per_s'] / out['smp_etf_encode_per_s']:.2f}x / "
+            f"{out['pickle_loads_per_s'] / out['smp_etf_decode_per_s']:.2f}x",
+        ]
+    )
+    table(
+        f"(codec) {len(blob)} B: {term!r}",
+        ["codec", "encode", "decode", "vs smp.etf (enc / dec)"],
+        rows,
+    )
     if erlang is None:
         say(f"   erlang-py not available: {why}")
     else:
-        say(f"   erlang-py term_to_binary output byte-identical to smp.etf.encode: "
-            f"{'yes' if out['erlang_py_identical_bytes'] else 'NO'}")
+        say(
+            f"   erlang-py term_to_binary output byte-identical to smp.etf.encode: "
+            f"{'yes' if out['erlang_py_identical_bytes'] else 'NO'}"
+        )
     return out
 
 
@@ -896,27 +1177,49 @@ def summary(results: dict) -> dict:
         return None if x is None or y is None or not y else x / y
 
     out = {
-        "b_over_a": ratio(b_rate, a_rate), "b_over_a_real_frames": ratio(b_rate, a_real),
-        "c_over_a": ratio(c_rate, a_rate), "c_over_d": ratio(c_rate, d_rate),
+        "b_over_a": ratio(b_rate, a_rate),
+        "b_over_a_real_frames": ratio(b_rate, a_real),
+        "c_over_a": ratio(c_rate, a_rate),
+        "c_over_d": ratio(c_rate, d_rate),
     }
     fr = lambda x: "-" if x is None else f"{x:.3f}"  # noqa: E731
-    table("ratios (c = smp with 2 schedulers, delivered)", ["ratio", "value", "of"], [
-        ["(b)/(a)", fr(out["b_over_a"]), f"{rate(b_rate)} / {rate(a_rate)}"],
-        ["(b)/(a, real ingest frames)", fr(out["b_over_a_real_frames"]),
-         f"{rate(b_rate)} / {rate(a_real)}"],
-        ["(c)/(a)", fr(out["c_over_a"]), f"{rate(c_rate)} / {rate(a_rate)}"],
-        ["(c)/(d)", fr(out["c_over_d"]), f"{rate(c_rate)} / {rate(d_rate)}"],
-    ])
+    table(
+        "ratios (c = smp with 2 schedulers, delivered)",
+        ["ratio", "value", "of"],
+        [
+            ["(b)/(a)", fr(out["b_over_a"]), f"{rate(b_rate)} / {rate(a_rate)}"],
+            [
+                "(b)/(a, real ingest frames)",
+                fr(out["b_over_a_real_frames"]),
+                f"{rate(b_rate)} / {rate(a_real)}",
+            ],
+            ["(c)/(a)", fr(out["c_over_a"]), f"{rate(c_rate)} / {rate(a_rate)}"],
+            ["(c)/(d)", fr(out["c_over_d"]), f"{rate(c_rate)} / {rate(d_rate)}"],
+        ],
+    )
     p99_ms = None if p99 is None else p99 / 1e6
-    table("targets", ["target", "measured", "status"], [
-        [f"(b) >= {TARGET_B:,} msg/s", rate(b_rate), vs_target(b_rate, TARGET_B)],
-        [f"(c) >= {TARGET_C:,} trace msg/s delivered, 2 schedulers", rate(c_rate),
-         vs_target(c_rate, TARGET_C)],
-        [f"p99 < {TARGET_P99_MS:g} ms at {PACED_RATE:,} msg/s", ms(p99),
-         vs_target(p99_ms, TARGET_P99_MS, below_is_good=True)],
-    ])
-    out["targets"] = {"b_msgs_per_s": TARGET_B, "c_delivered_per_s_2_schedulers": TARGET_C,
-                      "p99_ms_at_20k": TARGET_P99_MS}
+    table(
+        "targets",
+        ["target", "measured", "status"],
+        [
+            [f"(b) >= {TARGET_B:,} msg/s", rate(b_rate), vs_target(b_rate, TARGET_B)],
+            [
+                f"(c) >= {TARGET_C:,} trace msg/s delivered, 2 schedulers",
+                rate(c_rate),
+                vs_target(c_rate, TARGET_C),
+            ],
+            [
+                f"p99 < {TARGET_P99_MS:g} ms at {PACED_RATE:,} msg/s",
+                ms(p99),
+                vs_target(p99_ms, TARGET_P99_MS, below_is_good=True),
+            ],
+        ],
+    )
+    out["targets"] = {
+        "b_msgs_per_s": TARGET_B,
+        "c_delivered_per_s_2_schedulers": TARGET_C,
+        "p99_ms_at_20k": TARGET_P99_MS,
+    }
     return out
 
 
@@ -924,16 +1227,18 @@ def summary(results: dict) -> dict:
 def config(args) -> argparse.Namespace:
     q = args.quick
     return argparse.Namespace(
-        quick=q, n=args.n, no_install=args.no_install,
-        d_a=0.7 if q else 2.0,          # seconds per transport variant
-        d_b=1.5 if q else 5.0,          # target seconds of the main dispatcher run
-        d_b2=1.0 if q else 3.0,         # pid-only dispatcher run
-        port_every=10,                  # every 10th message to the null port
+        quick=q,
+        n=args.n,
+        no_install=args.no_install,
+        d_a=0.7 if q else 2.0,  # seconds per transport variant
+        d_b=1.5 if q else 5.0,  # target seconds of the main dispatcher run
+        d_b2=1.0 if q else 3.0,  # pid-only dispatcher run
+        port_every=10,  # every 10th message to the null port
         c_ns=[1, 2, 4, 8],
-        d_c=1.0 if q else 4.0,          # target seconds of run() per N
-        c_cal=4_000 if q else 8_000,    # messages of the calibration run
+        d_c=1.0 if q else 4.0,  # target seconds of run() per N
+        c_cal=4_000 if q else 8_000,  # messages of the calibration run
         c_max=2_000_000,
-        d_lat=2.0 if q else 5.0,        # paced run
+        d_lat=2.0 if q else 5.0,  # paced run
         tick_ms=5,
         d_d=1.0 if q else 4.0,
         d_port=0.5 if q else 2.0,
@@ -942,16 +1247,28 @@ def config(args) -> argparse.Namespace:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--quick", action="store_true", help="shorter runs (about a minute)")
     ap.add_argument("--json", metavar="FILE", help="also write every figure as JSON to FILE")
-    ap.add_argument("--only", metavar="LIST", default=",".join(SECTIONS),
-                    help=f"comma-separated subset of {','.join(SECTIONS)}")
-    ap.add_argument("-n", type=int, default=2,
-                    help="pushers in (a), feeders and scheduler inboxes in (b) (default 2)")
-    ap.add_argument("--no-install", action="store_true",
-                    help="do not try 'pip install erlang-py' when it is missing")
+    ap.add_argument(
+        "--only",
+        metavar="LIST",
+        default=",".join(SECTIONS),
+        help=f"comma-separated subset of {','.join(SECTIONS)}",
+    )
+    ap.add_argument(
+        "-n",
+        type=int,
+        default=2,
+        help="pushers in (a), feeders and scheduler inboxes in (b) (default 2)",
+    )
+    ap.add_argument(
+        "--no-install",
+        action="store_true",
+        help="do not try 'pip install erlang-py' when it is missing",
+    )
     args = ap.parse_args(argv)
     only = [s.strip() for s in args.only.split(",") if s.strip()]
     bad = [s for s in only if s not in SECTIONS]
@@ -962,22 +1279,42 @@ def main(argv=None) -> int:
     t_all = time.perf_counter()
     info = machine_info()
     heading("smp trace emulator benchmark" + (" (--quick)" if cfg.quick else ""))
-    table("machine", ["", ""], [
-        ["CPU", info["cpu_model"]],
-        ["cores", f"{info['logical_cores']} logical, {info['physical_cores']} physical"],
-        ["RAM", f"{info['ram_bytes'] / 1024 ** 3:.1f} GiB"],
-        ["Python", f"{info['python']} ({info['implementation']})"],
-        ["zmq", f"pyzmq {info['pyzmq']}, libzmq {info['libzmq']}"],
-        ["platform", info["platform"]],
-        ["load average", "{:.2f} {:.2f} {:.2f} (1/5/15 min) at start".format(*info["loadavg_at_start"])],
-    ])
+    table(
+        "machine",
+        ["", ""],
+        [
+            ["CPU", info["cpu_model"]],
+            ["cores", f"{info['logical_cores']} logical, {info['physical_cores']} physical"],
+            ["RAM", f"{info['ram_bytes'] / 1024**3:.1f} GiB"],
+            ["Python", f"{info['python']} ({info['implementation']})"],
+            ["zmq", f"pyzmq {info['pyzmq']}, libzmq {info['libzmq']}"],
+            ["platform", info["platform"]],
+            [
+                "load average",
+                "{:.2f} {:.2f} {:.2f} (1/5/15 min) at start".format(*info["loadavg_at_start"]),
+            ],
+        ],
+    )
     if info["loadavg_at_start"][0] > 0.5:
-        say(f"   note: the machine is not idle (1-min load {info['loadavg_at_start'][0]:.2f} on "
-            f"{info['logical_cores']} cores): other work competes with these figures")
-    results: dict = {"machine": info, "quick": cfg.quick, "sections": only,
-                     "config": {k: v for k, v in vars(cfg).items()}, "errors": {}}
-    runners = {"a": bench_a, "b": bench_b, "c": bench_c, "d": bench_d, "ports": bench_ports,
-               "codec": bench_codec}
+        say(
+            f"   note: the machine is not idle (1-min load {info['loadavg_at_start'][0]:.2f} on "
+            f"{info['logical_cores']} cores): other work competes with these figures"
+        )
+    results: dict = {
+        "machine": info,
+        "quick": cfg.quick,
+        "sections": only,
+        "config": {k: v for k, v in vars(cfg).items()},
+        "errors": {},
+    }
+    runners = {
+        "a": bench_a,
+        "b": bench_b,
+        "c": bench_c,
+        "d": bench_d,
+        "ports": bench_ports,
+        "codec": bench_codec,
+    }
     timings = {}
     for sec in SECTIONS:
         if sec not in only:
@@ -995,8 +1332,11 @@ def main(argv=None) -> int:
     results["total_seconds"] = time.perf_counter() - t_all
     results["loadavg_at_end"] = os.getloadavg()
     say("load average at end: {:.2f} {:.2f} {:.2f}".format(*results["loadavg_at_end"]))
-    say(f"total {results['total_seconds']:.1f} s (" +
-        ", ".join(f"{k} {v:.1f} s" for k, v in timings.items()) + ")")
+    say(
+        f"total {results['total_seconds']:.1f} s ("
+        + ", ".join(f"{k} {v:.1f} s" for k, v in timings.items())
+        + ")"
+    )
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=2, default=repr)

@@ -19,6 +19,7 @@ rows
             on erl +S 2                                  target 0.33
 It asserts nothing: a benchmark, not a test.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -42,8 +43,12 @@ import bench_workers as W  # noqa: E402
 import smp  # noqa: E402
 
 SENDERS = 4
-ROWS = {"smp2": ("smp", 2, False, 2, 0.33), "smp1": ("smp", 1, False, 1, 0.33),
-        "nonsmp": ("nonsmp", 1, False, 1, 0.50), "file": ("smp", 2, True, 2, 0.33)}
+ROWS = {
+    "smp2": ("smp", 2, False, 2, 0.33),
+    "smp1": ("smp", 1, False, 1, 0.33),
+    "nonsmp": ("nonsmp", 1, False, 1, 0.50),
+    "file": ("smp", 2, True, 2, 0.33),
+}
 
 ERLANG = r"""
 -module(nodebench).
@@ -109,10 +114,22 @@ def node_run(tmp: str, sched: int, total: int, file_port: bool) -> float | None:
             f.write(ERLANG)
         subprocess.run(["erlc", "-o", tmp, src], check=True)
     per = total // SENDERS
-    kind = f"{{file, \"{os.path.join(tmp, 'node.trc')}\"}}" if file_port else "process"
-    r = subprocess.run([erl, "-noshell", "+S", str(sched), "-pa", tmp, "-eval",
-                        f"nodebench:run({SENDERS}, {per}, {kind}), halt()."],
-                       capture_output=True, text=True, timeout=600)
+    kind = f'{{file, "{os.path.join(tmp, "node.trc")}"}}' if file_port else "process"
+    r = subprocess.run(
+        [
+            erl,
+            "-noshell",
+            "+S",
+            str(sched),
+            "-pa",
+            tmp,
+            "-eval",
+            f"nodebench:run({SENDERS}, {per}, {kind}), halt().",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     if r.returncode != 0:
         raise RuntimeError(f"erl failed: {r.stderr or r.stdout}")
     n, us = r.stdout.strip().splitlines()[-1].strip("{}").split(",")
@@ -147,10 +164,15 @@ def emu_run(mode: str, nsched: int, total: int, file_port: bool, tmp: str) -> fl
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--messages", type=int, default=400_000,
-                    help="trace messages per run, all senders together (default 400000)")
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--messages",
+        type=int,
+        default=400_000,
+        help="trace messages per run, all senders together (default 400000)",
+    )
     ap.add_argument("--repeat", type=int, default=3, help="runs per side and row (default 3)")
     ap.add_argument("--rows", default=",".join(ROWS), help=f"which rows ({', '.join(ROWS)})")
     ap.add_argument("--json", metavar="FILE", help="also write the figures as JSON to FILE")
@@ -158,12 +180,16 @@ def main(argv=None) -> int:
     rows = [r.strip() for r in args.rows.split(",") if r.strip()]
     bad = [r for r in rows if r not in ROWS]
     if bad:
-        print(f"bench_node: unknown row(s) {', '.join(bad)}; known: {', '.join(ROWS)}",
-              file=sys.stderr)
+        print(
+            f"bench_node: unknown row(s) {', '.join(bad)}; known: {', '.join(ROWS)}",
+            file=sys.stderr,
+        )
         return 2
     erl = shutil.which("erl")
-    print(f"# {args.messages:,} trace messages per run, {SENDERS} senders, median of "
-          f"{args.repeat}; node: {erl or 'not installed (emulator figures only)'}")
+    print(
+        f"# {args.messages:,} trace messages per run, {SENDERS} senders, median of "
+        f"{args.repeat}; node: {erl or 'not installed (emulator figures only)'}"
+    )
     print(f"{'row':8} {'emulator msg/s':>15} {'node msg/s':>13} {'ratio':>7} {'target':>7}")
     out = {}
     with tempfile.TemporaryDirectory(prefix="bench-node-") as tmp:
@@ -178,10 +204,19 @@ def main(argv=None) -> int:
             e = statistics.median(emu)
             n = statistics.median(node) if node else None
             ratio = e / n if n else None
-            out[row] = {"emulator": e, "node": n, "ratio": ratio, "target": target,
-                        "emulator_runs": emu, "node_runs": node}
-            print(f"{row:8} {e:>15,.0f} {(f'{n:,.0f}' if n else '-'):>13} "
-                  f"{(f'{ratio:.3f}' if ratio else '-'):>7} {target:>7.2f}", flush=True)
+            out[row] = {
+                "emulator": e,
+                "node": n,
+                "ratio": ratio,
+                "target": target,
+                "emulator_runs": emu,
+                "node_runs": node,
+            }
+            print(
+                f"{row:8} {e:>15,.0f} {(f'{n:,.0f}' if n else '-'):>13} "
+                f"{(f'{ratio:.3f}' if ratio else '-'):>7} {target:>7.2f}",
+                flush=True,
+            )
     if args.json:
         with open(args.json, "w") as f:
             json.dump(out, f, indent=2)

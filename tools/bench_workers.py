@@ -2,6 +2,7 @@
 dispatcher benchmarks, and the emulated process bodies of the end-to-end
 workload.  Imported by bench.py (so forked children and the emulator's
 scheduler processes find them under the module name ``bench_workers``)."""
+
 from __future__ import annotations
 
 import pickle
@@ -59,8 +60,16 @@ def puller_main(endpoint: str, per_frame: int, npushers: int, ready, out) -> Non
             frames += 1
             nbytes += n
         t1 = time.monotonic()
-    out.put({"frames": frames, "messages": frames * per_frame, "bytes": nbytes,
-             "t0": t0, "t1": t1, "ends": ends})
+    out.put(
+        {
+            "frames": frames,
+            "messages": frames * per_frame,
+            "bytes": nbytes,
+            "t0": t0,
+            "t1": t1,
+            "ends": ends,
+        }
+    )
     s.close(linger=0)
     ctx.term()
 
@@ -93,8 +102,17 @@ def pusher_main(endpoint: str, frame: bytes, duration: float, go, out) -> None:
 owner_of = pid_owner
 
 
-def make_sys_batch(sched_id: int, seq: int, senders: list, targets: list, port, port_every: int,
-                   batch: int, ts_kind: int, run_len: int = 32) -> tuple[bytes, int, int]:
+def make_sys_batch(
+    sched_id: int,
+    seq: int,
+    senders: list,
+    targets: list,
+    port,
+    port_every: int,
+    batch: int,
+    ts_kind: int,
+    run_len: int = 32,
+) -> tuple[bytes, int, int]:
     """One ingest frame in exactly SmpTransport's wire format: runs of
     ``run_len`` consecutive messages to one receiver (a traced process's time
     slice makes such runs), each run's bodies pickled together.
@@ -113,16 +131,42 @@ def make_sys_batch(sched_id: int, seq: int, senders: list, targets: list, port, 
         else:
             to = targets[k % len(targets)]
             to_pids += run_len
-        bodies = [(am_trace, frm, am_send, (am_ping, frm, k * run_len + i), targets[0])
-                  for i in range(run_len)]
-        items.append(("r", M.SYS_MSG_TYPE_TRACE, frm, to, ts_kind, run_len,
-                      pickle.dumps(bodies, _PICKLE), now))
+        bodies = [
+            (am_trace, frm, am_send, (am_ping, frm, k * run_len + i), targets[0])
+            for i in range(run_len)
+        ]
+        items.append(
+            (
+                "r",
+                M.SYS_MSG_TYPE_TRACE,
+                frm,
+                to,
+                ts_kind,
+                run_len,
+                pickle.dumps(bodies, _PICKLE),
+                now,
+            )
+        )
     return pickle.dumps(("b", WIRE_VERSION, sched_id, items), _PICKLE), to_pids, to_port
 
 
-def feeder_main(endpoint: str, sched_id: int, nframes: int, distinct: int, senders: list,
-                targets: list, port, port_every: int, batch: int, ts_kind: int,
-                ready, go, out, routing_id: bytes | None = None, release=None) -> None:
+def feeder_main(
+    endpoint: str,
+    sched_id: int,
+    nframes: int,
+    distinct: int,
+    senders: list,
+    targets: list,
+    port,
+    port_every: int,
+    batch: int,
+    ts_kind: int,
+    ready,
+    go,
+    out,
+    routing_id: bytes | None = None,
+    release=None,
+) -> None:
     """Push ``nframes`` pre-made ingest batches (cycling ``distinct`` of them),
     as scheduler ``sched_id`` known to the dispatcher by ``routing_id``.
 
@@ -135,8 +179,9 @@ def feeder_main(endpoint: str, sched_id: int, nframes: int, distinct: int, sende
     frames = []
     to_pids = to_port = 0
     for j in range(distinct):
-        f, a, b = make_sys_batch(sched_id, sched_id * 1000 + j, senders, targets, port,
-                                 port_every, batch, ts_kind)
+        f, a, b = make_sys_batch(
+            sched_id, sched_id * 1000 + j, senders, targets, port, port_every, batch, ts_kind
+        )
         frames.append((f, a, b))
     ctx = zmq.Context()
     s = ctx.socket(zmq.DEALER)
@@ -155,9 +200,19 @@ def feeder_main(endpoint: str, sched_id: int, nframes: int, distinct: int, sende
     send = s.send
     for f, _, _ in plan:
         send(f)
-    out.put(("done", {"sched": sched_id, "to_pids": to_pids, "to_port": to_port,
-             "frames": nframes, "bytes": sum(len(f) for f, _, _ in plan),
-             "t_send": time.monotonic() - t0}))
+    out.put(
+        (
+            "done",
+            {
+                "sched": sched_id,
+                "to_pids": to_pids,
+                "to_port": to_port,
+                "frames": nframes,
+                "bytes": sum(len(f) for f, _, _ in plan),
+                "t_send": time.monotonic() - t0,
+            },
+        )
+    )
     if release is not None:
         release.wait(120)
     s.close()

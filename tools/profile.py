@@ -18,6 +18,7 @@ CPU per delivered message: samples / rate / delivered.  py-spy must be
 installed (``pip install py-spy``) and allowed to read the processes (root,
 or ptrace permitted).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -45,8 +46,16 @@ SENDERS = 4
 
 #: stage -> function names (matched on the innermost frame that has one).
 STAGES = {
-    "make": {"trace_send", "trace_receive", "trace_sched", "_send_to_tracer", "_enqueue",
-             "made", "sys", "trace_proc"},
+    "make": {
+        "trace_send",
+        "trace_receive",
+        "trace_sched",
+        "_send_to_tracer",
+        "_enqueue",
+        "made",
+        "sys",
+        "trace_proc",
+    },
     "batch": {"_close_run", "take_batch", "flush_sys", "_send_batch"},
     "ingest": {"_ingest_batch", "_check_batch", "ingest_loop", "_ingest_frame"},
     "decide": {"_dispatch", "resolve", "dispatch_loop"},
@@ -55,8 +64,14 @@ STAGES = {
     "mailbox": {"deliver_sys", "deliver_sys_run", "_queue_message", "deliver_remote"},
     "receive": {"receive", "on_message_removed"},
     "send (workload)": {"op_send", "_send_message", "send", "sender"},
-    "scheduling": {"run_some", "_run_slice", "_schedule_in", "_schedule_out", "fire_timers",
-                   "_make_runnable"},
+    "scheduling": {
+        "run_some",
+        "_run_slice",
+        "_schedule_in",
+        "_schedule_out",
+        "fire_timers",
+        "_make_runnable",
+    },
     "sockets and polling": {"poll", "recv", "recv_multipart", "send_multipart", "_pump"},
 }
 _FRAME = re.compile(r"^(?P<fn>[^ (]+) \(")
@@ -66,7 +81,7 @@ def classify(stack: list[str]) -> str:
     """The stage of one sample: the innermost frame that names a stage."""
     for frame in reversed(stack):
         m = _FRAME.match(frame)
-        fn = (m.group("fn") if m else frame).rpartition(".")[2]   # Class.method -> method
+        fn = (m.group("fn") if m else frame).rpartition(".")[2]  # Class.method -> method
         for stage, names in STAGES.items():
             if fn in names:
                 return stage
@@ -97,8 +112,10 @@ def run(args) -> int:
     nsched = 2 if args.mode == "smp" else 1
     kw = {"schedulers": nsched} if args.mode == "smp" else {}
     per = args.messages // SENDERS
-    with tempfile.TemporaryDirectory(prefix="smp-profile-") as tmp, \
-            smp.Emulator(mode=args.mode, **kw) as vm:
+    with (
+        tempfile.TemporaryDirectory(prefix="smp-profile-") as tmp,
+        smp.Emulator(mode=args.mode, **kw) as vm,
+    ):
         tracer = vm.spawn(W.tracer_loop, scheduler=nsched)
         for i in range(SENDERS):
             k = i % nsched + 1
@@ -106,17 +123,39 @@ def run(args) -> int:
             p = vm.spawn(W.sender, s, per, scheduler=k)
             vm.trace(p, True, ["send"], tracer=tracer)
         pids = vm.os_pids
-        labels = (["dispatcher"] + [f"scheduler {k}" for k in range(1, nsched + 1)]
-                  if args.mode == "smp" else ["scheduler 1"])
+        labels = (
+            ["dispatcher"] + [f"scheduler {k}" for k in range(1, nsched + 1)]
+            if args.mode == "smp"
+            else ["scheduler 1"]
+        )
         outdir = args.raw or tmp
         spies = []
         for pid, label in zip(pids, labels, strict=True):
             path = os.path.join(outdir, label.replace(" ", "_") + ".txt")
-            spies.append((label, path, subprocess.Popen(
-                ["py-spy", "record", "--pid", str(pid), "--rate", str(args.rate), "--format",
-                 "raw", "--output", path, "--nonblocking"],
-                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)))
-        time.sleep(0.5)     # py-spy attaches (a tool's start-up, not synchronisation of results)
+            spies.append(
+                (
+                    label,
+                    path,
+                    subprocess.Popen(
+                        [
+                            "py-spy",
+                            "record",
+                            "--pid",
+                            str(pid),
+                            "--rate",
+                            str(args.rate),
+                            "--format",
+                            "raw",
+                            "--output",
+                            path,
+                            "--nonblocking",
+                        ],
+                        stdout=subprocess.DEVNULL,
+                        stderr=subprocess.PIPE,
+                    ),
+                )
+            )
+        time.sleep(0.5)  # py-spy attaches (a tool's start-up, not synchronisation of results)
         st0 = vm.statistics()
         t0 = time.perf_counter()
         vm.run(timeout=600)
@@ -131,9 +170,11 @@ def run(args) -> int:
                 sp.kill()
                 print(f"profile: py-spy on {label} did not stop", file=sys.stderr)
         results = {label: read_raw(path) for label, path, _ in spies}
-    print(f"# {args.mode}, {nsched} scheduler(s): {delivered:,} trace messages delivered in "
-          f"{wall:.2f} s ({delivered / wall:,.0f}/s); py-spy at {args.rate} Hz; "
-          "figures in us of CPU per delivered message")
+    print(
+        f"# {args.mode}, {nsched} scheduler(s): {delivered:,} trace messages delivered in "
+        f"{wall:.2f} s ({delivered / wall:,.0f}/s); py-spy at {args.rate} Hz; "
+        "figures in us of CPU per delivered message"
+    )
     stages = list(STAGES) + ["other"]
     print(f"{'stage':22}" + "".join(f"{label:>14}" for label in results))
     for stage in stages:
@@ -146,8 +187,9 @@ def run(args) -> int:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--messages", type=int, default=400_000, help="trace messages (default 400000)")
     ap.add_argument("--mode", choices=["smp", "nonsmp"], default="smp")
     ap.add_argument("--rate", type=int, default=250, help="py-spy samples per second (default 250)")

@@ -22,4 +22,7 @@ if ! command -v chromium >/dev/null 2>&1; then
     fi
 fi
 python3 -m pip install -q -e '.[test]'
+# lint and format with the project's configuration (pyproject.toml [tool.ruff])
+python3 -m ruff check .
+python3 -m ruff format --check .
 exec python3 -m pytest -n 2 "$@"

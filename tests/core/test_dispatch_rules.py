@@ -1,5 +1,6 @@
 """The deliver/drop rules of ``sys_msg_dispatcher_func`` and the side effects
 of ``sys_msg_disp_failure``, on the pure core (no process, no socket)."""
+
 from __future__ import annotations
 
 import pytest
@@ -94,8 +95,10 @@ def test_seq_trace_reads_the_seq_tracer_now():
     assert (d.action, d.reason) == (DROP, "no_receiver")
 
 
-@pytest.mark.parametrize("type_,field", [(M.SYS_MSG_TYPE_SYSMON, "system_monitor"),
-                                         (M.SYS_MSG_TYPE_SYSPROF, "system_profile")])
+@pytest.mark.parametrize(
+    "type_,field",
+    [(M.SYS_MSG_TYPE_SYSMON, "system_monitor"), (M.SYS_MSG_TYPE_SYSPROF, "system_profile")],
+)
 def test_monitor_and_profiler_never_get_their_own_events(type_, field):
     t = Table(alive=[P1])
     st = state(t, **{field: P1})
@@ -117,8 +120,16 @@ def test_error_logger_by_registered_name():
 
 
 def test_every_reason_resolve_gives_is_named():
-    reasons = {"not_tracer", "receiver_dead", "port_closed", "no_receiver", "sender_is_receiver",
-               "nil_sender_nil_receiver", "error_logger_self", "no_error_logger"}
+    reasons = {
+        "not_tracer",
+        "receiver_dead",
+        "port_closed",
+        "no_receiver",
+        "sender_is_receiver",
+        "nil_sender_nil_receiver",
+        "error_logger_self",
+        "no_error_logger",
+    }
     assert reasons <= set(DROP_REASONS)
 
 
@@ -135,7 +146,7 @@ def test_seq_trace_failure_resets_only_the_same_tracer():
 def test_monitor_failure_clears_every_option():
     t = Table()
     st = state(t, system_monitor=P1, long_gc=5, busy_port=True)
-    disp_failure(msg(M.SYS_MSG_TYPE_SYSMON, P2), P2, st)        # another monitor now
+    disp_failure(msg(M.SYS_MSG_TYPE_SYSMON, P2), P2, st)  # another monitor now
     assert (st.system_monitor, st.long_gc) == (P1, 5)
     disp_failure(msg(M.SYS_MSG_TYPE_SYSMON, P2), P1, st)
     assert (st.system_monitor, st.long_gc, st.busy_port) == (NIL, 0, False)
@@ -148,7 +159,7 @@ def test_monitor_failure_with_nil_receiver_and_options_left():
     disp_failure(msg(M.SYS_MSG_TYPE_SYSMON, P2), NIL, st)
     assert st.long_schedule == 0 and st.version == v + 1
     v = st.version
-    disp_failure(msg(M.SYS_MSG_TYPE_SYSMON, P2), NIL, st)        # nothing left: no change
+    disp_failure(msg(M.SYS_MSG_TYPE_SYSMON, P2), NIL, st)  # nothing left: no change
     assert st.version == v
 
 
@@ -157,18 +168,27 @@ def test_profile_failure_clears_every_option():
     st = state(t, system_profile=P1, profile_scheduler=True, profile_runnable_procs=True)
     disp_failure(msg(M.SYS_MSG_TYPE_SYSPROF, P2), P1, st)
     assert (st.system_profile, st.profile_scheduler, st.profile_runnable_procs) == (
-        NIL, False, False)
+        NIL,
+        False,
+        False,
+    )
 
 
 def test_error_logger_failure_prints_the_text():
     out = []
     report = M.error_logger_report(P1, A.badarg, Pid(0))
-    disp_failure(M.SysMsg(M.SYS_MSG_TYPE_ERRLGR, P1, A.error_logger, report), A.error_logger,
-                 state(Table()), out.append)
-    assert out == ['(no error logger present) error: "Error in process <0.81.0> with exit '
-                   'value: badarg\\n"\n']
+    disp_failure(
+        M.SysMsg(M.SYS_MSG_TYPE_ERRLGR, P1, A.error_logger, report),
+        A.error_logger,
+        state(Table()),
+        out.append,
+    )
+    assert out == [
+        '(no error logger present) error: "Error in process <0.81.0> with exit value: badarg\\n"\n'
+    ]
     assert format_error_logger_failure(42) == (
-        "(no error logger present) unexpected error logger message: 42\n")
+        "(no error logger present) unexpected error logger message: 42\n"
+    )
 
 
 def test_trace_and_proc_msg_failures_have_no_side_effect():

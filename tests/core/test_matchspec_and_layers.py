@@ -1,5 +1,6 @@
 """Match specs on the pure core, and the rule that the core holds no socket,
 process or supervision library."""
+
 from __future__ import annotations
 
 import ast
@@ -50,19 +51,47 @@ def test_heads_bind_and_repeat():
 
 
 def test_guards_are_expressions():
-    ms = [([A["$1"], A["$2"]],
-           [(A["andalso"], (A[">"], (A["+"], A["$1"], A["$2"]), 3),
-             (A["=:="], (A.element, 2, A["$2"]), A.b))], [])]
-    assert run(ms, [2, (A.a, A.b)]) is None       # 2 + tuple fails: the guard is false
-    ms = [([A["$1"], A["$2"]], [(A[">"], (A["+"], A["$1"], (A.tuple_size, A["$2"])), 3),
-                                (A["=:="], (A.element, 2, A["$2"]), A.b)], [])]
+    ms = [
+        (
+            [A["$1"], A["$2"]],
+            [
+                (
+                    A["andalso"],
+                    (A[">"], (A["+"], A["$1"], A["$2"]), 3),
+                    (A["=:="], (A.element, 2, A["$2"]), A.b),
+                )
+            ],
+            [],
+        )
+    ]
+    assert run(ms, [2, (A.a, A.b)]) is None  # 2 + tuple fails: the guard is false
+    ms = [
+        (
+            [A["$1"], A["$2"]],
+            [
+                (A[">"], (A["+"], A["$1"], (A.tuple_size, A["$2"])), 3),
+                (A["=:="], (A.element, 2, A["$2"]), A.b),
+            ],
+            [],
+        )
+    ]
     assert run(ms, [2, (A.a, A.b)]) is not None
     assert run(ms, [1, (A.a, A.b)]) is None
 
 
 def test_body_actions():
-    ms = [(A["_"], [], [(A.return_trace,), (A.exception_trace,), (A.silent, A.true),
-                        (A.message, ((A.caller, (A.caller,)),))])]
+    ms = [
+        (
+            A["_"],
+            [],
+            [
+                (A.return_trace,),
+                (A.exception_trace,),
+                (A.silent, A.true),
+                (A.message, ((A.caller, (A.caller,)),)),
+            ],
+        )
+    ]
     r = run(ms, [])
     assert r.return_flags == MATCH_SET_RETURN_TRACE | MATCH_SET_EXCEPTION_TRACE
     assert r.silent is True
@@ -71,9 +100,17 @@ def test_body_actions():
 
 def test_process_functions():
     ctx = Ctx()
-    ms = [([A["$1"]], [], [(A.display, A["$1"]), (A.enable_trace, A.send),
-                           (A.message, [(A["self"],), (A.is_seq_trace,), (A.process_dump,),
-                                        A["$$"], A["$_"]])])]
+    ms = [
+        (
+            [A["$1"]],
+            [],
+            [
+                (A.display, A["$1"]),
+                (A.enable_trace, A.send),
+                (A.message, [(A["self"],), (A.is_seq_trace,), (A.process_dump,), A["$$"], A["$_"]]),
+            ],
+        )
+    ]
     r = run(ms, [7], ctx)
     assert r.pam_result == [SELF, A.false, b"=proc:<0.90.0>\n", [7], [7]]
     assert ctx.shown == [7]
@@ -99,21 +136,36 @@ def test_text_and_shortcuts():
         compile_match_spec("[{'_',[],[")
 
 
-@pytest.mark.parametrize("ms,part", [
-    ([(A["_"], [(A.apply, A.m, A.f)], [])], "apply/2 is not a match-spec function"),
-    ([(A["_"], [], [(A.return_trace, 1)])], "return_trace takes 0 argument"),
-    ([(A["_"], [(A.caller,)], [])], "caller may only be used in the body"),
-    ([(A["_"], [], A.x)], "body must be a list"),
-    ([(A.x, [], [])], "head must be a list"),
-])
+@pytest.mark.parametrize(
+    "ms,part",
+    [
+        ([(A["_"], [(A.apply, A.m, A.f)], [])], "apply/2 is not a match-spec function"),
+        ([(A["_"], [], [(A.return_trace, 1)])], "return_trace takes 0 argument"),
+        ([(A["_"], [(A.caller,)], [])], "caller may only be used in the body"),
+        ([(A["_"], [], A.x)], "body must be a list"),
+        ([(A.x, [], [])], "head must be a list"),
+    ],
+)
 def test_refusals_name_the_part(ms, part):
     with pytest.raises(BadArg, match=part):
         compile_match_spec(ms)
 
 
 # ---------------------------------------------------------------- layers
-CORE = ["terms", "flags", "messages", "state", "rwlock", "dispatch", "matchspec", "bifs",
-        "clock", "stats", "termtext", "errors"]
+CORE = [
+    "terms",
+    "flags",
+    "messages",
+    "state",
+    "rwlock",
+    "dispatch",
+    "matchspec",
+    "bifs",
+    "clock",
+    "stats",
+    "termtext",
+    "errors",
+]
 FORBIDDEN = {"zmq", "multiprocess", "multiprocessing", "psutil", "socket", "subprocess"}
 
 
@@ -125,7 +177,7 @@ def _imports(path: Path) -> set[str]:
         if isinstance(node, ast.Import):
             out |= {a.name for a in node.names}
         elif isinstance(node, ast.ImportFrom):
-            if node.level:          # relative: within smp
+            if node.level:  # relative: within smp
                 out.add("smp." + (node.module or ""))
                 out |= {f"smp.{a.name}" for a in node.names} if not node.module else set()
             elif node.module:

@@ -1,6 +1,7 @@
 """The global tracer state behind its readers-writer lock, on the pure core:
 ``exiting_reset`` per mode, ``erts_set_system_seq_tracer`` refusing an
 invalid tracer, and no reader ever seeing half an update under contention."""
+
 from __future__ import annotations
 
 import threading
@@ -57,14 +58,14 @@ def test_rwlock_is_writer_preferring():
     lock = RWLock()
     lock.acquire_read()
     got = []
-    w = threading.Thread(target=lambda: (lock.acquire_write(), got.append("w"),
-                                         lock.release_write()))
+    w = threading.Thread(
+        target=lambda: (lock.acquire_write(), got.append("w"), lock.release_write())
+    )
     w.start()
     # a writer waits: a new reader queues behind it
     while not lock._writers_waiting:
         threading.Event().wait(0.001)
-    r = threading.Thread(target=lambda: (lock.acquire_read(), got.append("r"),
-                                         lock.release_read()))
+    r = threading.Thread(target=lambda: (lock.acquire_read(), got.append("r"), lock.release_read()))
     r.start()
     lock.release_read()
     w.join(5)
@@ -89,6 +90,7 @@ def test_no_reader_sees_half_an_update():
             pair = (s.system_monitor, s.long_gc, s.long_schedule)
             if pair not in ((NIL, 0, 0), (P1, 1, 1), (P2, 2, 2)):
                 bad.append(pair)
+
     ws = [threading.Thread(target=writer, args=a) for a in ((P1, 1), (P2, 2))]
     rs = [threading.Thread(target=reader) for _ in range(2)]
     for t in ws + rs:

@@ -6,6 +6,7 @@ them up and prints, at the end of the run, how many scenario-modes match the
 node exactly, how many match once the node's messages go through
 ``otp_differences.py`` (and how many lines that took), and how many differ.
 """
+
 from __future__ import annotations
 
 from .otp_differences import DIFFERENCES
@@ -34,16 +35,19 @@ def pytest_terminal_summary(terminalreporter):
             rules[name] = rules.get(name, 0) + n
     tr.write_sep("=", "differential: emulator vs OTP 25 node")
     tr.write_line(f"{len(exact)} scenario-modes match the node exactly")
-    tr.write_line(f"{len(table)} scenario-modes match with "
-                  f"{sum(v['table_lines'] for v in table)} node lines that differ only "
-                  "through otp_differences.py"
-                  + (" (" + ", ".join(f"{k}: {n}" for k, n in sorted(rules.items())) + ")"
-                     if rules else ""))
-    tr.write_line(f"{len(differ)} scenario-modes differ"
-                  + (": " + ", ".join(f"{s}[{m}]" for (_, s, m), _ in sorted(differ))
-                     if differ else ""))
+    tr.write_line(
+        f"{len(table)} scenario-modes match with "
+        f"{sum(v['table_lines'] for v in table)} node lines that differ only "
+        "through otp_differences.py"
+        + (" (" + ", ".join(f"{k}: {n}" for k, n in sorted(rules.items())) + ")" if rules else "")
+    )
+    tr.write_line(
+        f"{len(differ)} scenario-modes differ"
+        + (": " + ", ".join(f"{s}[{m}]" for (_, s, m), _ in sorted(differ)) if differ else "")
+    )
     used = {name for v in _results.values() for name in v["rules"]}
     unused = [d.name for d in DIFFERENCES if d.name not in used]
     if unused:
-        tr.write_line("otp_differences.py entries no scenario needed in this run: "
-                      + ", ".join(unused))
+        tr.write_line(
+            "otp_differences.py entries no scenario needed in this run: " + ", ".join(unused)
+        )

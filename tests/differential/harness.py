@@ -19,6 +19,7 @@ messages go to the monitor or profiler of the moment they are dispatched, on
 the node as in the seed, so the node keeps them until the expected messages
 have arrived (``await_msgs/3``, a receive-after poll of at most 5 s).
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -42,10 +43,10 @@ RUN_TIMEOUT = 20
 @dataclass(frozen=True)
 class Scenario:
     name: str
-    emulate: Callable                   # (vm) -> (roles, msgs)
-    noise: tuple = ()                   # optional noise rules (normalise.OPTIONAL_NOISE)
-    as_set: Callable | None = None      # messages compared as a set of shapes
-    aliases: dict = field(default_factory=dict)   # extra emulator atom -> node atom
+    emulate: Callable  # (vm) -> (roles, msgs)
+    noise: tuple = ()  # optional noise rules (normalise.OPTIONAL_NOISE)
+    as_set: Callable | None = None  # messages compared as a set of shapes
+    aliases: dict = field(default_factory=dict)  # extra emulator atom -> node atom
 
 
 async def _kicker(proc, to, msg):
@@ -71,12 +72,22 @@ def bif(name: str, result) -> tuple:
 
 def _record(request, scenario: str, mode: str, status: str, table_lines: int, rules: dict):
     request.node.user_properties.append(
-        ("differential", {"scenario": scenario, "mode": mode, "status": status,
-                          "table_lines": table_lines, "rules": dict(rules)}))
+        (
+            "differential",
+            {
+                "scenario": scenario,
+                "mode": mode,
+                "status": status,
+                "table_lines": table_lines,
+                "rules": dict(rules),
+            },
+        )
+    )
 
 
-def scenario_tests(module_name: str, erlang_module: str, erlang_source: str,
-                   scenarios: list[Scenario]):
+def scenario_tests(
+    module_name: str, erlang_module: str, erlang_source: str, scenarios: list[Scenario]
+):
     """The module fixture and the test function for a test module.
 
     Use as ``node_results, test_scenario = scenario_tests(__name__, ...)``."""
@@ -87,11 +98,14 @@ def scenario_tests(module_name: str, erlang_module: str, erlang_source: str,
     def node_results(tmp_path_factory):
         if not erl_available():
             pytest.skip("no Erlang node: `erl` not on PATH")
-        release, results = run_node(tmp_path_factory.mktemp(erlang_module), erlang_module,
-                                    erlang_source, list(by_name))
+        release, results = run_node(
+            tmp_path_factory.mktemp(erlang_module), erlang_module, erlang_source, list(by_name)
+        )
         if release != OTP_RELEASE:
-            pytest.skip(f"otp_differences.py describes OTP {OTP_RELEASE.decode()}; "
-                        f"this node is OTP {release.decode()}")
+            pytest.skip(
+                f"otp_differences.py describes OTP {OTP_RELEASE.decode()}; "
+                f"this node is OTP {release.decode()}"
+            )
         return results
 
     @pytest.mark.interop
@@ -110,16 +124,24 @@ def scenario_tests(module_name: str, erlang_module: str, erlang_source: str,
         except BaseException:
             _record(request, name, label, "differs", 0, {})
             raise
-        node = normalise(msgs_n, role_list(roles_n), node=True, noise=scn.noise,
-                         as_set=scn.as_set)
+        node = normalise(msgs_n, role_list(roles_n), node=True, noise=scn.noise, as_set=scn.as_set)
         assert node.streams, f"the node traced nothing in {name}: the scenario checks nothing"
-        emu = normalise(msgs_e, role_list(roles_e), node=False,
-                        aliases={**aliases, **scn.aliases}, noise=scn.noise, as_set=scn.as_set)
+        emu = normalise(
+            msgs_e,
+            role_list(roles_e),
+            node=False,
+            aliases={**aliases, **scn.aliases},
+            noise=scn.noise,
+            as_set=scn.as_set,
+        )
         diff = compare(node, emu)
         status = "differs" if diff else ("table" if node.table_lines else "exact")
         _record(request, name, label, status, node.table_lines, node.table_rules)
         if diff:
-            pytest.fail(f"{name} ({label}): the emulator differs from the node beyond "
-                        f"otp_differences.py\n{diff}", pytrace=False)
+            pytest.fail(
+                f"{name} ({label}): the emulator differs from the node beyond "
+                f"otp_differences.py\n{diff}",
+                pytrace=False,
+            )
 
     return node_results, test_scenario

@@ -14,6 +14,7 @@ have no map type.  Between scenarios the harness resets all tracing, the seq
 tracer, the system monitor and the profiler, so scenarios do not leak into
 each other.
 """
+
 from __future__ import annotations
 
 import shutil
@@ -152,16 +153,24 @@ def run_node(tmp: Path, module: str, source: str, names: list[str]) -> tuple[byt
         "Opts = [binary, return_errors, no_line_info, nowarn_export_all, nowarn_unused_vars],"
         "lists:foreach(fun(F) -> case compile:file(F, Opts) of"
         " {ok, M, B} -> {module, M} = code:load_binary(M, F, B);"
-        " Err -> io:format(standard_error, \"~p~n\", [Err]), halt(2) end end, ["
-        + ", ".join(_estr(f) for f in files) + "]),"
+        ' Err -> io:format(standard_error, "~p~n", [Err]), halt(2) end end, ['
+        + ", ".join(_estr(f) for f in files)
+        + "]),"
         f"diff_harness:run({_estr(out)}, {module}, [{', '.join(names)}])."
     )
     try:
-        r = subprocess.run(["erl", "-noshell", "-noinput", "-eval", code], cwd=tmp, check=False,
-                           capture_output=True, text=True, timeout=NODE_TIMEOUT)
+        r = subprocess.run(
+            ["erl", "-noshell", "-noinput", "-eval", code],
+            cwd=tmp,
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=NODE_TIMEOUT,
+        )
     except subprocess.TimeoutExpired as e:
-        raise NodeError(f"erl did not finish within {NODE_TIMEOUT} s:\n{e.stdout}\n{e.stderr}") \
-            from None
+        raise NodeError(
+            f"erl did not finish within {NODE_TIMEOUT} s:\n{e.stdout}\n{e.stderr}"
+        ) from None
     if r.returncode != 0 or not out.exists():
         raise NodeError(f"erl failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")
     release, scenarios = decode(out.read_bytes())

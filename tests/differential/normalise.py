@@ -20,6 +20,7 @@ The pipeline, for each side:
 Placeholders are atoms whose names start with ``<`` (or ``_`` for a blurred
 value), so normalised terms print in Erlang syntax.
 """
+
 from __future__ import annotations
 
 import difflib
@@ -48,8 +49,13 @@ def _blur_values(info: list) -> list:
 def gc_sizes(m, ctx):
     """Heap sizes in gc_start/gc_end: the emulator's GC cost model is its own
     (README: GC cost model); the tags and their order are compared."""
-    if (type(m) is tuple and len(m) >= 4 and m[0] in (am_trace, am_trace_ts)
-            and m[2] in (_a("gc_start"), _a("gc_end")) and type(m[3]) is list):
+    if (
+        type(m) is tuple
+        and len(m) >= 4
+        and m[0] in (am_trace, am_trace_ts)
+        and m[2] in (_a("gc_start"), _a("gc_end"))
+        and type(m[3]) is list
+    ):
         return m[:3] + (_blur_values(m[3]),) + m[4:]
     return m
 
@@ -69,8 +75,15 @@ def monitor_values(m, ctx):
 def scheduler_ids(m, ctx):
     """Which scheduler ran what: timing (the node has 2 schedulers, nonsmp
     mode 1); the presence and place of the id is compared."""
-    if type(m) is tuple and m and m[0] in (am_trace, am_trace_ts) and len(m) > 4 \
-            and m[2] in _SCHED_WHAT and len(m) - (m[0] is am_trace_ts) == 5 and type(m[3]) is int:
+    if (
+        type(m) is tuple
+        and m
+        and m[0] in (am_trace, am_trace_ts)
+        and len(m) > 4
+        and m[2] in _SCHED_WHAT
+        and len(m) - (m[0] is am_trace_ts) == 5
+        and type(m[3]) is int
+    ):
         return m[:3] + (_a("<S>"),) + m[4:]
     if type(m) is tuple and len(m) == 6 and m[0] is am_profile and m[1] == _a("scheduler"):
         return (m[0], m[1], _a("<S>"), m[3], _a("<N>"), m[5])
@@ -83,9 +96,13 @@ def foreign_subjects(m, ctx):
     port...), the emulator's helpers (the process that delivers a kick).
     Only in scenarios that watch the whole system (system_monitor,
     system_profile)."""
-    if (type(m) is tuple and len(m) >= 2
-            and m[0] in (am_profile, am_monitor, am_trace, am_trace_ts)
-            and type(m[1]) in (Pid, Port) and m[1] not in ctx.role_pids):
+    if (
+        type(m) is tuple
+        and len(m) >= 2
+        and m[0] in (am_profile, am_monitor, am_trace, am_trace_ts)
+        and type(m[1]) in (Pid, Port)
+        and m[1] not in ctx.role_pids
+    ):
         return None
     return m
 
@@ -96,8 +113,14 @@ def port_io_tasks(m, ctx):
     answered; the emulator's drivers (README: the port drivers are the
     emulator's own) deliver their output inside the command and have no I/O
     tasks.  Every other callback (open, command) is compared."""
-    if (type(m) is tuple and len(m) >= 4 and m[0] in (am_trace, am_trace_ts)
-            and type(m[1]) is Port and m[2] in (_a("in"), _a("out")) and m[-1] == 0):
+    if (
+        type(m) is tuple
+        and len(m) >= 4
+        and m[0] in (am_trace, am_trace_ts)
+        and type(m[1]) is Port
+        and m[2] in (_a("in"), _a("out"))
+        and m[-1] == 0
+    ):
         return None
     return m
 
@@ -112,10 +135,10 @@ OPTIONAL_NOISE = {f.__name__: f for f in (foreign_subjects, port_io_tasks)}
 @dataclass
 class _Ctx:
     role_pids: set
-    names: dict = field(default_factory=dict)     # Pid/Port/Ref -> placeholder atom
-    texts: dict = field(default_factory=dict)     # "<0.80.0>" -> "<a>"
+    names: dict = field(default_factory=dict)  # Pid/Port/Ref -> placeholder atom
+    texts: dict = field(default_factory=dict)  # "<0.80.0>" -> "<a>"
     counts: dict = field(default_factory=dict)
-    aliases: dict = field(default_factory=dict)   # Atom -> Atom
+    aliases: dict = field(default_factory=dict)  # Atom -> Atom
 
     def name(self, x, prefix: str, label: str | None = None) -> Atom:
         ph = self.names.get(x)
@@ -195,13 +218,21 @@ def _is_ts(x) -> bool:
 @dataclass
 class Side:
     """One side's normalised trace."""
-    streams: dict                 # stream key -> [message]
-    table_lines: int = 0          # node: messages the OTP-differences table changed
+
+    streams: dict  # stream key -> [message]
+    table_lines: int = 0  # node: messages the OTP-differences table changed
     table_rules: dict = field(default_factory=dict)
 
 
-def normalise(msgs: list, roles: list, *, node: bool, aliases: dict | None = None,
-              noise: tuple = (), as_set: Callable | None = None) -> Side:
+def normalise(
+    msgs: list,
+    roles: list,
+    *,
+    node: bool,
+    aliases: dict | None = None,
+    noise: tuple = (),
+    as_set: Callable | None = None,
+) -> Side:
     """Normalise one side.  ``roles`` is ``[(role_name, pid)]``; ``aliases``
     renames atoms (the emulator's module names to the node's); ``noise`` names
     optional noise rules; ``as_set(msg)`` picks messages compared as a set of
@@ -232,7 +263,7 @@ def normalise(msgs: list, roles: list, *, node: bool, aliases: dict | None = Non
             i = _ts_index(m)
             if i is not None and _is_ts(m[i]):
                 ph = stamps.setdefault(m[i], _a(f"<T{len(stamps) + 1}>"))
-                m = m[:i] + (ph,) + m[i + 1:]
+                m = m[:i] + (ph,) + m[i + 1 :]
             out.append(m)
         if as_set is not None:
             seq = [m for m in out if not as_set(m)]
@@ -244,7 +275,7 @@ def normalise(msgs: list, roles: list, *, node: bool, aliases: dict | None = Non
 
 def _untime(m):
     i = _ts_index(m)
-    return m if i is None else m[:i] + (_a("<T>"),) + m[i + 1:]
+    return m if i is None else m[:i] + (_a("<T>"),) + m[i + 1 :]
 
 
 def _lines(side: Side) -> list[str]:
@@ -260,6 +291,7 @@ def compare(node: Side, emu: Side) -> str | None:
     expected, emulator = what it made)."""
     if node.streams == emu.streams:
         return None
-    diff = difflib.unified_diff(_lines(node), _lines(emu), "node (OTP 25 -> 17.x)",
-                                "emulator", lineterm="", n=3)
+    diff = difflib.unified_diff(
+        _lines(node), _lines(emu), "node (OTP 25 -> 17.x)", "emulator", lineterm="", n=3
+    )
     return "\n".join(diff)

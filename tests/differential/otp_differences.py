@@ -19,6 +19,7 @@ A rule gets the node's messages of one scenario, in arrival order, and
 returns them rewritten; rules that need context (the next event of the same
 tracee) look at the whole list.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -39,30 +40,36 @@ DROP = object()
 @dataclass(frozen=True)
 class Difference:
     name: str
-    otp: str                # the OTP release that changed it
-    seed_line: int | None   # the line of seed/erl_trace.c that builds the 17.x form
-    observed_in: str        # the differential scenario where the node shows it
+    otp: str  # the OTP release that changed it
+    seed_line: int | None  # the line of seed/erl_trace.c that builds the 17.x form
+    observed_in: str  # the differential scenario where the node shows it
     summary: str
-    verified: str           # how the 17.x side was checked beyond the seed line
+    verified: str  # how the 17.x side was checked beyond the seed line
     rule: Callable[[list], list]
 
 
 def _per_message(fn: Callable) -> Callable[[list], list]:
     """A rule that rewrites (or drops, returning DROP) each message alone;
     ``fn`` returns None for a message it does not apply to."""
+
     def rule(msgs: list) -> list:
         out = []
         for m in msgs:
             r = fn(m)
             out.append(m if r is None else r)
         return out
+
     return rule
 
 
 def _is_trace(m, what=None, size=None) -> bool:
-    return (type(m) is tuple and len(m) >= 4 and m[0] in _TRACE_TAGS
-            and (what is None or m[2] == _a(what))
-            and (size is None or len(m) - (m[0] is am_trace_ts) == size))
+    return (
+        type(m) is tuple
+        and len(m) >= 4
+        and m[0] in _TRACE_TAGS
+        and (what is None or m[2] == _a(what))
+        and (size is None or len(m) - (m[0] is am_trace_ts) == size)
+    )
 
 
 # -- OTP 19: the spawned event ---------------------------------------------------------
@@ -90,8 +97,12 @@ def _getting_linked_at_spawn_link(msgs: list) -> list:
 
 
 # -- OTP 19: garbage collection event names and the wordsize item -----------------------
-_GC_NAMES = {_a("gc_major_start"): _a("gc_start"), _a("gc_minor_start"): _a("gc_start"),
-             _a("gc_major_end"): _a("gc_end"), _a("gc_minor_end"): _a("gc_end")}
+_GC_NAMES = {
+    _a("gc_major_start"): _a("gc_start"),
+    _a("gc_minor_start"): _a("gc_start"),
+    _a("gc_major_end"): _a("gc_end"),
+    _a("gc_minor_end"): _a("gc_end"),
+}
 
 
 def _gc_names(m):
@@ -147,8 +158,9 @@ def _killed_scheduled_in(msgs: list) -> list:
     for i, m in enumerate(msgs):
         if not (_is_trace(m, "in") and type(m[1]) is Pid):
             continue
-        nxt = next((x for x in msgs[i + 1:] if type(x) is tuple and len(x) > 1
-                    and x[1] == m[1]), None)
+        nxt = next(
+            (x for x in msgs[i + 1 :] if type(x) is tuple and len(x) > 1 and x[1] == m[1]), None
+        )
         if nxt is not None and _is_trace(nxt, "exit") and nxt[3] == _a("killed"):
             out[i] = (m[0], m[1], _a("in_exiting"), 0) + m[4:]
     return out
@@ -166,8 +178,13 @@ def _getting_unlinked_first(msgs: list) -> list:
         for j in range(i + 1, len(msgs)):
             x = msgs[j]
             if type(x) is tuple and len(x) > 1 and x[1] == m[1]:
-                if (_is_trace(x, "receive") and type(x[3]) is tuple and len(x[3]) == 3
-                        and x[3][0] == _a("EXIT") and x[3][1] == m[3]):
+                if (
+                    _is_trace(x, "receive")
+                    and type(x[3]) is tuple
+                    and len(x[3]) == 3
+                    and x[3][0] == _a("EXIT")
+                    and x[3][1] == m[3]
+                ):
                     out[i], out[j] = x, m
                 break
     return out
@@ -177,19 +194,50 @@ def _getting_unlinked_first(msgs: list) -> list:
 # 17.x erl_bif_trace.c builds the list with FLAG() calls that prepend, timestamp
 # between garbage_collection and arity; OTP 18 moved the timestamp FLAG()s first
 # (F_NOW_TS, F_STRICT_MON_TS, F_MON_TS), so 25 lists timestamp last.
-_FLAG_ORDER_17 = [_a(n) for n in reversed([
-    "send", "receive", "set_on_spawn", "call", "procs", "set_on_first_spawn", "set_on_link",
-    "set_on_first_link", "running", "exiting", "garbage_collection", "timestamp", "arity",
-    "return_to", "silent", "scheduler_id", "ports", "running_ports", "running_procs"])]
+_FLAG_ORDER_17 = [
+    _a(n)
+    for n in reversed(
+        [
+            "send",
+            "receive",
+            "set_on_spawn",
+            "call",
+            "procs",
+            "set_on_first_spawn",
+            "set_on_link",
+            "set_on_first_link",
+            "running",
+            "exiting",
+            "garbage_collection",
+            "timestamp",
+            "arity",
+            "return_to",
+            "silent",
+            "scheduler_id",
+            "ports",
+            "running_ports",
+            "running_procs",
+        ]
+    )
+]
 
 
 def _trace_info_order(m):
     # The scenarios report BIF results as {bif, trace_info, Result}.
-    if (type(m) is tuple and len(m) == 3 and m[0] == _a("bif") and m[1] == _a("trace_info")
-            and type(m[2]) is tuple and len(m[2]) == 2 and m[2][0] == _a("flags")):
+    if (
+        type(m) is tuple
+        and len(m) == 3
+        and m[0] == _a("bif")
+        and m[1] == _a("trace_info")
+        and type(m[2]) is tuple
+        and len(m[2]) == 2
+        and m[2][0] == _a("flags")
+    ):
         flags = m[2][1]
-        ordered = sorted(flags, key=lambda f: _FLAG_ORDER_17.index(f)
-                         if f in _FLAG_ORDER_17 else len(_FLAG_ORDER_17))
+        ordered = sorted(
+            flags,
+            key=lambda f: _FLAG_ORDER_17.index(f) if f in _FLAG_ORDER_17 else len(_FLAG_ORDER_17),
+        )
         if ordered != flags:
             return (m[0], m[1], (m[2][0], ordered))
     return None
@@ -208,8 +256,7 @@ def _logger_report(m):
     if dict(meta.get(_a("error_logger"), [])).get(_a("emulator")) != _a("true"):
         return None
     pid, reason = m[3]
-    text = charlist(f"Error in process {format_term(pid)} with exit value: "
-                    f"{format_term(reason)}\n")
+    text = charlist(f"Error in process {format_term(pid)} with exit value: {format_term(reason)}\n")
     return (_a("notify"), (_a("error"), meta[_a("gl")], (_a("emulator"), charlist("~s~n"), [text])))
 
 
@@ -217,93 +264,140 @@ def _logger_report(m):
 def _port_start_where(m):
     # 25: {trace, Port, in|out, open} around the driver's start callback;
     # 17.x io.c erts_open_driver: trace_sched_ports_where(port, am_in|am_out, am_start).
-    if (type(m) is tuple and len(m) == 4 and m[0] in _TRACE_TAGS and type(m[1]) is Port
-            and m[2] in (_a("in"), _a("out")) and m[3] == _a("open")):
+    if (
+        type(m) is tuple
+        and len(m) == 4
+        and m[0] in _TRACE_TAGS
+        and type(m[1]) is Port
+        and m[2] in (_a("in"), _a("out"))
+        and m[3] == _a("open")
+    ):
         return (m[0], m[1], m[2], _a("start"))
     return None
 
 
 DIFFERENCES: list[Difference] = [
     Difference(
-        "getting_linked_at_spawn_link", "19.0", 2023, "set_on_spawn_child",
+        "getting_linked_at_spawn_link",
+        "19.0",
+        2023,
+        "set_on_spawn_child",
         "a traced spawn_link child gets {trace, Child, getting_linked, Parent} after its "
         "spawned event; 17.x erl_create_process traces only the parent's link",
-        "17.x erl_process.c erl_create_process calls trace_proc(parent, parent, am_link, ...) "
-        "only",
-        _getting_linked_at_spawn_link),
+        "17.x erl_process.c erl_create_process calls trace_proc(parent, parent, am_link, ...) only",
+        _getting_linked_at_spawn_link,
+    ),
     Difference(
-        "spawned_event", "19.0", 2086, "set_on_spawn_child",
+        "spawned_event",
+        "19.0",
+        2086,
+        "set_on_spawn_child",
         "a traced child also gets {trace, Child, spawned, Parent, MFA}; 17.x traces only "
         "the parent's {trace, Parent, spawn, Child, MFA} (trace_proc_spawn)",
         "the seed has no spawned atom; trace_proc_spawn is 17.x's only spawn event",
-        _per_message(_spawned)),
+        _per_message(_spawned),
+    ),
     Difference(
-        "gc_event_names", "19.0", 2195, "garbage_collection",
+        "gc_event_names",
+        "19.0",
+        2195,
+        "garbage_collection",
         "gc_start/gc_end became gc_major_start/gc_minor_start and gc_major_end/gc_minor_end, "
         "and the info list gained {wordsize, N} in front of 17.x's 11 items",
-        "seed trace_gc (line 2177) is called with am_gc_start/am_gc_end and builds these "
-        "11 tags",
-        _per_message(_gc_names)),
+        "seed trace_gc (line 2177) is called with am_gc_start/am_gc_end and builds these 11 tags",
+        _per_message(_gc_names),
+    ),
     Difference(
-        "scheduler_id_after_mfa", "19.0", 886, "running_scheduler_id",
+        "scheduler_id_after_mfa",
+        "19.0",
+        886,
+        "running_scheduler_id",
         "with scheduler_id, 25 puts the scheduler id after the MFA "
         "({trace, P, in, MFA, SchedId}); 17.x puts it before ({trace, P, in, SchedId, MFA})",
         "seed trace_sched_aux TUPLE5(am_trace, pid, what, sched_id, mfa)",
-        _per_message(_sched_id_last)),
+        _per_message(_sched_id_last),
+    ),
     Difference(
-        "port_getting_linked_at_open", "19.0", 2772, "port_open_closed",
+        "port_getting_linked_at_open",
+        "19.0",
+        2772,
+        "port_open_closed",
         "25 traces the opener's link to a new port as {trace, Port, getting_linked, Pid}; "
         "17.x open_port links without a trace_port call",
         "the 17.x-era sources searched have no trace_port(..., am_getting_linked, ...) in "
         "open_port; it appears with the 19 tracer rework (trace_port with a flag argument)",
-        _port_getting_linked_at_open),
+        _port_getting_linked_at_open,
+    ),
     Difference(
-        "port_open_subject", "19.0", 2722, "port_open_closed",
+        "port_open_subject",
+        "19.0",
+        2722,
+        "port_open_closed",
         "the open event is about the port in 25 ({trace, Port, open, Pid, Driver}); 17.x "
         "sends {trace, Pid, open, Port, Driver}",
         "seed trace_port_open TUPLE5(am_trace, calling_pid, am_open, port, drv_name)",
-        _per_message(_port_open_order)),
+        _per_message(_port_open_order),
+    ),
     Difference(
-        "killed_scheduled_in", "21.0", 847, "killed_while_waiting",
+        "killed_scheduled_in",
+        "21.0",
+        847,
+        "killed_while_waiting",
         "a process killed while waiting is scheduled in normally in 25 and handles the exit "
         "signal itself ({trace, P, in, MFA}, then exit); 17.x handles the pending exit "
         "before the in trace, so it comes in as {trace, P, in_exiting, 0}",
         "17.x erl_process.c schedule(): erts_handle_pending_exit, then "
         "in_exiting if ERTS_PSFLG_EXITING; trace_sched_aux gives 0 for an exiting process",
-        _killed_scheduled_in),
+        _killed_scheduled_in,
+    ),
     Difference(
-        "getting_unlinked_before_exit_message", "21.0", 2023, "exit_unlinks_survivor",
+        "getting_unlinked_before_exit_message",
+        "21.0",
+        2023,
+        "exit_unlinks_survivor",
         "a survivor trapping exits is traced getting_unlinked before the receive of the "
         "link's 'EXIT' message in 25; 17.x traces the receive first",
         "17.x erl_process.c doit_exit_link: send_exit_signal (erts_queue_message traces "
         "the receive), then trace_proc(p, rp, am_getting_unlinked, ...)",
-        _getting_unlinked_first),
+        _getting_unlinked_first,
+    ),
     Difference(
-        "port_start_callback_where", "19.0", 2840, "running_ports",
-        "the in/out pair around a driver's start callback names it open in 25; 17.x names "
-        "it start",
+        "port_start_callback_where",
+        "19.0",
+        2840,
+        "running_ports",
+        "the in/out pair around a driver's start callback names it open in 25; 17.x names it start",
         "17.x io.c erts_open_driver: trace_sched_ports_where(port, am_in, am_start) before "
         "driver->start and am_out after; the seed's trace_sched_ports_where passes Where "
         "through as given",
-        _per_message(_port_start_where)),
+        _per_message(_port_start_where),
+    ),
     Difference(
-        "trace_info_flag_order", "18.0", None, "trace_info_flags",
+        "trace_info_flag_order",
+        "18.0",
+        None,
+        "trace_info_flags",
         "trace_info(P, flags) lists timestamp last in 25; 17.x lists it between arity and "
         "garbage_collection (erl_bif_trace.c FLAG() order)",
         "the seed does not build trace_info; 17.x erl_bif_trace.c trace_info_pid calls "
         "FLAG(F_TIMESTAMP) after FLAG(F_TRACE_GC), 18's calls FLAG(F_NOW_TS) first",
-        _per_message(_trace_info_order)),
+        _per_message(_trace_info_order),
+    ),
     Difference(
-        "emulator_error_report", "21.0", 3102, "crash_report",
+        "emulator_error_report",
+        "21.0",
+        3102,
+        "crash_report",
         "the emulator's crash report goes to the logger (on 25 through logger_proxy) as "
         "{log, error, Format, [Pid, Reason], Meta}; 17.x queues error_logger "
-        "{notify, {error, GL, {emulator, \"~s~n\", [Text]}}} "
+        '{notify, {error, GL, {emulator, "~s~n", [Text]}}} '
         "(erts_queue_error_logger_message)",
-        "17.x utils.c do_send_to_logger builds {notify,{error,GL,{emulator,\"~s~n\",[Text]}}}; "
-        "Text is beam_emu.c terminate_proc's \"Error in process ~w with exit value: ~w\\n\" "
+        '17.x utils.c do_send_to_logger builds {notify,{error,GL,{emulator,"~s~n",[Text]}}}; '
+        'Text is beam_emu.c terminate_proc\'s "Error in process ~w with exit value: ~w\\n" '
         "(its format string is not in the sources searched; the shape decides the "
         "comparison)",
-        _per_message(_logger_report)),
+        _per_message(_logger_report),
+    ),
 ]
 
 BY_NAME = {d.name: d for d in DIFFERENCES}

@@ -6,6 +6,7 @@ arity, timestamps, meta trace, sensitive processes, match-spec bodies
 erts_trace_return ({return_trace}), erts_trace_exception
 ({exception_trace}, error and throw) and erts_trace_return_to.
 """
+
 from __future__ import annotations
 
 import smp
@@ -144,6 +145,7 @@ def _traced_caller(body, args, flags, mfa, ms=True, how=("global",)):
         vm.trace(p, True, flags, tracer=t)
         kick(vm, p, A.go)
         return [("tracer", t), ("p", p)], vm.messages(t)
+
     return run
 
 
@@ -152,8 +154,7 @@ def e_meta_return(vm):
     t = vm.spawn_collector()
     p = vm.spawn(caller, 7)
     vm.run(timeout=20)
-    vm.trace_pattern(("diff_calls", "double", 1), [(_W, [], [(A.return_trace,)])],
-                     [("meta", t)])
+    vm.trace_pattern(("diff_calls", "double", 1), [(_W, [], [(A.return_trace,)])], [("meta", t)])
     kick(vm, p, A.go)
     return [("tracer", t), ("p", p)], vm.messages(t)
 
@@ -163,22 +164,42 @@ FAILS = ("diff_calls", "fails", 1)
 EXCEPTION_MS = [(_W, [], [(A.exception_trace,)])]
 
 SCENARIOS = [
-    Scenario("call_return_caller", _traced_caller(
-        caller, (3,), ["call"], DOUBLE,
-        [(_W, [], [(A.return_trace,), (A.message, (A.caller,))])])),
-    Scenario("call_arity_self", _traced_caller(
-        caller, (3,), ["call", "arity"], DOUBLE, [([A["$1"]], [], [(A.message, (A.self,))])])),
-    Scenario("call_guard_message", _traced_caller(
-        caller, (3,), ["call"], DOUBLE,
-        [([A["$1"]], [(A[">"], A["$1"], 3)], [(A.message, A.big)]),
-         (_W, [], [(A.message, A.false)])])),
+    Scenario(
+        "call_return_caller",
+        _traced_caller(
+            caller,
+            (3,),
+            ["call"],
+            DOUBLE,
+            [(_W, [], [(A.return_trace,), (A.message, (A.caller,))])],
+        ),
+    ),
+    Scenario(
+        "call_arity_self",
+        _traced_caller(
+            caller, (3,), ["call", "arity"], DOUBLE, [([A["$1"]], [], [(A.message, (A.self,))])]
+        ),
+    ),
+    Scenario(
+        "call_guard_message",
+        _traced_caller(
+            caller,
+            (3,),
+            ["call"],
+            DOUBLE,
+            [
+                ([A["$1"]], [(A[">"], A["$1"], 3)], [(A.message, A.big)]),
+                (_W, [], [(A.message, A.false)]),
+            ],
+        ),
+    ),
     Scenario("call_timestamp", _traced_caller(caller, (3,), ["call", "timestamp"], DOUBLE)),
-    Scenario("exception_error", _traced_caller(catcher, (A.error,), ["call"], FAILS,
-                                               EXCEPTION_MS)),
-    Scenario("exception_throw", _traced_caller(catcher, (A.throw,), ["call"], FAILS,
-                                               EXCEPTION_MS)),
-    Scenario("local_return_to", _traced_caller(local_caller, (5,), ["call", "return_to"], DOUBLE,
-                                               how=("local",))),
+    Scenario("exception_error", _traced_caller(catcher, (A.error,), ["call"], FAILS, EXCEPTION_MS)),
+    Scenario("exception_throw", _traced_caller(catcher, (A.throw,), ["call"], FAILS, EXCEPTION_MS)),
+    Scenario(
+        "local_return_to",
+        _traced_caller(local_caller, (5,), ["call", "return_to"], DOUBLE, how=("local",)),
+    ),
     Scenario("sensitive_not_traced", _traced_caller(sensitive_caller, (), ["call"], DOUBLE)),
     Scenario("meta_return", e_meta_return),
 ]

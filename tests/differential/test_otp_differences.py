@@ -2,6 +2,7 @@
 OTP 25 node actually sent (copied from the differential runs), and each entry
 naming a scenario that exists and a seed line that builds what it says.
 Needs no node."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -26,43 +27,77 @@ def _one(name, msgs):
 
 
 CASES = {
-    "spawned_event": (
-        [(T, Q, A.spawned, P, (A.m, A.sink, []))], []),
+    "spawned_event": ([(T, Q, A.spawned, P, (A.m, A.sink, []))], []),
     "getting_linked_at_spawn_link": (
-        [(T, Q, A.spawned, P, (A.m, A.sink, [])), (T, Q, A.getting_linked, P),
-         (T, Q, A.getting_linked, Pid(82))],
-        [(T, Q, A.spawned, P, (A.m, A.sink, [])), (T, Q, A.getting_linked, Pid(82))]),
+        [
+            (T, Q, A.spawned, P, (A.m, A.sink, [])),
+            (T, Q, A.getting_linked, P),
+            (T, Q, A.getting_linked, Pid(82)),
+        ],
+        [(T, Q, A.spawned, P, (A.m, A.sink, [])), (T, Q, A.getting_linked, Pid(82))],
+    ),
     "gc_event_names": (
-        [(T, P, A.gc_major_start, [(A.wordsize, 0), (A.heap_size, 5)]),
-         (T, P, A.gc_minor_end, [(A.wordsize, 0), (A.heap_size, 0)])],
-        [(T, P, A.gc_start, [(A.heap_size, 5)]), (T, P, A.gc_end, [(A.heap_size, 0)])]),
+        [
+            (T, P, A.gc_major_start, [(A.wordsize, 0), (A.heap_size, 5)]),
+            (T, P, A.gc_minor_end, [(A.wordsize, 0), (A.heap_size, 0)]),
+        ],
+        [(T, P, A.gc_start, [(A.heap_size, 5)]), (T, P, A.gc_end, [(A.heap_size, 0)])],
+    ),
     "scheduler_id_after_mfa": (
         [(T, P, A["in"], MFA, 1), (A.trace_ts, P, A.out, MFA, 2, (1, 2, 3))],
-        [(T, P, A["in"], 1, MFA), (A.trace_ts, P, A.out, 2, MFA, (1, 2, 3))]),
+        [(T, P, A["in"], 1, MFA), (A.trace_ts, P, A.out, 2, MFA, (1, 2, 3))],
+    ),
     "port_getting_linked_at_open": (
         [(T, PORT, A.open, P, A.cat), (T, PORT, A.getting_linked, P)],
-        [(T, PORT, A.open, P, A.cat)]),
-    "port_open_subject": (
-        [(T, PORT, A.open, P, A.cat)], [(T, P, A.open, PORT, A.cat)]),
+        [(T, PORT, A.open, P, A.cat)],
+    ),
+    "port_open_subject": ([(T, PORT, A.open, P, A.cat)], [(T, P, A.open, PORT, A.cat)]),
     "killed_scheduled_in": (
         [(T, P, A["in"], MFA), (T, P, A.exit, A.killed), (T, P, A.out_exited, 0)],
-        [(T, P, A.in_exiting, 0), (T, P, A.exit, A.killed), (T, P, A.out_exited, 0)]),
+        [(T, P, A.in_exiting, 0), (T, P, A.exit, A.killed), (T, P, A.out_exited, 0)],
+    ),
     "getting_unlinked_before_exit_message": (
         [(T, P, A.getting_unlinked, Q), (T, P, A["receive"], (A.EXIT, Q, A.boom))],
-        [(T, P, A["receive"], (A.EXIT, Q, A.boom)), (T, P, A.getting_unlinked, Q)]),
+        [(T, P, A["receive"], (A.EXIT, Q, A.boom)), (T, P, A.getting_unlinked, Q)],
+    ),
     "port_start_callback_where": (
         [(T, PORT, A["in"], A.open), (T, PORT, A.out, A.open)],
-        [(T, PORT, A["in"], A.start), (T, PORT, A.out, A.start)]),
+        [(T, PORT, A["in"], A.start), (T, PORT, A.out, A.start)],
+    ),
     "trace_info_flag_order": (
         [(A.bif, A.trace_info, (A.flags, [A.garbage_collection, A.arity, A.timestamp]))],
-        [(A.bif, A.trace_info, (A.flags, [A.arity, A.timestamp, A.garbage_collection]))]),
+        [(A.bif, A.trace_info, (A.flags, [A.arity, A.timestamp, A.garbage_collection]))],
+    ),
     "emulator_error_report": (
-        [(A.log, A.error, charlist("Error in process ~p with exit value:~n~p~n"),
-          [P, (A.badarg, [])],
-          [(A.error_logger, [(A.emulator, A.true), (A.tag, A.error)]), (A.gl, Pid(65)),
-           (A.pid, P), (A.time, 1)])],
-        [(A.notify, (A.error, Pid(65), (A.emulator, charlist("~s~n"), [charlist(
-            "Error in process <0.80.0> with exit value: {badarg,[]}\n")])))]),
+        [
+            (
+                A.log,
+                A.error,
+                charlist("Error in process ~p with exit value:~n~p~n"),
+                [P, (A.badarg, [])],
+                [
+                    (A.error_logger, [(A.emulator, A.true), (A.tag, A.error)]),
+                    (A.gl, Pid(65)),
+                    (A.pid, P),
+                    (A.time, 1),
+                ],
+            )
+        ],
+        [
+            (
+                A.notify,
+                (
+                    A.error,
+                    Pid(65),
+                    (
+                        A.emulator,
+                        charlist("~s~n"),
+                        [charlist("Error in process <0.80.0> with exit value: {badarg,[]}\n")],
+                    ),
+                ),
+            )
+        ],
+    ),
 }
 
 
@@ -80,8 +115,11 @@ def test_rules_leave_17x_terms_alone():
 
 
 def test_every_entry_names_a_scenario_and_a_seed_line():
-    scenarios = {s.name for mod in (test_trace_diff, test_calls_diff, test_seq_trace_diff,
-                                    test_sys_diff) for s in mod.SCENARIOS}
+    scenarios = {
+        s.name
+        for mod in (test_trace_diff, test_calls_diff, test_seq_trace_diff, test_sys_diff)
+        for s in mod.SCENARIOS
+    }
     lines = SEED.read_text().splitlines() if SEED.exists() else None
     for d in DIFFERENCES:
         assert d.observed_in in scenarios, d.name
@@ -92,11 +130,19 @@ def test_every_entry_names_a_scenario_and_a_seed_line():
 
 def test_normalise_renames_by_role_then_first_appearance():
     ts = (1796, 1, 2)
-    side = normalise([(T, Q, A.send, (A.hi, Pid(90)), P),
-                      (A.trace_ts, P, A["receive"], Port(3), ts),
-                      (A.trace_ts, P, A["receive"], Port(3), (1796, 1, 3))],
-                     [("a", P)], node=False)
+    side = normalise(
+        [
+            (T, Q, A.send, (A.hi, Pid(90)), P),
+            (A.trace_ts, P, A["receive"], Port(3), ts),
+            (A.trace_ts, P, A["receive"], Port(3), (1796, 1, 3)),
+        ],
+        [("a", P)],
+        node=False,
+    )
     assert side.streams == {
         "'<P1>'": [(T, A["<P1>"], A.send, (A.hi, A["<P2>"]), A["<a>"])],
-        "'<a>'": [(A.trace_ts, A["<a>"], A["receive"], A["<Port1>"], A["<T1>"]),
-                  (A.trace_ts, A["<a>"], A["receive"], A["<Port1>"], A["<T2>"])]}
+        "'<a>'": [
+            (A.trace_ts, A["<a>"], A["receive"], A["<Port1>"], A["<T1>"]),
+            (A.trace_ts, A["<a>"], A["receive"], A["<Port1>"], A["<T2>"]),
+        ],
+    }

@@ -7,6 +7,7 @@ carries a token, timestamps, and a send to a dead pid (neither traced nor
 counted: 17.x bif.c sends, and so updates the token, only to a live
 process).
 """
+
 from __future__ import annotations
 
 from smp.terms import A
@@ -166,6 +167,7 @@ def _client_server(body):
         vm.set_system_seq_tracer(t)
         kick(vm, c, A.go)
         return [("tracer", t), ("client", c), ("server", s)], vm.messages(t)
+
     return run
 
 

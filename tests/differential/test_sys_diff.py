@@ -13,6 +13,7 @@ monitor_long_schedule_port (no standard driver blocks in a callback for a
 chosen time), busy_dist_port (needs a distribution channel that fills up),
 profile_scheduler_q (the emulator calls it for a scheduler that died).
 """
+
 from __future__ import annotations
 
 import smp
@@ -233,8 +234,9 @@ async def crasher(proc):
 async def deliverer(proc, to):
     await proc.receive(match=matching(A.go))
     ref = await proc.trace_delivered(A.all)
-    m = await proc.receive(match=lambda m: type(m) is tuple and m[0] == A.trace_delivered
-                           and m[2] == ref)
+    m = await proc.receive(
+        match=lambda m: type(m) is tuple and m[0] == A.trace_delivered and m[2] == ref
+    )
     await proc.send(to, m)
     await proc.receive(match=matching(A.stop))
 
@@ -249,7 +251,10 @@ def _monitored(bodies, options):
         for p in ps:
             kick(vm, p, A.go)
         vm.system_monitor("undefined")
-        return [("monitor", t)] + [(b.__name__, p) for b, p in zip(bodies, ps, strict=False)], vm.messages(t)
+        return [("monitor", t)] + [
+            (b.__name__, p) for b, p in zip(bodies, ps, strict=False)
+        ], vm.messages(t)
+
     return run
 
 
@@ -266,6 +271,7 @@ def _profiled(options, to_port=False):
     """``to_port``: profile to a memory trace port, as the README asks for
     ``scheduler`` (a profiler process is woken by its own profile messages, so
     the emulator never becomes quiet); the node's profiler is a process."""
+
     def run(vm):
         t = vm.open_trace_port("memory") if to_port else vm.spawn_collector()
         r = vm.spawn(runner)
@@ -275,6 +281,7 @@ def _profiled(options, to_port=False):
         vm.system_profile("undefined", [])
         msgs = vm.trace_port_terms(t) if to_port else vm.messages(t)
         return [("profiler", t), ("r", r)], msgs
+
     return run
 
 
@@ -283,7 +290,7 @@ def e_profile_runnable_ports(vm):
     ctl = vm.spawn_collector()
     o = vm.spawn(port_owner, ctl)
     vm.run(timeout=20)
-    (_, port), = vm.messages(ctl)
+    ((_, port),) = vm.messages(ctl)
     vm.system_profile(t, ["runnable_ports"])
     kick(vm, o, A.go)
     vm.system_profile("undefined", [])
@@ -298,6 +305,7 @@ def _port_traced(body, flags):
         vm.trace("new", True, flags, tracer=t)
         kick(vm, u, A.go)
         return [("tracer", t), ("user", u)], vm.messages(t)
+
     return run
 
 
@@ -329,19 +337,27 @@ SYSTEM_WIDE = ("foreign_subjects",)
 
 SCENARIOS = [
     Scenario("long_gc", _monitored([big_gc], [("long_gc", 1)]), noise=SYSTEM_WIDE),
-    Scenario("long_gc_at_limit", _monitored([small_gc, big_gc], [("long_gc", 1)]),
-             noise=SYSTEM_WIDE),
+    Scenario(
+        "long_gc_at_limit", _monitored([small_gc, big_gc], [("long_gc", 1)]), noise=SYSTEM_WIDE
+    ),
     Scenario("large_heap", _monitored([big_gc], [("large_heap", 100_000)]), noise=SYSTEM_WIDE),
-    Scenario("long_schedule", _monitored([long_slice], [("long_schedule", 5)]),
-             noise=SYSTEM_WIDE),
+    Scenario("long_schedule", _monitored([long_slice], [("long_schedule", 5)]), noise=SYSTEM_WIDE),
     Scenario("busy_port", e_busy_port, noise=SYSTEM_WIDE),
     Scenario("profile_runnable_procs", _profiled(["runnable_procs"]), noise=SYSTEM_WIDE),
     Scenario("profile_runnable_ports", e_profile_runnable_ports, noise=SYSTEM_WIDE),
-    Scenario("profile_scheduler", _profiled(["scheduler"], to_port=True), noise=SYSTEM_WIDE,
-             as_set=_scheduler_profile),
+    Scenario(
+        "profile_scheduler",
+        _profiled(["scheduler"], to_port=True),
+        noise=SYSTEM_WIDE,
+        as_set=_scheduler_profile,
+    ),
     Scenario("port_open_closed", _port_traced(echo_port_user, ["ports"]), aliases=ECHO_IS_CAT),
-    Scenario("running_ports", _port_traced(echo_port_keeper, ["running_ports"]), noise=("port_io_tasks",),
-             aliases=ECHO_IS_CAT),
+    Scenario(
+        "running_ports",
+        _port_traced(echo_port_keeper, ["running_ports"]),
+        noise=("port_io_tasks",),
+        aliases=ECHO_IS_CAT,
+    ),
     Scenario("crash_report", e_crash_report),
     Scenario("trace_delivered_reply", e_trace_delivered_reply),
 ]

@@ -6,6 +6,7 @@ unlink, getting_linked, getting_unlinked, exit, register, unregister),
 trace_proc_spawn, trace_sched (running, exiting, scheduler_id, a killed
 process), trace_gc, timestamps, and trace_info's flag list.
 """
+
 from __future__ import annotations
 
 import smp
@@ -385,6 +386,7 @@ def _spawn_scenario(body, flags):
         vm.trace(p, True, flags, tracer=t)
         kick(vm, p, A.go)
         return [("tracer", t), ("parent", p)], vm.messages(t)
+
     return run
 
 
@@ -396,6 +398,7 @@ def _runner_scenario(flags, second=True):
         if second:
             kick(vm, p, A.go2)
         return [("tracer", t), ("p", p)], vm.messages(t)
+
     return run
 
 
@@ -416,9 +419,25 @@ def e_garbage_collection(vm):
 
 def e_trace_info_flags(vm):
     t, (p,) = _setup(vm, (sink,))
-    vm.trace(p, True, ["send", "receive", "procs", "call", "running", "exiting",
-                       "garbage_collection", "timestamp", "arity", "return_to",
-                       "set_on_spawn", "set_on_link"], tracer=t)
+    vm.trace(
+        p,
+        True,
+        [
+            "send",
+            "receive",
+            "procs",
+            "call",
+            "running",
+            "exiting",
+            "garbage_collection",
+            "timestamp",
+            "arity",
+            "return_to",
+            "set_on_spawn",
+            "set_on_link",
+        ],
+        tracer=t,
+    )
     return [("tracer", t), ("p", p)], [bif("trace_info", vm.trace_info(p, "flags"))]
 
 
