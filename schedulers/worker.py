@@ -215,7 +215,9 @@ class Worker:
             if self.inbox_ep.startswith("tcp://0.0.0.0:"):
                 host = endpoints.get("advertise_host") or "127.0.0.1"
                 self.inbox_ep = f"tcp://{host}:{self.inbox_ep.rsplit(':', 1)[1]}"
-        self.send_ctl(
+        # sent once the connection is up: a DEALER with no peer (a CURVE
+        # handshake the controller refused) would block a plain send for ever
+        self._hello = wire.dumps_frame(
             (
                 "hello",
                 sched_id,
@@ -291,12 +293,19 @@ class Worker:
         failed = 0
         try:
             while True:
+                if self._hello is not None:
+                    try:
+                        self.ctl.send(self._hello, zmq.NOBLOCK)
+                        self._hello = None
+                    except zmq.Again:
+                        pass  # no connection yet: the handshake's events come first
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise TimeoutError(
                         f"no welcome from the controller at {self.ep['ctl']} within {timeout:g} s"
                     )
-                events = dict(poller.poll(min(100, int(left * 1000) + 1)))
+                wait_ms = 2 if self._hello is not None else 100  # hello still to send
+                events = dict(poller.poll(min(wait_ms, int(left * 1000) + 1)))
                 if self.ctl_monitor is not None and self.ctl_monitor in events:
                     failed += self._handshake_event(failed)
                 if self.ctl not in events:
