@@ -13,6 +13,9 @@ import signal
 import psutil
 import pytest
 
+# the differential suite's end-of-run summary (its hooks, see the module)
+from differential.summary import pytest_runtest_logreport, pytest_terminal_summary  # noqa: F401
+
 import smp
 
 

@@ -1,5 +1,8 @@
 """The differential suite's summary: how many scenario-modes match the real node.
 
+Registered by the root ``tests/conftest.py`` (so the controller of an xdist
+run has it whichever tests were asked for).
+
 Each scenario test records its outcome in ``user_properties`` (which
 pytest-xdist carries from the workers to the controller); this conftest adds
 them up and prints, at the end of the run, how many scenario-modes match the
