@@ -21,7 +21,6 @@ from .common import (
     SUSPENDED,
     TRACEE_FLAGS,
     Error,
-    M,
     Pid,
     Port,
     Proc,
@@ -114,26 +113,14 @@ class ResourceOps:
             raise Error(am_badarg)
         st = self.state
         if port.busy:
-            what = am_busy_dist_port if port.dist else am_busy_port
-            enabled = st.busy_dist_port if port.dist else st.busy_port
-            if enabled and st.system_monitor is not NIL:
-                self.monitor_generic(p, what, port_id)
+            self._busy_port(port, p.pid)
             return False
         sync = port.cost_ms > 0
         if sync and p.tracer is not NIL and are_trace_flags_on(p.flags, F_TRACE_SCHED):
             self.trace_virtual_sched(p, am_out)
         if st.profile_exclusive and st.profile_runnable_procs:
             self.profile_runnable_proc(p, am_inactive)
-        if st.profile_runnable_ports:
-            self.profile_runnable_port(port, am_active)
-        if port.tracer is not NIL and are_trace_flags_on(port.flags, F_TRACE_SCHED_PORTS):
-            self.trace_sched_ports_where(port, am_in, am_command)
-        for out in port.command(data):
-            self._port_output(port, out)
-        if port.tracer is not NIL and are_trace_flags_on(port.flags, F_TRACE_SCHED_PORTS):
-            self.trace_sched_ports_where(port, am_out, am_command)
-        if st.profile_runnable_ports:
-            self.profile_runnable_port(port, am_inactive)
+        self._run_port_command(port, data)
         if st.profile_exclusive and st.profile_runnable_procs:
             self.profile_runnable_proc(p, am_active)
         if sync:
@@ -146,32 +133,21 @@ class ResourceOps:
                 self.monitor_long_schedule_port(port, _a("proc_sig"), port.cost_ms)
             if p.tracer is not NIL and are_trace_flags_on(p.flags, F_TRACE_SCHED):
                 self.trace_virtual_sched(p, am_in)
-        if port.busy and port.busy_ms:
-            self._timer_seq += 1
-            heapq.heappush(
-                self.timers, (time.monotonic() + port.busy_ms / 1000, self._timer_seq, port, -1)
-            )
         return True
 
-    def remote_port_command(self, port_id, caller: Pid, data, reply: bool) -> None:
-        """smp: ``port_command`` from a process on another scheduler, run on
-        the port's.  A busy port fires ``busy_port`` for the caller, who waits
-        until the port is free again (told ``False``: try again).  ``reply``
-        is False for ``Port ! {Pid, {command, Data}}``, which does not wait."""
-        port = self.ports.get(port_id)
-        if port is None or port.closed:
-            if reply:
-                self._port_reply(caller, am_badarg)
-            return
+    def _busy_port(self, port, caller: Pid) -> None:
+        """A command to a busy port: ``busy_port`` (``busy_dist_port``) for the caller."""
         st = self.state
-        if port.busy:
+        enabled = st.busy_dist_port if port.dist else st.busy_port
+        if enabled and st.system_monitor is not NIL:
             what = am_busy_dist_port if port.dist else am_busy_port
-            enabled = st.busy_dist_port if port.dist else st.busy_port
-            if enabled and st.system_monitor is not NIL:
-                self._monitor_send(caller, M.monitor_generic(caller, what, port_id))
-            if reply:
-                self.remote_waiting.setdefault(port_id, []).append(caller)
-            return
+            self.monitor_generic(caller, what, port.id)
+
+    def _run_port_command(self, port, data) -> None:
+        """The port's side of a command, on the port's scheduler: runnable
+        profile, ``in``/``out`` ``command``, the driver's output to the owner,
+        and the timer that ends a busy spell."""
+        st = self.state
         if st.profile_runnable_ports:
             self.profile_runnable_port(port, am_active)
         if port.tracer is not NIL and are_trace_flags_on(port.flags, F_TRACE_SCHED_PORTS):
@@ -187,6 +163,23 @@ class ResourceOps:
             heapq.heappush(
                 self.timers, (time.monotonic() + port.busy_ms / 1000, self._timer_seq, port, -1)
             )
+
+    def remote_port_command(self, port_id, caller: Pid, data, reply: bool) -> None:
+        """smp: ``port_command`` from a process on another scheduler, run on
+        the port's.  A busy port fires ``busy_port`` for the caller, who waits
+        until the port is free again (told ``False``: try again).  ``reply``
+        is False for ``Port ! {Pid, {command, Data}}``, which does not wait."""
+        port = self.ports.get(port_id)
+        if port is None or port.closed:
+            if reply:
+                self._port_reply(caller, am_badarg)
+            return
+        if port.busy:
+            self._busy_port(port, caller)
+            if reply:
+                self.remote_waiting.setdefault(port_id, []).append(caller)
+            return
+        self._run_port_command(port, data)
         if reply:
             self._port_reply(caller, True)
 

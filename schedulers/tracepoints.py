@@ -232,8 +232,9 @@ class TracePoints:
             port.id, M.monitor_long_schedule_port(port.id, op, time_ms), self_check=False
         )
 
-    def monitor_generic(self, p: Proc, what, spec) -> None:
-        self._monitor_send(p.pid, M.monitor_generic(p.pid, what, spec))
+    def monitor_generic(self, pid, what, spec) -> None:
+        """``monitor_generic``: ``{monitor, Pid, busy_port|busy_dist_port, Port}``."""
+        self._monitor_send(pid, M.monitor_generic(pid, what, spec))
 
     # ================================================================ SYSPROF
     def profile_send(self, from_, msg) -> None:
