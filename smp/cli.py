@@ -273,6 +273,22 @@ def _execute(
 
 
 # ---------------------------------------------------------------- commands
+# options several commands share (one definition each)
+_format_option = click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["dbg", "json", "terms"]),
+    default="dbg",
+    show_default=True,
+    help="trace output: dbg text, JSON lines, or Erlang terms",
+)
+_out_option = click.option(
+    "--out",
+    type=click.Path(dir_okay=False, writable=True),
+    help="write the trace here instead of stdout",
+)
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="smp-trace-emu")
 def cli():
@@ -293,19 +309,8 @@ def cli():
     type=click.IntRange(1, 64),
     help="how many schedulers smp mode runs instead of the scenario's (nonsmp always runs 1)",
 )
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["dbg", "json", "terms"]),
-    default="dbg",
-    show_default=True,
-    help="trace output: dbg text, JSON lines, or Erlang terms",
-)
-@click.option(
-    "--out",
-    type=click.Path(dir_okay=False, writable=True),
-    help="write the trace here instead of stdout",
-)
+@_format_option
+@_out_option
 @click.option(
     "--json",
     "as_json",
@@ -566,19 +571,8 @@ def _warn_insecure(endpoint: str) -> None:
     show_default=True,
     help="seconds to wait for the schedulers to join",
 )
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["dbg", "json", "terms"]),
-    default="dbg",
-    show_default=True,
-    help="trace output: dbg text, JSON lines, or Erlang terms",
-)
-@click.option(
-    "--out",
-    type=click.Path(dir_okay=False, writable=True),
-    help="write the trace here instead of stdout",
-)
+@_format_option
+@_out_option
 @click.option("--json", "as_json", is_flag=True, help="print the summary as JSON on stdout")
 @click.option(
     "--summary/--no-summary",
