@@ -409,18 +409,6 @@ class ProcessOps:
         self._queue_message(t, msg, token, trace_recv=True)
         return True
 
-    def deliver_sys(self, to, msg) -> bool:
-        """A system message the dispatcher delivered (already complete), to a
-        process or to a port a process here opened."""
-        if type(to) is Port:
-            return self.write_driver_port(to, msg)
-        t = self.procs.get(to)
-        if t is None or t.status == EXITED:
-            self.stats.sys_arrived_dead += 1
-            return False
-        self._queue_message(t, msg, None)
-        return True
-
     def deliver_sys_run(self, to, bodies: list) -> None:
         """A run of system messages the dispatcher delivered to one receiver:
         into the mailbox in one step (system messages are not traced as

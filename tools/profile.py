@@ -61,7 +61,7 @@ STAGES = {
     "decide": {"_dispatch", "resolve", "dispatch_loop"},
     "forward": {"_settle"},
     "decode at receiver": {"handle_inbox", "run_bodies", "complete", "loads_terms"},
-    "mailbox": {"deliver_sys", "deliver_sys_run", "_queue_message", "deliver_remote"},
+    "mailbox": {"deliver_sys_run", "_queue_message", "deliver_remote"},
     "receive": {"receive", "on_message_removed"},
     "send (workload)": {"op_send", "_send_message", "send", "sender"},
     "scheduling": {
