@@ -50,6 +50,12 @@ class PortObj:
         self.dist = dist
         self.commands = 0
 
+    @property
+    def valid_tracer(self) -> bool:
+        """``erts_is_valid_tracer_port``: open, not busy, not a distribution
+        port (``ERTS_PORT_SFLGS_INVALID_TRACER_LOOKUP``)."""
+        return not (self.closed or self.busy or self.dist)
+
     def command(self, data) -> list:
         """Run one command; returns the data to send to the owner."""
         self.commands += 1

@@ -106,7 +106,7 @@ class _DriverPort:
     @property
     def closed(self) -> bool:
         pt = self.port
-        return pt.closed or pt.busy or pt.dist
+        return not pt.valid_tracer
 
     def write(self, data: bytes) -> bool:
         for out in self.port.command(data):
@@ -199,7 +199,7 @@ class Node(ProcessOps, CallTracing, ResourceOps, SeqTrace, TracePoints, LocalBif
             return self.tracer_port(port) is not None
         if type(port) is Port and port_owner(port, self.nsched) == self.sched_id:
             pt = self.ports.get(port)
-            return pt is not None and not (pt.closed or pt.busy or pt.dist)
+            return pt is not None and pt.valid_tracer
         return port in self.remote_tracer_ports
 
     def tracer_port(self, port):
@@ -210,7 +210,7 @@ class Node(ProcessOps, CallTracing, ResourceOps, SeqTrace, TracePoints, LocalBif
         if tp is not None:
             return None if tp.closed else tp
         pt = self.ports.get(port)
-        if pt is None or pt.closed or pt.busy or pt.dist:
+        if pt is None or not pt.valid_tracer:
             return None
         return _DriverPort(self, pt)
 

@@ -199,7 +199,7 @@ class ResourceOps:
         of this scheduler opened (``write_sys_msg_to_port``); False when the
         port is no longer a valid tracer (closed or busy meanwhile)."""
         pt = self.ports.get(port_id)
-        if pt is None or pt.closed or pt.busy or pt.dist:
+        if pt is None or not pt.valid_tracer:
             self.stats.sys_arrived_dead += 1
             return False
         from smp.etf import encode
