@@ -19,7 +19,7 @@ Records (after ``(seq, kind)``):
 * ``lost`` scheduler id, pids: a scheduler died.
 
 The file is a sequence of pickles; ``dispatcher.replay.read_records`` reads
-them back with the restricted decoder (``smp.wire.load_record``).
+them back with the restricted decoder (``smp.wire.codec.load_record``).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ queued them (``q``), the process-table events (``e``, ``lost``), the state
 after every change (``s``) and the decision taken for every run (``d``).
 Replaying walks it once: table events rebuild a ``PidTable``, snapshots are
 loaded into a ``TracerState``, and at each ``d`` the oldest undecided run is
-decided again with ``smp.dispatch.resolve`` and the same scheduler-loss
+decided again with ``smp.core.dispatch.resolve`` and the same scheduler-loss
 rule as ``Dispatcher._dispatch``, then failures take their side effects
 through ``disp_failure`` on the replayed state, as ``sys_msg_disp_failure``
 does in the seed.
@@ -39,16 +39,17 @@ import pickle
 from collections import Counter, deque
 from dataclasses import dataclass, field, fields
 
-from smp import messages as M
-from smp.clock import us_to_ts
-from smp.compare import OrderChecker
-from smp.dbgfmt import format_dbg
-from smp.dispatch import DELIVER_PID, DELIVER_PORT, DROP, Decision, disp_failure, resolve
-from smp.placement import pid_owner
-from smp.state import NIL, Snapshot, TracerState
-from smp.stats import totals
-from smp.terms import Atom, Pid, Port, format_term
-from smp.wire import load_record, loads_terms
+from smp.core import messages as M
+from smp.core.clock import us_to_ts
+from smp.core.dispatch import DELIVER_PID, DELIVER_PORT, DROP, Decision, disp_failure, resolve
+from smp.core.placement import pid_owner
+from smp.core.pretty import format_term
+from smp.core.state import NIL, Snapshot, TracerState
+from smp.core.stats import totals
+from smp.core.terms import Atom, Pid, Port
+from smp.ports.dbgfmt import format_dbg, term_to_json
+from smp.ports.order import OrderChecker
+from smp.wire.codec import load_record, loads_terms
 
 from .journal import JOURNAL_MAGIC
 from .table import PidTable
@@ -227,8 +228,6 @@ class ReplayReport:
         return not self.divergence_count and not self.violation_count
 
     def to_json(self) -> dict:
-        from smp.cli import term_to_json
-
         out = {
             k: getattr(self, k)
             for k in (

@@ -14,7 +14,7 @@ Three threads, each with its own ZeroMQ sockets:
   bytes, forwarded as they came (decoded again only to write them to a
   port).
 * dispatch (reader of the state): swaps the whole queue out, as the seed
-  does, and decides each message with ``smp.dispatch.resolve``, sending pid
+  does, and decides each message with ``smp.core.dispatch.resolve``, sending pid
   deliveries in batches to the owning scheduler's inbox and writing port
   deliveries in the external term format.
 * control (writer of the state): serves the controller's requests (from
@@ -37,18 +37,21 @@ import traceback
 from collections import Counter, deque
 
 import zmq
+from zmq.utils.monitor import recv_monitor_message
 
-from smp import messages as M
-from smp import rundir, wire
-from smp.clock import Clock, us_to_ts
-from smp.dispatch import DELIVER_PID, DELIVER_PORT, disp_failure, resolve
-from smp.errors import BadArg, ProtocolError, TracePortError
-from smp.placement import pid_owner, port_owner
-from smp.security import describe_peer, recv_from
-from smp.state import NIL, TracerState
-from smp.stats import totals
-from smp.terms import Atom, Pid, Port
-from smp.tracerports import close_at_exit
+from dispatcher.journal import Journal
+from smp.core import messages as M
+from smp.core.clock import Clock, us_to_ts
+from smp.core.dispatch import DELIVER_PID, DELIVER_PORT, disp_failure, resolve
+from smp.core.errors import BadArg, ProtocolError, TracePortError
+from smp.core.placement import pid_owner, port_owner
+from smp.core.state import NIL, TracerState
+from smp.core.stats import totals
+from smp.core.terms import Atom, Pid, Port
+from smp.ports.traceport import close_at_exit, open_trace_port
+from smp.wire import codec, rundir
+from smp.wire.curve import Authenticator, describe_peer, recv_from
+from smp.wire.etf import encode
 
 from .table import PidTable
 
@@ -76,7 +79,7 @@ _MAX_NS = 1 << 64
 def _check_batch(obj, sender: int, nsched: int) -> None:
     """Check a whole batch from scheduler ``sender`` field by field before
     any of it counts (all or nothing): the runs' headers, their bodies
-    (``wire.run_bodies``, as the receiving scheduler will check them), and
+    (``codec.run_bodies``, as the receiving scheduler will check them), and
     the table events, each about a process of the sender."""
     if type(obj) is not tuple or len(obj) not in (4, 5):
         raise ProtocolError("batch frame is not ('b', version, scheduler, items[, after])")
@@ -86,8 +89,8 @@ def _check_batch(obj, sender: int, nsched: int) -> None:
         or not all(type(n) is int and n >= 0 for n in obj[4])
     ):
         raise ProtocolError(f"batch's 'after' is not {nsched + 1} batch counts")
-    if obj[1] != wire.WIRE_VERSION:
-        raise ProtocolError(f"wire version {obj[1]!r}, expected {wire.WIRE_VERSION}")
+    if obj[1] != codec.WIRE_VERSION:
+        raise ProtocolError(f"wire version {obj[1]!r}, expected {codec.WIRE_VERSION}")
     if obj[2] != sender or type(obj[2]) is not int:
         raise ProtocolError(
             f"batch says it is from scheduler {obj[2]!r}, its sender is scheduler {sender}"
@@ -110,7 +113,7 @@ def _check_batch(obj, sender: int, nsched: int) -> None:
                 or type(ts_kind) is not int
                 or not 0 <= ts_kind <= 3
                 or type(n) is not int
-                or not 1 <= n <= wire.MAX_RUN
+                or not 1 <= n <= codec.MAX_RUN
                 or type(made_ns) is not int
                 or not 0 <= made_ns < _MAX_NS
             ):
@@ -120,7 +123,7 @@ def _check_batch(obj, sender: int, nsched: int) -> None:
             ):
                 raise ProtocolError(f"item {i} is not a well-formed profile_scheduler run")
             try:
-                wire.run_bodies(blob, n, ts_kind)
+                codec.run_bodies(blob, n, ts_kind)
             except ProtocolError as e:
                 raise ProtocolError(f"item {i}: {e}") from None
         elif it[0] == "e":
@@ -168,8 +171,6 @@ class Dispatcher:
         self.ctx = zmq.Context()
         self.auth = None
         if security:
-            from smp.security import Authenticator
-
             self.auth = Authenticator(self.ctx, security["allowed"])
         self.table = PidTable()
         self.state = TracerState(liveness=self.table, on_change=self._on_state_change)
@@ -202,8 +203,6 @@ class Dispatcher:
         self.sched_active = [False] * (nsched + 1)
         self.journal = None
         if journal:
-            from .journal import Journal
-
             self.journal = Journal(journal, nsched)
         self.latencies: deque = deque(maxlen=LATENCY_SAMPLES)
         self.stderr_lines: list[str] = []
@@ -212,11 +211,11 @@ class Dispatcher:
         self._markers: dict = {}
         self.ingest_sock = self.ctx.socket(zmq.ROUTER)
         self.ingest_sock.setsockopt(zmq.RCVHWM, HWM)
-        self.ingest_sock.setsockopt(zmq.MAXMSGSIZE, wire.MAX_FRAME)  # a bigger one: disconnected
+        self.ingest_sock.setsockopt(zmq.MAXMSGSIZE, codec.MAX_FRAME)  # a bigger one: disconnected
         self._curve_server(self.ingest_sock)
         self.ingest_sock.bind(endpoints["ingest"])
         self.ctl_sock = self.ctx.socket(zmq.ROUTER)
-        self.ctl_sock.setsockopt(zmq.MAXMSGSIZE, wire.MAX_FRAME)
+        self.ctl_sock.setsockopt(zmq.MAXMSGSIZE, codec.MAX_FRAME)
         self._curve_server(self.ctl_sock)
         self.ctl_sock.bind(endpoints["disp_ctl"])
         self.pubs = {}
@@ -284,8 +283,6 @@ class Dispatcher:
         while not self.stop.is_set():
             events = dict(poller.poll(100))
             if monitor is not None and monitor in events:
-                from zmq.utils.monitor import recv_monitor_message
-
                 recv_monitor_message(monitor)
                 self.handshake_failed += 1
             if self.parked:
@@ -357,7 +354,7 @@ class Dispatcher:
             raise ProtocolError(f"scheduler {k}'s routing id with another key")
         if len(parts) != 1:
             raise ProtocolError(f"a message of {len(parts)} parts, not 1")
-        obj = wire.loads_terms(parts[0])
+        obj = codec.loads_terms(parts[0])
         if type(obj) is not tuple or not obj:
             raise ProtocolError("frame is not a tuple")
         kind = obj[0]
@@ -507,7 +504,7 @@ class Dispatcher:
                 continue
             if unit == "message" and k > n:
                 type_, from_, to, ts_kind, blob, _, base, active, made_ns = item
-                bodies = wire.loads_terms(blob)
+                bodies = codec.loads_terms(blob)
                 local.append(
                     (
                         type_,
@@ -583,7 +580,7 @@ class Dispatcher:
             outcomes = ["delivered"] * (self.delivered[type_] - delivered0)
             for (_t, reason), k in (self.dropped - dropped0).items():
                 outcomes += [reason] * k
-        for i, body in enumerate(wire.loads_terms(blob)):
+        for i, body in enumerate(codec.loads_terms(blob)):
             ts = us_to_ts(base + i) if ts_kind else None
             record.append(
                 (
@@ -669,8 +666,6 @@ class Dispatcher:
                 delivered[type_] += n
                 kinds.setdefault(owner, Counter())[type_] += n
             elif d.action == DELIVER_PORT:
-                from smp.etf import encode
-
                 port = table.ports[d.receiver]
                 written = 0
                 try:
@@ -680,7 +675,7 @@ class Dispatcher:
                                 body, ts_kind, us_to_ts(base + i) if ts_kind else None, active
                             )
                         )
-                        for i, body in enumerate(wire.loads_terms(blob))
+                        for i, body in enumerate(codec.loads_terms(blob))
                     ]
                 except (TypeError, ValueError) as e:  # data, not a term: never written
                     os.write(
@@ -702,7 +697,7 @@ class Dispatcher:
             else:
                 if d.failure:
                     if type_ == ERRLGR:
-                        for body in wire.loads_terms(blob):
+                        for body in codec.loads_terms(blob):
                             disp_failure(m._replace(msg=body), d.receiver, state, self._stderr)
                     else:
                         for _ in range(n):
@@ -868,9 +863,9 @@ class Dispatcher:
             except Exception as e:
                 value, ok = e, False
             try:
-                reply = wire.dumps_frame(("r", req_id, ok, value))
-            except wire.Unencodable as e:
-                reply = wire.dumps_frame(("r", req_id, False, e))
+                reply = codec.dumps_frame(("r", req_id, ok, value))
+            except codec.Unencodable as e:
+                reply = codec.dumps_frame(("r", req_id, False, e))
             sock.send_multipart([ident, reply])
             if cmd == "stop":
                 self.stop.set()
@@ -884,7 +879,7 @@ class Dispatcher:
             raise ProtocolError("the controller's routing id with another key")
         if len(parts) != 1:
             raise ProtocolError(f"a message of {len(parts)} parts, not 1")
-        obj = wire.loads_frame(parts[0])
+        obj = codec.loads_frame(parts[0])
         if (
             type(obj) is not tuple
             or len(obj) != 3
@@ -1028,12 +1023,10 @@ class Dispatcher:
         if cmd == "queue_list":
             return self.foreach_sys_msg_in_q()
         if cmd == "open_trace_port":
-            from smp.tracerports import open_tracer_port
-
             kind, a, kw = args
             self._port_counter += 1
             port_id = Port((self.nsched + 1) * self._port_counter)
-            self.table.ports[port_id] = open_tracer_port(kind, *a, **kw)
+            self.table.ports[port_id] = open_trace_port(kind, *a, **kw)
             if self.journal is not None:
                 self.journal.record("e", "port_open", port_id)
             self._pub(("ports", self.table.open_tracer_ports()))
@@ -1183,7 +1176,7 @@ class Dispatcher:
                 to = st.get_system_profile()
             elif type_ == M.SYS_MSG_TYPE_ERRLGR:
                 to = am_error_logger
-            for i, body in enumerate(wire.loads_terms(blob)):
+            for i, body in enumerate(codec.loads_terms(blob)):
                 ts = us_to_ts(base + i) if ts_kind else None
                 out.append((from_, to, M.complete(body, ts_kind, ts, active)))
         return out

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 
-from smp.terms import Atom, Pid, Port
+from smp.core.terms import Atom, Pid, Port
 
 __all__ = ["PidTable"]
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from smp import messages as M
-from smp.state import NIL
-from smp.terms import Atom
+from smp.core import messages as M
+from smp.core.state import NIL
+from smp.core.terms import Atom
 
 __all__ = ["LocalBackend"]
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import sys
 
+from schedulers.process import _ONE_RED
+
 from .common import (
     EXITED,
     F_SENSITIVE,
@@ -149,7 +151,6 @@ class CallTracing:
             self.erts_trace_return(p, mfa, result, pat["meta"])
         if rf & MATCH_SET_RETURN_TO_TRACE:
             self.erts_trace_return_to(p, caller)
-        from .process import _ONE_RED
 
         await _ONE_RED
         return result

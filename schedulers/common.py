@@ -11,11 +11,11 @@ import sys
 import time
 from collections import deque
 
-from smp import messages as M
-from smp.clock import Clock
-from smp.dispatch import format_error_logger_failure
-from smp.errors import BadArg, ErlangException, Error, Exit, Throw
-from smp.flags import (
+from smp.core import messages as M
+from smp.core.clock import Clock
+from smp.core.dispatch import format_error_logger_failure
+from smp.core.errors import BadArg, ErlangException, Error, Exit, Throw
+from smp.core.flags import (
     F_SENSITIVE,
     F_TIMESTAMP,
     F_TRACE_ARITY_ONLY,
@@ -40,15 +40,16 @@ from smp.flags import (
     TRACEE_FLAGS,
     flag_bit,
 )
-from smp.matchspec import (
+from smp.core.matchspec import (
     MATCH_SET_EXCEPTION_TRACE,
     MATCH_SET_RETURN_TO_TRACE,
     MATCH_SET_RETURN_TRACE,
 )
-from smp.placement import PID_BASE, pid_index, pid_owner, port_owner
-from smp.state import FALSE, NIL, TracerState
-from smp.stats import Stats
-from smp.terms import Atom, Pid, Port, Ref, format_term
+from smp.core.placement import PID_BASE, pid_index, pid_owner, port_owner
+from smp.core.pretty import format_term
+from smp.core.state import FALSE, NIL, TracerState
+from smp.core.stats import Stats
+from smp.core.terms import Atom, Pid, Port, Ref
 
 from .drivers import make_driver
 from .process import EXITED, EXITING, REDS, RPC, RUNNABLE, SUSPEND, SUSPENDED, WAIT, WAITING, Proc

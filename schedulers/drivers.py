@@ -10,12 +10,12 @@
            (``trace_virtual_sched``) and ``long_schedule`` may fire for the port.
 
 Ports that trace (file, ip, memory, null) are made with
-``Emulator.open_trace_port`` instead (``smp.tracerports``).
+``Emulator.open_trace_port`` instead (``smp.ports.traceport``).
 """
 
 from __future__ import annotations
 
-from smp.errors import BadArg
+from smp.core.errors import BadArg
 
 __all__ = ["PortObj", "make_driver", "DRIVERS"]
 

@@ -24,7 +24,7 @@ import sys
 import time
 from collections import deque
 
-from smp import wire
+from smp.wire import codec
 
 from .calls import CallTracing
 from .common import (
@@ -87,10 +87,10 @@ __all__ = ["Node", "pid_owner", "port_owner", "pid_index", "PID_BASE", "are_trac
 def _travels(fun, args) -> bool:
     """Can a spawn of ``fun(*args)`` be sent to another scheduler as data?"""
     try:
-        wire.dumps((fun, args))
-    except wire.Unencodable:
+        codec.dumps((fun, args))
+    except codec.Unencodable:
         return False
-    return wire.fun_ref(fun) is not None
+    return codec.fun_ref(fun) is not None
 
 
 class _DriverPort:

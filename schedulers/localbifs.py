@@ -4,9 +4,10 @@ table, the state replica), and BIFs called by its processes."""
 
 from __future__ import annotations
 
-from smp.bifs import ALREADY_TRACED
-from smp.flags import PORT_ONLY_FLAGS, PROC_ONLY_FLAGS, TRACEE_MODIFIER_FLAGS
-from smp.matchspec import MatchSpec, compile_match_spec
+from schedulers.backend import LocalBackend
+from smp.core.bifs import ALREADY_TRACED, call_bif
+from smp.core.flags import PORT_ONLY_FLAGS, PROC_ONLY_FLAGS, TRACEE_MODIFIER_FLAGS, flags_to_list
+from smp.core.matchspec import MatchSpec, compile_match_spec
 
 from .common import (
     EXITED,
@@ -111,7 +112,6 @@ class LocalBifs:
         return True
 
     def trace_info_local(self, pid, item: str):
-        from smp.flags import flags_to_list
 
         t = self.procs.get(pid) if type(pid) is Pid else self.ports.get(pid)
         if t is None or getattr(t, "status", None) == EXITED or getattr(t, "closed", False):
@@ -164,12 +164,10 @@ class LocalBifs:
     # ================================================================ BIFs from processes
     async def op_bif(self, p: Proc, name: str, args):
         """A trace BIF called by process ``p`` (the caller is its default tracer)."""
-        from smp.bifs import call_bif
 
         try:
             if self.smp:
                 return await self.transport.rpc(p, "bif", name, args)
-            from .backend import LocalBackend
 
             return call_bif(LocalBackend(self), p.pid, name, args)
         except BadArg as e:

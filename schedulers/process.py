@@ -13,8 +13,9 @@ import time
 from collections import deque
 from itertools import islice
 
-from smp.errors import BadArg, Error
-from smp.terms import Atom
+from schedulers.heap import Heap
+from smp.core.errors import BadArg, Error, Exit
+from smp.core.terms import Atom
 
 __all__ = [
     "Proc",
@@ -94,7 +95,6 @@ class Proc:
     )
 
     def __init__(self, node, pid, initial):
-        from .heap import Heap
 
         self.pid = pid
         self.node = node
@@ -201,7 +201,6 @@ class Proc:
 
     async def exit(self, *args):
         """``exit(Reason)`` (one argument) or ``exit(Pid, Reason)`` (two)."""
-        from smp.errors import Exit
 
         if len(args) == 1:
             raise Exit(args[0])

@@ -10,6 +10,8 @@ import heapq
 import time
 from collections import deque
 
+from smp.wire.etf import encode
+
 from .common import (
     EXITED,
     F_TRACE_GC,
@@ -202,7 +204,6 @@ class ResourceOps:
         if pt is None or not pt.valid_tracer:
             self.stats.sys_arrived_dead += 1
             return False
-        from smp.etf import encode
 
         for out in pt.command(encode(msg)):
             self._port_output(pt, out)

@@ -7,6 +7,8 @@ nonsmp mode the tracer is looked up now (``ERTS_GET_TRACER_REF``)."""
 
 from __future__ import annotations
 
+from smp.wire.etf import encode
+
 from .common import (
     EXITED,
     EXITING,
@@ -54,7 +56,6 @@ class TracePoints:
 
     def _write_port(self, tp, msg, type_: int) -> bool:
         """``write_sys_msg_to_port``: external term format into the port."""
-        from smp.etf import encode
 
         self.stats.made(type_)
         heavy = tp.write(encode(msg))

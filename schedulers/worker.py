@@ -12,7 +12,7 @@ each created here after the fork:
   on first use.  Each DEALER has the routing id the welcome gave it for that
   receiver; the inbox takes frames from the ids it was given alone.
 
-Every frame that arrives is decoded as data (``smp.wire``) and checked
+Every frame that arrives is decoded as data (``smp.wire.codec``) and checked
 before any of it counts; a bad one is counted and logged.  Code (a closure
 to spawn) is taken from the controller alone, and only when the ``ctl``
 channel is authenticated (ipc in the owner-only directory, or CURVE).
@@ -27,6 +27,7 @@ from __future__ import annotations
 import os
 import pickle
 import signal
+import socket
 import sys
 import threading
 import time
@@ -35,15 +36,19 @@ from collections import deque
 
 import psutil
 import zmq
+from zmq.utils.monitor import recv_monitor_message
 
-from smp import rundir, wire
-from smp.clock import us_to_ts
-from smp.errors import BadArg, ProtocolError
-from smp.flags import TRACEE_FLAGS
-from smp.messages import complete
-from smp.security import describe_peer, new_routing_id, owner_only_dir, recv_from
-from smp.state import Snapshot
-from smp.terms import Atom, Pid, Port
+from schedulers.backend import LocalBackend
+from smp.core.bifs import call_bif
+from smp.core.clock import us_to_ts
+from smp.core.errors import BadArg, ProtocolError
+from smp.core.flags import TRACEE_FLAGS
+from smp.core.messages import complete
+from smp.core.state import Snapshot
+from smp.core.terms import Atom, Pid, Port
+from smp.ports.traceport import close_at_exit, open_trace_port
+from smp.wire import codec, rundir
+from smp.wire.curve import Authenticator, describe_peer, new_routing_id, owner_only_dir, recv_from
 
 from .engine import Node, pid_owner, port_owner
 from .process import RPC, Op
@@ -106,8 +111,8 @@ class SmpTransport:
             try:
                 # the encoder refuses what no decoder would build, so a body
                 # that is not a term never makes the dispatcher refuse a batch
-                blob = wire.dumps(self.run_bodies)
-            except wire.Unencodable:
+                blob = codec.dumps(self.run_bodies)
+            except codec.Unencodable:
                 blob = self._drop_unencodable()
             if blob is not None:
                 self.sys_out.append(
@@ -123,9 +128,9 @@ class SmpTransport:
         why = None
         for body in self.run_bodies:
             try:
-                wire.dumps(body)
+                codec.dumps(body)
                 keep.append(body)
-            except wire.Unencodable as e:
+            except codec.Unencodable as e:
                 why = e
         n = len(self.run_bodies) - len(keep)
         self.sys_made -= n
@@ -133,7 +138,7 @@ class SmpTransport:
         self.w.unsendable += n
         os.write(2, f"scheduler {self.w.sched_id}: {n} trace message(s) dropped: {why}\n".encode())
         self.run_bodies = keep
-        return wire.dumps(keep) if keep else None
+        return codec.dumps(keep) if keep else None
 
     def take_batch(self) -> list:
         self._close_run()
@@ -207,7 +212,7 @@ class Worker:
         if smp:
             self.inbox = self.ctx.socket(zmq.ROUTER)
             self.inbox.setsockopt(zmq.RCVHWM, HWM)
-            self.inbox.setsockopt(zmq.MAXMSGSIZE, wire.MAX_FRAME)
+            self.inbox.setsockopt(zmq.MAXMSGSIZE, codec.MAX_FRAME)
             self.auth = curve_server(self.ctx, self.inbox, security)
             bind = endpoints["inbox"]
             self.inbox.bind(bind.format(sched_id) if "{}" in bind else bind)
@@ -217,7 +222,7 @@ class Worker:
                 self.inbox_ep = f"tcp://{host}:{self.inbox_ep.rsplit(':', 1)[1]}"
         # sent once the connection is up: a DEALER with no peer (a CURVE
         # handshake the controller refused) would block a plain send for ever
-        self._hello = wire.dumps_frame(
+        self._hello = codec.dumps_frame(
             (
                 "hello",
                 sched_id,
@@ -326,7 +331,6 @@ class Worker:
         key ends this scheduler at once; a handshake that fails three times
         (a server key that is not the controller's, or a controller without
         CURVE) too.  Returns 1 for a failure to count."""
-        from zmq.utils.monitor import recv_monitor_message
 
         ev = recv_monitor_message(self.ctl_monitor)
         ep = self.ep["ctl"]
@@ -351,7 +355,7 @@ class Worker:
     def _welcome_frame(self):
         """The welcome (or None for anything else, a bad frame counted)."""
         try:
-            msg = wire.loads_frame(self.ctl.recv())
+            msg = codec.loads_frame(self.ctl.recv())
             if type(msg) is not tuple or not msg:
                 raise ProtocolError("not a tuple")
         except ProtocolError as e:
@@ -365,7 +369,7 @@ class Worker:
 
     # ------------------------------------------------------------------ io
     def send_ctl(self, obj) -> None:
-        self.ctl.send(wire.dumps_frame(obj))
+        self.ctl.send(codec.dumps_frame(obj))
 
     def _bad(self, where: str, sender: str, e: BaseException, size: int = 0) -> None:
         """Count and log a refused frame (the log is bounded under a flood)."""
@@ -409,7 +413,7 @@ class Worker:
             self._queue_frame(
                 self.sys_sock,
                 pickle.dumps(
-                    ("b", wire.WIRE_VERSION, self.sched_id, t.take_batch(), list(self.after)),
+                    ("b", codec.WIRE_VERSION, self.sched_id, t.take_batch(), list(self.after)),
                     _PICKLE,
                 ),
             )
@@ -427,8 +431,8 @@ class Worker:
                 self.node.stats.messages_to_dead += len(sigs)
                 continue
             try:
-                frame = wire.dumps_frame(("p", self.sched_id, sigs, self.sys_batches))
-            except wire.Unencodable:
+                frame = codec.dumps_frame(("p", self.sched_id, sigs, self.sys_batches))
+            except codec.Unencodable:
                 sigs, frame = self._sendable(owner, sigs)
                 if not sigs:
                     continue
@@ -456,9 +460,9 @@ class Worker:
         keep = []
         for sig in sigs:
             try:
-                wire.dumps(sig)
+                codec.dumps(sig)
                 keep.append(sig)
-            except wire.Unencodable as e:
+            except codec.Unencodable as e:
                 self.unsendable += 1
                 os.write(
                     2,
@@ -466,7 +470,7 @@ class Worker:
                     f"cannot travel to scheduler {owner}: {e}\n".encode(),
                 )
         return keep, (
-            wire.dumps_frame(("p", self.sched_id, keep, self.sys_batches)) if keep else None
+            codec.dumps_frame(("p", self.sched_id, keep, self.sys_batches)) if keep else None
         )
 
     # ------------------------------------------------------------------ inbound
@@ -493,7 +497,7 @@ class Worker:
             raise ProtocolError(f"{_name(sender)}'s routing id with another key")
         if len(parts) != 1:
             raise ProtocolError(f"a message of {len(parts)} parts, not 1")
-        obj = wire.loads_frame(parts[0], funs="loaded")
+        obj = codec.loads_frame(parts[0], funs="loaded")
         if type(obj) is not tuple or not obj:
             raise ProtocolError("inbox frame is not a tuple")
         kind = obj[0]
@@ -534,7 +538,7 @@ class Worker:
                 if (
                     not self._mine(to)
                     or type(n) is not int
-                    or not 1 <= n <= wire.MAX_RUN
+                    or not 1 <= n <= codec.MAX_RUN
                     or type(ts_kind) is not int
                     or not 0 <= ts_kind <= 3
                     or type(base_us) is not int
@@ -543,7 +547,7 @@ class Worker:
                     or active < 0
                 ):
                     raise ProtocolError("delivery frame has a malformed run")
-                bodies = wire.run_bodies(blob, n, ts_kind)
+                bodies = codec.run_bodies(blob, n, ts_kind)
                 if ts_kind:
                     bodies = [
                         complete(body, ts_kind, us_to_ts(base_us + i), active)
@@ -657,7 +661,7 @@ class Worker:
 
     def handle_state(self, raw: bytes) -> None:
         """A publication of the dispatcher: ``(socket, seq, (kind, data))``."""
-        msg = wire.loads(raw, exceptions=False, state=True)
+        msg = codec.loads(raw, exceptions=False, state=True)
         if (
             type(msg) is not tuple
             or len(msg) != 3
@@ -768,10 +772,6 @@ class Worker:
         if cmd == "whereis":
             return node.whereis(args[0])
         if cmd == "bif":
-            from smp.bifs import call_bif
-
-            from .backend import LocalBackend
-
             return call_bif(LocalBackend(node), None, *args)
         if cmd == "trace_apply":
             return node.set_trace_local(*args)
@@ -782,12 +782,10 @@ class Worker:
         if cmd == "pattern":
             return node.set_pattern_local(*args)
         if cmd == "open_trace_port":
-            from smp.tracerports import open_tracer_port
-
             kind, a, kw = args
             port_id = node.new_port_id()
             port_id = type(port_id)(port_id.number - self.sched_id)  # owner 0: trace ports
-            node.trace_ports[port_id] = open_tracer_port(kind, *a, **kw)
+            node.trace_ports[port_id] = open_trace_port(kind, *a, **kw)
             return port_id
         if cmd == "trace_port_call":
             port_id, method, a = args
@@ -879,7 +877,7 @@ class Worker:
         Function references may be imported; a frame with code (a closure)
         is taken only when this channel is authenticated as the controller."""
         try:
-            obj = wire.loads_frame(raw, code_ok=self.ctl_trusted, funs="import")
+            obj = codec.loads_frame(raw, code_ok=self.ctl_trusted, funs="import")
             if (
                 type(obj) is not tuple
                 or len(obj) != 3
@@ -900,9 +898,9 @@ class Worker:
         if req_id is not None:
             self.flush()
             try:
-                reply = wire.dumps_frame(("r", req_id, ok, value))
-            except wire.Unencodable as e:
-                reply = wire.dumps_frame(("r", req_id, False, e))
+                reply = codec.dumps_frame(("r", req_id, ok, value))
+            except codec.Unencodable as e:
+                reply = codec.dumps_frame(("r", req_id, False, e))
             self.ctl.send(reply)
 
     # ------------------------------------------------------------------ loop
@@ -939,7 +937,7 @@ class Worker:
                 sock.setsockopt(zmq.SNDHWM, 4)
                 curve_client(sock, self.security)
                 sock.connect(self.ep["ctl"])
-                frame = wire.dumps_frame(("hb", self.sched_id))
+                frame = codec.dumps_frame(("hb", self.sched_id))
                 while not self._hb_stop.is_set():
                     try:
                         sock.send(frame, zmq.NOBLOCK)
@@ -1035,7 +1033,6 @@ class Worker:
         """nonsmp: close this scheduler's tracer ports, so a file port writes its
         last buffer (as ``trace_file_drv`` does on close) whatever ends the
         scheduler: a stop, the controller gone, SIGTERM or a crash."""
-        from smp.tracerports import close_at_exit
 
         for port_id, tp in self.node.trace_ports.items():
             if not tp.closed:
@@ -1127,7 +1124,6 @@ def _pid_alive(pid) -> bool:
 
 
 def socket_host() -> str:
-    import socket
 
     return socket.gethostname()
 
@@ -1147,7 +1143,6 @@ def curve_server(ctx, sock, security):
     authenticator whose allow-list the welcome fills in (or None)."""
     if not security:
         return None
-    from smp.security import Authenticator
 
     auth = Authenticator(ctx)
     sock.curve_secretkey = security["secret"]

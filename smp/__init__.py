@@ -4,11 +4,19 @@
 delivery; ``smp.Emulator(mode="smp", schedulers=N)`` runs N scheduler
 processes and a dispatcher process that delivers or drops every trace,
 seq_trace, system_monitor and system_profile message as the SMP build does.
+
+The package is layered; each folder's docstring says what it may import:
+``smp.core`` (the rules, pure) <- ``smp.wire`` (frames, codecs) <-
+``smp.ports`` (trace ports, reading traces) <- ``schedulers``, ``dispatcher``
+<- ``smp.emulator`` (the controller) <- ``smp.app`` (command line, scenarios,
+reports).  ``Emulator`` and ``explore`` are loaded on first use, so a process
+that needs only the core (a scheduler, the dispatcher) does not load the
+controller and the application above it.
 """
 
-from .dbgfmt import format_dbg
-from .emulator import Emulator
-from .errors import (
+import importlib
+
+from smp.core.errors import (
     BadArg,
     DecodeError,
     DispatcherLost,
@@ -24,9 +32,8 @@ from .errors import (
     Throw,
     TracePortError,
 )
-from .explore import explore
-from .reader import merge_traces, read_trace
-from .terms import (
+from smp.core.pretty import format_term
+from smp.core.terms import (
     A,
     Atom,
     BitString,
@@ -39,8 +46,9 @@ from .terms import (
     Ref,
     atom,
     charlist,
-    format_term,
 )
+from smp.ports.dbgfmt import format_dbg
+from smp.ports.reader import merge_traces, read_trace
 
 __all__ = [
     "Emulator",
@@ -76,3 +84,19 @@ __all__ = [
     "Throw",
     "Exit",
 ]
+
+#: Names loaded on first use, and the module that holds each.
+_LAZY = {"Emulator": "smp.emulator", "explore": "smp.app.explore"}
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'smp' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

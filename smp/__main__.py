@@ -1,5 +1,5 @@
 """``python -m smp``: the built-in demo workload, traced, printed as dbg does."""
 
-from .demo import main
+from smp.app.demo import main
 
 main()

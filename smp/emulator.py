@@ -28,10 +28,11 @@ from typing import Any
 import multiprocess
 import zmq
 
-from . import messages as M
-from . import rundir
-from .bifs import call_bif
-from .errors import (
+from dispatcher.server import dispatcher_main
+from schedulers.worker import scheduler_main
+from smp.core import messages as M
+from smp.core.bifs import call_bif
+from smp.core.errors import (
     BadArg,
     DispatcherLost,
     EmulatorTimeout,
@@ -41,11 +42,20 @@ from .errors import (
     SmpError,
     StartupError,
 )
-from .placement import owner
-from .security import describe_peer, new_routing_id, recv_from
-from .state import NIL
-from .terms import Atom, Pid, Port, Ref
-from .wire import MAX_FRAME, dumps_frame, loads_frame
+from smp.core.placement import owner
+from smp.core.state import NIL
+from smp.core.terms import Atom, Pid, Port, Ref
+from smp.wire import rundir
+from smp.wire.codec import MAX_FRAME, dumps_frame, loads_frame
+from smp.wire.curve import (
+    Authenticator,
+    InsecureWarning,
+    describe_peer,
+    ephemeral_security,
+    new_routing_id,
+    recv_from,
+    server_security,
+)
 
 __all__ = ["Emulator"]
 
@@ -260,7 +270,6 @@ class Emulator:
             bind.startswith("tcp://") and bind.rsplit(":", 1)[-1].isdigit()
         ):
             raise BadArg(f"bind must be tcp://ADDR:PORT, not {bind!r}")
-        from .security import InsecureWarning, ephemeral_security, server_security
 
         if curve is None:  # tcp, loopback included, is CURVE unless insecure=True
             curve = bind is not None and not insecure
@@ -336,8 +345,6 @@ class Emulator:
         self.ctl.setsockopt(zmq.ROUTER_MANDATORY, 1)
         self.ctl.setsockopt(zmq.MAXMSGSIZE, MAX_FRAME)
         if self.security:
-            from .security import Authenticator
-
             self.auth = Authenticator(self.ctx, self.security["allowed"])
             self.ctl.curve_secretkey = self.security["secret"]
             self.ctl.curve_publickey = self.security["public"]
@@ -386,8 +393,6 @@ class Emulator:
                 "server_public": sec["server_public"],
             }
         if self.smp:
-            from dispatcher.server import dispatcher_main
-
             ready = mp.Event()
             p = mp.Process(
                 target=dispatcher_main,
@@ -414,7 +419,6 @@ class Emulator:
                 self.disp.curve_publickey = local_sec["public"]
                 self.disp.curve_serverkey = local_sec["server_public"]
             self.disp.connect(self.endpoints["disp_ctl"])
-        from schedulers.worker import scheduler_main
 
         n_local = self.nsched - self.remote_schedulers
         local_ids = {k: new_routing_id() for k in range(1, n_local + 1)}

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from hypothesis.errors import HypothesisWarning
 
-from smp.terms import Atom, BitString, ExportFun, Fun, ImproperList, Map, Pid, Port, Ref
+from smp.core.terms import Atom, BitString, ExportFun, Fun, ImproperList, Map, Pid, Port, Ref
 
 
 def needs_erl(test):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import socket
 
-from smp.terms import Atom
+from smp.core.terms import Atom
 
 
 def check_counts(vm) -> dict:

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 import smp
 from smp import Atom as A
-from smp.wire import WIRE_VERSION
+from smp.wire.codec import WIRE_VERSION
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -14,8 +14,8 @@ import pytest
 import zmq
 
 from dispatcher.server import HWM
-from smp.security import new_routing_id
-from smp.terms import Pid, Port
+from smp.core.terms import Pid, Port
+from smp.wire.curve import new_routing_id
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))

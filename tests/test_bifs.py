@@ -8,7 +8,7 @@ import pytest
 from helpers import check_counts
 
 from smp import BadArg
-from smp.terms import A
+from smp.core.terms import A
 
 
 async def waiter(proc):

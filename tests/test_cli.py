@@ -14,7 +14,7 @@ import psutil
 import pytest
 from click.testing import CliRunner
 
-from smp.cli import cli
+from smp.app.cli import cli
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -115,7 +115,7 @@ def test_bad_scenario_names_key_and_line(tmp_path):
 
 def test_unknown_flag_is_a_usage_error():
     r = subprocess.run(
-        [sys.executable, "-m", "smp.cli", "run", "--no-such-flag"],
+        [sys.executable, "-m", "smp.app.cli", "run", "--no-such-flag"],
         capture_output=True,
         text=True,
         env=_env(),
@@ -164,7 +164,7 @@ def test_stress_nonsmp_holds_invariants():
 
 def test_ctrl_c_stops_cleanly_and_prints_summary():
     p = subprocess.Popen(
-        [sys.executable, "-m", "smp.cli", "run", "long", "--format", "json"],
+        [sys.executable, "-m", "smp.app.cli", "run", "long", "--format", "json"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -204,7 +204,7 @@ def test_ctrl_c_during_smp_stress_exits_130_with_summary_and_journal(tmp_path):
         [
             sys.executable,
             "-m",
-            "smp.cli",
+            "smp.app.cli",
             "stress",
             "--mode",
             "smp",

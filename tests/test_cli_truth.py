@@ -12,10 +12,10 @@ import sys
 import pytest
 from click.testing import CliRunner
 
-import smp.cli as cli_mod
-from smp.cli import cli
-from smp.errors import ScenarioError
-from smp.scenario import NONSMP_RULE, parse_scenario
+import smp.app.cli as cli_mod
+from smp.app.cli import cli
+from smp.app.scenario import NONSMP_RULE, parse_scenario
+from smp.core.errors import ScenarioError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 README = os.path.join(ROOT, "README.md")
@@ -101,7 +101,7 @@ def test_duration_is_honoured_or_the_output_says_why():
 
 
 def test_an_overrun_is_explained_from_the_samples():
-    from smp.workloads import _duration_report, duration_note
+    from smp.app.workloads import _duration_report, duration_note
 
     sc = {"duration": {"seconds": 1.0, "operations": None}}
     summary = {
@@ -181,7 +181,7 @@ def test_nonsmp_with_schedulers_is_one_rule_in_the_file_and_on_the_command_line(
     # the file's count is the smp one: --mode nonsmp alone says nothing
     r = _invoke(["run", str(p), "--mode", "nonsmp", "--json"])
     assert r.exit_code == 0 and "note" not in r.stderr
-    with open(os.path.join(ROOT, "smp", "examples", "default.toml"), encoding="utf-8") as f:
+    with open(os.path.join(ROOT, "smp", "app", "examples", "default.toml"), encoding="utf-8") as f:
         assert "nonsmp always runs 1 and does not use it" in f.read()
 
 

@@ -14,11 +14,11 @@ from helpers import free_base
 
 import smp
 from smp import Atom as A
-from smp.demo import check as _check
-from smp.demo import fact as _fact
-from smp.demo import ping, pong
-from smp.security import InsecureWarning, keygen
-from smp.wire import WIRE_VERSION
+from smp.app.demo import check as _check
+from smp.app.demo import fact as _fact
+from smp.app.demo import ping, pong
+from smp.wire.codec import WIRE_VERSION
+from smp.wire.curve import InsecureWarning, keygen
 
 pytestmark = pytest.mark.timeout(90)
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -30,7 +30,7 @@ def start_remote(url: str, count: int, *extra: str) -> subprocess.Popen:
         [
             sys.executable,
             "-m",
-            "smp.cluster",
+            "smp.app.cluster",
             "scheduler",
             "--connect",
             url,
@@ -232,7 +232,7 @@ def test_tcp_without_curve_needs_insecure():
     with pytest.raises(smp.BadArg, match="needs insecure=True"):
         smp.Emulator(mode="smp", schedulers=1, bind="tcp://127.0.0.1:7000", curve=False)
     r = subprocess.run(
-        [sys.executable, "-m", "smp.cluster", "scheduler", "--connect", "tcp://127.0.0.1:7000"],
+        [sys.executable, "-m", "smp.app.cluster", "scheduler", "--connect", "tcp://127.0.0.1:7000"],
         env=dict(os.environ, PYTHONPATH=ROOT),
         capture_output=True,
         text=True,
@@ -251,7 +251,7 @@ def test_loopback_tcp_is_curve_by_default():
 
 def _cli(*args: str, timeout: float = 30) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "smp.cli", *args],
+        [sys.executable, "-m", "smp.app.cli", *args],
         env=dict(os.environ, PYTHONPATH=ROOT),
         capture_output=True,
         text=True,

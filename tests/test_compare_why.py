@@ -7,8 +7,8 @@ import re
 
 from click.testing import CliRunner
 
-from smp.cli import cli
-from smp.compare import why
+from smp.app.cli import cli
+from smp.app.compare import why
 
 
 def test_each_kind_of_difference_has_its_seed_reason():
@@ -82,7 +82,7 @@ def test_a_time_bounded_scenario_is_converted_and_both_modes_do_the_same_work(tm
 
 
 def test_why_names_only_causes_whose_counters_are_not_zero():
-    from smp.compare import explain_row
+    from smp.app.compare import explain_row
 
     a = {
         "made": 120,
@@ -115,7 +115,7 @@ def test_why_names_only_causes_whose_counters_are_not_zero():
 
 
 def test_time_bounded_difference_is_not_blamed_on_suppression():
-    from smp.compare import explain_row
+    from smp.app.compare import explain_row
 
     a = {"made": 63284, "delivered": 63284, "dropped_by_reason": {}, "suppressed_by_reason": {}}
     b = {"made": 9718, "delivered": 9718, "dropped_by_reason": {}, "suppressed_by_reason": {}}
@@ -149,8 +149,8 @@ def test_compare_lists_each_message_only_one_mode_made_with_the_seed_reason(tmp_
 
 
 def test_a_message_smp_made_and_dropped_gets_erts_check_my_tracer_proc():
-    from smp.compare import _classify
-    from smp.terms import A, Pid
+    from smp.app.compare import _classify
+    from smp.core.terms import A, Pid
 
     item = {
         "term": (A.trace, Pid(0, 80, 0), A.send, 1, Pid(0, 81, 0)),
@@ -190,9 +190,9 @@ def test_compare_explains_every_differing_row():
 
 
 def test_read_prints_what_dbg_does_not_format_as_terms(tmp_path):
-    from smp.etf import encode
-    from smp.terms import A
-    from smp.traceport import FileTracePort
+    from smp.core.terms import A
+    from smp.ports.traceport import FileTracePort
+    from smp.wire.etf import encode
 
     path = tmp_path / "p.trc"
     with FileTracePort(str(path)) as port:

@@ -8,7 +8,7 @@ import shutil
 import pytest
 
 from smp import Atom as A
-from smp.reader import read_trace
+from smp.ports.reader import read_trace
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -98,7 +98,7 @@ def test_ip_port_tracer(vm):
 def test_emulator_trace_file_read_by_real_dbg_trace_client(vm, tmp_path):
     from test_interop import COLLECT, WAIT, estr, run_erl
 
-    from smp.etf import decode
+    from smp.wire.etf import decode
 
     path, out = tmp_path / "emu.trc", tmp_path / "out.bin"
     port = vm.open_trace_port("file", str(path))

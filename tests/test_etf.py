@@ -1,4 +1,4 @@
-"""Unit tests of the external term format codec (smp.etf)."""
+"""Unit tests of the external term format codec (smp.wire.etf)."""
 
 import math
 import struct
@@ -21,9 +21,8 @@ from erlnode import (
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from smp.errors import DecodeError
-from smp.etf import decode, decode_prefix, encode
-from smp.terms import (
+from smp.core.errors import DecodeError
+from smp.core.terms import (
     LOCAL_NODE,
     A,
     Atom,
@@ -36,6 +35,7 @@ from smp.terms import (
     Port,
     Ref,
 )
+from smp.wire.etf import decode, decode_prefix, encode
 
 NODE = b"\x77\x0dnonode@nohost"  # SMALL_ATOM_UTF8_EXT nonode@nohost
 

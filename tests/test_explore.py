@@ -14,8 +14,8 @@ from helpers import check_counts
 
 import smp
 from smp import Atom as A
-from smp.cli import cli
-from smp.explore import (
+from smp.app.cli import cli
+from smp.app.explore import (
     canonical_classes,
     canonicalize,
     change_footprint,

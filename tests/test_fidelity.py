@@ -10,7 +10,7 @@ from helpers import check_counts, mfa
 
 import smp
 from smp import Error
-from smp.terms import A, ImproperList
+from smp.core.terms import A, ImproperList
 
 T = A.trace
 ST = A.seq_trace
@@ -446,7 +446,7 @@ def test_match_spec_enable_trace(vm):
 _DISPLAY_SCRIPT = """
 import sys
 import smp
-from smp.terms import A
+from smp.core.terms import A
 from test_fidelity import caller, double
 with smp.Emulator(mode=sys.argv[1], schedulers=int(sys.argv[2])) as vm:
     vm.define("m", "double", double)
@@ -484,7 +484,7 @@ def test_match_spec_display_prints(tmp_path, mode, n):
 
 
 def test_match_spec_errors_name_the_part():
-    from smp.matchspec import compile_match_spec
+    from smp.core.matchspec import compile_match_spec
 
     with pytest.raises(smp.BadArg, match="foo/1 is not a match-spec function"):
         compile_match_spec([(A["_"], [(A.foo, 1)], [])])
@@ -533,7 +533,7 @@ def test_process_port_as_tracer(vm):
     """``trace/3`` takes a port a process opened; the trace messages reach its
     driver as external-format bytes (the echo driver sends them back to the
     owner).  In smp the tracee runs on the other scheduler."""
-    from smp.etf import decode
+    from smp.wire.etf import decode
 
     report = vm.spawn_collector(scheduler=1)
     vm.spawn(port_tracer_owner, report, scheduler=1)
@@ -630,7 +630,7 @@ def test_process_trace_pattern_with_text(vm):
 
 
 def test_maps_funs_and_bit_strings_cross_schedulers(vm):
-    from smp.terms import BitString, ExportFun, Map
+    from smp.core.terms import BitString, ExportFun, Map
 
     msg = (Map({A.k: [1, 2.5]}), BitString(b"\xff\x80", 9), ExportFun(A.lists, A.map, 2))
     t = vm.spawn_collector()

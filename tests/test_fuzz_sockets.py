@@ -29,11 +29,11 @@ from hypothesis import strategies as st
 
 import smp
 from smp import Atom as A
-from smp import wire
-from smp.errors import ProtocolError
-from smp.security import InsecureWarning
-from smp.terms import Pid
-from smp.wire import WIRE_VERSION
+from smp.core.errors import ProtocolError
+from smp.core.terms import Pid
+from smp.wire import codec
+from smp.wire.codec import WIRE_VERSION
+from smp.wire.curve import InsecureWarning
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -63,7 +63,7 @@ class _Ref:
         self.ref = (module, qualname)
 
     def __reduce__(self):
-        return (wire._fun, self.ref)
+        return (codec._fun, self.ref)
 
 
 async def pinger(proc, peer, n):
@@ -571,37 +571,37 @@ def test_controller_from_a_scheduler_sending_wrong_frames(fuzz_vm, frames):
 )
 def test_decoders_refuse_or_return_data(raw):
     for decode in (
-        wire.loads_terms,
-        wire.loads,
-        lambda r: wire.loads_frame(b"P" + r),
-        lambda r: wire.loads(r, funs="loaded"),
-        lambda r: wire.loads(r, funs="import"),
+        codec.loads_terms,
+        codec.loads,
+        lambda r: codec.loads_frame(b"P" + r),
+        lambda r: codec.loads(r, funs="loaded"),
+        lambda r: codec.loads(r, funs="import"),
     ):
         try:
             decode(raw)
         except ProtocolError:
             pass
     with pytest.raises(ProtocolError, match="only the authenticated controller"):
-        wire.loads_frame(b"D" + raw)
+        codec.loads_frame(b"D" + raw)
     assert not os.path.exists(MARKER)
 
 
 def test_frames_larger_than_the_limit_are_refused(monkeypatch):
-    monkeypatch.setattr(wire, "MAX_FRAME", 100)
+    monkeypatch.setattr(codec, "MAX_FRAME", 100)
     with pytest.raises(ProtocolError, match="larger than 100"):
-        wire.loads_terms(pickle.dumps(b"x" * 200))
+        codec.loads_terms(pickle.dumps(b"x" * 200))
 
 
 def test_references_resolve_only_to_async_functions():
-    assert wire.loads(wire.dumps(pinger), funs="loaded") is pinger
+    assert codec.loads(codec.dumps(pinger), funs="loaded") is pinger
     with pytest.raises(ProtocolError, match="not an async def"):
-        wire.loads(pickle.dumps(_Ref("os", "system")), funs="import")
+        codec.loads(pickle.dumps(_Ref("os", "system")), funs="import")
     with pytest.raises(ProtocolError, match="no frame may contain"):
-        wire.loads(wire.dumps(pinger))  # where no function may be
-    missing = wire.loads(pickle.dumps(_Ref("no_such_module_here", "f")), funs="loaded")
-    assert type(missing) is wire.Unresolved  # never imported from a peer's frame
-    with pytest.raises(wire.Unencodable):
-        wire.dumps(lambda: None)
+        codec.loads(codec.dumps(pinger))  # where no function may be
+    missing = codec.loads(pickle.dumps(_Ref("no_such_module_here", "f")), funs="loaded")
+    assert type(missing) is codec.Unresolved  # never imported from a peer's frame
+    with pytest.raises(codec.Unencodable):
+        codec.dumps(lambda: None)
 
 
 # ---------------------------------------------------------------- closures
@@ -647,7 +647,7 @@ def test_no_closure_on_an_insecure_channel():
         )
     with vm:
         sink = vm.spawn_collector()
-        with pytest.raises(wire.Unencodable, match="cannot travel by reference"):
+        with pytest.raises(codec.Unencodable, match="cannot travel by reference"):
             vm.spawn(make_greeter("hi"), sink)
         vm.spawn(pinger, sink, 2)  # by reference: fine
         vm.run()
@@ -684,9 +684,9 @@ def test_every_term_type_travels_and_is_checked():
     schedulers like every other term, built by checking constructors."""
     import pickle as _pickle
 
-    from smp.terms import A as _A
-    from smp.terms import BitString, ExportFun, Fun, Map
-    from smp.terms import Pid as _Pid
+    from smp.core.terms import A as _A
+    from smp.core.terms import BitString, ExportFun, Fun, Map
+    from smp.core.terms import Pid as _Pid
 
     terms = [
         Map({_A.a: 1, 2.0: [Map()]}),
@@ -694,8 +694,8 @@ def test_every_term_type_travels_and_is_checked():
         ExportFun(_A.m, _A.f, 2),
         Fun(_A.m, 1, bytes(16), 0, 0, 5, _Pid(81), (1, _A.x)),
     ]
-    assert wire.loads_terms(_pickle.dumps(terms, 5)) == terms
-    assert wire.loads(wire.dumps(terms)) == terms
+    assert codec.loads_terms(_pickle.dumps(terms, 5)) == terms
+    assert codec.loads(codec.dumps(terms)) == terms
     bad = _pickle.dumps(BitString(b"\x01\x40", 11), 5).replace(b"\x0b", b"\x08", 1)
     with pytest.raises(ProtocolError):
-        wire.loads_terms(bad)
+        codec.loads_terms(bad)

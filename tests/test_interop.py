@@ -9,11 +9,11 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from smp.dbgfmt import format_dbg
-from smp.etf import decode, encode
-from smp.reader import read_frames, read_trace
-from smp.terms import LOCAL_NODE, A, Atom, ImproperList, Pid, Port, Ref, charlist
-from smp.traceport import FileTracePort, IpTracePort
+from smp.core.terms import LOCAL_NODE, A, Atom, ImproperList, Pid, Port, Ref, charlist
+from smp.ports.dbgfmt import format_dbg
+from smp.ports.reader import read_frames, read_trace
+from smp.ports.traceport import FileTracePort, IpTracePort
+from smp.wire.etf import decode, encode
 
 pytestmark = [
     pytest.mark.interop,

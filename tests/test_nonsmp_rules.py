@@ -9,7 +9,7 @@ import pytest
 from helpers import assert_increasing, check_counts, mfa
 
 import smp
-from smp.terms import A
+from smp.core.terms import A
 
 T, TS = A.trace, A.trace_ts
 
@@ -102,7 +102,7 @@ def test_tracer_without_tracer_mark():
     always marks the tracer it installs, so this drives a nonsmp ``Node``
     directly, in the test process."""
     from schedulers.engine import Node
-    from smp.flags import F_TRACE_SEND, F_TRACER
+    from smp.core.flags import F_TRACE_SEND, F_TRACER
 
     node = Node(sched_id=1, nsched=1, smp=False)
     tracer = node.spawn_local(node.new_pid(), waiter, (), kept=True)

@@ -18,9 +18,9 @@ from helpers import check_counts
 
 import smp
 from smp import Atom as A
-from smp.etf import encode
-from smp.reader import read_trace
-from smp.traceport import FileTracePort
+from smp.ports.reader import read_trace
+from smp.ports.traceport import FileTracePort
+from smp.wire.etf import encode
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -20,10 +20,10 @@ import subprocess
 import pytest
 from helpers import assert_increasing, check_counts, mfa
 
-from smp.etf import decode, encode
-from smp.reader import read_trace
-from smp.terms import A
-from smp.traceport import FileTracePort
+from smp.core.terms import A
+from smp.ports.reader import read_trace
+from smp.ports.traceport import FileTracePort
+from smp.wire.etf import decode, encode
 
 pytestmark = pytest.mark.timeout(90)
 

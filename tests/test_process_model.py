@@ -8,7 +8,7 @@ import pytest
 from helpers import check_counts, mfa
 
 import smp
-from smp.terms import A
+from smp.core.terms import A
 
 T = A.trace
 
@@ -309,7 +309,7 @@ def test_set_on_link_inheritance(vm, flag, first_only):
 
 
 def _flag_pos(a):
-    from smp.flags import flags_to_list, parse_trace_flags
+    from smp.core.flags import flags_to_list, parse_trace_flags
 
     order = flags_to_list(parse_trace_flags(["all"])[0])
     return order.index(a)

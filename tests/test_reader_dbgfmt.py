@@ -1,15 +1,15 @@
-"""Unit tests of smp.reader and smp.dbgfmt."""
+"""Unit tests of smp.ports.reader and smp.ports.dbgfmt."""
 
 import struct
 
 import pytest
 
-from smp.dbgfmt import format_dbg
-from smp.errors import DecodeError
-from smp.etf import encode
-from smp.reader import read_frames, read_trace, wrap_log_files
-from smp.terms import A, Pid, Port, charlist
-from smp.traceport import FileTracePort, IpTracePort
+from smp.core.errors import DecodeError
+from smp.core.terms import A, Pid, Port, charlist
+from smp.ports.dbgfmt import format_dbg
+from smp.ports.reader import read_frames, read_trace, wrap_log_files
+from smp.ports.traceport import FileTracePort, IpTracePort
+from smp.wire.etf import encode
 
 
 def frame(payload):
@@ -191,7 +191,7 @@ def test_format_dbg_latin1_and_unicode_text():
 
 
 def test_format_dbg_other_nodes_numbers():
-    from smp.pretty import NodeNumbers
+    from smp.core.pretty import NodeNumbers
 
     a, b = Atom("a@h"), Atom("b@h")
     nodes = NodeNumbers({a: 8616})
@@ -220,13 +220,13 @@ def test_format_dbg_other_nodes_numbers():
     ],
 )
 def test_float_text_is_float_to_list_short(f, text):
-    from smp.pretty import erl_float
+    from smp.core.pretty import erl_float
 
     assert erl_float(f) == text
 
 
 def test_funs_print_as_the_vm_prints_them():
-    from smp.terms import ExportFun, Fun
+    from smp.core.terms import ExportFun, Fun
 
     f = Fun(A.erl_eval, 0, bytes(16), 43, 43, 3316493, Pid(9), [1])
     assert format_dbg((A.trace, P80, A.spawn, P81, (A.erlang, A.apply, [f, []]))) == (
@@ -239,7 +239,7 @@ def test_funs_print_as_the_vm_prints_them():
 def test_smp_emu_read_writes_latin1_and_takes_node_numbers(tmp_path):
     from click.testing import CliRunner
 
-    from smp.cli import cli
+    from smp.app.cli import cli
 
     path = tmp_path / "t.trc"
     path.write_bytes(frame(encode((A.trace, Pid(5, 1, Atom("w@h"), 2), A["receive"], b"caf\xe9"))))
@@ -255,8 +255,8 @@ def test_smp_emu_read_writes_latin1_and_takes_node_numbers(tmp_path):
 
 from erlnode import REMOTE, SPLIT, collect, estr, frames, needs_erl, node_terms, run_node, unframe  # noqa: E402
 
-from smp.pretty import NodeNumbers, erl_float, fmt  # noqa: E402
-from smp.terms import Atom, BitString, ExportFun, ImproperList, Map, Ref  # noqa: E402
+from smp.core.pretty import NodeNumbers, erl_float, fmt  # noqa: E402
+from smp.core.terms import Atom, BitString, ExportFun, ImproperList, Map, Ref  # noqa: E402
 
 PREFIXES = ["", "(<0.80.0>) << ", "x" * 37, "y" * 66, "\t(z) "]
 
@@ -414,7 +414,7 @@ import os  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 
-from smp.terms import Fun, Pid, Port  # noqa: E402
+from smp.core.terms import Fun, Pid, Port  # noqa: E402
 
 WRITER = r"""
 F = PATH,
@@ -482,7 +482,7 @@ def dbg_text_of_node(path, nodes, tmp):
 
 
 def smp_emu_read(path, numbers):
-    args = [sys.executable, "-c", "from smp.cli import main; main()", "read", str(path)]
+    args = [sys.executable, "-c", "from smp.app.cli import main; main()", "read", str(path)]
     for node, n in numbers.items():
         args += ["--node-number", f"{node.name}={n}"]
     env = dict(os.environ, PYTHONIOENCODING="utf-8")

@@ -17,12 +17,12 @@ import pytest
 from click.testing import CliRunner
 
 import smp
-from smp.cli import cli
-from smp.dbgfmt import format_dbg
-from smp.etf import encode
-from smp.reader import merge_key, merge_traces, read_trace
-from smp.terms import A, Pid
-from smp.traceport import FileTracePort
+from smp.app.cli import cli
+from smp.core.terms import A, Pid
+from smp.ports.dbgfmt import format_dbg
+from smp.ports.reader import merge_key, merge_traces, read_trace
+from smp.ports.traceport import FileTracePort
+from smp.wire.etf import encode
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -107,7 +107,7 @@ def test_files_and_a_wrap_log_written_by_the_emulator_merge_by_time(tmp_path):
     """Three tracer ports of one emulated run (two files and a wrap log),
     each getting one process's sends with timestamps: read together they come
     out in timestamp order, each line marked with the file it came from."""
-    from smp.workloads import pp_ping, pp_pong
+    from smp.app.workloads import pp_ping, pp_pong
 
     fa, fb, fw = str(tmp_path / "a.trc"), str(tmp_path / "b.trc"), str(tmp_path / "w")
     with smp.Emulator(mode="smp", schedulers=2) as vm:
@@ -154,7 +154,7 @@ def test_follow_prints_what_is_appended_until_ctrl_c(tmp_path):
     first = [send(1, A.one, 1), send(1, A.two, 2)]
     write(path, first)
     p = subprocess.Popen(
-        [sys.executable, "-m", "smp.cli", "read", "--follow", str(path)],
+        [sys.executable, "-m", "smp.app.cli", "read", "--follow", str(path)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=_env(),
@@ -283,7 +283,7 @@ def ttb_format(tmp_path, files, nodes):
 
 
 def smp_emu_read(files, numbers, *extra):
-    args = [sys.executable, "-m", "smp.cli", "read", *map(str, files), *extra]
+    args = [sys.executable, "-m", "smp.app.cli", "read", *map(str, files), *extra]
     for node, n in numbers.items():
         args += ["--node-number", f"{node.name}={n}"]
     r = subprocess.run(args, capture_output=True, timeout=120, env=_env())

@@ -24,7 +24,7 @@ import smp
 from schedulers.worker import HEARTBEAT_EVERY
 from smp import Atom as A
 from smp.emulator import REMOTE_SILENCE_S
-from smp.security import InsecureWarning
+from smp.wire.curve import InsecureWarning
 
 pytestmark = pytest.mark.timeout(120)
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -131,7 +131,7 @@ def test_remote_link_down_is_a_lost_scheduler(link):
         [
             sys.executable,
             "-m",
-            "smp.cluster",
+            "smp.app.cluster",
             "scheduler",
             "--connect",
             url,
@@ -221,18 +221,18 @@ def test_cli_dispatcher_summary_and_exit_1_when_a_remote_link_goes_down(link, tm
     out = tmp_path / "trace.txt"
     args = ["scheduler", "--connect", url, "--count", "1", "--insecure"]
     near = subprocess.Popen(
-        [sys.executable, "-m", "smp.cli"] + args + ["--host", link.here],
+        [sys.executable, "-m", "smp.app.cli"] + args + ["--host", link.here],
         env=_env(),
         start_new_session=True,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
-    far = link.popen([sys.executable, "-m", "smp.cli"] + args + ["--host", link.there])
+    far = link.popen([sys.executable, "-m", "smp.app.cli"] + args + ["--host", link.there])
     disp = subprocess.Popen(
         [
             sys.executable,
             "-m",
-            "smp.cli",
+            "smp.app.cli",
             "dispatcher",
             str(scenario),
             "--bind",

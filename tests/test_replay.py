@@ -12,11 +12,11 @@ from click.testing import CliRunner
 import smp
 from dispatcher.replay import NotAJournal, format_listing, queue_listing, replay
 from smp import Atom as A
-from smp.cli import cli
-from smp.dispatch import DELIVER_PID, DROP
-from smp.messages import SYS_MSG_TYPE_SYSPROF, SYS_MSG_TYPE_TRACE
-from smp.scenario import load_scenario
-from smp.workloads import execute
+from smp.app.cli import cli
+from smp.app.scenario import load_scenario
+from smp.app.workloads import execute
+from smp.core.dispatch import DELIVER_PID, DROP
+from smp.core.messages import SYS_MSG_TYPE_SYSPROF, SYS_MSG_TYPE_TRACE
 
 pytestmark = pytest.mark.timeout(90)
 

@@ -1,6 +1,6 @@
 """``smp-emu report``: the HTML page a user gets from a saved run or compare,
 read back the way a reader would (html.parser), plus the pure parts behind it
-(``smp.series``: the time series, the latency buckets, the scheduler timeline)."""
+(``smp.app.series``: the time series, the latency buckets, the scheduler timeline)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ from html.parser import HTMLParser
 import pytest
 from click.testing import CliRunner
 
-from smp.cli import cli
-from smp.clock import us_to_ts
-from smp.series import MAX_POINTS, Series, latency_histogram, scheduler_timeline
-from smp.terms import Atom
+from smp.app.cli import cli
+from smp.app.series import MAX_POINTS, Series, latency_histogram, scheduler_timeline
+from smp.core.clock import us_to_ts
+from smp.core.terms import Atom
 
 A = Atom
 
@@ -185,7 +185,7 @@ def test_no_python_repr_on_the_page(saved):
 
 
 def test_made_and_delivered_have_their_own_colour_marker_and_legend(saved):
-    from smp.plots import STYLES
+    from smp.app.plots import STYLES
 
     styles = [STYLES[(m, w)] for m in ("nonsmp", "smp") for w in ("made", "delivered")]
     assert len({s[0] for s in styles}) == 4 and len({s[1] for s in styles}) == 4
@@ -205,7 +205,7 @@ def test_nothing_dropped_is_said_not_drawn(saved):
 
 
 def test_drops_are_drawn_as_steps_when_something_dropped(saved):
-    from smp.report import render_report
+    from smp.app.report import render_report
 
     data = copy.deepcopy(saved["run"][0])
     ts = data["timeseries"]
@@ -234,7 +234,7 @@ def _ts(t, made):
 
 
 def test_a_missing_sample_leaves_a_gap_and_the_last_interval_is_marked(saved):
-    from smp.report import render_report
+    from smp.app.report import render_report
 
     data = copy.deepcopy(saved["run"][0])
     # samples at 0.1 s, none between 0.3 and 0.9 s, the run ends at 1.04 s
@@ -250,7 +250,7 @@ def test_a_missing_sample_leaves_a_gap_and_the_last_interval_is_marked(saved):
 
 
 def test_steps_cover_each_interval_and_break_at_gaps():
-    from smp.plots import Line, _steps
+    from smp.app.plots import Line, _steps
 
     ln = Line("x", [0.0, 0.1, 0.2, 0.5, 0.6], [None, 5, 7, 9, 11], "#000", gaps=(3,))
     xs, ys = _steps(ln)
@@ -328,7 +328,7 @@ def test_timeline_shows_every_scheduler(saved):
     fig = _parse(html).figures["plot-schedulers"]
     for k in range(1, data["schedulers"] + 1):
         assert _has(fig, f"sched-smp-{k}")
-    from smp.report import ACTIVE_DEFINITION
+    from smp.app.report import ACTIVE_DEFINITION
 
     assert "the same for every mode" in fig["text"] and "Active" in ACTIVE_DEFINITION
 
@@ -345,7 +345,7 @@ def _widths(paths: list[str]) -> float:
 
 
 def test_activity_bars_are_to_scale_with_one_definition(saved):
-    from smp.report import render_report
+    from smp.app.report import render_report
 
     data = copy.deepcopy(saved["compare"][0])
     for mode, share in (("nonsmp", 0.5), ("smp", 0.004)):
@@ -381,7 +381,7 @@ def test_activity_bars_are_to_scale_with_one_definition(saved):
 def test_report_says_how_to_turn_scheduler_profiling_on(saved):
     data = copy.deepcopy(saved["run"][0])
     data["scheduler_timeline"] = {"profiled": False}
-    from smp.report import render_report
+    from smp.app.report import render_report
 
     html = render_report(data)
     fig = _parse(html).figures["plot-schedulers"]
@@ -411,7 +411,7 @@ def test_compare_report_draws_both_modes_on_each_chart(saved):
 
 
 def test_messages_section_never_prints_a_python_none(saved):
-    from smp.report import render_report
+    from smp.app.report import render_report
 
     data = copy.deepcopy(saved["compare"][0])
     data["messages"]["tracers"].append(
@@ -436,7 +436,7 @@ def test_messages_section_never_prints_a_python_none(saved):
     assert "None" not in text and "(none)" in text
 
 
-# ---------------------------------------------------------------- smp.series
+# ---------------------------------------------------------------- smp.app.series
 def _stats(made, delivered, queued=0, drops=None):
     drops = drops or {}
     return {

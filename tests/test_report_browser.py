@@ -11,8 +11,8 @@ import pytest
 from browser import Browser, available
 from click.testing import CliRunner
 
-from smp.cli import cli
-from smp.scenario import example_path
+from smp.app.cli import cli
+from smp.app.scenario import example_path
 
 pytestmark = pytest.mark.skipif(
     not available(), reason="chromium is not installed (sh tools/test.sh installs it)"

@@ -9,13 +9,13 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from smp.cli import cli
-from smp.errors import BadArg, ScenarioError
-from smp.flags import parse_trace_flags
-from smp.limits import TraceLimit, parse_limit
-from smp.matchspec import DBG_SHORTCUTS
-from smp.scenario import TRACE_FLAG_NAMES, parse_scenario
-from smp.termtext import parse_term
+from smp.app.cli import cli
+from smp.app.limits import TraceLimit, parse_limit
+from smp.app.scenario import TRACE_FLAG_NAMES, parse_scenario
+from smp.core.errors import BadArg, ScenarioError
+from smp.core.flags import parse_trace_flags
+from smp.core.matchspec import DBG_SHORTCUTS
+from smp.core.termtext import parse_term
 
 CALLS = """\
 name = "calls"
@@ -78,7 +78,7 @@ def test_scenario_match_spec_takes_dbg_shortcuts(tmp_path, short):
     # x: exception_trace (returns and exceptions); c: the caller with each call
     assert ("exception_from {wl_calls,check,1} {error,badarg}" in out) == ("x" in short)
     assert ("returned from wl_calls:check/1 -> ok" in out) == ("x" in short)
-    assert ("call wl_calls:check(0) ({'smp.workloads',caller,5})" in out) == ("c" in short)
+    assert ("call wl_calls:check(0) ({'smp.app.workloads',caller,5})" in out) == ("c" in short)
 
 
 def test_scenario_bad_match_spec_names_file_and_line(tmp_path):

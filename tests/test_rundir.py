@@ -15,8 +15,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from smp import rundir
-from smp.reader import read_trace
+from smp.ports.reader import read_trace
+from smp.wire import rundir
 
 pytestmark = pytest.mark.timeout(120)
 

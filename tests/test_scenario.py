@@ -4,9 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from smp.errors import ScenarioError
-from smp.scenario import example_names, load_scenario, match_spec_from, parse_scenario, parse_term
-from smp.terms import Atom
+from smp.app.scenario import (
+    example_names,
+    load_scenario,
+    match_spec_from,
+    parse_scenario,
+    parse_term,
+)
+from smp.core.errors import ScenarioError
+from smp.core.terms import Atom
 
 GOOD = """\
 name = "t"
@@ -74,7 +80,7 @@ def test_missing_groups():
 
 
 def test_nonsmp_with_schedulers_is_a_note_with_the_rule():
-    from smp.scenario import NONSMP_RULE
+    from smp.app.scenario import NONSMP_RULE
 
     sc = parse_scenario(GOOD.replace("seed = 3", "schedulers = 2"), "x.toml")
     assert sc["notes"] == [f"x.toml:3: schedulers: {NONSMP_RULE}"]

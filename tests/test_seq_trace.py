@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from helpers import assert_increasing, check_counts
 
-from smp.terms import A
+from smp.core.terms import A
 
 SEND, RECV, PRINT, TSF = 1, 2, 4, 8
 ST = A.seq_trace

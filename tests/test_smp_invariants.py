@@ -8,7 +8,7 @@ import pytest
 
 import smp
 from smp import Atom as A
-from smp.clock import ts_to_us
+from smp.core.clock import ts_to_us
 
 pytestmark = pytest.mark.timeout(90)
 

@@ -14,7 +14,7 @@ from helpers import check_counts
 
 import smp
 from smp import Atom as A
-from smp.reader import read_trace
+from smp.ports.reader import read_trace
 
 pytestmark = pytest.mark.timeout(120)
 

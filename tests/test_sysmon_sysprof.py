@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from helpers import assert_increasing, check_counts, mfa
 
-from smp.terms import A, Port
+from smp.core.terms import A, Port
 
 
 # ---------------------------------------------------------------- bodies

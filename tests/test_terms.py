@@ -6,7 +6,8 @@ import pickle
 
 import pytest
 
-from smp.terms import A, Atom, ImproperList, Pid, Port, Ref, charlist, format_term
+from smp.core.pretty import format_term
+from smp.core.terms import A, Atom, ImproperList, Pid, Port, Ref, charlist
 
 
 def test_atoms_are_interned_and_not_strings():

@@ -13,7 +13,7 @@ from helpers import assert_increasing, check_counts, mfa
 
 import smp
 from smp import Error, Exit, Throw
-from smp.terms import A, Atom, Pid, Port
+from smp.core.terms import A, Atom, Pid, Port
 
 T, TS = A.trace, A.trace_ts
 

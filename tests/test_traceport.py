@@ -1,4 +1,4 @@
-"""Unit tests of the trace ports (smp.traceport)."""
+"""Unit tests of the trace ports (smp.ports.traceport)."""
 
 import os
 import socket
@@ -6,17 +6,17 @@ import struct
 
 import pytest
 
-from smp.errors import TracePortError
-from smp.etf import decode, encode
-from smp.reader import read_frames
-from smp.terms import Atom, ImproperList, Pid
-from smp.traceport import (
+from smp.core.errors import TracePortError
+from smp.core.terms import Atom, ImproperList, Pid
+from smp.ports.reader import read_frames
+from smp.ports.traceport import (
     FILE_BUFFER_SIZE,
     FileTracePort,
     IpTracePort,
     NullTracePort,
     open_trace_port,
 )
+from smp.wire.etf import decode, encode
 
 
 def frame(payload):

@@ -18,8 +18,8 @@ c      smp.Emulator(mode="smp") end to end on 1, 2, 4, 8 schedulers: 2*N senders
        traced with ['send'] to tracer processes; throughput, make-to-dispatch
        latency, peak RSS; plus a run paced at 20,000 trace messages/s.
 d      the same workload with smp.Emulator(mode="nonsmp").
-ports  file and ip trace ports (smp.traceport), messages/s.
-codec  smp.etf encode/decode of a typical trace tuple, side by side with
+ports  file and ip trace ports (smp.ports.traceport), messages/s.
+codec  smp.wire.etf encode/decode of a typical trace tuple, side by side with
        erlang-py (``erlang`` module) when it can be imported or installed.
 """
 
@@ -50,9 +50,9 @@ import multiprocess  # noqa: E402
 import psutil  # noqa: E402
 import zmq  # noqa: E402
 
-from smp import messages as M  # noqa: E402
-from smp.terms import Atom, Pid  # noqa: E402
-from smp.wire import WIRE_VERSION  # noqa: E402
+from smp.core import messages as M  # noqa: E402
+from smp.core.terms import Atom, Pid  # noqa: E402
+from smp.wire.codec import WIRE_VERSION  # noqa: E402
 
 try:
     from rich.console import Console
@@ -370,7 +370,7 @@ class DispatcherRig:
         if not self.c_ready.wait(10):
             raise RuntimeError("inbox consumer did not start")
         from dispatcher.server import dispatcher_main
-        from smp.security import new_routing_id
+        from smp.wire.curve import new_routing_id
 
         ready = mp.Event()
         # routing ids, as smp.Emulator makes them: the controller's, the
@@ -413,7 +413,7 @@ class DispatcherRig:
 
     def call(self, cmd: str, *args, timeout: float = 30.0):
         """Like Emulator._disp_call."""
-        from smp.wire import dumps_frame, loads_frame
+        from smp.wire.codec import dumps_frame, loads_frame
 
         self.req += 1
         req = self.req
@@ -921,8 +921,8 @@ def _timed_loop(fn, duration: float, chunk: int = 1000) -> tuple[int, float]:
 
 
 def bench_file_port(payload: bytes, term, duration: float, encode_each: bool) -> dict:
-    from smp.etf import encode
-    from smp.traceport import FileTracePort
+    from smp.ports.traceport import FileTracePort
+    from smp.wire.etf import encode
 
     d = tempfile.mkdtemp(prefix="bench-port-")
     try:
@@ -947,7 +947,7 @@ def bench_file_port(payload: bytes, term, duration: float, encode_each: bool) ->
 
 
 def bench_ip_port(payload: bytes, duration: float, queue_size: int) -> dict:
-    from smp.traceport import IpTracePort
+    from smp.ports.traceport import IpTracePort
 
     tp = IpTracePort(0, queue_size=queue_size)
     got = {"bytes": 0}
@@ -999,8 +999,8 @@ def bench_ip_port(payload: bytes, duration: float, queue_size: int) -> dict:
 
 
 def bench_ports(cfg) -> dict:
-    heading("(ports) trace ports (smp.traceport), one typical trace message per write")
-    from smp.etf import encode
+    heading("(ports) trace ports (smp.ports.traceport), one typical trace message per write")
+    from smp.wire.etf import encode
 
     term = typical_trace_term()
     payload = encode(term)
@@ -1012,7 +1012,7 @@ def bench_ports(cfg) -> dict:
     rows = []
     for name, r in (
         ("file, pre-encoded payload", out["file_preencoded"]),
-        ("file, smp.etf.encode + write", out["file_encode_each"]),
+        ("file, smp.wire.etf.encode + write", out["file_encode_each"]),
     ):
         rows.append(
             [
@@ -1084,7 +1084,7 @@ def _get_erlang_py(allow_install: bool):
 
 def bench_codec(cfg) -> dict:
     heading("(codec) external term format of a typical trace tuple")
-    from smp.etf import decode, encode
+    from smp.wire.etf import decode, encode
 
     term = typical_trace_term()
     blob = encode(term)
@@ -1118,7 +1118,7 @@ def bench_codec(cfg) -> dict:
         out["erlang_py_unavailable"] = why
     rows = [
         [
-            "smp.etf",
+            "smp.wire.etf",
             rate(out["smp_etf_encode_per_s"]),
             rate(out["smp_etf_decode_per_s"]),
             "1.00x / 1.00x",
@@ -1145,14 +1145,14 @@ def bench_codec(cfg) -> dict:
     )
     table(
         f"(codec) {len(blob)} B: {term!r}",
-        ["codec", "encode", "decode", "vs smp.etf (enc / dec)"],
+        ["codec", "encode", "decode", "vs smp.wire.etf (enc / dec)"],
         rows,
     )
     if erlang is None:
         say(f"   erlang-py not available: {why}")
     else:
         say(
-            f"   erlang-py term_to_binary output byte-identical to smp.etf.encode: "
+            f"   erlang-py term_to_binary output byte-identical to smp.wire.etf.encode: "
             f"{'yes' if out['erlang_py_identical_bytes'] else 'NO'}"
         )
     return out

@@ -11,10 +11,10 @@ import time
 
 import zmq
 
-from smp import messages as M
-from smp.placement import pid_owner
-from smp.terms import Atom
-from smp.wire import WIRE_VERSION
+from smp.core import messages as M
+from smp.core.placement import pid_owner
+from smp.core.terms import Atom
+from smp.wire.codec import WIRE_VERSION
 
 _PICKLE = pickle.HIGHEST_PROTOCOL
 am_ping, am_send, am_trace = Atom("ping"), Atom("send"), Atom("trace")

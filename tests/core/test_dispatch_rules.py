@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from smp import messages as M
-from smp.dispatch import (
+from smp.core import messages as M
+from smp.core.dispatch import (
     DELIVER_PID,
     DELIVER_PORT,
     DROP,
@@ -15,8 +15,8 @@ from smp.dispatch import (
     format_error_logger_failure,
     resolve,
 )
-from smp.state import FALSE, NIL, TracerState
-from smp.terms import A, Pid, Port
+from smp.core.state import FALSE, NIL, TracerState
+from smp.core.terms import A, Pid, Port
 
 P1, P2, P3 = Pid(81), Pid(82), Pid(83)
 PORT, DEAD_PORT = Port(3), Port(6)

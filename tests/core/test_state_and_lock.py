@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import threading
 
-from smp.rwlock import RWLock
-from smp.state import FALSE, NIL, TracerState
-from smp.terms import Pid, Port
+from smp.core.rwlock import RWLock
+from smp.core.state import FALSE, NIL, TracerState
+from smp.core.terms import Pid, Port
 
 P1, P2 = Pid(81), Pid(82)
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 import pytest
 
 import smp
-from smp.terms import Atom
+from smp.core.terms import Atom
 
 from .node import OTP_RELEASE, erl_available, role_list, run_node
 from .normalise import compare, normalise

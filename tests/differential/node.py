@@ -4,7 +4,7 @@ One ``erl -noshell`` per test module: it compiles the harness and the
 module's scenario module (both written to a tmp dir, compiled in the node
 with ``no_line_info`` so stack frames carry no file/line), runs every
 scenario function in turn and writes ``[{Name, Roles, Msgs} | ...]`` with
-``term_to_binary``; :func:`smp.etf.decode` reads it.
+``term_to_binary``; :func:`smp.wire.etf.decode` reads it.
 
 A scenario function ``Name() -> {Roles, Msgs}`` returns the pids that play
 the scenario's roles (``[{RoleName, Pid}]``) and everything its tracers,
@@ -21,8 +21,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from smp.etf import decode
-from smp.terms import Atom
+from smp.core.terms import Atom
+from smp.wire.etf import decode
 
 __all__ = ["HARNESS", "OTP_RELEASE", "NodeError", "erl_available", "role_list", "run_node"]
 

@@ -28,7 +28,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from smp.terms import Atom, ImproperList, Pid, Port, Ref, format_term
+from smp.core.pretty import format_term
+from smp.core.terms import Atom, ImproperList, Pid, Port, Ref
 
 from .otp_differences import apply_differences
 

@@ -25,7 +25,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from smp.terms import Atom, Pid, Port, charlist, format_term
+from smp.core.pretty import format_term
+from smp.core.terms import Atom, Pid, Port, charlist
 
 __all__ = ["BY_NAME", "DIFFERENCES", "DROP", "Difference", "apply_differences"]
 

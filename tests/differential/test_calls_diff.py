@@ -10,7 +10,7 @@ erts_trace_return ({return_trace}), erts_trace_exception
 from __future__ import annotations
 
 import smp
-from smp.terms import A
+from smp.core.terms import A
 
 from .harness import Scenario, kick, matching, scenario_tests
 

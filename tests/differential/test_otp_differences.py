@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from smp.terms import A, Pid, Port, charlist
+from smp.core.terms import A, Pid, Port, charlist
 
 from . import test_calls_diff, test_seq_trace_diff, test_sys_diff, test_trace_diff
 from .normalise import normalise

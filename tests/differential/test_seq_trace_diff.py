@@ -10,7 +10,7 @@ process).
 
 from __future__ import annotations
 
-from smp.terms import A
+from smp.core.terms import A
 
 from .harness import Scenario, kick, matching, scenario_tests
 

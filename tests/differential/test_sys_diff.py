@@ -17,7 +17,7 @@ profile_scheduler_q (the emulator calls it for a scheduler that died).
 from __future__ import annotations
 
 import smp
-from smp.terms import A, Atom
+from smp.core.terms import A, Atom
 
 from .harness import Scenario, kick, matching, scenario_tests
 

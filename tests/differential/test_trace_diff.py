@@ -10,7 +10,7 @@ process), trace_gc, timestamps, and trace_info's flag list.
 from __future__ import annotations
 
 import smp
-from smp.terms import A
+from smp.core.terms import A
 
 from .harness import Scenario, bif, kick, matching, scenario_tests
 

@@ -1,0 +1,1334 @@
+"""``smp-emu``: run, compare, read, report and stress scenarios from the shell,
+and replay a dispatcher journal (``smp-emu replay``, ``dispatcher.replay``).
+
+Runs in the user's process.  Data goes to stdout (the trace, JSON); progress
+and tables go to stderr, and only when stderr is a terminal.  Exit codes:
+0 success, 1 a failed run or a violated invariant, 2 a usage error (click's
+own, and bad scenario files), 130 interrupted (Ctrl-C stops the run cleanly:
+the Emulator context manager stops every OS process, and what was measured
+is still printed).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import sys
+import tempfile
+import warnings
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from dispatcher.replay import NotAJournal, format_listing, queue_listing
+from dispatcher.replay import replay as do_replay
+from smp.app.cluster import run_schedulers
+from smp.app.compare import check_invariants, compare_runs, journal_messages, same_work
+from smp.app.limits import parse_limit, trip_note
+from smp.app.report import render_report
+from smp.app.scenario import NONSMP_RULE, example_names, load_scenario, match_spec_from
+from smp.app.workloads import duration_note, execute, fault_notes
+from smp.core.errors import BadArg, DecodeError, ScenarioError, SmpError
+from smp.core.matchspec import compile_match_spec
+from smp.core.pretty import NodeNumbers, format_term
+from smp.core.terms import Atom
+from smp.ports.dbgfmt import format_dbg, term_to_json
+from smp.ports.reader import merge_traces, read_trace, wrap_log_files
+from smp.wire.curve import InsecureWarning, server_security
+from smp.wire.curve import keygen as _keygen
+
+__all__ = ["main", "cli"]
+
+EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 1, 2, 130
+
+
+# ---------------------------------------------------------------- output helpers
+class _TraceWriter:
+    def __init__(self, fmt: str, stream, with_tracer: bool, nodes=None, latin1: bool = False):
+        self.fmt, self.stream, self.with_tracer = fmt, stream, with_tracer
+        self.lines = 0
+        self.nodes = nodes
+        # dbg's text is latin-1 (what a node writes on its latin-1 device)
+        self.raw = getattr(stream, "buffer", None) if latin1 and fmt == "dbg" else None
+
+    def __call__(self, tracer: str, term, source: str | None = None) -> None:
+        """Write one term; ``source`` (smp-emu read of several files) marks
+        it: a ``source`` key in JSON, ``SOURCE: `` before every line else."""
+        if self.stream is None:
+            return
+        if self.fmt == "json":
+            rec = {
+                "kind": "trace",
+                "tracer": tracer,
+                "term": term_to_json(term),
+                "text": format_term(term),
+            }
+            if source is not None:
+                rec["source"] = source
+            line = json.dumps(rec) + "\n"
+        elif self.fmt == "terms":
+            line = format_term(term) + ".\n"
+        else:
+            # dbg's handler prints nothing for what it does not know (monitor
+            # and profile messages): show those as the terms they are
+            line = format_dbg(term, self.nodes) or format_term(term) + "\n"
+        if source is not None and self.fmt != "json":
+            parts = line.split("\n")
+            tail = parts.pop()
+            line = "".join(f"{source}: {x}\n" for x in parts) + (
+                f"{source}: {tail}" if tail else ""
+            )
+        if self.raw is not None:
+            self.raw.write(line.encode("latin-1", "backslashreplace"))
+            self.raw.flush()
+            self.lines += 1
+            return
+        self.stream.write(line)
+        self.stream.flush()
+        self.lines += 1
+
+
+def _stderr_tty() -> bool:
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def _console():
+
+    return Console(stderr=True)
+
+
+def _print_summary_table(s: dict) -> None:
+
+    con = _console()
+    st = s["stats"]
+    title = f"{s['scenario']}: {s['mode']}, {s['schedulers']} scheduler(s)" + (
+        " (interrupted)" if s["interrupted"] else ""
+    )
+    t = Table(title=title)
+    t.add_column("type")
+    t.add_column("made", justify="right")
+    t.add_column("delivered", justify="right")
+    t.add_column("dropped", justify="right")
+    dropped: dict = {}
+    for reason, by_type in st["dropped_by_reason"].items():
+        for ty, n in by_type.items():
+            dropped.setdefault(ty, []).append(f"{n} {reason}")
+    for ty in sorted(set(st["made_by_type"]) | set(st["delivered_by_type"])):
+        t.add_row(
+            ty,
+            str(st["made_by_type"].get(ty, 0)),
+            str(st["delivered_by_type"].get(ty, 0)),
+            ", ".join(dropped.get(ty, [])) or "0",
+        )
+    t.add_row("all", str(st["made"]), str(st["delivered"]), str(st["dropped"]), style="bold")
+    con.print(t)
+    lat = s["latency_ns"]
+    con.print(
+        f"queued {st.get('queued', 0)}, suppressed {st.get('suppressed', 0)}, fake schedule "
+        f"pairs {st.get('fake_schedule_pairs', 0)}; {s['elapsed_s']:.3f} s, "
+        f"{s['throughput']['made_per_s']:.0f} made/s"
+        + (
+            f"; latency p50 {lat['p50'] / 1e3:.0f} us, p90 {lat['p90'] / 1e3:.0f} us, "
+            f"p99 {lat['p99'] / 1e3:.0f} us"
+            if lat["count"]
+            else ""
+        )
+    )
+    ps = Table(title="per scheduler")
+    for col in ("scheduler", "made", "messages_sent", "processes_exited", "suppressed"):
+        ps.add_column(col, justify="right")
+    for row in s["per_scheduler"]:
+        ps.add_row(
+            *(
+                str(row[c])
+                for c in ("scheduler", "made", "messages_sent", "processes_exited", "suppressed")
+            )
+        )
+    con.print(ps)
+
+
+def _load(scenario):
+
+    try:
+        sc = load_scenario(scenario)
+    except ScenarioError as e:
+        click.echo(f"smp-emu: {e}", err=True)
+        sys.exit(EXIT_USAGE)
+    for note in sc.get("notes", []):
+        click.echo(f"smp-emu: note: {note}", err=True)
+    return sc
+
+
+def _after_run_notes(s: dict) -> None:
+    """Say on stderr when a time-bounded run took over 10 % longer, and which
+    faults did not fire."""
+
+    note = duration_note(s)
+    if note:
+        click.echo(f"smp-emu: {note}", err=True)
+    for line in fault_notes(s):
+        click.echo(f"smp-emu: {line}", err=True)
+
+
+class _Interrupt:
+    """Turn SIGTERM into KeyboardInterrupt; ignore a second Ctrl-C while cleaning up."""
+
+    def __enter__(self):
+        self._old_term = signal.getsignal(signal.SIGTERM)
+        try:
+            signal.signal(signal.SIGTERM, self._raise)
+        except ValueError:  # not the main thread (CliRunner in a thread)
+            self._old_term = None
+        return self
+
+    @staticmethod
+    def _raise(signum, frame):
+        raise KeyboardInterrupt
+
+    def __exit__(self, *exc):
+        if self._old_term is not None:
+            signal.signal(signal.SIGTERM, self._old_term)
+
+
+def _shield() -> None:
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    except ValueError:
+        pass
+
+
+def progress_text(label: str, sc: dict, p: dict) -> str:
+    """The live progress line: elapsed against the asked duration, and the
+    trace messages made and delivered so far (the run's own counters)."""
+    secs = sc["duration"]["seconds"]
+    of = f" of {secs:g} s" if secs else ""
+    return (
+        f"running {label}: {p['elapsed']:.1f} s{of}, {p.get('made', 0):,} trace messages "
+        f"made, {p.get('delivered', 0):,} delivered"
+    )
+
+
+def _execute(
+    sc,
+    mode,
+    schedulers,
+    writer,
+    progress_label=None,
+    extra_faults=None,
+    journal=None,
+    emulator_options=None,
+    sample_interval=None,
+):
+
+    tty = _stderr_tty()
+    on_progress = None
+    status = None
+    if tty:
+        status = _console().status(f"running {progress_label or sc['name']} ...")
+        status.start()
+
+        def on_progress(p):
+            status.update(progress_text(progress_label or sc["name"], sc, p))
+
+    options = {} if sample_interval is None else {"sample_interval": sample_interval}
+    try:
+        with _Interrupt():
+            try:
+                return execute(
+                    sc,
+                    mode=mode,
+                    schedulers=schedulers,
+                    on_trace=writer,
+                    on_progress=on_progress,
+                    extra_faults=extra_faults,
+                    journal=journal,
+                    emulator_options=emulator_options,
+                    **options,
+                )
+            except KeyboardInterrupt:  # before the run started: nothing measured
+                _shield()
+                raise
+    finally:
+        if status is not None:
+            status.stop()
+
+
+# ---------------------------------------------------------------- commands
+# options several commands share (one definition each)
+_format_option = click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["dbg", "json", "terms"]),
+    default="dbg",
+    show_default=True,
+    help="trace output: dbg text, JSON lines, or Erlang terms",
+)
+_out_option = click.option(
+    "--out",
+    type=click.Path(dir_okay=False, writable=True),
+    help="write the trace here instead of stdout",
+)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="smp-trace-emu")
+def cli():
+    """Emulate the Erlang VM's SMP trace subsystem on scenario files."""
+
+
+@cli.command(
+    epilog="\b\nExample:\n  smp-emu run profile --json > run.json && smp-emu report run.json -o run.html\n  smp-emu run --tp 'wl_calls:check/1 x' --limit 100/1000"
+)
+@click.argument("scenario", required=False)
+@click.option(
+    "--mode",
+    type=click.Choice(["smp", "nonsmp"]),
+    help="run in this mode instead of the scenario's",
+)
+@click.option(
+    "--schedulers",
+    type=click.IntRange(1, 64),
+    help="how many schedulers smp mode runs instead of the scenario's (nonsmp always runs 1)",
+)
+@_format_option
+@_out_option
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="print a machine-readable summary on stdout (the trace goes to --out, if given)",
+)
+@click.option(
+    "--summary/--no-summary",
+    default=None,
+    help="show the summary table on stderr (default: when stderr is a terminal)",
+)
+@click.option("--check", is_flag=True, help="check the invariants; exit 1 when one fails")
+@click.option(
+    "--journal",
+    "journal_path",
+    type=click.Path(dir_okay=False, writable=True),
+    help="record the dispatcher's queue and decisions here, for smp-emu replay (smp)",
+)
+@click.option(
+    "--sample-interval",
+    type=click.FloatRange(0.01, 1.0),
+    default=0.1,
+    show_default=True,
+    help="seconds between two samples of the counters (the time series a report draws)",
+)
+@click.option(
+    "--tp",
+    "tps",
+    multiple=True,
+    metavar="'MOD:FUN/ARITY [MS]'",
+    help="set a global call pattern, as dbg:tp does (repeatable): FUN and ARITY "
+    "may be _ or left out; MS is a match spec in Erlang text or dbg's x, c, cx "
+    "(default: every call); processes still need the call flag",
+)
+@click.option(
+    "--limit",
+    "limit",
+    metavar="N | N/MS",
+    help="stop tracing after N trace messages, or when more than N come within "
+    "MS milliseconds, as recon_trace does (replaces the scenario's "
+    "max_messages and rate)",
+)
+def run(
+    scenario,
+    mode,
+    schedulers,
+    fmt,
+    out,
+    as_json,
+    summary,
+    check,
+    journal_path,
+    sample_interval,
+    tps,
+    limit,
+):
+    """Run SCENARIO (a TOML file or an example name; the built-in default if omitted)."""
+
+    sc = _load(scenario)
+    _apply_tp_and_limit(sc, tps, limit)
+    if (mode or sc["mode"]) == "nonsmp" and schedulers not in (None, 1):
+        click.echo(f"smp-emu: note: --schedulers {schedulers}: {NONSMP_RULE}", err=True)
+    if journal_path and (mode or sc["mode"]) != "smp":
+        raise click.UsageError("--journal records the dispatcher's queue: it needs smp mode")
+    _run_and_report(
+        sc,
+        mode,
+        schedulers,
+        fmt,
+        out,
+        as_json,
+        summary,
+        check,
+        journal=journal_path,
+        sample_interval=sample_interval,
+    )
+
+
+def _parse_tp(text: str) -> dict:
+    """A --tp value, ``MOD:FUN/ARITY [MS]``, as a scenario's [[patterns]] entry
+    with the global flag (``dbg:tp``)."""
+
+    m = _TP.match(text)
+    if not m:
+        raise click.BadParameter(
+            f"{text!r}: expected MOD:FUN/ARITY followed by an optional "
+            "match spec, like 'wl_calls:check/1 x'",
+            param_hint="--tp",
+        )
+    mod, fun, arity = (x.strip("'") if x else "_" for x in m.group("m", "f", "a"))
+    if mod == "_" and (fun, arity) != ("_", "_") or fun == "_" and arity != "_":
+        raise click.BadParameter(
+            f"{text!r}: with module _ the function and arity must be _ "
+            "too, and with function _ the arity",
+            param_hint="--tp",
+        )
+    ms_text = (m.group("ms") or "").strip()
+    try:
+        ms = match_spec_from(ms_text) if ms_text else True
+        compile_match_spec(ms)
+    except (ValueError, BadArg) as e:
+        raise click.BadParameter(f"{text!r}: bad match spec: {e}", param_hint="--tp") from None
+    return {
+        "mfa": [mod, fun, int(arity) if arity.isdigit() else "_"],
+        "match_spec": ms,
+        "flags": ["global"],
+        "meta_tracer": None,
+    }
+
+
+_TP = re.compile(
+    r"\A\s*(?P<m>'[^']*'|[^\s:/']+)(?::(?P<f>'[^']*'|[^\s/']+)(?:/(?P<a>[0-9]+|_))?)?"
+    r"(?:\s+(?P<ms>.*))?\s*\Z",
+    re.S,
+)
+
+
+def _apply_tp_and_limit(sc: dict, tps, limit) -> None:
+    """--tp patterns go after the scenario's; --limit replaces its caps."""
+
+    for text in tps:
+        sc["patterns"].append(_parse_tp(text))
+    if tps and not any(
+        "call" in f or "all" in f
+        for f in [g["trace"] for g in sc["groups"]] + [t["flags"] for t in sc["trace"]]
+    ):
+        click.echo(
+            "smp-emu: note: --tp: no process of this scenario is traced with the call "
+            "flag, so the pattern traces nothing (dbg:p(..., c) is needed too)",
+            err=True,
+        )
+    if limit is not None:
+        try:
+            sc["max_messages"], sc["rate"] = parse_limit(limit)
+        except ValueError as e:
+            raise click.BadParameter(str(e), param_hint="--limit") from None
+
+
+def _limit_note(s: dict) -> None:
+
+    note = trip_note(s.get("limit"))
+    if note:
+        click.echo(f"smp-emu: {note}", err=True)
+
+
+def _run_and_report(
+    sc,
+    mode,
+    schedulers,
+    fmt,
+    out,
+    as_json,
+    summary,
+    check,
+    journal=None,
+    emulator_options=None,
+    sample_interval=None,
+):
+    stream = open(out, "w", encoding="utf-8") if out else (None if as_json else sys.stdout)
+    writer = _TraceWriter(fmt, stream, True)
+    try:
+        outcome = _execute(
+            sc,
+            mode,
+            schedulers,
+            writer,
+            journal=journal,
+            emulator_options=emulator_options,
+            sample_interval=sample_interval,
+        )
+    except KeyboardInterrupt:
+        click.echo("smp-emu: interrupted before the run started", err=True)
+        sys.exit(EXIT_INTERRUPTED)
+    except SmpError as e:
+        click.echo(f"smp-emu: {e}", err=True)
+        sys.exit(EXIT_USAGE if isinstance(e, BadArg) else EXIT_FAILED)
+    finally:
+        if out and stream is not None:
+            stream.close()
+    _shield() if outcome.summary["interrupted"] else None
+    s = outcome.summary
+
+    violations = check_invariants(outcome)
+    s["invariants"] = {"ok": not violations, "violations": violations}
+    if fmt == "json" and not as_json and stream is sys.stdout:
+        sys.stdout.write(json.dumps({"kind": "summary", **s}, default=repr) + "\n")
+    if as_json:
+        sys.stdout.write(json.dumps(s, indent=2, default=repr) + "\n")
+    sys.stdout.flush()
+    if summary or (summary is None and _stderr_tty()):
+        _print_summary_table(s)
+    _after_run_notes(s)
+    _limit_note(s)
+    if s["error"]:
+        click.echo(f"smp-emu: {s['error']}", err=True)
+        sys.exit(EXIT_FAILED)
+    if check and violations:
+        for v in violations:
+            click.echo(f"smp-emu: invariant violated: {v}", err=True)
+        sys.exit(EXIT_FAILED)
+    if s["interrupted"]:
+        click.echo("smp-emu: interrupted", err=True)
+        sys.exit(EXIT_INTERRUPTED)
+
+
+def _warn_insecure(endpoint: str) -> None:
+    """--insecure: say so once on stderr (the Python warning would repeat it)."""
+
+    click.echo(
+        f"smp-emu: warning: {endpoint}: tcp without CURVE (--insecure): any process "
+        "that can reach these ports can send the emulator frames",
+        err=True,
+    )
+    warnings.simplefilter("ignore", InsecureWarning)
+
+
+@cli.command(
+    epilog="\b\nExample:\n  smp-emu dispatcher default --bind tcp://10.0.0.1:7000 --schedulers 4 --keys keys"
+)
+@click.argument("scenario", required=False)
+@click.option(
+    "--bind",
+    required=True,
+    metavar="tcp://ADDR:PORT",
+    help="where the controller listens; the dispatcher takes PORT+1..PORT+5",
+)
+@click.option(
+    "--schedulers",
+    type=click.IntRange(1, 64),
+    required=True,
+    help="how many schedulers must join (smp-emu scheduler --connect ...)",
+)
+@click.option(
+    "--keys",
+    type=click.Path(file_okay=False, exists=True),
+    help="server.key_secret and authorized/*.key (CURVE, on for every tcp endpoint)",
+)
+@click.option(
+    "--insecure",
+    is_flag=True,
+    help="run tcp without CURVE: anyone who can reach the ports can send frames",
+)
+@click.option("--advertise", metavar="HOST", help="address schedulers reach this host on")
+@click.option(
+    "--wait",
+    type=click.FloatRange(1, 3600),
+    default=120,
+    show_default=True,
+    help="seconds to wait for the schedulers to join",
+)
+@_format_option
+@_out_option
+@click.option("--json", "as_json", is_flag=True, help="print the summary as JSON on stdout")
+@click.option(
+    "--summary/--no-summary",
+    default=None,
+    help="show the summary table on stderr (default: when stderr is a terminal)",
+)
+@click.option("--check", is_flag=True, help="check the invariants; exit 1 when one fails")
+def dispatcher(
+    scenario, bind, schedulers, keys, insecure, advertise, wait, fmt, out, as_json, summary, check
+):
+    """Run SCENARIO (smp) with the dispatcher here and schedulers that join
+    from other hosts or process groups (started with smp-emu scheduler --connect)."""
+    sc = _load(scenario)
+    opts = {
+        "bind": bind,
+        "remote_schedulers": schedulers,
+        "keys": keys,
+        "insecure": insecure,
+        "advertise": advertise,
+        "start_timeout": wait,
+    }
+    if keys is not None:  # unreadable keys are a usage error, said before the run
+        try:
+            server_security(keys)
+        except SmpError as e:
+            click.echo(f"smp-emu: {e}", err=True)
+            sys.exit(EXIT_USAGE)
+    if insecure:
+        _warn_insecure(bind)
+    try:
+        _run_and_report(
+            sc, "smp", schedulers, fmt, out, as_json, summary, check, emulator_options=opts
+        )
+    except (BadArg, SmpError) as e:
+        click.echo(f"smp-emu: {e}", err=True)
+        sys.exit(EXIT_USAGE if isinstance(e, BadArg) else EXIT_FAILED)
+
+
+@cli.command(
+    epilog="\b\nExample:\n  smp-emu scheduler --connect tcp://10.0.0.1:7000 --count 4 --host 10.0.0.2 \\\n      --keys host2keys --name host2"
+)
+@click.option(
+    "--connect",
+    required=True,
+    metavar="tcp://ADDR:PORT",
+    help="the controller's address (smp-emu dispatcher --bind)",
+)
+@click.option(
+    "--count",
+    type=click.IntRange(1, 64),
+    default=1,
+    show_default=True,
+    help="schedulers to start on this host",
+)
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="address this host's scheduler inboxes listen on",
+)
+@click.option(
+    "--keys",
+    type=click.Path(file_okay=False, exists=True),
+    help="NAME.key_secret of these schedulers and the controller's server.key",
+)
+@click.option("--name", default="scheduler", show_default=True, help="key pair name in --keys")
+@click.option(
+    "--insecure",
+    is_flag=True,
+    help="join a controller that runs tcp without CURVE (smp-emu dispatcher --insecure)",
+)
+def scheduler(connect, count, host, keys, name, insecure):
+    """Start schedulers on this host that join a controller (smp-emu dispatcher)."""
+
+    if insecure:
+        _warn_insecure(connect)
+    try:
+        failed = run_schedulers(connect, count, host=host, keys=keys, name=name, insecure=insecure)
+    except (BadArg, SmpError) as e:
+        click.echo(f"smp-emu: {e}", err=True)
+        sys.exit(EXIT_USAGE)
+    sys.exit(EXIT_FAILED if failed else 0)
+
+
+@cli.command(
+    epilog="\b\nExample:\n  smp-emu keygen keys && smp-emu keygen keys/authorized --name host2"
+)
+@click.argument("directory", type=click.Path(file_okay=False))
+@click.option(
+    "--name",
+    default="server",
+    show_default=True,
+    help="server for the controller's host, or a scheduler host's name",
+)
+def keygen(directory, name):
+    """Make a CURVE key pair: DIRECTORY/NAME.key (public) and NAME.key_secret.
+
+    The controller's host needs server.key_secret and an authorized/
+    directory with the public key of every scheduler host allowed in; each
+    scheduler host needs its own NAME.key_secret and the server.key."""
+
+    try:
+        public, secret = _keygen(directory, name)
+    except SmpError as e:
+        click.echo(f"smp-emu: {e}", err=True)
+        sys.exit(EXIT_USAGE)
+    click.echo(public)
+    click.echo(secret)
+
+
+@cli.command(
+    epilog="\b\nExample:\n  smp-emu compare churn --json > cmp.json && smp-emu report cmp.json -o cmp.html"
+)
+@click.argument("scenario", required=False)
+@click.option(
+    "--schedulers",
+    type=click.IntRange(1, 64),
+    help="how many schedulers the smp run has (default: the scenario's)",
+)
+@click.option(
+    "--operations",
+    type=click.IntRange(1, 10_000_000),
+    default=None,
+    help="loop iterations per workload process in both modes (default: the "
+    "scenario's; a time-bounded scenario gets 100)",
+)
+@click.option("--json", "as_json", is_flag=True, help="print the comparison as JSON on stdout")
+@click.option(
+    "--first",
+    type=click.IntRange(1, 100000),
+    default=20,
+    show_default=True,
+    help="how many messages only one mode made to list per tracer",
+)
+@click.option(
+    "--sample-interval",
+    type=click.FloatRange(0.01, 1.0),
+    default=0.1,
+    show_default=True,
+    help="seconds between two samples of the counters",
+)
+def compare(scenario, schedulers, operations, as_json, first, sample_interval):
+    """Run the same seeded SCENARIO in nonsmp and smp mode and show what differs.
+
+    Both modes do the same work: a time-bounded scenario is converted to a
+    number of operations, and the output says so.  Every differing counter
+    comes with the seed's reason, and every message only one mode made is
+    listed per tracer and tracee (smp's drops come from the dispatcher's
+    journal)."""
+
+    sc, work = same_work(_load(scenario), operations)
+    tmpdir = tempfile.mkdtemp(prefix="smp-emu-compare-")
+    journal = os.path.join(tmpdir, "smp.journal")
+    try:
+        try:
+            a = _execute(
+                sc, "nonsmp", 1, None, f"{sc['name']} (nonsmp)", sample_interval=sample_interval
+            )
+            if a.summary["interrupted"]:
+                raise KeyboardInterrupt
+            b = _execute(
+                sc,
+                "smp",
+                schedulers,
+                None,
+                f"{sc['name']} (smp)",
+                journal=journal,
+                sample_interval=sample_interval,
+            )
+        except KeyboardInterrupt:
+            click.echo("smp-emu: interrupted", err=True)
+            sys.exit(EXIT_INTERRUPTED)
+        except SmpError as e:
+            click.echo(f"smp-emu: {e}", err=True)
+            sys.exit(EXIT_FAILED)
+        try:
+            made = journal_messages(journal)
+        except (OSError, ValueError):
+            made = None
+    finally:
+        shutil.rmtree(tmpdir, ignore_errors=True)
+    c = compare_runs(a, b, first=first, scenario=sc, smp_made=made)
+    c["workload"] = work
+    if as_json:
+        sys.stdout.write(json.dumps(c, indent=2, default=repr) + "\n")
+    else:
+        _print_compare(c)
+    if any(r["error"] for r in c["runs"].values()):
+        sys.exit(EXIT_FAILED)
+    if b.summary["interrupted"]:
+        sys.exit(EXIT_INTERRUPTED)
+
+
+def _print_compare(c: dict) -> None:
+    ma, mb = c["modes"]
+    w = max(len(r["what"]) for r in c["rows"]) + 2
+    out = sys.stdout
+    if c.get("workload"):
+        out.write(f"work: {c['workload']['note']}\n\n")
+    out.write(f"{'':{w}}{ma:>14}{mb:>14}\n")
+    for r in c["rows"]:
+        mark = "  *" if r["differs"] else ""
+        out.write(f"{r['what']:{w}}{_cell(r[ma]):>14}{_cell(r[mb]):>14}{mark}\n")
+    reasons = [(r["what"], r["why"]) for r in c["rows"] if r.get("why")]
+    if reasons:
+        out.write(
+            "\nwhy they differ (from the counters that differ, with the seed's "
+            "#ifdef ERTS_SMP branches):\n"
+        )
+        for what, text in reasons:
+            out.write(f"  * {what}: {text}\n")
+    if c.get("order_note"):
+        out.write(f"\nordering: {c['order_note']}\n")
+    for m in (ma, mb):
+        v = c["invariants"][m]
+        out.write(
+            f"\ninvariants ({m}): "
+            + (
+                "all hold (counts add up, per-tracee order, timestamps increase)"
+                if not v
+                else f"{len(v)} violated"
+            )
+            + "\n"
+        )
+        for x in v:
+            out.write(f"  {x}\n")
+    msgs = c.get("messages") or {}
+    if msgs:
+        out.write(f"\nmessages only one mode made: {msgs['note']}\n")
+    for t in msgs.get("tracers", []):
+        n = t["only_count"]
+        out.write(
+            f"\ntracer {t['tracer']}: {ma} made {t[ma]}, {mb} made {t[mb]}; only in "
+            f"{ma} {n[ma]}, only in {mb} {n[mb]}\n"
+        )
+        if not t["only"]:
+            out.write("  (none)\n")
+        for d in t["only"]:
+            out.write(
+                f"  only {d['mode']} ({d['fate']}), {d['tracee']} #{d['index']}: "
+                f"{d['message'] or '(none)'}\n      why: {d['why']}\n"
+            )
+        more = n[ma] + n[mb] - len(t["only"])
+        if more > 0:
+            out.write(f"  ({more} more not listed: --first N lists more)\n")
+
+
+def _cell(v) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.3f}" if v < 100 else f"{v:.0f}"
+    return str(v)
+
+
+@cli.command(
+    epilog="\b\nExample:\n  smp-emu read everything.trace\n  smp-emu read calls --wrap .trc --wrap-count 4\n  smp-emu read a@host.trc b@host.trc 'c@host-*.trc'\n  smp-emu read --follow live.trace"
+)
+@click.argument("sources", metavar="SOURCE...", nargs=-1, required=True)
+@click.option(
+    "--wrap",
+    "wrap_suffix",
+    help="read a wrap log: SOURCE is the file name before the counter, this the "
+    "suffix after it (NAME0.SUFFIX, NAME1.SUFFIX, ...); a SOURCE written "
+    "NAME*SUFFIX (quoted) is a wrap log too, as ttb names them",
+)
+@click.option(
+    "--wrap-count",
+    type=click.IntRange(1, 10000),
+    default=8,
+    show_default=True,
+    help="how many files the wrap log was written with (the wrap count of the "
+    "trace port: wrap_count in a scenario)",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["dbg", "json", "terms"]),
+    default="dbg",
+    show_default=True,
+    help="output: dbg text, JSON lines, or Erlang terms",
+)
+@click.option(
+    "--timeout",
+    type=float,
+    default=None,
+    help="seconds to wait for data on an ip port (default: until it closes)",
+)
+@click.option(
+    "--node-number",
+    "node_numbers",
+    multiple=True,
+    metavar="NODE=N",
+    help="print ids of NODE as <N.X.Y> (what the reading node would print: the "
+    "index of NODE's atom there); other nodes are numbered 1, 2, ...",
+)
+@click.option(
+    "--follow",
+    is_flag=True,
+    help="keep reading the file as it grows, as dbg:trace_client(follow_file, F) "
+    "does, until Ctrl-C (one trace file)",
+)
+@click.option(
+    "--mark/--no-mark",
+    default=None,
+    help="start every line with the SOURCE it came from and ': ' (JSON: a "
+    '"source" key); default: when reading more than one SOURCE',
+)
+def read(sources, wrap_suffix, wrap_count, fmt, timeout, node_numbers, follow, mark):
+    """Print trace files, wrap logs or ip trace ports (HOST:PORT) as dbg does,
+    in latin-1 as dbg:trace_client prints it on a node's latin-1 device (messages
+    dbg does not format, such as monitor and profile messages, are printed as
+    terms).  Several SOURCEs (the files of several nodes) are merged by
+    timestamp as ttb:format merges them, each line marked with its SOURCE;
+    messages without a timestamp keep their file's order.  Exit 2 when a
+    SOURCE is missing, unreadable or not a trace."""
+
+    known = {}
+    for item in node_numbers:
+        name, sep, num = item.rpartition("=")
+        if not sep or not name or not num.isdigit():
+            raise click.BadParameter(f"{item!r}: expected NODE=N", param_hint="--node-number")
+        known[Atom(name)] = int(num)
+    srcs = [_read_source(x, wrap_suffix, wrap_count) for x in sources]
+    if follow and (len(srcs) != 1 or isinstance(srcs[0], tuple) or not os.path.isfile(srcs[0])):
+        raise click.UsageError(
+            "--follow reads one trace file (not a wrap log, an ip port or "
+            "several files), as dbg:trace_client(follow_file, F) does"
+        )
+    if mark is None:
+        mark = len(srcs) > 1
+    writer = _TraceWriter(fmt, sys.stdout, False, NodeNumbers(known), latin1=True)
+    try:
+        if len(srcs) == 1:
+            label = sources[0] if mark else None
+            for term in read_trace(srcs[0], timeout=timeout, follow=follow):
+                writer("", term, label)
+        else:
+            for i, term in merge_traces(srcs, timeout=timeout):
+                writer("", term, sources[i] if mark else None)
+    except (DecodeError, OSError, ValueError) as e:
+        click.echo(f"smp-emu: {e}", err=True)
+        sys.exit(EXIT_USAGE)
+    except KeyboardInterrupt:
+        sys.exit(EXIT_INTERRUPTED)
+
+
+def _read_source(source: str, wrap_suffix, wrap_count: int):
+    """What ``read_trace`` takes for one SOURCE of smp-emu read; exits 2 when
+    it names no file, wrap log or HOST:PORT."""
+    name = None
+    if wrap_suffix and "*" not in source:
+        name, suffix = source, wrap_suffix
+    elif not os.path.exists(source) and source.count("*") == 1:
+        name, _, suffix = source.partition("*")
+    if name is not None:
+        try:
+            if not wrap_log_files(name, suffix, wrap_count):
+                click.echo(
+                    f"smp-emu: {name}N{suffix}: no such wrap log (no file "
+                    f"{name}0{suffix}, {name}1{suffix}, ...)",
+                    err=True,
+                )
+                sys.exit(EXIT_USAGE)
+        except DecodeError as e:
+            click.echo(
+                f"smp-emu: {e}; the wrap log's file count is --wrap-count "
+                f"({wrap_count} now; in Python the count in (path, 'wrap', suffix, "
+                f"size, count))",
+                err=True,
+            )
+            sys.exit(EXIT_USAGE)
+        return (name, "wrap", suffix, 0, wrap_count)
+    if not os.path.exists(source) and ":" not in source:
+        click.echo(f"smp-emu: {source}: no such file", err=True)
+        sys.exit(EXIT_USAGE)
+    return source
+
+
+@cli.command(
+    epilog="\b\nExample:\n  smp-emu compare profile --json > cmp.json && smp-emu report cmp.json -o cmp.html"
+)
+@click.argument("result", type=click.Path(dir_okay=False))
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False),
+    default="report.html",
+    show_default=True,
+    help="where to write the HTML page",
+)
+def report(result, output):
+    """Write a self-contained HTML report from a saved result: the JSON of
+    run --json, stress --json or compare --json.  It shows throughput, queue
+    depth and drops over time, the latency histogram, the scheduler timeline
+    (when the scenario profiles schedulers, as the profile example does) and
+    the totals; a compare draws both modes on the same axes and lists the
+    messages only one mode made."""
+
+    try:
+        with open(result, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as e:
+        click.echo(f"smp-emu: {result}: cannot read: {e.strerror}", err=True)
+        sys.exit(EXIT_USAGE)
+    try:
+        data = json.loads(text)
+        html = render_report(data)
+    except (ValueError, KeyError, TypeError, AttributeError, IndexError) as e:
+        what = f"{type(e).__name__}: {e}" if not isinstance(e, ValueError) else str(e)
+        click.echo(f"smp-emu: {result}: not a run, stress or compare result ({what})", err=True)
+        sys.exit(EXIT_USAGE)
+    with open(output, "w", encoding="utf-8") as f:
+        f.write(html)
+    click.echo(output)
+
+
+@cli.command(
+    epilog="\b\nExample:\n  smp-emu stress --duration 10 --schedulers 4 --faults 50 --json > stress.json"
+)
+@click.argument("scenario", required=False)
+@click.option(
+    "--duration",
+    type=click.FloatRange(0.1, 3600),
+    default=3.0,
+    show_default=True,
+    help="seconds the workload runs while faults are injected",
+)
+@click.option(
+    "--schedulers",
+    type=click.IntRange(1, 64),
+    default=None,
+    help="how many schedulers smp mode runs instead of the scenario's (nonsmp always runs 1)",
+)
+@click.option(
+    "--mode",
+    type=click.Choice(["smp", "nonsmp"]),
+    default=None,
+    help="run in this mode instead of the scenario's",
+)
+@click.option("--seed", type=int, default=None, help="seed of the random faults")
+@click.option(
+    "--faults",
+    type=click.IntRange(0, 10000),
+    default=12,
+    show_default=True,
+    help="how many random faults",
+)
+@click.option(
+    "--journal",
+    "journal_path",
+    type=click.Path(dir_okay=False, writable=True),
+    help="record the dispatcher's queue and decisions here (smp; default: a temporary "
+    "file, kept and named only when an invariant fails)",
+)
+@click.option("--json", "as_json", is_flag=True, help="print the result as JSON on stdout")
+@click.option(
+    "--sample-interval",
+    type=click.FloatRange(0.01, 1.0),
+    default=0.1,
+    show_default=True,
+    help="seconds between two samples of the counters",
+)
+def stress(
+    scenario, duration, schedulers, mode, seed, faults, journal_path, as_json, sample_interval
+):
+    """Random faults on top of a workload; exit 1 naming messages that break an invariant.
+
+    In smp mode the dispatcher journals its queue as it runs and the journal
+    is replayed at the end (as smp-emu replay does): every decision is taken
+    again, and timestamps, per-tracee order and state resets are checked in
+    queue order."""
+
+    sc = _load(scenario or "stress" if scenario or _has_example("stress") else None)
+    if (mode or sc["mode"]) == "nonsmp" and schedulers not in (None, 1):
+        click.echo(f"smp-emu: note: --schedulers {schedulers}: {NONSMP_RULE}", err=True)
+    sc["duration"] = {"seconds": duration, "operations": None}
+    sc["timeout"] = max(sc["timeout"], duration * 10 + 30)
+    run_mode = mode or sc["mode"]
+    if run_mode != "smp" and journal_path:
+        raise click.UsageError("--journal records the dispatcher's queue: it needs smp mode")
+    tmpdir = None
+    if run_mode == "smp" and not journal_path:
+        tmpdir = tempfile.mkdtemp(prefix="smp-emu-journal-")
+        journal_path = os.path.join(tmpdir, f"stress-{sc['name']}.journal")
+    rng = random.Random(sc["seed"] if seed is None else seed)
+    extra = _random_faults(sc, rng, duration, faults)
+    try:
+        outcome = _execute(
+            sc,
+            mode,
+            schedulers,
+            None,
+            f"{sc['name']} with {len(extra)} random faults",
+            extra,
+            journal=journal_path,
+            sample_interval=sample_interval,
+        )
+    except KeyboardInterrupt:
+        click.echo("smp-emu: interrupted before the run started", err=True)
+        if tmpdir is not None:
+            shutil.rmtree(tmpdir, ignore_errors=True)
+        sys.exit(EXIT_INTERRUPTED)
+    except SmpError as e:
+        click.echo(f"smp-emu: {e}", err=True)
+        if tmpdir is not None:
+            click.echo(f"smp-emu: journal kept: {journal_path}", err=True)
+        sys.exit(EXIT_FAILED)
+    s = outcome.summary
+    if s["interrupted"]:
+        _shield()  # the run is over: a second Ctrl-C must not lose the summary
+    violations = check_invariants(outcome, limit=50)
+    rep = None
+    if journal_path:
+        try:
+            # an interrupted run's statistics were taken before the dispatcher
+            # stopped: its journal goes on, so only the decisions are compared
+            rep = _replay_journal(
+                journal_path, outcome.summary["stats"], totals=not s["interrupted"]
+            )
+            violations += rep["violations"]
+            s["replay"] = rep
+        except KeyboardInterrupt:  # Ctrl-C during the replay: the run stands
+            _shield()
+            s["interrupted"] = True
+            s["replay"] = None
+    s["invariants"] = {"ok": not violations, "violations": violations}
+    s["faults"] = [{k: v for k, v in f.items()} for f in extra]
+    keep = journal_path is not None and (
+        tmpdir is None or bool(violations) or bool(s["error"]) or s["interrupted"]
+    )
+    s["journal"] = journal_path if keep else None
+    s["kind"] = "stress"
+    if as_json:
+        sys.stdout.write(json.dumps(s, indent=2, default=repr) + "\n")
+    else:
+        st = s["stats"]
+        sys.stdout.write(
+            f"stress, scenario {s['scenario']} ({s['mode']}, {s['schedulers']} scheduler(s), "
+            f"{len(extra)} faults, {s['elapsed_s']:.2f} s): made {st['made']}, "
+            f"delivered {st['delivered']}, dropped {st['dropped']}, queued "
+            f"{st.get('queued', 0)}, suppressed {st.get('suppressed', 0)}\n"
+        )
+        if rep is not None:
+            sys.stdout.write(
+                f"replayed {rep['runs']} runs from the journal: "
+                f"{rep['divergence_count']} divergences, "
+                f"{rep['race_window']} decided before a concurrent change\n"
+            )
+        for v in violations:
+            sys.stdout.write(f"VIOLATION: {v}\n")
+        if not violations:
+            sys.stdout.write("all invariants hold\n")
+        d = s["duration"]
+        if d["within_10pct"] is not None:
+            sys.stdout.write(
+                f"ran {s['elapsed_s']:.2f} s for --duration {duration:g}"
+                + (
+                    ": within 10 %\n"
+                    if d["within_10pct"]
+                    else f" (+{d['over_pct']:.0f} %): " + "; ".join(d["why"]) + "\n"
+                )
+            )
+    for line in fault_notes(s):
+        click.echo(f"smp-emu: {line}", err=True)
+    if keep and (violations or s["error"] or s["interrupted"]):
+        click.echo(
+            f"smp-emu: journal kept: {journal_path} (smp-emu replay {journal_path})", err=True
+        )
+    elif tmpdir is not None:
+        shutil.rmtree(tmpdir, ignore_errors=True)
+    if s["error"]:
+        click.echo(f"smp-emu: {s['error']}", err=True)
+    if s["interrupted"]:
+        click.echo("smp-emu: interrupted", err=True)
+        sys.exit(EXIT_INTERRUPTED)
+    if s["error"] or violations:
+        sys.exit(EXIT_FAILED)
+
+
+def _replay_journal(path: str, stats: dict, totals: bool = True) -> dict:
+    """Replay a stress run's journal; its findings as invariant violations
+    (with ``totals``, also where its totals differ from the run's ``stats``)."""
+
+    try:
+        r = do_replay(path)
+    except NotAJournal as e:
+        return {"runs": 0, "divergence_count": 0, "race_window": 0, "violations": [f"journal: {e}"]}
+    out = [f"journal: {v}" for v in r.violations]
+    for d in r.divergences:
+        out.append(
+            f"journal: seq {d['seq']}: {d['type']} x{d['n']} queued at seq "
+            f"{d['queued_seq']} was {d['recorded']}, replay says {d['replayed']}: "
+            + "; ".join(d["messages"])
+        )
+    if r.divergence_count > len(r.divergences):
+        out.append(f"journal: ({r.divergence_count - len(r.divergences)} more divergences)")
+    if r.violation_count > len(r.violations):
+        out.append(f"journal: ({r.violation_count - len(r.violations)} more violations)")
+    if r.truncated:
+        out.append(f"journal: truncated: {r.truncated}")
+    for key in ("made_by_type", "delivered_by_type", "dropped_by_reason", "queued"):
+        if totals and r.totals[key] != stats.get(key, {} if key != "queued" else 0):
+            out.append(f"journal: replayed {key} {r.totals[key]} != the run's {stats.get(key)}")
+    return {
+        "runs": r.runs,
+        "divergence_count": r.divergence_count,
+        "race_window": r.race_window,
+        "inferred": r.inferred,
+        "violations": out,
+    }
+
+
+@cli.command(epilog="\b\nExample:\n  smp-emu replay stress.journal --around 1200")
+@click.argument("journal", type=click.Path(dir_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="print the replay report as JSON on stdout")
+@click.option(
+    "--around",
+    type=click.IntRange(0),
+    default=None,
+    help="list the queue around this seq, in dbg's format, with each decision",
+)
+@click.option(
+    "--limit",
+    type=click.IntRange(1, 100000),
+    default=20,
+    show_default=True,
+    help="how many divergences to report and runs to list",
+)
+def replay(journal, as_json, around, limit):
+    """Re-run the deliver/drop decisions recorded in JOURNAL (written by
+    smp-emu stress, smp-emu run --journal or Emulator(journal=...)); exit 1 on
+    a divergence or a broken invariant, 2 when JOURNAL is missing or not a
+    journal."""
+
+    if not os.path.exists(journal):
+        click.echo(f"smp-emu: {journal}: no such file", err=True)
+        sys.exit(EXIT_USAGE)
+    try:
+        r = do_replay(journal, max_divergences=limit)
+        listing = None
+        if around is not None or (not as_json and r.divergences):
+            listing = queue_listing(journal, r, around, limit)
+    except NotAJournal as e:
+        click.echo(f"smp-emu: {e}", err=True)
+        sys.exit(EXIT_USAGE)
+    if as_json:
+        out = r.to_json()
+        if listing is not None:
+            out["listing"] = listing
+        sys.stdout.write(json.dumps(out, indent=2, default=repr) + "\n")
+    else:
+        sys.stdout.write(_replay_text(r))
+        if listing:
+            at = around if around is not None else r.divergences[0]["seq"]
+            sys.stdout.write(f"\nqueue around seq {at}:\n" + format_listing(listing, at))
+    sys.stdout.flush()
+    if _stderr_tty():
+        _print_replay_table(r)
+    sys.exit(0 if r.ok else EXIT_FAILED)
+
+
+def _replay_text(r) -> str:
+    t = r.totals
+    lines = [
+        f"journal {r.path}: {r.schedulers} scheduler(s), "
+        + ", ".join(f"{n} {k}" for k, n in r.records.items())
+        + " records",
+        f"replayed {r.runs} runs: made {t['made']}, delivered {t['delivered']}, dropped "
+        f"{t['dropped']}, queued {t['queued']}",
+    ]
+    for reason, by_type in t["dropped_by_reason"].items():
+        lines.append(f"  dropped {reason}: " + ", ".join(f"{ty} {n}" for ty, n in by_type.items()))
+    if r.race_window or r.inferred or r.unjournaled:
+        lines.append(
+            f"{r.race_window} decided before a concurrent change was recorded, "
+            f"{r.inferred} learned from the journal (port closes, registrations), "
+            f"{r.unjournaled} unjournaled trace_delivered replies"
+        )
+    if r.truncated:
+        lines.append(f"journal truncated: {r.truncated}")
+    lines.append(f"divergences: {r.divergence_count}")
+    for d in r.divergences:
+        lines.append(
+            f"  seq {d['seq']}: {d['type']} x{d['n']} (queued at seq {d['queued_seq']}, "
+            f"from {d['from']}): recorded {d['recorded']}, replayed {d['replayed']}"
+        )
+        lines += [f"      {m}" for m in d["messages"]]
+    lines.append(f"invariant violations: {r.violation_count}")
+    lines += [f"  {v}" for v in r.violations]
+    lines.append("replay matches the run" if r.ok else "REPLAY FAILED")
+    return "\n".join(lines) + "\n"
+
+
+def _print_replay_table(r) -> None:
+
+    t = Table(title=f"replay of {os.path.basename(r.path)}")
+    for col in ("type", "made", "delivered", "dropped"):
+        t.add_column(col, justify="left" if col == "type" else "right")
+    tot = r.totals
+    dropped: dict = {}
+    for reason, by_type in tot["dropped_by_reason"].items():
+        for ty, n in by_type.items():
+            dropped.setdefault(ty, []).append(f"{n} {reason}")
+    for ty in sorted(tot["made_by_type"]):
+        t.add_row(
+            ty,
+            str(tot["made_by_type"][ty]),
+            str(tot["delivered_by_type"].get(ty, 0)),
+            ", ".join(dropped.get(ty, [])) or "0",
+        )
+    t.add_row("all", str(tot["made"]), str(tot["delivered"]), str(tot["dropped"]), style="bold")
+    con = _console()
+    con.print(t)
+    con.print(
+        f"divergences {r.divergence_count}, invariant violations {r.violation_count}: "
+        + ("[green]replay matches the run[/]" if r.ok else "[red]REPLAY FAILED[/]")
+    )
+
+
+def _has_example(name: str) -> bool:
+
+    return name in example_names()
+
+
+def _random_faults(sc: dict, rng, duration: float, n: int) -> list:
+    collectors = [t["name"] for t in sc["tracers"] if t["kind"] == "collector"]
+    groups = [g["name"] for g in sc["groups"]]
+    actions = []
+    if collectors:
+        actions.append("kill_tracer")
+    if sc["seq_trace"]:
+        actions.append("replace_seq_tracer")
+    if sc["system_monitor"]:
+        actions.append("replace_monitor")
+    if sc["system_profile"]:
+        actions.append("replace_profiler")
+    actions += ["kill_processes", "set_sensitive"]
+    out = []
+    for _ in range(n):
+        a = rng.choice(actions)
+        f = {
+            "action": a,
+            "target": None,
+            "at": round(rng.uniform(0, duration * 0.9), 3),
+            "every": 0.0,
+            "times": 1,
+            "count": 1,
+            "reason": "kill",
+            "value": rng.random() < 0.7,
+            "replace": True,
+        }
+        if a == "kill_tracer":
+            f["target"] = rng.choice(collectors)
+        elif a in ("kill_processes", "set_sensitive"):
+            f["target"] = rng.choice(groups)
+            f["count"] = rng.randint(1, 3)
+        out.append(f)
+    return out
+
+
+# smp-emu explore: every interleaving of the queue and the state (smp/explore.py)
+from smp.app.explore import explore_command as _explore_command  # noqa: E402
+
+cli.add_command(_explore_command)
+
+
+def main(argv=None) -> None:
+    try:
+        cli.main(args=argv, prog_name="smp-emu", standalone_mode=True)
+    except KeyboardInterrupt:
+        sys.exit(EXIT_INTERRUPTED)
+    except (OSError, SmpError) as e:  # an error no command handled: one line
+        click.echo(f"smp-emu: {e}", err=True)
+        sys.exit(EXIT_FAILED if type(e) is SmpError else EXIT_USAGE)
+
+
+if __name__ == "__main__":
+    main()

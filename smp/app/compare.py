@@ -1,0 +1,793 @@
+"""Invariant checks on one run, and the side-by-side of an smp and a nonsmp run.
+
+Runs in the user's process, on ``smp.app.workloads.RunOutcome`` values.  The
+checks are the promises of ``erl_trace.c`` that hold in both builds:
+
+* counts add up: made == delivered + dropped + queued, in all and per type;
+* per-tracee order: a tracee's ``send`` messages (and its ``'receive'``
+  messages per sender) carry workload sequence numbers that only increase
+  (workload messages are ``(Tag, Sender, Seq, ...)``);
+* timestamps strictly increase per tracer (the seed takes them under ``smq_mtx``).
+
+Across tracees only per-sender order is promised, so ``compare_runs`` lines
+the two runs up per (tracer, tracee), with pids replaced by stable labels,
+and lists every message only one mode made (in smp mode with the drops the
+dispatcher's journal recorded), each with the seed's reason.  Every "why" of
+a differing row is put together from the counters that differ: a cause whose
+counter is zero is not named.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+from collections import Counter, deque
+
+from dispatcher.replay import _terms, read_records
+from smp.core import messages as M
+from smp.core.dispatch import DROP
+from smp.core.pretty import format_term
+from smp.core.terms import Atom, Pid, Port
+from smp.ports.dbgfmt import format_dbg
+from smp.ports.order import OrderChecker
+
+__all__ = [
+    "check_invariants",
+    "compare_runs",
+    "normalise",
+    "OrderChecker",
+    "why",
+    "explain_row",
+    "message_differences",
+    "journal_messages",
+]
+
+_TRACE, _TRACE_TS, _SEQ, _PROFILE = (
+    Atom("trace"),
+    Atom("trace_ts"),
+    Atom("seq_trace"),
+    Atom("profile"),
+)
+_SEND, _RECEIVE = Atom("send"), Atom("receive")
+
+
+def _ts(term):
+    if type(term) is not tuple or not term:
+        return None
+    if term[0] is _TRACE_TS and len(term) >= 4:
+        return term[-1]
+    if term[0] is _SEQ and len(term) == 4:
+        return term[3]
+    if term[0] is _PROFILE and len(term) >= 5:
+        return term[-1]
+    return None
+
+
+def _valid_ts(ts) -> bool:
+    return type(ts) is tuple and len(ts) == 3 and all(type(x) is int for x in ts)
+
+
+def _fake_out(term) -> bool:
+    """nonsmp's fake ``out`` after a heavy port write: do_send_schedfix_to_port
+    gives it the timestamp of the message just written."""
+    return (
+        type(term) is tuple
+        and len(term) == 5
+        and term[0] is _TRACE_TS
+        and term[2] is Atom("out")
+        and term[3] == 0
+    )
+
+
+def check_invariants(outcome, limit: int = 20) -> list[str]:
+    """Every violated invariant of one run, each naming the messages involved."""
+    out: list[str] = []
+    st = outcome.summary["stats"]
+    queued = st.get("queued", 0)
+    dropped_total = st["dropped"]
+    if st["made"] != st["delivered"] + dropped_total + queued:
+        out.append(
+            f"counts: made {st['made']} != delivered {st['delivered']} + dropped "
+            f"{dropped_total} + queued {queued}"
+        )
+    if queued == 0:
+        dropped_by_type: dict = {}
+        for by_type in st["dropped_by_reason"].values():
+            for t, n in by_type.items():
+                dropped_by_type[t] = dropped_by_type.get(t, 0) + n
+        for t, made in st["made_by_type"].items():
+            got = st["delivered_by_type"].get(t, 0) + dropped_by_type.get(t, 0)
+            if made != got:
+                out.append(
+                    f"counts: {t} made {made} != delivered "
+                    f"{st['delivered_by_type'].get(t, 0)} + dropped {dropped_by_type.get(t, 0)}"
+                )
+    order = OrderChecker()
+    for name, terms in outcome.messages.items():
+        last_ts = None
+        last_i = None
+        for i, term in enumerate(terms):
+            ts = _ts(term)
+            if ts is not None and _valid_ts(ts):
+                if last_ts is not None and (ts < last_ts or ts == last_ts and not _fake_out(term)):
+                    out.append(
+                        f"tracer {name}: message {i + 1} {format_term(term)} has timestamp "
+                        f"{format_term(ts)}, not after message {last_i + 1} "
+                        f"{format_term(terms[last_i])}"
+                    )
+                last_ts, last_i = ts, i
+            v = order.feed(name, term)
+            if v:
+                out.append(v)
+            if len(out) >= limit:
+                out.append("(more violations not listed)")
+                return out
+    return out
+
+
+# ---------------------------------------------------------------- compare
+def normalise(term, labels: dict):
+    """A term with timestamps dropped and pids/ports replaced by their labels."""
+    if type(term) is tuple and term:
+        if term[0] is _TRACE_TS and len(term) >= 4:
+            term = (_TRACE,) + term[1:-1]
+        elif term[0] is _SEQ and len(term) == 4:
+            term = term[:3]
+        elif term[0] is _PROFILE and len(term) >= 5:
+            term = term[:-1]
+    return _relabel(term, labels)
+
+
+def _relabel(t, labels):
+    if type(t) in (Pid, Port):
+        return (
+            Atom(f"<{labels[t]}>") if t in labels else Atom("<pid>" if type(t) is Pid else "<port>")
+        )
+    if type(t) is tuple:
+        return tuple(_relabel(x, labels) for x in t)
+    if type(t) is list:
+        return [_relabel(x, labels) for x in t]
+    return t
+
+
+def _by_tracee(terms, labels) -> dict:
+    out: dict = {}
+    for t in terms:
+        n = normalise(t, labels)
+        who = n[1] if type(n) is tuple and len(n) > 1 and n[0] is _TRACE else Atom("*")
+        out.setdefault(format_term(who).strip("'"), []).append(n)
+    return out
+
+
+# Why the two builds differ, per row of the comparison (matched by prefix,
+# most specific first), from the seed's #ifdef ERTS_SMP branches.
+WHY = [
+    (
+        "suppressed receiver_dead",
+        "nonsmp looks the tracer up when a message is made "
+        "(ERTS_GET_TRACER_REF): a dead tracer resets the tracee and nothing is made",
+    ),
+    (
+        "suppressed not_tracer",
+        "nonsmp: a tracer without the tracer mark resets the tracee "
+        "when a message is made (ERTS_GET_TRACER_REF)",
+    ),
+    (
+        "suppressed port_closed",
+        "nonsmp: send_to_port finds the trace port closed, resets the tracee and makes nothing",
+    ),
+    (
+        "suppressed sender_is_receiver",
+        "nonsmp: monitor_*/profile_send never make a message about the monitor or profiler itself",
+    ),
+    (
+        "dropped receiver_dead",
+        "smp makes the message without looking at the tracer; the "
+        "dispatcher finds the receiver dead (sys_msg_dispatcher_func) and the tracee keeps its "
+        "flags until it is next scheduled in (erts_check_my_tracer_proc)",
+    ),
+    (
+        "dropped not_tracer",
+        "smp: the dispatcher drops a TRACE message whose receiver lost the tracer mark",
+    ),
+    ("dropped port_closed", "smp: the dispatcher finds the port receiver closed"),
+    (
+        "dropped sender_is_receiver",
+        "smp: the dispatcher drops SYSMON/SYSPROF messages from "
+        "the monitor or profiler itself (from == receiver)",
+    ),
+    (
+        "dropped nil_sender_nil_receiver",
+        "smp: exiting_reset sets the profiler to NIL and "
+        "profile_scheduler messages (from NIL) then meet from == receiver: dropped quietly",
+    ),
+    (
+        "dropped no_receiver",
+        "smp resolves the seq tracer, monitor and profiler at dispatch "
+        "time; when it is gone, sys_msg_disp_failure resets it (nonsmp resets at make time)",
+    ),
+    ("dropped scheduler_lost", "smp: the receiver lived on a scheduler that died"),
+    (
+        "tracer_checks_reset",
+        "erts_check_my_tracer_proc exists only in smp: a tracee whose "
+        "tracer died is reset at its next schedule-in",
+    ),
+    (
+        "fake_schedule_pairs",
+        "do_send_schedfix_to_port exists only #ifndef ERTS_SMP: a heavy "
+        "port write gives a fake out/in pair; smp never fakes schedules",
+    ),
+    (
+        "dropped no_error_logger",
+        "no process is registered as error_logger: the error report "
+        "is printed on stderr and dropped (sys_msg_disp_failure)",
+    ),
+    (
+        "latency",
+        "only smp has a queue between making and delivering (make-to-dispatch "
+        "latency); nonsmp delivers at once",
+    ),
+    (
+        "throughput",
+        "the builds deliver differently: synchronously in one process (nonsmp) or "
+        "through the dispatcher process (smp)",
+    ),
+    (
+        "elapsed",
+        "the builds deliver differently: synchronously in one process (nonsmp) or "
+        "through the dispatcher process (smp)",
+    ),
+]
+ORDER_NOTE = (
+    "per-tracee order holds at every tracer in both builds; the global order differs "
+    "in smp, where the dispatcher interleaves the schedulers' batches, and timestamps "
+    "are taken when the dispatcher queues a message (under smq_mtx), not when it is made"
+)
+
+
+def why(what: str) -> str | None:
+    """Why the seed makes row ``what`` differ between nonsmp and smp."""
+    for prefix, text in WHY:
+        if what.startswith(prefix):
+            return text
+    return None
+
+
+# ---------------------------------------------------------------- why, from the counters
+def _drops(t: dict, kind: str, typ: str | None) -> dict:
+    """``{reason: n}`` of ``dropped_by_reason``/``suppressed_by_reason``, for one type or all."""
+    out = {}
+    for r, by_type in (t.get(kind) or {}).items():
+        n = sum(by_type.values()) if typ is None else by_type.get(typ, 0)
+        if n:
+            out[r] = n
+    return out
+
+
+def _count(t: dict, key: str, typ: str | None) -> int:
+    if typ is None:
+        return t.get(key, 0)
+    return (t.get(f"{key}_by_type") or {}).get(typ, 0)
+
+
+def _seed(row: str) -> str:
+    text = why(row) or ""
+    return f" ({text})" if text else ""
+
+
+def _fake_part(ta, tb, ma, mb, typ) -> tuple[int, str | None]:
+    """How much of a made/delivered difference nonsmp's fake schedule pairs make."""
+    if typ not in (None, "TRACE"):
+        return 0, None
+    fa, fb = ta.get("fake_schedule_pairs", 0), tb.get("fake_schedule_pairs", 0)
+    if fa == fb:
+        return 0, None
+    n = 2 * (fa - fb)
+    who = ma if n > 0 else mb
+    return n, (
+        f"{abs(n):,} are the fake out/in pairs {who} sent after heavy port writes "
+        f"(fake_schedule_pairs {fa:,} vs {fb:,}){_seed('fake_schedule_pairs')}"
+    )
+
+
+def _sysprof_part(ta, tb, ma, mb, typ, schedulers) -> tuple[int, str | None]:
+    """How much of a delivered difference is profile messages of a different
+    number of schedulers."""
+    if typ not in (None, "SYSPROF") or not schedulers or schedulers[0] == schedulers[1]:
+        return 0, None
+    n = _count(ta, "delivered", "SYSPROF") - _count(tb, "delivered", "SYSPROF")
+    if not n:
+        return 0, None
+    return n, (
+        f"{abs(n):,} {'more' if n > 0 else 'fewer'} SYSPROF messages delivered by {ma}: "
+        f"profile_scheduler sends one whenever a scheduler goes active or inactive, and "
+        f"{ma} has {schedulers[0]} scheduler(s), {mb} {schedulers[1]}"
+    )
+
+
+def explain_row(
+    what: str, ta: dict, tb: dict, ma: str, mb: str, rest: str, schedulers: tuple | None = None
+) -> str | None:
+    """Why row ``what`` differs, from the counters of run a (``ta``) and b
+    (``tb``); ``rest`` says what explains a difference no counter does;
+    ``schedulers`` the two runs' scheduler counts."""
+    words = what.split()
+    head = words[0]
+    if head in ("made", "delivered") and len(words) <= 2:
+        typ = words[1] if len(words) == 2 else None
+        xa, xb = _count(ta, head, typ), _count(tb, head, typ)
+        more = ma if xa > xb else mb
+        parts = []
+        fake, fake_text = _fake_part(ta, tb, ma, mb, typ)
+        if head == "made":
+            da, db = _drops(ta, "dropped_by_reason", typ), _drops(tb, "dropped_by_reason", typ)
+            for r in sorted(set(da) | set(db)):
+                if da.get(r, 0) != db.get(r, 0):
+                    parts.append(
+                        f"dropped {r}: {ma} {da.get(r, 0):,}, {mb} {db.get(r, 0):,}"
+                        f"{_seed('dropped ' + r)}"
+                    )
+            sa, sb = (
+                _drops(ta, "suppressed_by_reason", typ),
+                _drops(tb, "suppressed_by_reason", typ),
+            )
+            for r in sorted(set(sa) | set(sb)):
+                parts.append(
+                    f"suppressed {r} (never made): {ma} {sa.get(r, 0):,}, "
+                    f"{mb} {sb.get(r, 0):,}{_seed('suppressed ' + r)}"
+                )
+            qa, qb = _count(ta, "queued", None), _count(tb, "queued", None)
+            if typ is None and qa != qb:
+                parts.append(f"still queued at the end: {ma} {qa:,}, {mb} {qb:,}")
+            dd = _count(ta, "delivered", typ) - _count(tb, "delivered", typ)
+        else:
+            dd = xa - xb
+        if fake_text:
+            parts.append(fake_text)
+        prof, prof_text = _sysprof_part(ta, tb, ma, mb, typ, schedulers)
+        if prof_text:
+            parts.append(prof_text)
+        left = dd - fake - prof
+        if left:
+            parts.append(
+                f"{abs(left):,} {'more' if left > 0 else 'fewer'} delivered by {ma} "
+                f"than {mb} without a counter that explains them: {rest}"
+            )
+        return f"{more} {head} {abs(xa - xb):,} more" + (": " + "; ".join(parts) if parts else "")
+    if what in ("dropped", "suppressed"):
+        kind = f"{what}_by_reason"
+        da, db = _drops(ta, kind, None), _drops(tb, kind, None)
+        parts = [
+            f"{r}: {ma} {da.get(r, 0):,}, {mb} {db.get(r, 0):,}{_seed(what + ' ' + r)}"
+            for r in sorted(set(da) | set(db))
+            if da.get(r, 0) != db.get(r, 0)
+        ]
+        return "; ".join(parts) or None
+    if what == "queued":
+        return (
+            "messages still in the dispatcher's queue when the run ended (interrupted or timed out)"
+        )
+    if what == "messages_sent":
+        return f"the processes sent a different number of messages: {rest}"
+    return why(what)
+
+
+def _rest(scenario: dict | None, sa: dict, sb: dict) -> str:
+    """What explains the differences no counter does, for this scenario."""
+    faults = (scenario or {}).get("faults") or []
+    if faults:
+        times = ", ".join(f"{f['action']} at {f['at']:g} s" for f in faults[:3])
+        return (
+            f"the scenario's faults fire at wall-clock times ({times}"
+            + (", ..." if len(faults) > 3 else "")
+            + f") and the runs took "
+            f"{sa['elapsed_s']:.2f} s ({sa['mode']}) and {sb['elapsed_s']:.2f} s "
+            f"({sb['mode']}), so they hit different points of the work"
+        )
+    d = (scenario or {}).get("duration") or {}
+    if d.get("seconds"):
+        return (
+            f"the workload is time-bounded ({d['seconds']:g} s): each mode did as much work "
+            f"as it managed in that time"
+        )
+    return (
+        "the schedulers' interleaving differs between the modes (see the messages only one "
+        "mode made)"
+    )
+
+
+# ---------------------------------------------------------------- per message
+_TYPES_COMPARED = ("TRACE", "SEQTRACE", "SYSMON", "SYSPROF")
+_OUT, _IN = Atom("out"), Atom("in")
+_MONITOR = Atom("monitor")
+
+
+def journal_messages(path: str) -> list[tuple]:
+    """``(type, receiver, term, fate)`` of every message an smp run's
+    dispatcher queued, in queue order, from its journal: ``receiver`` is
+    where it went (or, when dropped, the tracer it was made for), ``fate``
+    ``delivered`` or ``dropped REASON``."""
+
+    _, records, _ = read_records(path)
+    pending: deque = deque()
+    out = []
+    for rec in records:
+        if rec[1] == "q" and len(rec) == 10:
+            pending.append(rec)
+        elif rec[1] == "d" and len(rec) == 7:
+            _, _, d_type, d_n, action, receiver, reason = rec
+            if not pending or (pending[0][2], pending[0][7]) != (d_type, d_n):
+                continue  # a trace_delivered reply: queued with no 'q' record
+            q = pending.popleft()
+            tname = M.TYPE_NAMES.get(q[2], str(q[2]))
+            if tname not in _TYPES_COMPARED:
+                continue
+            dropped = action == DROP
+            who = (q[4] if tname == "TRACE" else receiver) if dropped else receiver
+            fate = f"dropped {reason}" if dropped else "delivered"
+            for term in _terms(q):
+                if type(term) is not str:
+                    out.append((tname, who, term, fate))
+    return out
+
+
+def _kind(term) -> str:
+    if type(term) is tuple and term and type(term[0]) is Atom:
+        return term[0].name
+    return ""
+
+
+def _classify(item: dict, ctx: dict) -> str:
+    """The seed's reason why only ``item["mode"]`` made this message."""
+    term, mode, fate = item["term"], item["mode"], item["fate"]
+    k = _kind(term)
+    nonsmp, smp = ctx["nonsmp"], ctx["smp"]
+    if (
+        mode == nonsmp
+        and k in ("trace", "trace_ts")
+        and len(term) >= 5
+        and term[2] in (_OUT, _IN)
+        and term[3] == 0
+        and ctx["fake"]
+    ):
+        return (
+            "do_send_schedfix_to_port (nonsmp only): a heavy write to a trace port sends "
+            "the running process a fake out/in pair; smp never fakes schedules"
+        )
+    if mode == smp and fate in (
+        "dropped receiver_dead",
+        "dropped not_tracer",
+        "dropped port_closed",
+    ):
+        return (
+            "erts_check_my_tracer_proc: smp makes the message without looking at the "
+            "tracer and the dispatcher drops it (" + fate[8:] + "); the tracee keeps its "
+            "flags until it is next scheduled in, while nonsmp looks the tracer up when "
+            "making a message (ERTS_GET_TRACER_REF), resets the tracee and makes nothing"
+        )
+    if item.get("moved_to") or (mode == smp and fate == "dropped no_receiver"):
+        where = f" (the other mode's went to {item['moved_to']})" if item.get("moved_to") else ""
+        return (
+            "queue-time receiver resolution: smp's dispatcher looks up the seq tracer, "
+            "monitor or profiler when it takes the message off the queue "
+            "(sys_msg_dispatcher_func), nonsmp when the message is made; a change in "
+            "between sends it elsewhere" + where
+        )
+    if (
+        k in ("trace", "trace_ts")
+        and len(term) >= 4
+        and term[2] in (_OUT, _IN, Atom("out_exiting"), Atom("out_exited"), Atom("in_exiting"))
+    ):
+        return (
+            "scheduling (trace_sched): whether a process is scheduled out while it waits "
+            "depends on when its message arrives, and that differs between one scheduler "
+            "(nonsmp) and several that run at once (smp)"
+        )
+    if k == "profile" and len(term) >= 3 and term[1] == Atom("scheduler"):
+        return (
+            "profile_scheduler: each of smp's schedulers reports its own active/inactive "
+            "changes with the count of active schedulers; nonsmp has one scheduler"
+        )
+    if not ctx["deterministic"]:
+        return f"timing, not the seed: {ctx['rest']}"
+    return (
+        "no difference between the builds explains it: the modes' processes did not make "
+        "the same messages"
+    )
+
+
+def _sequences(items, labels) -> dict:
+    """tracer -> tracee -> [(normalised text, item)] in order."""
+    out: dict = {}
+    for tracer, term, fate in items:
+        n = normalise(term, labels)
+        who = n[1] if type(n) is tuple and len(n) > 1 and n[0] is _TRACE else Atom("*")
+        out.setdefault(tracer, {}).setdefault(format_term(who).strip("'"), []).append(
+            (format_term(n), {"term": term, "fate": fate})
+        )
+    return out
+
+
+def _only(xa: list, xb: list) -> tuple[list, list]:
+    """Indexes only in a and only in b, aligned on the normalised texts."""
+    ta, tb = [x[0] for x in xa], [x[0] for x in xb]
+    lo = 0
+    while lo < len(ta) and lo < len(tb) and ta[lo] == tb[lo]:
+        lo += 1
+    hi_a, hi_b = len(ta), len(tb)
+    while hi_a > lo and hi_b > lo and ta[hi_a - 1] == tb[hi_b - 1]:
+        hi_a, hi_b = hi_a - 1, hi_b - 1
+    ma, mb = ta[lo:hi_a], tb[lo:hi_b]
+    if len(ma) * len(mb) > 4_000_000:  # too long to align: compare as multisets
+        ca, cb = Counter(ma), Counter(mb)
+        ra, rb = ca - cb, cb - ca
+        oa, ob = [], []
+        for i, t in enumerate(ma):
+            if ra[t] > 0:
+                ra[t] -= 1
+                oa.append(lo + i)
+        for i, t in enumerate(mb):
+            if rb[t] > 0:
+                rb[t] -= 1
+                ob.append(lo + i)
+        return oa, ob
+    oa, ob = [], []
+    sm = difflib.SequenceMatcher(None, ma, mb, autojunk=False)
+    for tag, i1, i2, j1, j2 in sm.get_opcodes():
+        if tag in ("delete", "replace"):
+            oa += range(lo + i1, lo + i2)
+        if tag in ("insert", "replace"):
+            ob += range(lo + j1, lo + j2)
+    return oa, ob
+
+
+def message_differences(
+    a, b, *, smp_made: list | None = None, scenario: dict | None = None, limit: int = 20
+) -> dict:
+    """Every message only one of the runs made, per tracer and tracee, with
+    the seed's reason.  ``a``'s messages are what its tracers got (nonsmp
+    delivers as it makes); ``smp_made`` (``journal_messages``), when given,
+    is everything ``b``'s dispatcher queued, drops included."""
+    sa, sb = a.summary, b.summary
+    ma, mb = sa["mode"], sb["mode"]
+    if ma == mb:
+        ma, mb = ma + "(a)", mb + "(b)"
+
+    def delivered(o):
+        return [(name, t, "delivered") for name, terms in o.messages.items() for t in terms]
+
+    items_a = delivered(a)
+    skipped = 0
+    if smp_made is not None:
+
+        def name(r):
+            return b.labels.get(
+                r, "(no receiver)" if r is None or type(r) is Atom else format_term(r)
+            )
+
+        known = set(a.messages) | set(b.messages)
+        items_b, skipped = [], 0
+        for _, r, t, fate in smp_made:
+            n = name(r)
+            if n in known:
+                items_b.append((n, t, fate))
+            else:
+                skipped += 1
+        source = "the smp dispatcher's journal (drops included)"
+    else:
+        items_b = delivered(b)
+        source = "what the tracers got"
+    ga, gb = _sequences(items_a, a.labels), _sequences(items_b, b.labels)
+    faults = (scenario or {}).get("faults") or []
+    ctx = {
+        "nonsmp": ma if sa["mode"] == "nonsmp" else None,
+        "smp": mb if sb["mode"] == "smp" else None,
+        "fake": sa["stats"].get("fake_schedule_pairs", 0)
+        + sb["stats"].get("fake_schedule_pairs", 0),
+        "deterministic": not faults,
+        "rest": _rest(scenario, sa, sb),
+    }
+    only: list[dict] = []
+    made = {}
+    for tracer in sorted(set(ga) | set(gb)):
+        made[tracer] = {
+            ma: sum(len(v) for v in ga.get(tracer, {}).values()),
+            mb: sum(len(v) for v in gb.get(tracer, {}).values()),
+        }
+        for who in sorted(set(ga.get(tracer, {})) | set(gb.get(tracer, {}))):
+            xa, xb = ga.get(tracer, {}).get(who, []), gb.get(tracer, {}).get(who, [])
+            oa, ob = _only(xa, xb)
+            for mode, xs, idx in ((ma, xa, oa), (mb, xb, ob)):
+                for i in idx:
+                    text, it = xs[i]
+                    only.append(
+                        {
+                            "tracer": tracer,
+                            "tracee": who,
+                            "mode": mode,
+                            "index": i + 1,
+                            "norm": text,
+                            **it,
+                        }
+                    )
+    # a message one mode sent to one tracer and the other to another moved
+    by_norm: dict = {}
+    for d in only:
+        by_norm.setdefault((d["mode"], d["norm"]), []).append(d)
+    for d in only:
+        other = mb if d["mode"] == ma else ma
+        for e in by_norm.get((other, d["norm"]), []):
+            if e["tracer"] != d["tracer"]:
+                d["moved_to"] = e["tracer"]
+                break
+    tracers = []
+    for tracer in sorted(made):
+        mine = [d for d in only if d["tracer"] == tracer]
+        counts = Counter(d["mode"] for d in mine)
+        listed = []
+        for d in mine[:limit]:
+            listed.append(
+                {
+                    "tracee": d["tracee"],
+                    "mode": d["mode"],
+                    "index": d["index"],
+                    "message": _show(d["term"]),
+                    "fate": d["fate"],
+                    "why": _classify(d, ctx),
+                }
+            )
+        tracers.append(
+            {
+                "tracer": tracer,
+                ma: made[tracer][ma],
+                mb: made[tracer][mb],
+                "only_count": {ma: counts.get(ma, 0), mb: counts.get(mb, 0)},
+                "only": listed,
+            }
+        )
+    note = (
+        f"{ma}: what its tracers got (nonsmp delivers a message as it makes it); {mb}: "
+        f"{source}. Timestamps are left out and pids named by their role before the "
+        f"messages are lined up per tracer and tracee."
+    )
+    if skipped:
+        note += (
+            f" {skipped:,} messages {mb} made for tracers the scenario does not name (such "
+            f"as the churn workload's own short-lived tracers) are not compared: {ma}'s "
+            f"are not kept."
+        )
+    other_drops = sum(
+        n
+        for r, bt in sa["stats"].get("dropped_by_reason", {}).items()
+        for t, n in bt.items()
+        if t in _TYPES_COMPARED
+    )
+    if other_drops:
+        note += (
+            f" {ma} also dropped {other_drops:,} trace messages it made; they are not "
+            f"listed (only smp's dispatcher keeps a journal)."
+        )
+    if not ctx["deterministic"]:
+        note += f" This scenario has faults, so some differences are timing: {ctx['rest']}."
+    return {
+        "deterministic": ctx["deterministic"],
+        "source": {ma: "delivered", mb: source},
+        "note": note,
+        "tracers": tracers,
+    }
+
+
+def compare_runs(
+    a, b, first: int = 20, *, scenario: dict | None = None, smp_made: list | None = None
+) -> dict:
+    """Side by side of two runs (``a`` nonsmp, ``b`` smp, say); JSON-able.
+    ``first``: how many messages only one mode made to list per tracer."""
+    sa, sb = a.summary, b.summary
+    rows = []
+    a_mode, b_mode = sa["mode"], sb["mode"]
+    if a_mode == b_mode:
+        a_mode, b_mode = a_mode + "(a)", b_mode + "(b)"
+    ta, tb = sa["stats"], sb["stats"]
+    rest = _rest(scenario, sa, sb)
+
+    def row(what, x, y):
+        rows.append(
+            {
+                "what": what,
+                a_mode: x,
+                b_mode: y,
+                "differs": x != y,
+                "why": explain_row(
+                    what, ta, tb, a_mode, b_mode, rest, (sa["schedulers"], sb["schedulers"])
+                )
+                if x != y
+                else None,
+            }
+        )
+
+    for key in (
+        "made",
+        "delivered",
+        "dropped",
+        "queued",
+        "suppressed",
+        "fake_schedule_pairs",
+        "tracer_checks_reset",
+        "messages_sent",
+    ):
+        row(key, ta.get(key, 0), tb.get(key, 0))
+    types = sorted(set(ta["made_by_type"]) | set(tb["made_by_type"]))
+    for t in types:
+        row(f"made {t}", ta["made_by_type"].get(t, 0), tb["made_by_type"].get(t, 0))
+        row(f"delivered {t}", ta["delivered_by_type"].get(t, 0), tb["delivered_by_type"].get(t, 0))
+    for kind in ("dropped_by_reason", "suppressed_by_reason"):
+        reasons = sorted(set(ta.get(kind, {})) | set(tb.get(kind, {})))
+        for r in reasons:
+            ts = sorted(set(ta.get(kind, {}).get(r, {})) | set(tb.get(kind, {}).get(r, {})))
+            for t in ts:
+                row(
+                    f"{kind.split('_')[0]} {r} {t}",
+                    ta.get(kind, {}).get(r, {}).get(t, 0),
+                    tb.get(kind, {}).get(r, {}).get(t, 0),
+                )
+    row("throughput made/s", sa["throughput"]["made_per_s"], sb["throughput"]["made_per_s"])
+    row("elapsed s", sa["elapsed_s"], sb["elapsed_s"])
+    row("latency p50 ns", sa["latency_ns"]["p50"], sb["latency_ns"]["p50"])
+    row("latency p99 ns", sa["latency_ns"]["p99"], sb["latency_ns"]["p99"])
+    order = {a_mode: check_invariants(a), b_mode: check_invariants(b)}
+    msgs = message_differences(a, b, smp_made=smp_made, scenario=scenario, limit=first)
+    return {
+        "kind": "compare",
+        "modes": [a_mode, b_mode],
+        "rows": rows,
+        "invariants": order,
+        "messages": msgs,
+        "runs": {a_mode: sa, b_mode: sb},
+        "order_note": ORDER_NOTE,
+    }
+
+
+def _show(term) -> str:
+    text = format_dbg(term).rstrip("\n") or format_term(term)
+    return text.replace("'<", "<").replace(">'", ">")
+
+
+DEFAULT_COMPARE_OPERATIONS = 100
+
+
+def same_work(sc: dict, operations: int | None = None) -> tuple[dict, dict]:
+    """The scenario ``compare`` runs in both modes: count-bounded, so both do
+    the same work.  A time-bounded scenario is converted (each workload
+    process does ``operations`` iterations, ``DEFAULT_COMPARE_OPERATIONS``
+    unless given); returns the scenario and what was done, with a note."""
+
+    d = sc["duration"]
+    out = copy.deepcopy(sc)
+    if d["seconds"] is None and operations is None:
+        return out, {
+            "bounded_by": "operations",
+            "operations": d["operations"],
+            "converted_from_seconds": None,
+            "note": f"both modes run the same work: {d['operations']:,} operations per "
+            f"workload process (duration.operations)",
+        }
+    ops = operations or DEFAULT_COMPARE_OPERATIONS
+    out["duration"] = {"seconds": None, "operations": ops}
+    if d["seconds"] is None:
+        return out, {
+            "bounded_by": "operations",
+            "operations": ops,
+            "converted_from_seconds": None,
+            "note": f"both modes run the same work: {ops:,} operations per workload "
+            f"process (--operations; the scenario says {d['operations']:,})",
+        }
+    src = sc.get("source") or sc["name"]
+    return out, {
+        "bounded_by": "operations",
+        "operations": ops,
+        "converted_from_seconds": d["seconds"],
+        "note": f"{src} is time-bounded (duration.seconds = {d['seconds']:g}): in a "
+        f"time-bounded run each mode does as much work as it manages, so "
+        f"compare converted it: both modes run {ops:,} operations per workload "
+        f"process instead" + ("" if operations else " (--operations N to choose)"),
+    }

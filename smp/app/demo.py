@@ -1,0 +1,77 @@
+"""A small traced workload: ping-pong pairs, a call with return and
+exception traces, seq_trace across a chain, in nonsmp and in smp mode, each
+trace printed as ``dbg`` prints it."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from smp.core.errors import Error
+from smp.core.terms import Atom
+from smp.emulator import Emulator
+from smp.ports.dbgfmt import format_dbg
+
+A = Atom
+
+
+async def pong(proc):
+    while True:
+        msg = await proc.receive()
+        if msg == A("stop"):
+            return
+        sender, n = msg[1], msg[2]
+        await proc.send(sender, (A("pong"), n))
+
+
+async def ping(proc, peer, n):
+    for i in range(n):
+        await proc.send(peer, (A("ping"), proc.pid, i))
+        await proc.receive()
+    await proc.call("demo", "fact", [3])
+    try:
+        await proc.call("demo", "check", [-1])
+    except Error:
+        pass
+    await proc.send(peer, A("stop"))
+
+
+async def fact(proc, n):
+    if n <= 1:
+        return 1
+    return n * await proc.call("demo", "fact", [n - 1], local=True)
+
+
+async def check(proc, n):
+    if n < 0:
+        raise Error(A("badarg"))
+    return A("ok")
+
+
+def run_demo(mode: str, schedulers: int, out=sys.stdout) -> dict:
+    with Emulator(mode=mode, schedulers=schedulers) as vm:
+        vm.define("demo", "fact", fact)
+        vm.define("demo", "check", check)
+        tracer = vm.spawn_collector()
+        peer = vm.spawn(pong)
+        p = vm.spawn(ping, peer, 2)
+        vm.trace(p, True, ["send", "receive", "call", "procs"], tracer=tracer)
+        vm.trace(peer, True, ["send", "receive"], tracer=tracer)
+        vm.trace_pattern(("demo", "_", "_"), [(A("_"), [], [(A("exception_trace"),)])], ["local"])
+        t0 = time.perf_counter()
+        vm.run(timeout=10)
+        elapsed = time.perf_counter() - t0
+        for m in vm.messages(tracer):
+            out.write(format_dbg(m))
+        stats = vm.statistics()
+        out.write(
+            f"-- {mode} ({schedulers} scheduler(s)): made {stats['made']}, "
+            f"delivered {stats['delivered']}, dropped {stats['dropped']} "
+            f"in {elapsed * 1000:.1f} ms\n"
+        )
+        return stats
+
+
+def main() -> None:
+    run_demo("nonsmp", 1)
+    run_demo("smp", 2)

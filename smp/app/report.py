@@ -1,0 +1,639 @@
+"""A self-contained HTML report of a saved run, stress or compare result.
+
+Runs in the user's process.  ``render_report(data)`` takes the JSON that
+``smp-emu run --json``, ``smp-emu stress --json`` or ``smp-emu compare
+--json`` printed and returns one HTML page: inline CSS and inline SVG charts
+drawn by matplotlib (``smp.app.plots``), no scripts, no external assets, so the
+file can be mailed or archived as it is.  The page shows the run over time
+(throughput, dispatcher queue depth, drops by reason, from the
+``timeseries`` samples ``execute`` took at a steady interval), the
+make-to-dispatch latency histogram and the per-scheduler active/inactive
+timeline from ``{profile, scheduler, ...}`` messages; a compare draws both
+modes on the same axes and lists the messages only one mode made; a stress
+result adds its faults and the journal replay.  Every value on the page is
+written for a reader: no Python ``None``/``True``/``False`` or reprs.
+"""
+
+from __future__ import annotations
+
+from html import escape
+
+from smp.app.explore import explore_html
+from smp.app.plots import (
+    Bars,
+    Line,
+    Row,
+    bar_chart,
+    figure_html,
+    line_chart,
+    log_histogram,
+    style,
+    timeline,
+)
+
+__all__ = ["render_report", "PLOT_TITLES", "ACTIVE_DEFINITION", "report_kind"]
+
+PLOT_TITLES = {
+    "plot-throughput": "throughput over time",
+    "plot-queue": "dispatcher queue depth over time",
+    "plot-drops": "dropped trace messages by reason over time",
+    "plot-latency": "make-to-dispatch latency",
+    "plot-schedulers": "scheduler activity",
+}
+ACTIVE_DEFINITION = (
+    "<b>Active</b>, the same for every mode: the time from a scheduler's <code>{profile, "
+    "scheduler, Id, active, NActive, Ts}</code> message to its next <code>inactive</code> one "
+    "(or to the end of the run), by the messages' timestamps, as a share of the run's time from "
+    "its start to its end. Bars are drawn to scale."
+)
+_ACTIVE_CAVEATS = {
+    "nonsmp": (
+        "nonsmp: its one scheduler goes inactive only when no process is runnable, so a "
+        "workload that always has a runnable process keeps it active the whole run."
+    ),
+    "smp": (
+        "smp: the timestamps are taken when the dispatcher queues the messages (under "
+        "<code>smq_mtx</code>), and a scheduler's <code>active</code> and "
+        "<code>inactive</code> messages often reach it in one batch, microseconds apart: "
+        "read smp's share as a lower bound of the time its schedulers ran processes."
+    ),
+}
+_HOW_TO_PROFILE = (
+    "scheduler profiling is off. To see this timeline, give the scenario a port "
+    'profiler with the <code>scheduler</code> option: <code>[[tracers]] name = "prof", '
+    'kind = "memory"</code> and <code>[system_profile] profiler = "prof", scheduler = true'
+    "</code> (see the <code>profile</code> example). A profiler <em>process</em> would be "
+    "woken by every message it got and keep its scheduler active."
+)
+_CSS = """body{font-family:system-ui,sans-serif;margin:2em;color:#222;max-width:64em}
+table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:2px 8px;
+vertical-align:top}td.n{text-align:right}tr.d td{background:#fff3cd}h2{margin-top:2em}
+figure.plot{margin:1.5em 0}figure.plot figcaption{font-weight:bold;margin-bottom:.3em}
+figure.plot svg.chart{max-width:100%;height:auto}
+p.note{color:#555;font-size:90%;margin:.2em 0 0 0;max-width:56em}
+p.empty{font-size:110%;margin:.5em 0}td.why{font-size:90%;color:#444;max-width:34em}
+ul.only li{margin:.2em 0}code{font-size:90%}"""
+
+
+def _num(v) -> str:
+    """A value as a reader writes it."""
+    if v is None:
+        return "-"
+    if v is True:
+        return "yes"
+    if v is False:
+        return "no"
+    if isinstance(v, float):
+        return f"{v:.3g}" if abs(v) < 1000 else f"{v:,.0f}"
+    if isinstance(v, int):
+        return f"{v:,}"
+    if isinstance(v, (list, tuple)):
+        return ", ".join(_num(x) for x in v) or "(none)"
+    if isinstance(v, dict):
+        return ", ".join(f"{k} {_num(x)}" for k, x in v.items()) or "(none)"
+    return str(v)
+
+
+def _text(v) -> str:
+    """Message text for the page: ``(none)`` where there is none."""
+    return "(none)" if v is None or v == "" else str(v)
+
+
+def report_kind(data: dict) -> str:
+    if data.get("kind") in ("compare", "stress", "run", "explore"):
+        return data["kind"]
+    if "runs" in data and "rows" in data:
+        return "compare"
+    if "faults" in data and "invariants" in data and "journal" in data:
+        return "stress"
+    return "run"
+
+
+def _type_series(runs: dict) -> tuple[list[str], dict]:
+    types = sorted({t for s in runs.values() for t in s["stats"]["made_by_type"]})
+    labels = [f"{what} {t}" for t in types for what in ("made", "delivered")]
+    reasons = sorted(
+        {
+            (r, t)
+            for s in runs.values()
+            for r, bt in s["stats"]["dropped_by_reason"].items()
+            for t in bt
+        }
+    )
+    labels += [f"dropped {r} {t}" for r, t in reasons]
+    series = {}
+    for mode, s in runs.items():
+        st = s["stats"]
+        vals = []
+        for t in types:
+            vals += [st["made_by_type"].get(t, 0), st["delivered_by_type"].get(t, 0)]
+        vals += [st["dropped_by_reason"].get(r, {}).get(t, 0) for r, t in reasons]
+        series[mode] = vals
+    return labels, series
+
+
+def _table(rows: list[tuple[str, object]]) -> str:
+    return (
+        "<table>"
+        + "".join(
+            f"<tr><td>{escape(k)}</td><td class=n>{escape(_num(v))}</td></tr>" for k, v in rows
+        )
+        + "</table>"
+    )
+
+
+def _duration_text(s: dict) -> str:
+    d = s.get("duration") or {}
+    if d.get("seconds"):
+        text = f"asked for {_num(d['seconds'])} s of workload, ran {s['elapsed_s']:.2f} s" + (
+            f" (+{d['over_pct']:.0f} %)" if d.get("over_pct", 0) > 0 else ""
+        )
+        if d.get("why"):
+            text += ": " + "; ".join(d["why"])
+        return text
+    if d.get("operations"):
+        return (
+            f"{_num(d['operations'])} operations per workload process, ran {s['elapsed_s']:.2f} s"
+        )
+    return f"ran {s['elapsed_s']:.2f} s"
+
+
+def _run_section(name: str, s: dict) -> str:
+    st = s["stats"]
+    rows = [
+        ("mode", s["mode"]),
+        ("schedulers", s["schedulers"]),
+        ("elapsed s", s["elapsed_s"]),
+        ("made", st["made"]),
+        ("delivered", st["delivered"]),
+        ("dropped", st["dropped"]),
+        ("queued", st.get("queued", 0)),
+        ("suppressed", st.get("suppressed", 0)),
+        ("fake schedule pairs", st.get("fake_schedule_pairs", 0)),
+        ("made/s", s["throughput"]["made_per_s"]),
+        ("interrupted", s["interrupted"]),
+    ]
+    lat = s["latency_ns"]
+    if lat["count"]:
+        rows += [(f"latency {k}", f"{lat[k] / 1000:.0f} µs") for k in ("p50", "p90", "p99", "max")]
+    parts = [f"<h2>{escape(name)}</h2><p>{escape(_duration_text(s))}</p>{_table(rows)}"]
+    ps = s.get("per_scheduler") or []
+    if ps:
+        parts.append(
+            "<table><tr><th>scheduler</th><th>made</th><th>messages sent</th>"
+            "<th>processes exited</th></tr>"
+            + "".join(
+                f"<tr><td class=n>{r['scheduler']}</td><td class=n>{_num(r['made'])}</td>"
+                f"<td class=n>{_num(r['messages_sent'])}</td>"
+                f"<td class=n>{_num(r['processes_exited'])}</td></tr>"
+                for r in ps
+            )
+            + "</table>"
+        )
+    inv = s.get("invariants")
+    if inv:
+        parts.append(
+            "<p>invariants: "
+            + (
+                "all hold"
+                if inv["ok"]
+                else "<b>violated</b><ul>"
+                + "".join(f"<li>{escape(v)}</li>" for v in inv["violations"])
+                + "</ul>"
+            )
+            + "</p>"
+        )
+    return "".join(parts)
+
+
+# ---------------------------------------------------------------- over time
+def _series_of(runs: dict) -> tuple[list, list[str]]:
+    """``(i, mode, timeseries)`` of the runs that have samples; the modes that have none."""
+    have, missing = [], []
+    for i, (mode, s) in enumerate(runs.items()):
+        ts = s.get("timeseries")
+        if ts and ts.get("t_s"):
+            have.append((i, mode, ts))
+        else:
+            missing.append(mode)
+    return have, missing
+
+
+def _missing_note(missing: list[str]) -> str:
+    return "".join(
+        f" {escape(m)}: no time series in this result (it was saved by an older smp-emu)."
+        for m in missing
+    )
+
+
+def _interval(ts: dict) -> float:
+    if ts.get("interval_s"):
+        return ts["interval_s"]
+    t = ts["t_s"]
+    diffs = sorted(b - a for a, b in zip(t, t[1:], strict=False))
+    return diffs[len(diffs) // 2] if diffs else 0.1
+
+
+def _gap_indexes(ts: dict) -> tuple:
+    """k whose interval (t[k-1], t[k]] had a missing sample."""
+    t, iv = ts["t_s"], _interval(ts)
+    return tuple(k for k in range(1, len(t)) if t[k] - t[k - 1] > 1.5 * iv)
+
+
+def _rates(ts: dict, key: str) -> list:
+    """Per-second rate over each sampling interval, at the interval's end."""
+    t, v = ts["t_s"], ts[key]
+    out: list = [None]
+    for k in range(1, len(t)):
+        dt = t[k] - t[k - 1]
+        out.append((v[k] - v[k - 1]) / dt if dt > 0 else None)
+    return out
+
+
+def _time_extras(have, multi: bool) -> tuple[list, list]:
+    """Shaded gaps and hatched last intervals of every run."""
+    gaps, partial = [], []
+    for _, mode, ts in have:
+        t = ts["t_s"]
+        gaps += [[t[k - 1], t[k]] for k in _gap_indexes(ts)]
+        if ts.get("partial_last") and len(t) > 1:
+            partial.append((t[-2], t[-1], f"{mode}: " if multi else ""))
+    return gaps, partial
+
+
+def _sampling_note(have) -> str:
+    parts = []
+    for _, mode, ts in have:
+        g = _gap_indexes(ts)
+        text = f"{escape(mode)}: {len(ts['t_s'])} samples every {_interval(ts) * 1000:.0f} ms"
+        if g:
+            longest = max(ts["t_s"][k] - ts["t_s"][k - 1] for k in g)
+            text += (
+                f", {len(g)} interval(s) without a sample (the longest {longest:.2f} s: "
+                f"the controller was serving a BIF or waiting for a busy scheduler), "
+                f"left empty and shaded"
+            )
+        parts.append(text)
+    return "; ".join(parts)
+
+
+def _throughput_plot(runs: dict) -> str:
+    have, missing = _series_of(runs)
+    lines = []
+    for _, mode, ts in have:
+        gaps = _gap_indexes(ts)
+        for what in ("made", "delivered"):
+            c, m, ls = style(mode, what, len(lines))
+            lines.append(
+                Line(f"{mode}: {what}/s", ts["t_s"], _rates(ts, what), c, m, ls, mode, what, gaps)
+            )
+    gap_spans, partial = _time_extras(have, len(have) > 1)
+    note = (
+        "Trace messages made and delivered per second, each drawn as a step across the "
+        "sampling interval it was measured over ("
+        + _sampling_note(have)
+        + ")."
+        + _missing_note(missing)
+    )
+    return line_chart(
+        "plot-throughput",
+        PLOT_TITLES["plot-throughput"],
+        lines,
+        "seconds since the run started",
+        "messages/s",
+        note=note,
+        partial=partial,
+        gap_spans=gap_spans,
+    )
+
+
+def _queue_plot(runs: dict) -> str:
+    have, missing = _series_of(runs)
+    lines = []
+    for _, mode, ts in have:
+        c, m, ls = style(mode, "", len(lines))
+        q = list(ts.get("queued_max", ts["queued"]))
+        lines.append(
+            Line(
+                f"{mode}: deepest queue",
+                ts["t_s"],
+                [None] + q[1:],
+                c,
+                m,
+                ls,
+                mode,
+                "queued",
+                _gap_indexes(ts),
+            )
+        )
+    gap_spans, partial = _time_extras(have, len(have) > 1)
+    note = (
+        "The deepest the dispatcher's queue was (messages made but not yet delivered or "
+        "dropped) in each sampling interval: the dispatcher keeps the peak between two "
+        "statistics() calls. Queueing delay shows in the latency histogram below."
+    )
+    if any(runs[m].get("mode") == "nonsmp" for _, m, _ in have):
+        note += (
+            " nonsmp has no dispatcher: a message is delivered or dropped as it is made, "
+            "so its queue stays at 0."
+        )
+    return line_chart(
+        "plot-queue",
+        PLOT_TITLES["plot-queue"],
+        lines,
+        "seconds since the run started",
+        "messages queued",
+        note=note + _missing_note(missing),
+        counts=True,
+        partial=partial,
+        gap_spans=gap_spans,
+    )
+
+
+def _drops_plot(runs: dict) -> str:
+    have, missing = _series_of(runs)
+    title = PLOT_TITLES["plot-drops"]
+    total = {mode: s["stats"]["dropped"] for mode, s in runs.items()}
+    if not any(total.values()):
+        made = ", ".join(f"{escape(m)} {_num(s['stats']['made'])}" for m, s in runs.items())
+        return figure_html(
+            "plot-drops",
+            title,
+            f'<p class="empty"><b>Nothing dropped</b>: every trace message made '
+            f"was delivered ({made} made).</p>",
+            _missing_note(missing).strip(),
+            "empty",
+        )
+    reasons = sorted({r for _, _, ts in have for r in ts.get("dropped_by_reason", {})})
+    lines = []
+    for _, mode, ts in have:
+        by = ts.get("dropped_by_reason", {})
+        for r in reasons:
+            vals = by.get(r)
+            if not vals or not any(vals):
+                continue
+            c, m, _ = style("", r, len(lines))
+            lines.append(
+                Line(
+                    f"{mode}: {r}",
+                    ts["t_s"],
+                    [None] + list(vals[1:]),
+                    c,
+                    m,
+                    "-" if mode == "smp" else "--",
+                    mode,
+                    r,
+                    _gap_indexes(ts),
+                )
+            )
+    gap_spans, partial = _time_extras(have, len(have) > 1)
+    note = (
+        "Cumulative trace messages dropped, one line per mode and reason (totals: "
+        + ", ".join(f"{escape(m)} {_num(n)}" for m, n in total.items())
+        + ")."
+        + _missing_note(missing)
+    )
+    return line_chart(
+        "plot-drops",
+        title,
+        lines,
+        "seconds since the run started",
+        "messages dropped",
+        note=note,
+        counts=True,
+        partial=partial,
+        gap_spans=gap_spans,
+    )
+
+
+def _latency_plot(runs: dict) -> str:
+    bars, notes, per_decade = [], [], 4
+    for mode, s in runs.items():
+        h = s.get("latency_histogram")
+        lat = s.get("latency_ns") or {}
+        if h and h.get("counts"):
+            per_decade = h["per_decade"]
+            bars.append(
+                Bars(
+                    f"{mode} ({_num(h['count'])} messages)",
+                    {h["first"] + k: c for k, c in enumerate(h["counts"]) if c},
+                    style(mode, "")[0],
+                    mode,
+                    ((lat.get("p50"), f"{mode} p50"), (lat.get("p99"), f"{mode} p99")),
+                )
+            )
+        elif s.get("mode") == "nonsmp":
+            notes.append(
+                f"{escape(mode)}: no latencies: nonsmp has no dispatcher queue, a trace "
+                f"message is delivered by the scheduler that makes it, as it is made."
+            )
+        elif h is None:
+            notes.append(
+                f"{escape(mode)}: no latency histogram in this result (it was saved by "
+                f"an older smp-emu)."
+            )
+        else:
+            notes.append(f"{escape(mode)}: no trace message was dispatched.")
+    title = PLOT_TITLES["plot-latency"]
+    if not bars:
+        return figure_html(
+            "plot-latency", title, f'<p class="empty">{" ".join(notes)}</p>', "", "empty"
+        )
+    note = (
+        "Time from a trace message being made in a scheduler to the dispatcher handing it "
+        "on, in log-scale buckets; the dispatcher keeps the latencies of its most recent "
+        "messages. " + " ".join(notes)
+    )
+    return log_histogram(
+        "plot-latency", title, bars, per_decade, "make-to-dispatch latency (log scale)", note=note
+    )
+
+
+def _pct(p: float) -> str:
+    if p == 0:
+        return "0 %"
+    if p < 0.1:
+        return "< 0.1 %"
+    return f"{p:.1f} %"
+
+
+def _scheduler_plot(runs: dict) -> str:
+    rows, notes, span, modes = [], [], 0.0, []
+    for mode, s in runs.items():
+        tl = s.get("scheduler_timeline")
+        if not tl or not tl.get("profiled"):
+            notes.append(
+                f"{escape(mode)}: {_HOW_TO_PROFILE}"
+                if tl
+                else f"{escape(mode)}: no scheduler timeline in this result (it was saved "
+                f"by an older smp-emu)."
+            )
+            continue
+        if not tl.get("schedulers"):
+            notes.append(f"{escape(mode)}: the profiler got no profile scheduler messages.")
+            continue
+        run_s = max(s["elapsed_s"], tl["span_s"] + (tl.get("offset_s") or 0))
+        span = max(span, run_s)
+        off = max(0.0, tl.get("offset_s") or 0.0)
+        prefix = f"{mode} " if len(runs) > 1 else ""
+        modes.append(s.get("mode", mode))
+        for r in tl["schedulers"]:
+            pct = 100 * r["active_s"] / run_s if run_s else 0.0
+            rows.append(
+                Row(
+                    f"{prefix}scheduler {r['scheduler']}",
+                    f"{_pct(pct)} active, {_num(r['transitions'])} changes"
+                    + (" (merged)" if r.get("merged") else ""),
+                    [[a + off, b + off] for a, b in r["intervals"]],
+                    style(mode, "")[0],
+                    mode,
+                    r["scheduler"],
+                )
+            )
+    title = PLOT_TITLES["plot-schedulers"]
+    if not rows:
+        return figure_html(
+            "plot-schedulers", title, f'<p class="empty">{" ".join(notes)}</p>', "", "empty"
+        )
+    note = " ".join(
+        [ACTIVE_DEFINITION]
+        + [_ACTIVE_CAVEATS[m] for m in dict.fromkeys(modes) if m in _ACTIVE_CAVEATS]
+        + notes
+    )
+    return timeline(
+        "plot-schedulers", title, rows, span, "seconds since the run started", note=note
+    )
+
+
+def _over_time(runs: dict) -> str:
+    return (
+        "<h2>over time</h2>"
+        + _throughput_plot(runs)
+        + _queue_plot(runs)
+        + _drops_plot(runs)
+        + _latency_plot(runs)
+        + _scheduler_plot(runs)
+    )
+
+
+def _totals(runs: dict) -> str:
+    labels, series = _type_series(runs)
+    return "<h2>totals</h2>" + bar_chart(
+        "plot-totals", "messages by type and fate", labels, series, "messages", "type and fate"
+    )
+
+
+# ---------------------------------------------------------------- compare
+def _compare_body(data: dict) -> str:
+    runs = data["runs"]
+    ma, mb = data["modes"]
+    parts = []
+    wl = data.get("workload")
+    if wl and wl.get("note"):
+        parts.append(f"<p><b>work</b>: {escape(wl['note'])}</p>")
+    table = [
+        "<table><tr><th></th>"
+        + "".join(f"<th>{escape(m)}</th>" for m in (ma, mb))
+        + "<th>why they differ</th></tr>"
+    ]
+    for r in data["rows"]:
+        table.append(
+            f"<tr class={'d' if r['differs'] else 's'}><td>{escape(r['what'])}</td>"
+            f"<td class=n>{escape(_num(r[ma]))}</td>"
+            f"<td class=n>{escape(_num(r[mb]))}</td>"
+            f"<td class=why>{escape(r.get('why') or '')}</td></tr>"
+        )
+    table.append("</table>")
+    parts.append("".join(table))
+    if data.get("order_note"):
+        parts.append(f"<p>ordering: {escape(data['order_note'])}</p>")
+    parts.append(_over_time(runs))
+    parts.append(_totals(runs))
+    parts += [_run_section(m, s) for m, s in runs.items()]
+    parts.append(_messages_section(data))
+    return "".join(parts)
+
+
+def _messages_section(data: dict) -> str:
+    ma, mb = data["modes"]
+    msgs = data.get("messages") or {}
+    out = ["<h2>messages only one mode made</h2>"]
+    if msgs.get("note"):
+        out.append(f"<p class=note>{escape(msgs['note'])}</p>")
+    for t in msgs.get("tracers", []):
+        only = t.get("only", [])
+        counts = t.get("only_count", {})
+        out.append(
+            f"<h3>tracer {escape(t['tracer'])}: {escape(ma)} made {_num(t[ma])}, "
+            f"{escape(mb)} made {_num(t[mb])}; only in {escape(ma)} "
+            f"{_num(counts.get(ma, 0))}, only in {escape(mb)} "
+            f"{_num(counts.get(mb, 0))}</h3>"
+        )
+        if not only:
+            out.append("<p>(none)</p>")
+            continue
+        out.append(
+            "<ul class=only>"
+            + "".join(
+                f"<li>only {escape(d['mode'])} ({escape(d['fate'])}), {escape(d['tracee'])} "
+                f"#{d['index']}: <code>{escape(_text(d['message']))}</code><br>"
+                f"<small>{escape(d['why'])}</small></li>"
+                for d in only
+            )
+            + "</ul>"
+        )
+        more = sum(counts.values()) - len(only)
+        if more > 0:
+            out.append(f"<p>({_num(more)} more not listed)</p>")
+    return "".join(out)
+
+
+# ---------------------------------------------------------------- stress
+def _stress_section(data: dict) -> str:
+    parts = ["<h2>faults</h2>"]
+    faults = data.get("faults") or []
+    if faults:
+        parts.append(
+            "<table><tr><th>at s</th><th>action</th><th>target</th></tr>"
+            + "".join(
+                f"<tr><td class=n>{_num(f.get('at'))}</td><td>{escape(str(f.get('action')))}</td>"
+                f"<td>{escape(_text(f.get('target')))}</td></tr>"
+                for f in sorted(faults, key=lambda f: f.get("at") or 0)
+            )
+            + "</table>"
+        )
+    else:
+        parts.append("<p>(none)</p>")
+    rep = data.get("replay")
+    if rep:
+        parts.append(
+            f"<p>journal replay: {_num(rep['runs'])} runs replayed, "
+            f"{_num(rep['divergence_count'])} divergences, "
+            f"{_num(rep['race_window'])} decided before a concurrent change.</p>"
+        )
+    return "".join(parts)
+
+
+def render_report(data: dict) -> str:
+    """The HTML page for a run, stress or compare result."""
+    kind = report_kind(data)
+    if kind == "explore":  # smp-emu explore --json: the outcomes as a tree
+        title, body = explore_html(data)
+    elif kind == "compare":
+        runs = data["runs"]
+        title = f"smp-emu compare: {next(iter(runs.values()))['scenario']}"
+        body = _compare_body(data)
+    else:
+        runs = {data["mode"]: data}
+        title = f"smp-emu {kind}: {data['scenario']} ({data['mode']})"
+        body = (
+            f"<p>{escape(_duration_text(data))}</p>"
+            + _over_time(runs)
+            + _totals(runs)
+            + (_stress_section(data) if kind == "stress" else "")
+            + _run_section(data["mode"], data)
+        )
+    return (
+        f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{escape(title)}</title>"
+        f"<style>{_CSS}</style></head><body><h1>{escape(title)}</h1>{body}</body></html>\n"
+    )

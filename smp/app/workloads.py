@@ -1,0 +1,1180 @@
+"""Built-in workloads, the fault controller, and ``execute``: one scenario, one run.
+
+The process bodies run in the scheduler OS processes (they are pickled by
+reference, so they live at module level); everything else runs in the user's
+process.  Every workload message is ``(Tag, SenderPid, Seq, ...)`` with
+``Seq`` strictly increasing per sender, so the per-tracee order invariant
+(``smp.app.compare.check_invariants``) can be checked from the trace alone.
+Linked processes die together when a fault kills one of them, and every
+blocking receive has an idle backstop, so a run always becomes quiet.
+
+Faults run inside ``vm.run()``: a controller process sleeps until each
+planned moment and then calls ``exit(Pid, kill)`` or a trace BIF, as a
+process racing the dispatcher in a real VM would.  The plan is computed here
+in full before the run (which replacement tracer takes over when), so the
+controller holds no state.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from smp.app.limits import TraceLimit
+from smp.app.series import SAMPLE_INTERVAL_S, Series, latency_histogram, scheduler_timeline
+from smp.core.errors import ErlangException, Error, Exit, SchedulerLost, SmpError, Throw
+from smp.core.flags import TRACE_FLAG_NAMES
+from smp.core.terms import Atom
+from smp.emulator import Emulator
+from smp.ports.reader import read_trace
+
+__all__ = [
+    "WORKLOADS",
+    "Workload",
+    "check_params",
+    "execute",
+    "RunOutcome",
+    "CTL",
+    "duration_note",
+    "fault_notes",
+]
+
+A = Atom
+CTL = A("$smp_emu")
+STOP, PING, PONG, TOKEN, CAST, DONE, REQ, ECHO = (
+    A("stop"),
+    A("ping"),
+    A("pong"),
+    A("token"),
+    A("cast"),
+    A("done"),
+    A("req"),
+    A("echo"),
+)
+IDLE_MS = 5000  # a receive backstop: nothing for this long and the process gives up
+am_kill, am_sensitive, am_new = A("kill"), A("sensitive"), A("new")
+
+
+# ================================================================ process side
+def _is_ctl(m) -> bool:
+    return type(m) is tuple and len(m) == 3 and m[0] is CTL
+
+
+async def _apply_ctl(proc, m) -> None:
+    if m[1] is am_sensitive:
+        await proc.process_flag("sensitive", m[2])
+
+
+async def _start(proc, sensitive: bool) -> None:
+    if sensitive:
+        await proc.process_flag("sensitive", True)
+
+
+async def _recv(proc, match=None):
+    """Receive the next workload message, obeying control messages on the way."""
+    pred = None if match is None else (lambda x: _is_ctl(x) or match(x))
+    while True:
+        m = await proc.receive(timeout=IDLE_MS, match=pred)
+        if m is None:
+            raise Exit(A("idle"))
+        if _is_ctl(m):
+            await _apply_ctl(proc, m)
+            continue
+        return m
+
+
+async def _poll(proc) -> None:
+    """Take pending control messages without blocking (for processes that never receive)."""
+    if any(_is_ctl(e[0]) for e in proc.mailbox):
+        await _apply_ctl(proc, await proc.receive(match=_is_ctl))
+
+
+def _more(i: int, ops: int, end: float) -> bool:
+    return time.monotonic() < end if end else i < ops
+
+
+def _end(secs: float) -> float:
+    return time.monotonic() + secs if secs else 0.0
+
+
+# -- ping_pong -------------------------------------------------------------------
+async def pp_pong(proc, sensitive):
+    await _start(proc, sensitive)
+    seq = 0
+    while True:
+        m = await _recv(proc)
+        if m[0] is STOP:
+            return
+        await proc.send(m[1], (PONG, proc.pid, seq, m[2]))
+        seq += 1
+
+
+async def pp_ping(proc, peer, ops, secs, payload, sensitive):
+    end, i, data = _end(secs), 0, list(range(payload))  # before any BIF that may wait
+    await _start(proc, sensitive)
+    await proc.link(peer)
+    while _more(i, ops, end):
+        await proc.send(peer, (PING, proc.pid, i, data))
+        await _recv(proc)
+        i += 1
+    await proc.send(peer, (STOP, proc.pid, i))
+
+
+# -- ring and seq_chain -------------------------------------------------------------
+async def ring_member(proc, nxt, sensitive):
+    await _start(proc, sensitive)
+    if type(nxt) is not Atom:
+        await proc.link(nxt)
+    seq = 0
+    while True:
+        m = await _recv(proc)
+        await proc.send(nxt, (m[0], proc.pid, seq))
+        seq += 1
+        if m[0] is STOP:
+            return
+
+
+async def ring_head(proc, name, nxt, ops, secs, seq_label, seq_flags, print_every, sensitive):
+    # the duration counts from the start: register waits for the controller
+    end, i = _end(secs), 0
+    await _start(proc, sensitive)
+    await proc.register(name)
+    if type(nxt) is not Atom:
+        await proc.link(nxt)
+    if seq_label is not None:
+        await proc.seq_trace("label", seq_label)
+        for f in seq_flags:
+            await proc.seq_trace(f, True)
+    while _more(i, ops, end):
+        await proc.send(nxt, (TOKEN, proc.pid, i))
+        await _recv(proc)
+        if seq_label is not None and print_every and i % print_every == 0:
+            await proc.seq_trace_print(seq_label, (A("lap"), i))
+        i += 1
+    await proc.send(nxt, (STOP, proc.pid, i))
+    await _recv(proc)
+
+
+# -- fan_in -----------------------------------------------------------------------
+async def fan_hot(proc, senders, sensitive):
+    await _start(proc, sensitive)
+    done = 0
+    while done < senders:
+        m = await _recv(proc)
+        if m[0] is DONE:
+            done += 1
+
+
+async def fan_sender(proc, hot, ops, secs, payload, sensitive):
+    end, i, data = _end(secs), 0, list(range(payload))
+    await _start(proc, sensitive)
+    await proc.link(hot)
+    while _more(i, ops, end):
+        await _poll(proc)
+        await proc.send(hot, (CAST, proc.pid, i, data))
+        i += 1
+    await proc.send(hot, (DONE, proc.pid, i))
+
+
+# -- calls ------------------------------------------------------------------------
+async def wl_fib(proc, n):
+    if n < 2:
+        return n
+    a = await proc.call("wl_calls", "fib", [n - 1], local=True)
+    b = await proc.call("wl_calls", "fib", [n - 2], local=True)
+    return a + b
+
+
+async def wl_check(proc, n):
+    if n < 0:
+        raise Error(A("badarg"))
+    return A("ok")
+
+
+async def wl_throw(proc, n):
+    raise Throw((A("thrown"), n))
+
+
+async def caller(proc, ops, secs, depth, exception_every, sensitive):
+    await _start(proc, sensitive)
+    end, i = _end(secs), 0
+    while _more(i, ops, end):
+        await _poll(proc)
+        await proc.call("wl_calls", "fib", [depth])
+        await proc.call("wl_calls", "check", [i])
+        if exception_every and i % exception_every == 0:
+            try:
+                await proc.call("wl_calls", "check", [-1])
+            except Error:
+                pass
+            try:
+                await proc.call("wl_calls", "throw", [i])
+            except Throw:
+                pass
+        i += 1
+
+
+# -- gc ---------------------------------------------------------------------------
+async def allocator(proc, ops, secs, words, keep_every, gc_every, sensitive):
+    await _start(proc, sensitive)
+    end, i = _end(secs), 0
+    while _more(i, ops, end):
+        await _poll(proc)
+        await proc.allocate(words, keep=bool(keep_every) and i % keep_every == 0)
+        if gc_every and i % gc_every == 0:
+            await proc.garbage_collect()
+        i += 1
+
+
+# -- ports ------------------------------------------------------------------------
+async def port_user(proc, driver, options, ops, secs, sensitive):
+    await _start(proc, sensitive)
+    port = await proc.open_port(driver, **options)
+    end, i = _end(secs), 0
+    while _more(i, ops, end):
+        await proc.port_command(port, (A("cmd"), proc.pid, i))
+        await _recv(proc, match=lambda m: type(m) is tuple and len(m) == 2 and m[0] == port)
+        i += 1
+    await proc.port_close(port)
+
+
+# -- tracer churn -------------------------------------------------------------------
+async def churn_sink(proc):
+    while True:
+        await proc.receive()
+
+
+async def churn_echo(proc):
+    seq = 0
+    while True:
+        m = await _recv(proc)
+        if m[0] is STOP:
+            return
+        await proc.send(m[1], (ECHO, proc.pid, seq, m[2]))
+        seq += 1
+
+
+async def churner(proc, ops, secs, burst, flags, sensitive):
+    end, i, seq = _end(secs), 0, 0
+    await _start(proc, sensitive)
+    worker = await proc.spawn_link(churn_echo)
+    while _more(i, ops, end):
+        t = await proc.spawn(churn_sink)
+        try:
+            await proc.trace(worker, True, list(flags) + [(A("tracer"), t)])
+        except (ErlangException, SmpError):
+            pass
+        for _ in range(burst):
+            await proc.send(worker, (REQ, proc.pid, seq))
+            seq += 1
+            await _recv(proc)
+        await proc.exit(t, am_kill)
+        i += 1
+    await proc.send(worker, (STOP, proc.pid, seq))
+
+
+# -- the fault controller -------------------------------------------------------------
+async def controller(proc, plan):
+    """Carry out ``plan``: ``[(at_seconds, [(kind, args), ...]), ...]`` in time order."""
+    start = time.monotonic()
+    for at, steps in plan:
+        wait = start + at - time.monotonic()
+        if wait > 0:
+            await proc.sleep(max(1, int(wait * 1000)))
+        for kind, step in steps:
+            try:
+                await _fault_step(proc, kind, step)
+            except (ErlangException, SmpError):
+                pass  # the target was already gone: a race the fault is about
+
+
+async def _fault_step(proc, action, step):
+    if action == "exit":
+        await proc.exit(step[0], step[1])
+    elif action == "send":
+        await proc.send(step[0], step[1])
+    elif action == "trace":
+        await proc.trace(step[0], True, step[1])
+    elif action == "pattern":
+        await proc.bif("trace_pattern", *step)
+    elif action == "seq":
+        await proc.set_system_seq_tracer(step[0])
+    elif action == "monitor":
+        await proc.system_monitor(step[0], step[1])
+    elif action == "profile":
+        await proc.system_profile(step[0], step[1])
+
+
+# ================================================================ registry
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    doc: str
+    params: dict  # name -> (type, default, check(value) -> error text or None)
+    setup: Callable
+
+
+def _nonneg(v):
+    return None if type(v) is int and v >= 0 else "must be an integer >= 0"
+
+
+def _pos(v):
+    return None if type(v) is int and v >= 1 else "must be an integer >= 1"
+
+
+def _setup_ping_pong(env, g, p):
+    out = []
+    for _ in range(p["pairs"]):
+        s1 = env.place(g)
+        s2 = s1 if p["same_scheduler"] else env.place(g)
+        pong = env.vm.spawn(pp_pong, g["sensitive"], scheduler=s1)
+        ping = env.vm.spawn(
+            pp_ping, pong, env.ops, env.secs, p["payload"], g["sensitive"], scheduler=s2
+        )
+        out += [("pong", pong), ("ping", ping)]
+    return out
+
+
+def _setup_ring(env, g, p, seq=None):
+    name = A(f"{'seq' if seq else 'ring'}_{g['name']}_{env.counter()}")
+    size = p["size"] if seq is None else p["length"]
+    nxt, members = name, []
+    for k in range(size - 1, 0, -1):
+        pid = env.vm.spawn(ring_member, nxt, g["sensitive"], scheduler=env.place(g))
+        members.append((f"member{k}", pid))
+        nxt = pid
+    label = flags = every = None
+    if seq is not None:
+        label, flags, every = seq["label"], tuple(seq["flags"]), seq["print_every"]
+    head = env.vm.spawn(
+        ring_head,
+        name,
+        nxt,
+        env.ops,
+        env.secs,
+        label,
+        flags or (),
+        every or 0,
+        g["sensitive"],
+        scheduler=env.place(g),
+    )
+    return [("head", head)] + members[::-1]
+
+
+def _setup_seq_chain(env, g, p):
+    return _setup_ring(env, g, p, seq=p)
+
+
+def _setup_fan_in(env, g, p):
+    hot = env.vm.spawn(fan_hot, p["senders"], g["sensitive"], scheduler=env.place(g))
+    out = [("hot", hot)]
+    for k in range(p["senders"]):
+        out.append(
+            (
+                f"sender{k}",
+                env.vm.spawn(
+                    fan_sender,
+                    hot,
+                    env.ops,
+                    env.secs,
+                    p["payload"],
+                    g["sensitive"],
+                    scheduler=env.place(g),
+                ),
+            )
+        )
+    return out
+
+
+def _setup_calls(env, g, p):
+    env.define_calls()
+    return [
+        (
+            "caller",
+            env.vm.spawn(
+                caller,
+                env.ops,
+                env.secs,
+                p["depth"],
+                p["exception_every"],
+                g["sensitive"],
+                scheduler=env.place(g),
+            ),
+        )
+    ]
+
+
+def _setup_gc(env, g, p):
+    return [
+        (
+            "allocator",
+            env.vm.spawn(
+                allocator,
+                env.ops,
+                env.secs,
+                p["words"],
+                p["keep_every"],
+                p["gc_every"],
+                g["sensitive"],
+                scheduler=env.place(g),
+            ),
+        )
+    ]
+
+
+def _setup_ports(env, g, p):
+    opts = {k: p[k] for k in ("busy_ms", "cost_ms") if p[k] is not None}
+    return [
+        (
+            "user",
+            env.vm.spawn(
+                port_user,
+                p["driver"],
+                opts,
+                env.ops,
+                env.secs,
+                g["sensitive"],
+                scheduler=env.place(g),
+            ),
+        )
+    ]
+
+
+def _setup_churn(env, g, p):
+    return [
+        (
+            "churner",
+            env.vm.spawn(
+                churner,
+                env.ops,
+                env.secs,
+                p["burst"],
+                tuple(p["flags"]),
+                g["sensitive"],
+                scheduler=env.place(g),
+            ),
+        )
+    ]
+
+
+def _driver_check(v):
+    return (
+        None if v in ("echo", "busy", "slow", "dist") else "must be one of echo, busy, slow, dist"
+    )
+
+
+def _opt_nonneg(v):
+    return None if v is None or (type(v) is int and v >= 0) else "must be an integer >= 0"
+
+
+def _flags_check(v):
+    if not isinstance(v, list) or not all(isinstance(x, str) and x in TRACE_FLAG_NAMES for x in v):
+        return "must be a list of trace flag names"
+    return None
+
+
+def _seq_flags_check(v):
+    ok = ("send", "receive", "print", "timestamp")
+    if not isinstance(v, list) or not all(x in ok for x in v):
+        return f"must be a list of {', '.join(ok)}"
+    return None
+
+
+WORKLOADS: dict[str, Workload] = {
+    w.name: w
+    for w in [
+        Workload(
+            "ping_pong",
+            "pairs of processes bouncing a message",
+            {
+                "pairs": (1, _pos),
+                "payload": (0, _nonneg),
+                "same_scheduler": (
+                    False,
+                    lambda v: None if isinstance(v, bool) else "must be true or false",
+                ),
+            },
+            _setup_ping_pong,
+        ),
+        Workload(
+            "ring",
+            "a token passed round a ring of linked processes",
+            {"size": (4, _pos)},
+            _setup_ring,
+        ),
+        Workload(
+            "fan_in",
+            "many senders casting to one hot process",
+            {"senders": (4, _pos), "payload": (0, _nonneg)},
+            _setup_fan_in,
+        ),
+        Workload(
+            "calls",
+            "recursive calls (wl_calls:fib/1) with returns, errors and throws",
+            {"depth": (4, _nonneg), "exception_every": (3, _nonneg)},
+            _setup_calls,
+        ),
+        Workload(
+            "gc",
+            "an allocator that keeps some data and collects garbage",
+            {"words": (2000, _pos), "keep_every": (4, _nonneg), "gc_every": (0, _nonneg)},
+            _setup_gc,
+        ),
+        Workload(
+            "ports",
+            "a driver user: commands to an echo, busy or slow port",
+            {
+                "driver": ("echo", _driver_check),
+                "busy_ms": (None, _opt_nonneg),
+                "cost_ms": (None, _opt_nonneg),
+            },
+            _setup_ports,
+        ),
+        Workload(
+            "seq_chain",
+            "a seq_trace token carried round a chain of processes",
+            {
+                "length": (4, _pos),
+                "label": (7, _nonneg),
+                "flags": (["send", "receive", "print"], _seq_flags_check),
+                "print_every": (1, _nonneg),
+            },
+            _setup_seq_chain,
+        ),
+        Workload(
+            "churn",
+            "a process that traces its worker to short-lived tracers it kills",
+            {"burst": (5, _pos), "flags": (["send", "receive"], _flags_check)},
+            _setup_churn,
+        ),
+    ]
+}
+
+
+def check_params(workload: str, params: dict):
+    """Check a group's ``params`` table; returns ``(key, message)`` or None. Fills defaults."""
+    w = WORKLOADS[workload]
+    for k in params:
+        if k not in w.params:
+            return (
+                k,
+                f"unknown parameter {k!r} for workload {workload} "
+                f"(parameters: {', '.join(w.params) or 'none'})",
+            )
+    for k, (default, check) in w.params.items():
+        if k not in params:
+            params[k] = list(default) if isinstance(default, list) else default
+            continue
+        err = check(params[k])
+        if err:
+            return k, f"{err}, not {params[k]!r}"
+        if workload == "ports" and k == "driver":
+            pass
+    if workload == "ports":
+        if params["busy_ms"] is not None and params["driver"] not in ("busy", "dist"):
+            return "busy_ms", f"only the busy and dist drivers take busy_ms, not {params['driver']}"
+        if params["cost_ms"] is not None and params["driver"] != "slow":
+            return "cost_ms", f"only the slow driver takes cost_ms, not {params['driver']}"
+    return None
+
+
+# ================================================================ one run
+class _Env:
+    def __init__(self, vm: Emulator, ops: int, secs: float, rng: random.Random):
+        self.vm, self.ops, self.secs, self.rng = vm, ops, secs, rng
+        self._n = 0
+        self._defined = False
+
+    def counter(self) -> int:
+        self._n += 1
+        return self._n
+
+    def place(self, g):
+        return g["scheduler"]
+
+    def define_calls(self):
+        if not self._defined:
+            self.vm.define("wl_calls", "fib", wl_fib)
+            self.vm.define("wl_calls", "check", wl_check)
+            self.vm.define("wl_calls", "throw", wl_throw)
+            self._defined = True
+
+
+def _atoms(flags) -> list:
+    return [A(f) for f in flags]
+
+
+def _monitor_opts(m: dict) -> list:
+    out: list = []
+    for k in ("long_gc", "long_schedule", "large_heap"):
+        if m[k]:
+            out.append((A(k), m[k]))
+    for k in ("busy_port", "busy_dist_port"):
+        if m[k]:
+            out.append(A(k))
+    return out
+
+
+def _profile_opts(p: dict) -> list:
+    return [A(k) for k in ("scheduler", "runnable_procs", "runnable_ports", "exclusive") if p[k]]
+
+
+@dataclass
+class RunOutcome:
+    """What one run produced: the summary (JSON-able) and every trace term per tracer."""
+
+    summary: dict
+    messages: dict  # tracer name -> [term, ...] in arrival order
+    labels: dict  # pid/port -> stable label ("pingpong[0].ping")
+
+
+class _IpReader(threading.Thread):
+    """Reads an ip trace port as dbg's trace client would, in the user's process."""
+
+    def __init__(self, port: int):
+        super().__init__(daemon=True)
+        self.port = port
+        self.terms: list = []
+        self.error: str | None = None
+
+    def run(self):
+        try:
+            for t in read_trace(("127.0.0.1", self.port), timeout=None):
+                self.terms.append(t)
+        except Exception as e:  # the port closed under us, or bad frames
+            self.error = str(e)
+
+
+def execute(  # noqa: C901 - one run, from set-up to summary
+    sc: dict,
+    *,
+    mode: str | None = None,
+    schedulers: int | None = None,
+    on_trace: Callable[[str, Any], None] | None = None,
+    on_progress: Callable[[dict], None] | None = None,
+    extra_faults: list | None = None,
+    journal: str | None = None,
+    emulator_options: dict | None = None,
+    sample_interval: float = SAMPLE_INTERVAL_S,
+) -> RunOutcome:
+    """Run scenario ``sc`` once; ``on_trace(tracer_name, term)`` is called as
+    terms arrive, ``on_progress({"elapsed", "made", "delivered", "received"})``
+    at every sample (``sample_interval`` seconds apart; the counts are the
+    run's live statistics).  ``journal`` (smp mode) is where the dispatcher records its
+    queue and decisions for ``dispatcher.replay``; ``emulator_options`` go to
+    ``Emulator`` (``bind``, ``remote_schedulers``, ``keys``... for schedulers
+    on other hosts).  KeyboardInterrupt stops the run early: the outcome is still
+    returned, with ``summary["interrupted"] = True``."""
+    mode = mode or sc["mode"]
+    n = 1 if mode == "nonsmp" else (schedulers or sc["schedulers"])
+    rng = random.Random(sc["seed"])
+    d = sc["duration"]
+    ops = d["operations"] or 0
+    secs = d["seconds"] or 0.0
+    messages: dict[str, list] = {}
+    labels: dict = {}
+    emit = on_trace or (lambda name, term: None)
+    limit = TraceLimit.from_scenario(sc)  # max_messages / rate, as recon_trace caps
+    if limit is not None:
+        emit = limit.printer(emit)
+    t_setup = time.perf_counter()
+    with Emulator(
+        mode=mode,
+        schedulers=n,
+        journal=journal if mode == "smp" else None,
+        **(emulator_options or {}),
+    ) as vm:
+        env = _Env(vm, ops, secs, rng)
+        collectors: dict[str, Any] = {}  # name -> pid, in display order
+        ports: dict[str, tuple] = {}  # name -> (kind, Port, spec)
+        ip_readers: dict[str, _IpReader] = {}
+        tracers: dict[str, Any] = {}
+        for t in sc["tracers"]:
+            if t["kind"] == "collector":
+                ref = vm.spawn_collector()
+                collectors[t["name"]] = ref
+            elif t["kind"] == "file":
+                wrap = None
+                if t["wrap_suffix"]:
+                    wrap = (t["wrap_suffix"], t["wrap_size"], t["wrap_count"])
+                ref = vm.open_trace_port("file", t["path"], wrap=wrap)
+                ports[t["name"]] = ("file", ref, t)
+            elif t["kind"] == "ip":
+                ref = vm.open_trace_port("ip", t["port"], queue_size=t["queue_size"])
+                ports[t["name"]] = ("ip", ref, t)
+                if t["print"]:
+                    r = _IpReader(vm.trace_port_info(ref)["port"])
+                    r.start()
+                    ip_readers[t["name"]] = r
+            elif t["kind"] == "memory":
+                ref = vm.open_trace_port("memory", heavy_every=t["heavy_every"])
+                ports[t["name"]] = ("memory", ref, t)
+            else:
+                ref = vm.open_trace_port("null")
+                ports[t["name"]] = ("null", ref, t)
+            tracers[t["name"]] = ref
+            labels[ref] = t["name"]
+            messages[t["name"]] = []
+        printed = {t["name"] for t in sc["tracers"] if t["print"]}
+
+        faults = list(sc["faults"]) + list(extra_faults or [])
+        plan_events, new_collectors = _plan(sc, faults, rng, tracers)
+        for name in new_collectors:
+            pid = vm.spawn_collector()
+            collectors[name] = pid
+            tracers[name] = pid
+            labels[pid] = name
+            messages[name] = []
+            printed.add(name)
+
+        for t in sc["trace"]:
+            if t["pids"] == "new":
+                vm.trace("new", True, t["flags"], tracer=tracers[t["tracer"]])
+        group_pids: dict[str, list] = {}
+        for g in sc["groups"]:
+            w = WORKLOADS[g["workload"]]
+            pids = []
+            for i in range(g["count"]):
+                for role, pid in w.setup(env, g, g["params"]):
+                    labels[pid] = f"{g['name']}[{i}].{role}"
+                    pids.append(pid)
+            group_pids[g["name"]] = pids
+        for t in sc["trace"]:
+            if t["pids"] in ("all", "existing"):
+                vm.trace(t["pids"], True, t["flags"], tracer=tracers[t["tracer"]])
+        for g in sc["groups"]:
+            if g["tracer"] is not None and g["trace"]:
+                for pid in group_pids[g["name"]]:
+                    vm.trace(pid, True, g["trace"], tracer=tracers[g["tracer"]])
+        for p in sc["patterns"]:
+            mfa = tuple(p["mfa"])
+            flags: list = [f for f in p["flags"] if f != "meta"]
+            if "meta" in p["flags"]:
+                flags.append(("meta", tracers[p["meta_tracer"]]))
+            env.define_calls() if mfa[0] == "wl_calls" else None
+            vm.trace_pattern(mfa, p["match_spec"], flags)
+        if sc["seq_trace"] is not None:
+            vm.set_system_seq_tracer(tracers[sc["seq_trace"]["tracer"]])
+        if sc["system_monitor"] is not None:
+            m = sc["system_monitor"]
+            vm.system_monitor(tracers[m["monitor"]], _monitor_opts(m))
+        if sc["system_profile"] is not None:
+            p = sc["system_profile"]
+            vm.system_profile(tracers[p["profiler"]], _profile_opts(p))
+        plan = _resolve_plan(plan_events, tracers, group_pids, sc)
+        ctl = None
+        if plan:
+            ctl = vm.spawn(controller, plan)
+            labels[ctl] = "controller"
+            if any(t["pids"] in ("new", "all") for t in sc["trace"]):
+                vm.trace(ctl, False, ["all"], tracer=next(iter(tracers.values())))
+        setup_s = time.perf_counter() - t_setup
+
+        offsets = {name: 0 for name in collectors}
+
+        def pull():
+            for name, pid in collectors.items():
+                try:
+                    new = vm.messages(pid, start=offsets[name])
+                except SchedulerLost:  # it lived on a scheduler that was lost
+                    continue
+                offsets[name] += len(new)
+                messages[name].extend(new)
+                if name in printed:
+                    for term in new:
+                        emit(name, term)
+
+        interrupted = completed = False
+        error = None
+        series = Series(interval=sample_interval)
+        held = {"s": 0.0, "at": 0.0}  # the longest the controller overshot a sampling time
+        not_fired: list = []
+        last: dict = {}
+
+        def sample(t: float) -> None:
+            try:
+                st = vm.statistics()
+            except SmpError:
+                return  # a scheduler went away: the end of the run says so
+            series.add(t, st)
+            last.update(st)
+
+        run_start_us = time.time_ns() // 1000  # the trace timestamps' clock
+        t0 = time.perf_counter()
+        sample(0.0)
+        deadline = time.monotonic() + sc["timeout"]
+        run_for = vm.run_for if limit is None else limit.runner(vm, t0, tracers.values())
+        k = 1
+        try:
+            while True:
+                # run until the next multiple of the interval, then sample there
+                target = k * sample_interval
+                wait = max(0.001, target - (time.perf_counter() - t0))
+                if run_for(min(wait, max(0.01, deadline - time.monotonic()))):
+                    completed = True
+                    break
+                now = time.perf_counter() - t0
+                if now - target > held["s"]:
+                    held.update(s=now - target, at=target)
+                sample(now)
+                k = max(k + 1, int(now / sample_interval + 1e-9) + 1)  # a missed slot stays a gap
+                if ctl is not None and now < plan[-1][0] and _work_over(vm, group_pids):
+                    # faults still to come would hold a finished run: they do not fire
+                    not_fired = _not_fired(plan_events, now)
+                    vm.exit(ctl, am_kill)
+                    ctl = None
+                if time.monotonic() >= deadline:
+                    error = f"run not finished within {sc['timeout']:g} s"
+                    break
+                if on_trace is not None:
+                    pull()  # only what is new since the last sample
+                if on_progress:
+                    on_progress(
+                        {
+                            "elapsed": time.perf_counter() - t0,
+                            "made": last.get("made", 0),
+                            "delivered": last.get("delivered", 0),
+                            "received": sum(len(m) for m in messages.values()),
+                        }
+                    )
+            elapsed = time.perf_counter() - t0
+            pull()
+        except KeyboardInterrupt:
+            elapsed = time.perf_counter() - t0
+            interrupted = True
+        except SchedulerLost as e:
+            # the rest of the run became quiet: it ends here, measured, and
+            # the summary says what was lost
+            elapsed = time.perf_counter() - t0
+            error = str(e)
+            pull()
+        # From here on the run is over: a second Ctrl-C must not leave it half-measured.
+        stats = vm.statistics()
+        series.add(elapsed, stats)
+        lat = sorted(vm.latencies_ns())
+        port_info = {}
+        for name, (kind, ref, t) in ports.items():
+            try:
+                if kind == "file":
+                    vm.flush_trace_port(ref)
+                    port_info[name] = vm.trace_port_info(ref)
+                    vm.close_trace_port(ref)
+                    src = (
+                        t["path"]
+                        if not t["wrap_suffix"]
+                        else (t["path"], "wrap", t["wrap_suffix"], t["wrap_size"], t["wrap_count"])
+                    )
+                    for term in read_trace(src):
+                        messages[name].append(term)
+                        if t["print"]:
+                            emit(name, term)
+                elif kind == "memory":
+                    for term in vm.trace_port_terms(ref):
+                        messages[name].append(term)
+                        if t["print"]:
+                            emit(name, term)
+                    port_info[name] = vm.trace_port_info(ref)
+                elif kind == "ip":
+                    vm.flush_trace_port(ref)
+                    port_info[name] = vm.trace_port_info(ref)
+                    vm.close_trace_port(ref)
+                    r = ip_readers.get(name)
+                    if r is not None:
+                        r.join(5)
+                        for term in r.terms:
+                            messages[name].append(term)
+                            emit(name, term)
+                else:
+                    port_info[name] = vm.trace_port_info(ref)
+            except (SmpError, OSError) as e:
+                port_info[name] = {"error": str(e)}
+    summary = _summary(
+        sc,
+        mode,
+        n,
+        stats,
+        lat,
+        elapsed,
+        setup_s,
+        messages,
+        port_info,
+        completed=completed,
+        interrupted=interrupted,
+        error=error,
+    )
+    summary["timeseries"] = series.to_json()
+    summary["duration"] = _duration_report(sc, summary, held)
+    summary["faults_not_fired"] = not_fired
+    summary["limit"] = limit.to_json() if limit is not None else None
+    summary["latency_histogram"] = latency_histogram(lat)
+    prof = sc["system_profile"]
+    summary["scheduler_timeline"] = {
+        "profiled": bool(prof and prof["scheduler"]),
+        **(scheduler_timeline(messages, run_start_us) if prof and prof["scheduler"] else {}),
+    }
+    return RunOutcome(summary, messages, labels)
+
+
+def _work_over(vm, group_pids: dict) -> bool:
+    """Every workload process has exited (asked until one is found alive)."""
+    try:
+        return not any(vm.is_alive(p) for pids in group_pids.values() for p in pids)
+    except SmpError:
+        return False
+
+
+def _not_fired(events: list, now: float) -> list[dict]:
+    """The faults (one entry each) with a planned time after ``now``."""
+    out: dict = {}
+    for at, f, _k, _ in events:
+        if at > now:
+            key = id(f)
+            if key not in out:
+                out[key] = {
+                    "where": f.get("where"),
+                    "action": f["action"],
+                    "at": f["at"],
+                    "first_missed_s": round(at, 6),
+                    "missed": 0,
+                    "why": f"the workload was over at {now:.2f} s",
+                }
+            out[key]["missed"] += 1
+    return list(out.values())
+
+
+def fault_notes(summary: dict) -> list[str]:
+    """One line per fault that did not fire, naming the file, line and key."""
+    out = []
+    for f in summary.get("faults_not_fired") or []:
+        where = f"{f['where']}: " if f.get("where") else ""
+        out.append(
+            f"{where}{f['action']} at {f['first_missed_s']:g} s did not fire"
+            + (f" ({f['missed']} times)" if f["missed"] > 1 else "")
+            + f": {f['why']}"
+        )
+    return out
+
+
+def _duration_report(sc: dict, summary: dict, held: dict) -> dict:
+    """What was asked (``seconds`` or ``operations``) against how long the run
+    took; when a time-bounded run took more than 10 % longer, ``why`` says
+    what the samples show it was doing after its time was up."""
+    d = sc["duration"]
+    secs, elapsed = d["seconds"], summary["elapsed_s"]
+    out = {
+        "seconds": secs,
+        "operations": d["operations"],
+        "elapsed_s": elapsed,
+        "within_10pct": None,
+        "over_pct": None,
+        "why": [],
+    }
+    if not secs:
+        return out
+    over = (elapsed - secs) / secs * 100
+    out.update(within_10pct=elapsed <= secs * 1.1, over_pct=round(over, 1))
+    if out["within_10pct"] or summary["interrupted"]:
+        return out
+    ts = summary["timeseries"]
+    t, made, qmax = ts["t_s"], ts["made"], ts["queued_max"]
+    why = []
+    at = next((i for i, x in enumerate(t) if x >= secs), None)
+    if at is not None and made[-1] > made[at]:
+        done = next(x for x, m in zip(t, made, strict=False) if m == made[-1])
+        why.append(
+            f"the workload processes stop at the end of the iteration they are in "
+            f"at {secs:g} s; {made[-1] - made[at]:,} trace messages were made after "
+            f"{t[at]:.2f} s, the last of them by {done:.2f} s"
+        )
+    peak = max(qmax[at:], default=0) if at is not None else 0
+    if peak:
+        why.append(
+            f"the dispatcher still had up to {peak:,} messages queued after "
+            f"{secs:g} s and delivered them before the end"
+        )
+    if held["s"] > max(0.1 * secs, 2 * ts["interval_s"]):
+        why.append(
+            f"the controller was held {held['s']:.2f} s past a sampling time "
+            f"(at {held['at']:.2f} s) serving the BIFs processes called or waiting "
+            f"for a busy scheduler, so it noticed late that the run was over"
+        )
+    if not why:
+        why.append(
+            "the run became quiet (every process idle, every message delivered) "
+            f"only at {elapsed:.2f} s"
+        )
+    out["why"] = why
+    return out
+
+
+def duration_note(summary: dict) -> str | None:
+    """One line on stderr when a time-bounded run took more than 10 % longer."""
+    d = summary.get("duration") or {}
+    if not d.get("seconds") or d.get("within_10pct") is not False:
+        return None
+    return (
+        f"ran {d['elapsed_s']:.2f} s for seconds = {d['seconds']:g} "
+        f"(+{d['over_pct']:.0f} %): " + "; ".join(d["why"])
+    )
+
+
+def _pct(sorted_values: list, q: float):
+    if not sorted_values:
+        return None
+    k = min(len(sorted_values) - 1, max(0, int(round(q * (len(sorted_values) - 1)))))
+    return sorted_values[k]
+
+
+def _summary(
+    sc, mode, n, stats, lat, elapsed, setup_s, messages, port_info, *, completed, interrupted, error
+) -> dict:
+    per_sched = []
+    for k, s in enumerate(stats.get("schedulers", []), 1):
+        per_sched.append(
+            {
+                "scheduler": k,
+                "made": s.get("made", 0),
+                "messages_sent": s.get("messages_sent", 0),
+                "processes_exited": s.get("processes_exited", 0),
+                "processes": s.get("processes", 0),
+                "suppressed": s.get("suppressed", 0),
+                "fake_schedule_pairs": s.get("fake_schedule_pairs", 0),
+                "sys_arrived_dead": s.get("sys_arrived_dead", 0),
+            }
+        )
+    st = {k: v for k, v in stats.items() if k != "schedulers"}
+    el = max(elapsed, 1e-9)
+    return {
+        "scenario": sc["name"],
+        "source": sc.get("source"),
+        "mode": mode,
+        "schedulers": n,
+        "seed": sc["seed"],
+        "completed": completed,
+        "interrupted": interrupted,
+        "error": error,
+        "elapsed_s": round(elapsed, 6),
+        "setup_s": round(setup_s, 6),
+        "stats": st,
+        "throughput": {
+            "made_per_s": round(st["made"] / el, 1),
+            "delivered_per_s": round(st["delivered"] / el, 1),
+            "messages_sent_per_s": round(st.get("messages_sent", 0) / el, 1),
+        },
+        "latency_ns": {
+            "count": len(lat),
+            "p50": _pct(lat, 0.5),
+            "p90": _pct(lat, 0.9),
+            "p99": _pct(lat, 0.99),
+            "max": lat[-1] if lat else None,
+        },
+        "per_scheduler": per_sched,
+        "tracers": {
+            name: {"received": len(ms), **({"port": port_info[name]} if name in port_info else {})}
+            for name, ms in messages.items()
+        },
+    }
+
+
+# ================================================================ fault plans
+def _plan(sc: dict, faults: list, rng: random.Random, tracers: dict):
+    """Expand the faults into timed events; name the replacement collectors needed.
+
+    Runs in the user's process.  Returns ``(events, new_collector_names)`` where
+    each event is ``(at, fault, k, replacement_name_or_None)``.
+    """
+    events = []
+    new: list[str] = []
+    serial: dict[str, int] = {}
+    for f in faults:
+        for k in range(f["times"]):
+            at = f["at"] + k * f["every"]
+            repl = None
+            if f["action"] in ("replace_seq_tracer", "replace_monitor", "replace_profiler") or (
+                f["action"] == "kill_tracer" and f["replace"]
+            ):
+                base = f["target"] or {
+                    "replace_seq_tracer": "seq",
+                    "replace_monitor": "monitor",
+                    "replace_profiler": "profiler",
+                }.get(f["action"], "tracer")
+                serial[base] = serial.get(base, 0) + 1
+                repl = f"{base}~{serial[base]}"
+                new.append(repl)
+            events.append((at, f, k, repl))
+    events.sort(key=lambda e: e[0])
+    return events, new
+
+
+def _resolve_plan(events, tracers: dict, group_pids: dict, sc: dict) -> list:
+    """Turn timed events into controller steps, following which tracer is current."""
+    rng = random.Random(sc["seed"] + 1)
+    # who each role's tracer is, by tracer name; replaced as the plan goes
+    cur = {name: name for name in tracers}
+    seq = sc["seq_trace"]["tracer"] if sc["seq_trace"] else None
+    mon = sc["system_monitor"]["monitor"] if sc["system_monitor"] else None
+    prof = sc["system_profile"]["profiler"] if sc["system_profile"] else None
+    plan = []
+    for at, f, _k, repl in events:
+        a = f["action"]
+        steps: list = []
+        if a == "kill_tracer":
+            victim = cur.get(f["target"], f["target"])
+            steps.append(("exit", (tracers[victim], am_kill)))
+            if repl:
+                new = tracers[repl]
+                for g in sc["groups"]:
+                    if g["tracer"] is not None and cur.get(g["tracer"]) == victim and g["trace"]:
+                        tf = _atoms(g["trace"]) + [(A("tracer"), new)]
+                        steps += [("trace", (pid, tf)) for pid in group_pids[g["name"]]]
+                for t in sc["trace"]:
+                    if cur.get(t["tracer"]) == victim:
+                        steps.append(
+                            ("trace", (A(t["pids"]), _atoms(t["flags"]) + [(A("tracer"), new)]))
+                        )
+                for p in sc["patterns"]:
+                    if "meta" in p["flags"] and cur.get(p["meta_tracer"]) == victim:
+                        steps.append(
+                            (
+                                "pattern",
+                                (
+                                    tuple(_atom_or(x) for x in p["mfa"]),
+                                    p["match_spec"],
+                                    [(A("meta"), new)],
+                                ),
+                            )
+                        )
+                if seq and cur.get(seq) == victim:
+                    steps.append(("seq", (new,)))
+                if mon and cur.get(mon) == victim:
+                    steps.append(("monitor", (new, _monitor_opts(sc["system_monitor"]))))
+                if prof and cur.get(prof) == victim:
+                    steps.append(("profile", (new, _profile_opts(sc["system_profile"]))))
+                for name, c in list(cur.items()):
+                    if c == victim:
+                        cur[name] = repl
+        elif a == "replace_seq_tracer":
+            steps.append(("seq", (tracers[repl],)))
+            cur[seq] = repl
+        elif a == "replace_monitor":
+            steps.append(("monitor", (tracers[repl], _monitor_opts(sc["system_monitor"]))))
+            cur[mon] = repl
+        elif a == "replace_profiler":
+            steps.append(("profile", (tracers[repl], _profile_opts(sc["system_profile"]))))
+            cur[prof] = repl
+        elif a in ("kill_processes", "set_sensitive"):
+            pids = group_pids[f["target"]]
+            chosen = rng.sample(pids, min(f["count"], len(pids)))
+            if a == "kill_processes":
+                steps += [("exit", (pid, A(f["reason"]))) for pid in chosen]
+            else:
+                steps += [("send", (pid, (CTL, am_sensitive, f["value"]))) for pid in chosen]
+        plan.append((at, steps))
+    return plan
+
+
+def _atom_or(x):
+    return A(x) if isinstance(x, str) else x

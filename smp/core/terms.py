@@ -1,0 +1,659 @@
+"""Erlang terms as Python values.
+
+Erlang terms keep their kind through every layer of the emulator: an atom is
+never a ``str``, a tuple is never a ``list``.  The mapping is:
+
+=============  ==========================================
+Erlang         Python
+=============  ==========================================
+atom           :class:`Atom` (interned; ``Atom("ok") is Atom("ok")``)
+pid            :class:`Pid`   (prints ``<0.80.0>``)
+port           :class:`Port`  (prints ``#Port<0.5>``)
+reference      :class:`Ref`   (prints ``#Ref<0.1.2.3>``)
+tuple          ``tuple``
+proper list    ``list``
+improper list  :class:`ImproperList`
+integer        ``int`` (small and big alike)
+float          ``float``
+binary         ``bytes``
+bit string     :class:`BitString` (a size that is not a whole number of bytes)
+map            :class:`Map` (any terms as keys, kept in Erlang's key order)
+fun            :class:`Fun` (a local fun) and :class:`ExportFun` (``fun M:F/A``)
+=============  ==========================================
+
+:func:`smp.core.pretty.format_term` prints any of them in Erlang syntax, as
+``io_lib:format("~p")`` does on one line (OTP 25, latin-1 rules: strings and
+binaries of printable latin-1 characters are printed as ``"..."``), and is
+the ``repr`` of the composite types; :mod:`smp.core.pretty` has the rest of
+``~p`` (line breaking, the reading node's numbers for other nodes' ids).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "Atom",
+    "Pid",
+    "Port",
+    "Ref",
+    "ImproperList",
+    "NIL_ATOM",
+    "Map",
+    "Fun",
+    "ExportFun",
+    "BitString",
+    "atom",
+    "A",
+    "charlist",
+    "is_atom",
+    "LOCAL_NODE",
+    "term_order_key",
+]
+
+
+class Atom:
+    """An Erlang atom.  Instances are interned, so ``is`` and ``==`` agree."""
+
+    __slots__ = ("name", "__weakref__")
+    _table: dict[str, "Atom"] = {}
+
+    def __new__(cls, name: str) -> "Atom":
+        try:
+            return cls._table[name]
+        except KeyError:
+            if not isinstance(name, str):
+                raise TypeError(f"atom name must be str, not {type(name).__name__}") from None
+            if len(name) > 255:
+                raise ValueError("atom name longer than 255 characters") from None
+            self = object.__new__(cls)
+            object.__setattr__(self, "name", name)
+            cls._table[name] = self
+            return self
+
+    def __setattr__(self, key, value):
+        raise AttributeError("Atom is immutable")
+
+    def __reduce__(self):
+        return (Atom, (self.name,))
+
+    def __eq__(self, other):
+        return self is other
+
+    def __hash__(self):
+        return hash(("atom", self.name))
+
+    def __lt__(self, other):
+        return _order_key(self) < _order_key(other)
+
+    def __repr__(self) -> str:
+        return quote_atom(self.name)
+
+    __str__ = __repr__
+
+
+LOCAL_NODE = Atom("nonode@nohost")
+
+
+class _Id:
+    __slots__ = ()
+
+    def __setattr__(self, key, value):
+        raise AttributeError(f"{type(self).__name__} is immutable")
+
+    def __reduce__(self):
+        return (type(self), tuple(getattr(self, s) for s in self.__slots__))
+
+    def __lt__(self, other):
+        return _order_key(self) < _order_key(other)
+
+
+class Pid(_Id):
+    """An Erlang pid.  ``number`` is the process index shown in the middle.
+
+    Pids are interned like atoms: the same pid is the same object, so
+    comparisons are cheap and a batch of messages pickles each pid once."""
+
+    __slots__ = ("number", "serial", "node", "creation", "_hash")
+    _cache: dict = {}
+
+    def __new__(cls, number: int, serial: int = 0, node: Atom = LOCAL_NODE, creation: int = 0):
+        key = (number, serial, node, creation)
+        self = cls._cache.get(key)
+        if self is None:
+            self = object.__new__(cls)
+            object.__setattr__(self, "number", number)
+            object.__setattr__(self, "serial", serial)
+            object.__setattr__(self, "node", node)
+            object.__setattr__(self, "creation", creation)
+            object.__setattr__(self, "_hash", hash(("pid", number, serial)))
+            cls._cache[key] = self
+        return self
+
+    def __reduce__(self):
+        if self.node is LOCAL_NODE and self.creation == 0:
+            return (Pid, (self.number, self.serial))
+        return (Pid, (self.number, self.serial, self.node, self.creation))
+
+    def __eq__(self, other):
+        return self is other or (
+            type(other) is Pid
+            and self.number == other.number
+            and self.serial == other.serial
+            and self.node is other.node
+            and self.creation == other.creation
+        )
+
+    def __hash__(self):
+        return self._hash
+
+    def __repr__(self) -> str:
+        node = 0 if self.node is LOCAL_NODE else self.node.name
+        return f"<{node}.{self.number}.{self.serial}>"
+
+    __str__ = __repr__
+
+
+class Port(_Id):
+    """An Erlang port identifier."""
+
+    __slots__ = ("number", "node", "creation")
+
+    def __init__(self, number: int, node: Atom = LOCAL_NODE, creation: int = 0):
+        object.__setattr__(self, "number", number)
+        object.__setattr__(self, "node", node)
+        object.__setattr__(self, "creation", creation)
+
+    def __eq__(self, other):
+        return (
+            type(other) is Port
+            and self.number == other.number
+            and self.node is other.node
+            and self.creation == other.creation
+        )
+
+    def __hash__(self):
+        return hash(("port", self.number))
+
+    def __repr__(self) -> str:
+        node = 0 if self.node is LOCAL_NODE else self.node.name
+        return f"#Port<{node}.{self.number}>"
+
+    __str__ = __repr__
+
+
+class Ref(_Id):
+    """An Erlang reference; ``ids`` are the (up to 3) id words, low word first."""
+
+    __slots__ = ("ids", "node", "creation")
+
+    def __init__(self, ids: tuple[int, ...], node: Atom = LOCAL_NODE, creation: int = 0):
+        object.__setattr__(self, "ids", tuple(ids))
+        object.__setattr__(self, "node", node)
+        object.__setattr__(self, "creation", creation)
+
+    def __eq__(self, other):
+        return (
+            type(other) is Ref
+            and self.ids == other.ids
+            and self.node is other.node
+            and self.creation == other.creation
+        )
+
+    def __hash__(self):
+        return hash(("ref",) + self.ids)
+
+    def __repr__(self) -> str:
+        node = 0 if self.node is LOCAL_NODE else self.node.name
+        return "#Ref<" + ".".join([str(node)] + [str(i) for i in reversed(self.ids)]) + ">"
+
+    __str__ = __repr__
+
+
+class BitString:
+    """A bit string whose size in bits is not a multiple of 8 (``<<1,2:3>>``).
+
+    ``data`` holds ``ceil(size / 8)`` bytes, the bits left-aligned: the unused
+    low bits of the last byte are zero (the constructor clears them).  A
+    whole number of bytes is a binary, ``bytes``, never a ``BitString``.
+    ``BitString(b"\\x01\\x40", 11)`` is ``<<1,2:3>>``.
+    """
+
+    __slots__ = ("data", "size")
+
+    def __init__(self, data, size: int):
+        data = bytes(data)
+        if type(size) is not int or size < 0:
+            raise ValueError(f"bit string size must be an int >= 0, not {size!r}")
+        if size % 8 == 0:
+            raise ValueError("a bit string of whole bytes is a binary: use bytes")
+        if len(data) != (size + 7) // 8:
+            raise ValueError(
+                f"a bit string of {size} bits needs {(size + 7) // 8} bytes, not {len(data)}"
+            )
+        unused = 8 - size % 8
+        last = data[-1] & (0xFF << unused) & 0xFF
+        if last != data[-1]:
+            data = data[:-1] + bytes((last,))
+        object.__setattr__(self, "data", data)
+        object.__setattr__(self, "size", size)
+
+    def __setattr__(self, key, value):
+        raise AttributeError("BitString is immutable")
+
+    def __reduce__(self):
+        return (BitString, (self.data, self.size))
+
+    @property
+    def tail_bits(self) -> int:
+        """The number of bits used in the last byte (1..7)."""
+        return self.size % 8
+
+    def __eq__(self, other):
+        return type(other) is BitString and self.size == other.size and self.data == other.data
+
+    def __hash__(self):
+        return hash(("bits", self.size, self.data))
+
+    def __lt__(self, other):
+        return _order_key(self) < _order_key(other)
+
+    # __repr__: Erlang syntax, installed by smp.core.pretty (which needs
+    # this module's types, so this module cannot import it)
+
+
+class Fun:
+    """A local fun as the external term format carries it (``NEW_FUN_EXT``).
+
+    Prints as ``#Fun<Module.OldIndex.OldUniq>``.  ``uniq`` is the 16-byte MD5
+    of the module, ``index``/``old_index`` the fun's number in it,
+    ``old_uniq`` the old hash, ``pid`` the process that made it and ``free``
+    the tuple of its free variables' values.
+    """
+
+    __slots__ = ("module", "arity", "uniq", "index", "old_index", "old_uniq", "pid", "free")
+
+    def __init__(
+        self,
+        module: Atom,
+        arity: int,
+        uniq: bytes,
+        index: int,
+        old_index: int,
+        old_uniq: int,
+        pid: "Pid",
+        free=(),
+    ):
+        uniq = bytes(uniq)
+        if len(uniq) != 16:
+            raise ValueError(f"fun uniq must be 16 bytes, not {len(uniq)}")
+        for name, v in (("module", module),):
+            if type(v) is not Atom:
+                raise TypeError(f"fun {name} must be an Atom, not {v!r}")
+        for name, v in (
+            ("arity", arity),
+            ("index", index),
+            ("old_index", old_index),
+            ("old_uniq", old_uniq),
+        ):
+            if type(v) is not int:
+                raise TypeError(f"fun {name} must be an int, not {v!r}")
+        setattr_ = object.__setattr__
+        setattr_(self, "module", module)
+        setattr_(self, "arity", arity)
+        setattr_(self, "uniq", uniq)
+        setattr_(self, "index", index)
+        setattr_(self, "old_index", old_index)
+        setattr_(self, "old_uniq", old_uniq)
+        setattr_(self, "pid", pid)
+        setattr_(self, "free", tuple(free))
+
+    def __setattr__(self, key, value):
+        raise AttributeError("Fun is immutable")
+
+    def __reduce__(self):
+        return (Fun, tuple(getattr(self, s) for s in self.__slots__))
+
+    def __eq__(self, other):
+        return type(other) is Fun and all(
+            getattr(self, s) == getattr(other, s) for s in self.__slots__
+        )
+
+    def __hash__(self):
+        return hash(("fun", self.module, self.index, self.uniq, self.old_uniq))
+
+    def __lt__(self, other):
+        return _order_key(self) < _order_key(other)
+
+    # __repr__: Erlang syntax, installed by smp.core.pretty (which needs
+    # this module's types, so this module cannot import it)
+
+
+class ExportFun:
+    """An external fun, ``fun Module:Function/Arity`` (``EXPORT_EXT``)."""
+
+    __slots__ = ("module", "function", "arity")
+
+    def __init__(self, module: Atom, function: Atom, arity: int):
+        if type(module) is not Atom or type(function) is not Atom:
+            raise TypeError(f"fun {module!r}:{function!r}: module and function must be Atoms")
+        if type(arity) is not int or not 0 <= arity <= 255:
+            raise ValueError(f"fun arity must be an int in 0..255, not {arity!r}")
+        object.__setattr__(self, "module", module)
+        object.__setattr__(self, "function", function)
+        object.__setattr__(self, "arity", arity)
+
+    def __setattr__(self, key, value):
+        raise AttributeError("ExportFun is immutable")
+
+    def __reduce__(self):
+        return (ExportFun, (self.module, self.function, self.arity))
+
+    def __eq__(self, other):
+        return (
+            type(other) is ExportFun
+            and self.module is other.module
+            and self.function is other.function
+            and self.arity == other.arity
+        )
+
+    def __hash__(self):
+        return hash(("export", self.module, self.function, self.arity))
+
+    def __lt__(self, other):
+        return _order_key(self) < _order_key(other)
+
+    # __repr__: Erlang syntax, installed by smp.core.pretty (which needs
+    # this module's types, so this module cannot import it)
+
+
+def _ekey(t):
+    """A hashable key that is equal for two terms exactly when Erlang's ``=:=``
+    (OTP 25) says they are equal: ``1`` and ``1.0`` differ, lists are keys."""
+    tp = type(t)
+    if tp is int or tp is Atom or tp is bytes or tp is Pid:
+        return t
+    if tp is float:
+        return ("\0f", t)
+    if tp is tuple:
+        return ("\0t",) + tuple(map(_ekey, t))
+    if tp is list:
+        return ("\0l",) + tuple(map(_ekey, t))
+    if tp is ImproperList:
+        return ("\0i", tuple(map(_ekey, t.elements)), _ekey(t.tail))
+    if tp is Map:
+        return ("\0m",) + tuple((_ekey(k), _ekey(v)) for k, v in t._items)
+    if tp is Fun:
+        return (
+            "\0F",
+            t.module,
+            t.arity,
+            t.uniq,
+            t.index,
+            t.old_index,
+            t.old_uniq,
+            _ekey(t.pid),
+            tuple(map(_ekey, t.free)),
+        )
+    if tp is bytearray or tp is memoryview:
+        return bytes(t)
+    if tp in (Port, Ref, BitString, ExportFun):
+        return t
+    raise TypeError(f"not an Erlang term: {t!r}")
+
+
+class Map:
+    """An Erlang map.  Immutable; any terms are keys (``1`` and ``1.0`` are two
+    keys, lists are keys), and the pairs are kept in the order an OTP 25
+    map of up to 32 keys keeps them: keys in Erlang's exact term order
+    (integers before floats).  Iteration gives the keys in that order.
+
+    ``Map({A.a: 1, A.b: 2})`` or ``Map([(key, value), ...])`` (a later pair
+    replaces an earlier one with the same key, as ``maps:from_list/1``).
+    """
+
+    __slots__ = ("_items", "_index")
+
+    def __init__(self, items=()):
+        if isinstance(items, (dict, Map)):
+            items = items.items()
+        index: dict = {}
+        for k, v in items:
+            index[_ekey(k)] = (k, v)
+        pairs = list(index.values())
+        if len(pairs) > 1:
+            pairs.sort(key=lambda kv: _order_key(kv[0], True))
+        object.__setattr__(self, "_items", tuple(pairs))
+        object.__setattr__(self, "_index", {_ekey(k): i for i, (k, _) in enumerate(pairs)})
+
+    def __setattr__(self, key, value):
+        raise AttributeError("Map is immutable")
+
+    def __reduce__(self):
+        return (Map, (list(self._items),))
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __iter__(self):
+        return (k for k, _ in self._items)
+
+    def __contains__(self, key) -> bool:
+        try:
+            return _ekey(key) in self._index
+        except TypeError:
+            return False
+
+    def __getitem__(self, key):
+        return self._items[self._index[_ekey(key)]][1]
+
+    def get(self, key, default=None):
+        try:
+            return self[key]
+        except (KeyError, TypeError):
+            return default
+
+    def items(self):
+        return list(self._items)
+
+    def keys(self):
+        return [k for k, _ in self._items]
+
+    def values(self):
+        return [v for _, v in self._items]
+
+    def __eq__(self, other):
+        if type(other) is not Map or len(other) != len(self):
+            return False
+        idx = other._index
+        for k, v in self._items:
+            i = idx.get(_ekey(k))
+            if i is None or not (other._items[i][1] == v):
+                return False
+        return True
+
+    def __hash__(self):
+        return hash(("map",) + tuple(self._index))
+
+    def __lt__(self, other):
+        return _order_key(self) < _order_key(other)
+
+    # __repr__: Erlang syntax, installed by smp.core.pretty (which needs
+    # this module's types, so this module cannot import it)
+
+
+class ImproperList:
+    """A list whose tail is not ``[]``: ``[1, 2 | tail]``."""
+
+    __slots__ = ("elements", "tail")
+
+    def __init__(self, elements, tail):
+        if isinstance(tail, list):
+            raise ValueError("tail of an improper list must not be a list")
+        if not elements:
+            raise ValueError("an improper list needs at least one element")
+        self.elements = list(elements)
+        self.tail = tail
+
+    def __reduce__(self):
+        return (ImproperList, (self.elements, self.tail))
+
+    def __eq__(self, other):
+        return (
+            type(other) is ImproperList
+            and self.elements == other.elements
+            and self.tail == other.tail
+        )
+
+    __hash__ = None
+
+    # __repr__: Erlang syntax, installed by smp.core.pretty (which needs
+    # this module's types, so this module cannot import it)
+
+
+NIL_ATOM = Atom("nil")
+
+
+def atom(name: str) -> Atom:
+    """Return the atom called ``name``."""
+    return Atom(name)
+
+
+class _AtomFactory:
+    """``A.ok`` is ``Atom("ok")``; ``A["receive"]`` for names that are keywords."""
+
+    def __getattr__(self, name: str) -> Atom:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return Atom(name)
+
+    def __getitem__(self, name: str) -> Atom:
+        return Atom(name)
+
+
+A = _AtomFactory()
+
+
+def is_atom(term: Any) -> bool:
+    return type(term) is Atom
+
+
+def charlist(text: str) -> list[int]:
+    """Return the Erlang string (list of character codes) for ``text``."""
+    return [ord(c) for c in text]
+
+
+# erl_scan:reserved_word/1 of OTP 25 ('maybe' and 'else' only with the
+# maybe_expr feature, which is off by default there)
+_RESERVED = frozenset(
+    "after and andalso band begin bnot bor bsl bsr bxor case catch cond div end fun "
+    "if let not of or orelse receive rem try when xor".split()
+)
+
+
+def _name_char(c: int) -> bool:
+    # io_lib:name_char/1 (latin-1 letters included)
+    return (
+        97 <= c <= 122
+        or 223 <= c <= 255
+        and c != 247
+        or 65 <= c <= 90
+        or 192 <= c <= 222
+        and c != 215
+        or 48 <= c <= 57
+        or c == 95
+        or c == 64
+    )
+
+
+def quote_atom(name: str) -> str:
+    """Print an atom name as ``io_lib:write_atom_as_latin1/1`` (OTP 25) does,
+    i.e. as ``~p`` prints an atom: quoted where Erlang needs quotes (reserved
+    words, a first character that is not a lower-case letter, any character
+    that is not a latin-1 letter, digit, ``_`` or ``@``), control characters
+    escaped, characters above 255 written ``\\x{...}``."""
+    if name and name not in _RESERVED:
+        c = ord(name[0])
+        if (97 <= c <= 122 or 223 <= c <= 255 and c != 247) and all(
+            _name_char(ord(ch)) for ch in name[1:]
+        ):
+            return name
+    return "'" + "".join(_string_char(ord(ch), 39) for ch in name) + "'"
+
+
+_CTRL_ESC = {10: "\\n", 13: "\\r", 9: "\\t", 11: "\\v", 8: "\\b", 12: "\\f", 27: "\\e", 127: "\\d"}
+
+
+def _string_char(c: int, q: int) -> str:
+    """io_lib's string_char(unicode_as_latin1, C, Q): one character of a quoted
+    string or atom as ``~p`` writes it."""
+    if c == q:
+        return "\\" + chr(q)
+    if c == 92:
+        return "\\\\"
+    if 32 <= c <= 126 or 160 <= c <= 255:
+        return chr(c)
+    if c > 255:
+        return "\\x{%X}" % c
+    e = _CTRL_ESC.get(c)
+    if e is not None:
+        return e
+    return "\\%03o" % c
+
+
+# Erlang's term order: number < atom < reference < fun < port < pid < tuple
+# < map < [] < list < bit string.
+def _bits(data: bytes, size: int) -> str:
+    return "".join([format(b, "08b") for b in data])[:size]
+
+
+def _order_key(term: Any, exact: bool = False):
+    """A key that sorts as Erlang's term order; ``exact`` gives the order of
+    map keys (``=:=``: all integers before all floats)."""
+    t = type(term)
+    if t is int:
+        return (0, 0, term) if exact else (0, term)
+    if t is float:
+        return (0, 1, term) if exact else (0, term)
+    if t is Atom:
+        return (1, term.name)
+    if t is Ref:
+        return (2, term.node.name, term.creation, len(term.ids), tuple(reversed(term.ids)))
+    if t is Fun:
+        return (3, 0, term.module.name, term.old_index, term.old_uniq, term.index, term.uniq)
+    if t is ExportFun:
+        return (3, 1, term.module.name, term.function.name, term.arity)
+    if t is Port:
+        return (4, term.node.name, term.creation, term.number)
+    if t is Pid:
+        # the VM compares serial and number before the node
+        return (5, term.serial, term.number, term.node.name, term.creation)
+    if t is tuple:
+        return (6, len(term), tuple(_order_key(e, exact) for e in term))
+    if t is Map:
+        return (
+            7,
+            len(term),
+            tuple(_order_key(k, True) for k, _ in term._items),
+            tuple(_order_key(v, exact) for _, v in term._items),
+        )
+    if t is list:
+        if not term:
+            return (8,)
+        return (9, tuple((9, 1, _order_key(e, exact)) for e in term) + ((8,),))
+    if t is ImproperList:
+        return (
+            9,
+            tuple((9, 1, _order_key(e, exact)) for e in term.elements)
+            + (_order_key(term.tail, exact),),
+        )
+    if t is bytes or t is bytearray:
+        return (10, _bits(term, 8 * len(term)))
+    if t is BitString:
+        return (10, _bits(term.data, term.size))
+    raise TypeError(f"not an Erlang term: {term!r}")
+
+
+def term_order_key(term: Any):
+    """A sort key for Erlang's term order: ``sorted(terms, key=term_order_key)``."""
+    return _order_key(term)

@@ -1,0 +1,530 @@
+"""Encoding and decoding of the frames that cross the emulator's sockets.
+
+Every frame that arrives on a socket is data.  ``loads`` decodes with an
+allow-list unpickler: besides the builtin scalars and containers that
+pickle makes without naming a class, it builds only the term types (through
+checking constructors: a pid whose number is not a small non-negative
+integer is refused) and, where the decoder is asked for them, a few more
+classes (state snapshots, exceptions in replies).  Anything else, a class or
+a function that would run code included, makes the frame a
+``ProtocolError``.
+
+Functions (process bodies, ``define``'d functions) travel as importable
+references ``module:qualname``: ``dumps`` writes an ``async def`` function
+that way, and a decoder resolves a reference only where its channel allows
+it (``funs="import"`` for the controller's commands, ``funs="loaded"`` for
+peers: a module already loaded, never an import), and only to an
+``async def`` function (a reference to anything else is a
+``ProtocolError``; one to a function that is not there becomes an
+``Unresolved`` body, whose process crashes with ``undef``, as spawning a
+missing function does).  A closure cannot travel by reference: ``dumps``
+raises ``Unencodable`` for it (and for any value the decoders refuse), and
+``dumps_frame(..., code_ok=True)`` ships it with dill instead, which only
+``loads_frame(..., code_ok=True)`` decodes: the schedulers do that for
+frames from an authenticated controller alone.
+"""
+
+from __future__ import annotations
+
+import collections
+import importlib
+import inspect
+import io
+import pathlib
+import pickle
+import sys
+import types
+
+from smp.core.errors import BadArg, Error, ProtocolError, SmpError
+from smp.core.state import Snapshot
+from smp.core.terms import (
+    LOCAL_NODE,
+    Atom,
+    BitString,
+    ExportFun,
+    Fun,
+    ImproperList,
+    Map,
+    Pid,
+    Port,
+    Ref,
+)
+
+__all__ = [
+    "DATA",
+    "MAX_FRAME",
+    "MAX_RUN",
+    "STATE",
+    "TERMS",
+    "WIRE_VERSION",
+    "Unencodable",
+    "Unresolved",
+    "dumps",
+    "dumps_frame",
+    "fun_ref",
+    "load_record",
+    "loads",
+    "loads_frame",
+    "loads_terms",
+    "run_bodies",
+]
+
+#: Version of the batch frames schedulers send the dispatcher:
+#: ``("b", WIRE_VERSION, scheduler_id, items)``.
+WIRE_VERSION = 3
+
+MAX_FRAME = 256 * 1024 * 1024  # larger frames are refused before decoding
+MAX_RUN = 1_000_000  # messages in one run
+
+_PICKLE = pickle.HIGHEST_PROTOCOL
+_LIMIT = 1 << 32
+
+
+class Unencodable(BadArg):
+    """A value that cannot travel as data (a closure, an object of a class no
+    decoder builds)."""
+
+
+# ---------------------------------------------------------------- checking constructors
+
+
+def _u32(x, what: str) -> int:
+    if type(x) is not int or not 0 <= x < _LIMIT:
+        raise ProtocolError(f"{what} must be an integer in 0..2**32-1, not {x!r}")
+    return x
+
+
+def _node(node) -> Atom:
+    if type(node) is not Atom:
+        raise ProtocolError(f"node must be an atom, not {node!r}")
+    return node
+
+
+def _atom(name=None, *rest):
+    if type(name) is not str or rest:
+        raise ProtocolError(f"atom name must be one str, not {name!r}")
+    return Atom(name)
+
+
+def _pid(number=None, serial=0, node=LOCAL_NODE, creation=0):
+    return Pid(
+        _u32(number, "pid number"),
+        _u32(serial, "pid serial"),
+        _node(node),
+        _u32(creation, "pid creation"),
+    )
+
+
+def _port(number=None, node=LOCAL_NODE, creation=0):
+    return Port(_u32(number, "port number"), _node(node), _u32(creation, "port creation"))
+
+
+def _ref(ids=None, node=LOCAL_NODE, creation=0):
+    if type(ids) is not tuple or not 1 <= len(ids) <= 5:
+        raise ProtocolError(f"ref ids must be a tuple of 1 to 5 integers, not {ids!r}")
+    for i in ids:
+        _u32(i, "ref id")
+    return Ref(ids, _node(node), _u32(creation, "ref creation"))
+
+
+def _improper(elements=None, tail=None):
+    if type(elements) is not list or not elements or type(tail) is list:
+        raise ProtocolError("improper list must be a non-empty list and a tail that is not a list")
+    return ImproperList(elements, tail)
+
+
+def _bits(data=None, size=None):
+    if type(data) is not bytes or type(size) is not int:
+        raise ProtocolError("bit string must be built from bytes and a bit count")
+    try:
+        return BitString(data, size)
+    except ValueError as e:
+        raise ProtocolError(f"bit string: {e}") from None
+
+
+def _map(pairs=None):
+    if type(pairs) is not list or not all(type(kv) is tuple and len(kv) == 2 for kv in pairs):
+        raise ProtocolError("map must be built from a list of (key, value) pairs")
+    return Map(pairs)
+
+
+def _funterm(
+    module=None, arity=None, uniq=None, index=None, old_index=None, old_uniq=None, pid=None, free=()
+):
+    if type(uniq) is not bytes or type(pid) is not Pid or type(free) is not tuple:
+        raise ProtocolError("fun must carry 16 bytes of uniq, a pid and a tuple of free values")
+    try:
+        return Fun(module, arity, uniq, index, old_index, old_uniq, pid, free)
+    except (TypeError, ValueError) as e:
+        raise ProtocolError(f"fun: {e}") from None
+
+
+def _export(module=None, function=None, arity=None):
+    try:
+        return ExportFun(module, function, arity)
+    except (TypeError, ValueError) as e:
+        raise ProtocolError(f"external fun: {e}") from None
+
+
+def _counter(mapping=None):
+    if mapping is not None and type(mapping) is not dict:
+        raise ProtocolError("Counter must be built from a dict")
+    return collections.Counter(mapping or {})
+
+
+def _path(*parts):
+    if not all(type(p) is str for p in parts):
+        raise ProtocolError("path parts must be str")
+    return pathlib.PurePosixPath(*parts)
+
+
+def _fun(module, qualname):
+    """The marker of a function reference; decoders resolve it instead."""
+    raise ProtocolError(f"function reference {module}:{qualname} where none may be")
+
+
+class _Fixed:
+    """A constructor as a decoder hands it to the unpickler: an object that
+    cannot be changed (a frame may apply ``BUILD`` to whatever a name
+    resolved to, to set attributes on it), and makes a value when called."""
+
+    __slots__ = ()
+
+
+def _fixed(f) -> _Fixed:
+    return type(f"_{f.__name__}", (_Fixed,), {"__slots__": (), "__call__": staticmethod(f)})()
+
+
+#: Term classes: what message bodies and batches may contain.
+TERMS = {
+    ("smp.core.terms", "Atom"): _fixed(_atom),
+    ("smp.core.terms", "Pid"): _fixed(_pid),
+    ("smp.core.terms", "Port"): _fixed(_port),
+    ("smp.core.terms", "Ref"): _fixed(_ref),
+    ("smp.core.terms", "ImproperList"): _fixed(_improper),
+    ("smp.core.terms", "BitString"): _fixed(_bits),
+    ("smp.core.terms", "Map"): _fixed(_map),
+    ("smp.core.terms", "Fun"): _fixed(_funterm),
+    ("smp.core.terms", "ExportFun"): _fixed(_export),
+}
+#: Terms and the emulator's own data: replies, commands, state publications.
+DATA = {
+    **TERMS,
+    ("builtins", "set"): set,
+    ("builtins", "frozenset"): frozenset,
+    ("builtins", "Ellipsis"): ...,
+    ("collections", "Counter"): _fixed(_counter),
+    ("pathlib", "PosixPath"): _fixed(_path),
+    ("pathlib", "PurePosixPath"): _fixed(_path),
+}
+#: Data and the dispatcher's state snapshots (its publications and replies).
+STATE = {**DATA, ("smp.core.state", "Snapshot"): _fixed(Snapshot)}
+_EXCEPTION_MODULES = {
+    "builtins": __import__("builtins"),
+    "smp.core.errors": sys.modules[SmpError.__module__],
+}
+_EXCEPTIONS: dict = {}
+
+
+def _exception(module: str, name: str):
+    """The constructor of an exception class a reply may carry."""
+    f = _EXCEPTIONS.get((module, name))
+    if f is None:
+        cls = _exception_class(module, name)
+        if cls is None:
+            return None
+        f = _EXCEPTIONS[(module, name)] = _fixed(cls)
+    return f
+
+
+def _exception_class(module: str, name: str):
+    """An exception class of the builtins or of ``smp.core.errors`` (replies carry
+    them); never a ``BaseException`` that is not an ``Exception``."""
+    mod = _EXCEPTION_MODULES.get(module)
+    cls = getattr(mod, name, None) if mod is not None and not name.startswith("_") else None
+    if isinstance(cls, type) and issubclass(cls, Exception):
+        return cls
+    return None
+
+
+_IDENT = str.isidentifier
+
+
+class Unresolved:
+    """A function reference that names no ``async def`` function here.  As a
+    process body it makes a process that crashes with ``undef``, as spawning
+    a function that does not exist does in the VM."""
+
+    def __init__(self, module: str, qualname: str, why: str):
+        self.__module__, self.__qualname__, self.why = module, qualname, why
+        self.__name__ = qualname.rsplit(".", 1)[-1]
+
+    def __call__(self, proc, *args):
+        return self._undef(args)
+
+    async def _undef(self, args):
+
+        raise Error(
+            (
+                Atom("undef"),
+                [
+                    (
+                        Atom(self.__module__),
+                        Atom(self.__name__),
+                        list(args),
+                        [(Atom("reason"), self.why.encode())],
+                    )
+                ],
+            )
+        )
+
+    def __repr__(self) -> str:
+        return f"<unresolved {self.__module__}:{self.__qualname__}: {self.why}>"
+
+
+def _resolve(module: str, qualname: str, may_import: bool):
+    if (
+        type(module) is not str
+        or type(qualname) is not str
+        or not all(_IDENT(p) for p in module.split("."))
+        or not all(_IDENT(p) and not p.startswith("__") for p in qualname.split("."))
+    ):
+        raise ProtocolError(f"malformed function reference {module!r}:{qualname!r}")
+    mod = sys.modules.get(module)
+    if mod is None:
+        if not may_import:
+            return Unresolved(module, qualname, "module not loaded here")
+        try:
+            mod = importlib.import_module(module)
+        except Exception as e:
+            return Unresolved(module, qualname, f"cannot import it: {type(e).__name__}: {e}")
+    obj = mod
+    for part in qualname.split("."):
+        obj = getattr(obj, part, None)
+    if obj is None:
+        return Unresolved(module, qualname, "no such function here")
+    if type(obj) is not types.FunctionType or not inspect.iscoroutinefunction(obj):
+        raise ProtocolError(
+            f"function reference {module}:{qualname} names what is not an async def function"
+        )
+    return obj
+
+
+def _resolve_loaded(module=None, qualname=None):
+    return _resolve(module, qualname, False)
+
+
+def _resolve_import(module=None, qualname=None):
+    return _resolve(module, qualname, True)
+
+
+_FUNS = {None: None, "loaded": _fixed(_resolve_loaded), "import": _fixed(_resolve_import)}
+
+
+class _Unpickler(pickle.Unpickler):
+    def __init__(self, file, classes: dict, funs, exceptions: bool):
+        super().__init__(file)
+        self._classes = classes
+        self._funs = funs
+        self._exceptions = exceptions
+
+    def find_class(self, module, name):
+        f = self._classes.get((module, name))
+        if f is not None:
+            return f
+        if module == "smp.wire.codec" and name == "_fun" and self._funs is not None:
+            return self._funs
+        if self._exceptions:
+            f = _exception(module, name)
+            if f is not None:
+                return f
+        raise ProtocolError(f"frame refers to {module}.{name}, which no frame may contain")
+
+    def persistent_load(self, pid):
+        raise ProtocolError("frame has a persistent id")
+
+
+class _TermUnpickler(pickle.Unpickler):
+    """The hot path: message bodies and batches (terms only)."""
+
+    def find_class(self, module, name):
+        f = TERMS.get((module, name))
+        if f is not None:
+            return f
+        raise ProtocolError(f"frame refers to {module}.{name}, which no frame may contain")
+
+    def persistent_load(self, pid):
+        raise ProtocolError("frame has a persistent id")
+
+
+def _size(raw) -> None:
+    if type(raw) is not bytes:
+        raise ProtocolError(f"frame is {type(raw).__name__}, not bytes")
+    if len(raw) > MAX_FRAME:
+        raise ProtocolError(f"frame of {len(raw)} bytes is larger than {MAX_FRAME}")
+
+
+def loads_terms(raw: bytes):
+    """Decode a frame that holds terms only (batches, message bodies)."""
+    _size(raw)
+    try:
+        return _TermUnpickler(io.BytesIO(raw)).load()
+    except ProtocolError:
+        raise
+    except Exception as e:
+        raise ProtocolError(f"undecodable frame: {type(e).__name__}: {e}") from None
+
+
+def load_record(f):
+    """One pickle read from the file ``f`` (a dispatcher journal: a file is
+    data from outside too), decoded as the dispatcher's frames are; raises
+    ``EOFError`` at the end of the file."""
+    return _Unpickler(f, STATE, None, False).load()
+
+
+def loads(raw: bytes, *, funs: str | None = None, exceptions: bool = True, state: bool = False):
+    """Decode a data frame: terms, a few builtin and library classes,
+    exceptions (``exceptions=False``: none), state snapshots (``state``: the
+    dispatcher's frames), and function references where ``funs`` allows
+    them.  Raises ``ProtocolError`` for anything else."""
+    _size(raw)
+    try:
+        return _Unpickler(io.BytesIO(raw), STATE if state else DATA, _FUNS[funs], exceptions).load()
+    except ProtocolError:
+        raise
+    except Exception as e:
+        raise ProtocolError(f"undecodable frame: {type(e).__name__}: {e}") from None
+
+
+def run_bodies(blob, n, ts_kind) -> list:
+    """The checked bodies of a run of ``n`` system messages: terms only, ``n``
+    of them, each a tuple when the queue completes it with a timestamp.  The
+    dispatcher checks a run with this before it counts, the receiving
+    scheduler again before it delivers, so both refuse the same runs."""
+    if type(blob) is not bytes:
+        raise ProtocolError("run bodies are not bytes")
+    bodies = loads_terms(blob)
+    if type(bodies) is not list or len(bodies) != n:
+        raise ProtocolError(f"run does not hold the {n} bodies it says")
+    if ts_kind:
+        for b in bodies:
+            if type(b) is not tuple or not b:
+                raise ProtocolError("a run body to complete with a timestamp is not a tuple")
+    return bodies
+
+
+# ---------------------------------------------------------------- encoding
+
+
+def fun_ref(f) -> tuple[str, str] | None:
+    """``(module, qualname)`` when ``f`` is an ``async def`` function a decoder
+    can find again by that name; None otherwise (a closure, a lambda)."""
+    if type(f) is not types.FunctionType or not inspect.iscoroutinefunction(f):
+        return None
+    module, qualname = getattr(f, "__module__", None), getattr(f, "__qualname__", "")
+    mod = sys.modules.get(module) if type(module) is str else None
+    if mod is None or "<" in qualname:
+        return None
+    obj = mod
+    for part in qualname.split("."):
+        obj = getattr(obj, part, None)
+    return (module, qualname) if obj is f else None
+
+
+_PLAIN = frozenset(
+    {
+        Atom,
+        Pid,
+        Port,
+        Ref,
+        ImproperList,
+        BitString,
+        Map,
+        Fun,
+        ExportFun,
+        Snapshot,
+        collections.Counter,
+        bytearray,
+        pathlib.PosixPath,
+        pathlib.PurePosixPath,
+        type(...),
+    }
+)
+
+
+class _Pickler(pickle.Pickler):
+    def reducer_override(self, obj):
+        t = type(obj)
+        if t in _PLAIN:
+            return NotImplemented
+        if t is type and (
+            obj in _PLAIN
+            or (issubclass(obj, Exception) and _exception_class(obj.__module__, obj.__name__))
+        ):
+            return NotImplemented  # the class of a value above, by reference
+        if t is types.FunctionType:
+            if obj is _fun:
+                return NotImplemented
+            ref = fun_ref(obj)
+            if ref is None:
+                raise Unencodable(
+                    f"{getattr(obj, '__qualname__', obj)!r} cannot travel by "
+                    "reference: only a module-level async def function can"
+                )
+            return (_fun, ref)
+        if isinstance(obj, BaseException):
+            if isinstance(obj, Exception) and _exception_class(t.__module__, t.__name__) is t:
+                return NotImplemented
+            return (SmpError, (f"{t.__qualname__}: {obj}",))
+        raise Unencodable(
+            f"a {t.__module__}.{t.__qualname__} cannot travel between the emulator's processes"
+        )
+
+
+def dumps(obj) -> bytes:
+    """Encode data for ``loads``: functions as references, exceptions of
+    other modules as ``SmpError`` naming them; ``Unencodable`` for what no
+    decoder would build."""
+    f = io.BytesIO()
+    try:
+        _Pickler(f, _PICKLE).dump(obj)
+    except (pickle.PicklingError, RecursionError, TypeError) as e:
+        raise Unencodable(f"cannot encode a frame: {type(e).__name__}: {e}") from None
+    return f.getvalue()
+
+
+def dumps_frame(obj, code_ok: bool = False) -> bytes:
+    """A frame with a leading codec byte: ``P`` data (``dumps``), or, only
+    when ``code_ok`` (the controller's channel to a scheduler, authenticated),
+    ``D`` dill for a value that carries code (a closure to spawn)."""
+    try:
+        return b"P" + dumps(obj)
+    except Unencodable:
+        if not code_ok:
+            raise
+    import dill  # heavy, and only for closures on an authenticated channel
+
+    return b"D" + dill.dumps(obj)
+
+
+def loads_frame(raw: bytes, *, code_ok: bool = False, funs: str | None = None, state: bool = False):
+    """The inverse of ``dumps_frame``.  A ``D`` frame (code) is decoded only
+    when ``code_ok``: the channel is authenticated as the controller."""
+    if type(raw) is not bytes:
+        raise ProtocolError(f"frame is {type(raw).__name__}, not bytes")
+    if raw[:1] == b"P":
+        return loads(raw[1:], funs=funs, state=state)
+    if raw[:1] == b"D":
+        if not code_ok:
+            raise ProtocolError(
+                "frame carries code, which only the authenticated controller "
+                "may send to a scheduler"
+            )
+        _size(raw)
+        import dill
+
+        try:
+            return dill.loads(raw[1:])
+        except Exception as e:
+            raise ProtocolError(f"undecodable frame: {type(e).__name__}: {e}") from None
+    raise ProtocolError(f"frame with unknown codec byte {raw[:1]!r}")
