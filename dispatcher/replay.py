@@ -73,9 +73,6 @@ class NotAJournal(ValueError):
     """The file is not a dispatcher journal."""
 
 
-_owner = pid_owner
-
-
 def read_records(path: str) -> tuple[tuple, list, str | None]:
     """Read a whole journal: ``(header, records, truncated)``.
 
@@ -547,11 +544,7 @@ class _Replayer:
         return (seq, kind, type_, from_, to, ts_kind, head, k, base, active)
 
     def _decide(self, m, table, state, lost) -> Decision:
-        d = resolve(m, state, table)
-        if lost and type(d.receiver) is Pid and _owner(d.receiver, self.nsched) in lost:
-            if d.action == DELIVER_PID or d.reason == "receiver_dead":
-                d = d._replace(action=DROP, reason="scheduler_lost", failure=True)
-        return d
+        return resolve(m.type, m.from_, m.to, state, table, lost, self.nsched)
 
     def _window(self, m, recorded: Decision, i: int, qseq: int) -> Decision | None:
         """The decision at an earlier point since the previous decision (and
@@ -571,7 +564,7 @@ class _Replayer:
                 return d
         if recorded.reason == "scheduler_lost" and type(recorded.receiver) is Pid:
             # the loss is marked before its record is made
-            k = _owner(recorded.receiver, self.nsched)
+            k = pid_owner(recorded.receiver, self.nsched)
             for rec in self.records[i + 1 :]:
                 if rec[1] == "d":
                     break

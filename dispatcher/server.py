@@ -42,7 +42,7 @@ from zmq.utils.monitor import recv_monitor_message
 from dispatcher.journal import Journal
 from smp.core import messages as M
 from smp.core.clock import Clock, us_to_ts
-from smp.core.dispatch import DELIVER_PID, DELIVER_PORT, disp_failure, resolve
+from smp.core.dispatch import DELIVER_PID, DELIVER_PORT, DROP, disp_failure, resolve
 from smp.core.errors import BadArg, ProtocolError, TracePortError
 from smp.core.placement import pid_owner, port_owner
 from smp.core.state import NIL, TracerState
@@ -135,7 +135,7 @@ def _check_batch(obj, sender: int, nsched: int) -> None:
                     raise ProtocolError(
                         f"item {i}: event about {pid!r}, not a port of scheduler {sender}"
                     )
-            elif type(pid) is not Pid or _owner(pid, nsched) != sender:
+            elif type(pid) is not Pid or pid_owner(pid, nsched) != sender:
                 raise ProtocolError(
                     f"item {i}: event about {pid!r}, not a process of scheduler {sender}"
                 )
@@ -143,9 +143,6 @@ def _check_batch(obj, sender: int, nsched: int) -> None:
                 raise ProtocolError(f"item {i}: registered name {it[2]!r} is not an atom")
         else:
             raise ProtocolError(f"item {i} has unknown kind {it[0]!r}")
-
-
-_owner = pid_owner
 
 
 class Dispatcher:
@@ -570,9 +567,7 @@ class Dispatcher:
         if n == 0:
             self._dispatch((item,), inboxes)
             return
-        receiver = resolve(
-            M.SysMsg(type_, from_, to, None, ts_kind), self.state, self.table
-        ).receiver
+        receiver = resolve(type_, from_, to, self.state, self.table).receiver
         with self.smq:
             delivered0, dropped0 = self.delivered[type_], Counter(self.dropped)
         self._dispatch((item,), inboxes)
@@ -607,17 +602,16 @@ class Dispatcher:
         delivered to it.  While the dispatcher stops (``drain_by`` passed),
         what is left is dropped as ``emulator_closed``."""
         out: dict[int, list] = {}
-        kinds: dict[int, Counter] = {}  # what goes to each scheduler off the TRACE fast path
+        kinds: dict[int, Counter] = {}  # what goes to each scheduler, by type
         state, table = self.state, self.table
         nsched = self.nsched
-        tracers, alive = table.tracers, table.alive
         lost = self.lost
         journal = self.journal
         delivered = Counter()
         dropped = Counter()
         lat = self.latencies
         now_ns = time.monotonic_ns()
-        TRACE, ERRLGR = M.SYS_MSG_TYPE_TRACE, M.SYS_MSG_TYPE_ERRLGR
+        ERRLGR = M.SYS_MSG_TYPE_ERRLGR
         for item in local:
             type_, from_, to, ts_kind, blob, n, base, active, made_ns = item
             if n == 0:  # an event in queue order
@@ -632,39 +626,30 @@ class Dispatcher:
             if self.drain_by is not None and time.monotonic() > self.drain_by:
                 dropped[(type_, "emulator_closed")] += n
                 if journal is not None:
-                    journal.record("d", type_, n, 2, to, "emulator_closed")
+                    journal.record("d", type_, n, DROP, to, "emulator_closed")
                 continue
             lat.append(now_ns - made_ns)
-            if type_ == TRACE and type(to) is Pid and not lost and journal is None:
-                if to in tracers:
-                    owner = pid_owner(to, nsched)
-                    dl = out.get(owner)
-                    if dl is None:
-                        dl = out[owner] = []
-                    dl.append((to, blob, n, ts_kind, base, active))
-                    delivered[TRACE] += n
-                else:
-                    dropped[(TRACE, "not_tracer" if to in alive else "receiver_dead")] += n
-                continue
-            m = M.SysMsg(type_, from_, to, None, ts_kind)
-            d = resolve(m, state, table)
-            if lost and type(d.receiver) is Pid and _owner(d.receiver, nsched) in lost:
-                if d.action == DELIVER_PID or d.reason == "receiver_dead":
-                    d = d._replace(action=2, reason="scheduler_lost", failure=True)
+            d = resolve(type_, from_, to, state, table, lost, nsched)
             if journal is not None:
                 journal.record("d", type_, n, d.action, d.receiver, d.reason)
             if d.action == DELIVER_PID:
-                owner = _owner(d.receiver, nsched)
-                out.setdefault(owner, []).append((d.receiver, blob, n, ts_kind, base, active))
+                owner = pid_owner(d.receiver, nsched)
+                dl = out.get(owner)
+                if dl is None:
+                    dl = out[owner] = []
+                    kinds[owner] = Counter()
+                dl.append((d.receiver, blob, n, ts_kind, base, active))
                 delivered[type_] += n
-                kinds.setdefault(owner, Counter())[type_] += n
+                kinds[owner][type_] += n
             elif d.action == DELIVER_PORT and d.receiver in table.proc_ports:
                 # a port a process opened: its scheduler writes the bytes to
                 # the driver (erts_raw_port_command)
                 owner = port_owner(d.receiver, nsched)
-                out.setdefault(owner, []).append((d.receiver, blob, n, ts_kind, base, active))
+                if owner not in out:
+                    out[owner], kinds[owner] = [], Counter()
+                out[owner].append((d.receiver, blob, n, ts_kind, base, active))
                 delivered[type_] += n
-                kinds.setdefault(owner, Counter())[type_] += n
+                kinds[owner][type_] += n
             elif d.action == DELIVER_PORT:
                 port = table.ports[d.receiver]
                 written = 0
@@ -696,6 +681,7 @@ class Dispatcher:
                 delivered[type_] += written
             else:
                 if d.failure:
+                    m = M.SysMsg(type_, from_, to, None, ts_kind)
                     if type_ == ERRLGR:
                         for body in codec.loads_terms(blob):
                             disp_failure(m._replace(msg=body), d.receiver, state, self._stderr)
@@ -705,7 +691,7 @@ class Dispatcher:
                 dropped[(type_, d.reason)] += n
         self._settle(out, delivered, dropped, inboxes, kinds)
 
-    def _settle(self, out, delivered, dropped, inboxes, kinds=None) -> None:
+    def _settle(self, out, delivered, dropped, inboxes, kinds) -> None:
         """Count what was decided, then send the pid deliveries to their
         schedulers.  A full inbox pushes back on the dispatch thread; the
         deliveries for a scheduler that is lost meanwhile (dead, or a remote
@@ -726,7 +712,7 @@ class Dispatcher:
                 sock = inboxes[owner] = self._inbox_socket(owner, sndtimeo=100)
             while True:  # a full inbox pushes back on the dispatch thread
                 if owner in self.lost:
-                    self._undelivered(owner, deliveries, (kinds or {}).get(owner), "scheduler_lost")
+                    self._undelivered(owner, deliveries, kinds[owner], "scheduler_lost")
                     break
                 try:
                     sock.send(frame)
@@ -734,18 +720,13 @@ class Dispatcher:
                 except zmq.Again:
                     if self.stop.is_set() or self.drain_by is not None:
                         # stopping, and the scheduler does not take them
-                        self._undelivered(
-                            owner, deliveries, (kinds or {}).get(owner), "emulator_closed"
-                        )
+                        self._undelivered(owner, deliveries, kinds[owner], "emulator_closed")
                         break
 
-    def _undelivered(self, owner: int, deliveries: list, kinds, reason: str) -> None:
+    def _undelivered(self, owner: int, deliveries: list, by_type: Counter, reason: str) -> None:
         """Deliveries counted for scheduler ``owner`` that will not reach it:
-        dropped for ``reason`` instead.  ``kinds`` counts them by type when
-        they were decided off the TRACE fast path (all the rest are TRACE)."""
+        dropped for ``reason`` instead; ``by_type`` counts them by type."""
         n_all = sum(x[2] for x in deliveries)
-        by_type = Counter(kinds or ())
-        by_type[M.SYS_MSG_TYPE_TRACE] += n_all - sum(by_type.values())
         with self.smq:
             for t, n in by_type.items():
                 if n:
@@ -973,7 +954,7 @@ class Dispatcher:
             k = args[0]
             with self.smq:
                 self.lost.add(k)
-                pids = [p for p in list(self.table.alive) if _owner(p, self.nsched) == k]
+                pids = [p for p in list(self.table.alive) if pid_owner(p, self.nsched) == k]
                 if self.journal is not None:
                     self.journal.record("lost", k, pids)
                 for pid in pids:

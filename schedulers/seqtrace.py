@@ -3,8 +3,9 @@
 
 from __future__ import annotations
 
+from smp.core.dispatch import DELIVER_PORT, DROP, disp_failure
+
 from .common import (
-    EXITED,
     F_SENSITIVE,
     FALSE,
     NIL,
@@ -137,27 +138,32 @@ class SeqTrace:
         mess = M.seq_trace_output_generic(
             token[1], seq_type, token[4], token[2], token[3], receiver, msg, exitfrom
         )
-        if type(seq_tracer) is Port:
-            from_ = process.pid if process is not None else NIL
-            if self.smp:
+        if self.smp:
+            if type(seq_tracer) is Port:
+                from_ = process.pid if process is not None else NIL
                 self._enqueue(M.SYS_MSG_TYPE_SEQTRACE, from_, seq_tracer, mess, ts_kind)
                 return
-            tp = self.tracer_port(seq_tracer)
-            if tp is None or tp.closed:
-                self.state.seq_tracer_failed(seq_tracer)
-                self.stats.suppressed(M.SYS_MSG_TYPE_SEQTRACE, "port_closed")
+        else:
+            # nonsmp: the seq tracer looked up now, by the one rule; a failed
+            # lookup has sys_msg_disp_failure's effect (the seq tracer is reset)
+            d = self._decide_now(M.SYS_MSG_TYPE_SEQTRACE, NIL, NIL)
+            if d.action == DROP:
+                if d.failure:
+                    disp_failure(
+                        M.SysMsg(M.SYS_MSG_TYPE_SEQTRACE, NIL, NIL, mess, ts_kind),
+                        d.receiver,
+                        self.state,
+                    )
+                self.stats.suppressed(M.SYS_MSG_TYPE_SEQTRACE, d.reason)
                 return
-            c_p = process if ts_on else None
-            ts = self.clock.now() if ts_on else None
-            mess = M.complete(mess, ts_kind, ts)
-            self._port_write_with_fix(tp, mess, M.SYS_MSG_TYPE_SEQTRACE, c_p, ts)
-            return
-        if not self.smp:
-            tracer = self.procs.get(seq_tracer)
-            if tracer is None or tracer.status == EXITED:
-                self.state.seq_tracer_failed(seq_tracer)
-                self.stats.suppressed(M.SYS_MSG_TYPE_SEQTRACE, "receiver_dead")
+            if d.action == DELIVER_PORT:
+                tp = self.tracer_port(seq_tracer)
+                c_p = process if ts_on else None
+                ts = self.clock.now() if ts_on else None
+                mess = M.complete(mess, ts_kind, ts)
+                self._port_write_with_fix(tp, mess, M.SYS_MSG_TYPE_SEQTRACE, c_p, ts)
                 return
+            tracer = self.procs[seq_tracer]
         if receiver == seq_tracer:
             return
         if self.smp:

@@ -3,25 +3,26 @@ builders (``trace_sched``, ``trace_send``, ...), ``send_to_tracer`` /
 ``send_to_port`` with the nonsmp fake schedule pair, the SYSMON and SYSPROF
 builders with ``profile_send``, the error logger and ``erts_send_sys_msg_proc``.
 In smp mode each goes to the dispatcher's queue (``enqueue_sys_msg``); in
-nonsmp mode the tracer is looked up now (``ERTS_GET_TRACER_REF``)."""
+nonsmp mode the receiver is looked up now (``ERTS_GET_TRACER_REF`` and the
+monitor, profiler and error-logger lookups), decided by the same
+``smp.core.dispatch.resolve`` the smp dispatcher uses: the modes differ only
+in what a drop does, as the seed's ``#ifdef ERTS_SMP`` branches do."""
 
 from __future__ import annotations
 
+from smp.core.dispatch import DELIVER_PID, DROP, Decision, disp_failure, resolve
 from smp.wire.etf import encode
 
 from .common import (
-    EXITED,
     EXITING,
     F_TIMESTAMP,
     F_TRACE_SCHED,
     F_TRACE_SCHED_NO,
     F_TRACE_SEND,
-    F_TRACER,
     NIL,
     TRACEE_FLAGS,
     M,
     Pid,
-    Port,
     Proc,
     am_active,
     am_error_logger,
@@ -33,7 +34,6 @@ from .common import (
     am_send,
     am_send_to_non_existing,
     are_trace_flags_on,
-    format_error_logger_failure,
 )
 
 __all__ = ["TracePoints"]
@@ -47,6 +47,10 @@ class TracePoints:
         """smp: ``enqueue_sys_msg`` - hand the message to the dispatcher's queue."""
         self.stats.made(type_)
         self.transport.sys(M.SysMsg(type_, from_, to, msg, ts_kind))
+
+    def _decide_now(self, type_: int, from_, to) -> Decision:
+        """nonsmp: the receiver and the verdict at make time, by the one rule."""
+        return resolve(type_, from_, to, self.state, self)
 
     def _deliver_now(self, t: Proc, type_: int, msg) -> None:
         """nonsmp: ``erts_queue_message`` into the receiver at once."""
@@ -90,27 +94,19 @@ class TracePoints:
                 M.SYS_MSG_TYPE_TRACE, from_, tracer, msg, M.TS_PATCH if ts_on else M.TS_NONE
             )
             return
-        if type(tracer) is Pid:
-            t = self.procs.get(tracer)
-            if t is None or t.status == EXITED or not (t.flags & F_TRACER):
-                # ERTS_GET_TRACER_REF: reset the tracee, make nothing
-                holder.tracer = NIL
-                holder.flags &= ~TRACEE_FLAGS
-                self.stats.suppressed(
-                    M.SYS_MSG_TYPE_TRACE,
-                    "receiver_dead" if t is None or t.status == EXITED else "not_tracer",
-                )
-                return
-            if ts_on:
-                msg = M.patch_ts(msg, self.clock.now())
-            self._deliver_now(t, M.SYS_MSG_TYPE_TRACE, msg)
-            return
-        tp = self.tracer_port(tracer)
-        if tp is None or tp.closed:
+        d = self._decide_now(M.SYS_MSG_TYPE_TRACE, from_, tracer)
+        if d.action == DROP:
+            # ERTS_GET_TRACER_REF: reset the tracee, make nothing
             holder.tracer = NIL
             holder.flags &= ~TRACEE_FLAGS
-            self.stats.suppressed(M.SYS_MSG_TYPE_TRACE, "port_closed")
+            self.stats.suppressed(M.SYS_MSG_TYPE_TRACE, d.reason)
             return
+        if d.action == DELIVER_PID:
+            if ts_on:
+                msg = M.patch_ts(msg, self.clock.now())
+            self._deliver_now(self.procs[tracer], M.SYS_MSG_TYPE_TRACE, msg)
+            return
+        tp = self.tracer_port(tracer)
         ts = None
         if ts_on:
             ts = self.clock.now()
@@ -205,19 +201,15 @@ class TracePoints:
         )
 
     # ================================================================ SYSMON
-    def _monitor_send(self, from_, msg, self_check: bool = True) -> None:
+    def _monitor_send(self, from_, msg) -> None:
         if self.smp:
             self._enqueue(M.SYS_MSG_TYPE_SYSMON, from_, NIL, msg, M.TS_NONE)
             return
-        monitor = self.state.system_monitor
-        monitor_p = self.procs.get(monitor) if type(monitor) is Pid else None
-        if monitor_p is None or monitor_p.status == EXITED:
-            self.stats.suppressed(M.SYS_MSG_TYPE_SYSMON, "receiver_dead")
+        d = self._decide_now(M.SYS_MSG_TYPE_SYSMON, from_, NIL)
+        if d.action != DELIVER_PID:  # a monitor is a process (erlang:system_monitor/2)
+            self.stats.suppressed(M.SYS_MSG_TYPE_SYSMON, d.reason or "no_receiver")
             return
-        if self_check and monitor_p.pid == from_:
-            self.stats.suppressed(M.SYS_MSG_TYPE_SYSMON, "sender_is_receiver")
-            return
-        self._deliver_now(monitor_p, M.SYS_MSG_TYPE_SYSMON, msg)
+        self._deliver_now(self.procs[d.receiver], M.SYS_MSG_TYPE_SYSMON, msg)
 
     def monitor_long_gc(self, p: Proc, time_ms: int) -> None:
         self._monitor_send(p.pid, M.monitor_long_gc(p.pid, time_ms, p.heap.monitor_sizes()))
@@ -229,9 +221,7 @@ class TracePoints:
         self._monitor_send(p.pid, M.monitor_long_schedule_proc(p.pid, in_mfa, out_mfa, time_ms))
 
     def monitor_long_schedule_port(self, port, op, time_ms) -> None:
-        self._monitor_send(
-            port.id, M.monitor_long_schedule_port(port.id, op, time_ms), self_check=False
-        )
+        self._monitor_send(port.id, M.monitor_long_schedule_port(port.id, op, time_ms))
 
     def monitor_generic(self, pid, what, spec) -> None:
         """``monitor_generic``: ``{monitor, Pid, busy_port|busy_dist_port, Port}``."""
@@ -239,26 +229,15 @@ class TracePoints:
 
     # ================================================================ SYSPROF
     def profile_send(self, from_, msg) -> None:
-        """nonsmp ``profile_send``: to the profiler now; never about itself."""
-        profiler = self.state.system_profile
-        if from_ == profiler:  # "do not profile profiler pid" (NIL == NIL too)
-            self.stats.suppressed(
-                M.SYS_MSG_TYPE_SYSPROF,
-                "sender_is_receiver" if profiler is not NIL else "nil_sender_nil_receiver",
-            )
-            return
-        if type(profiler) is Port:
-            tp = self.tracer_port(profiler)
-            if tp is None or tp.closed:
-                self.stats.suppressed(M.SYS_MSG_TYPE_SYSPROF, "port_closed")
-                return
-            self._write_port(tp, msg, M.SYS_MSG_TYPE_SYSPROF)
-            return
-        profile_p = self.procs.get(profiler) if type(profiler) is Pid else None
-        if profile_p is None or profile_p.status == EXITED:
-            self.stats.suppressed(M.SYS_MSG_TYPE_SYSPROF, "receiver_dead")
-            return
-        self._deliver_now(profile_p, M.SYS_MSG_TYPE_SYSPROF, msg)
+        """nonsmp ``profile_send``: to the profiler now; never about itself
+        ("do not profile profiler pid", NIL == NIL too)."""
+        d = self._decide_now(M.SYS_MSG_TYPE_SYSPROF, from_, NIL)
+        if d.action == DROP:
+            self.stats.suppressed(M.SYS_MSG_TYPE_SYSPROF, d.reason)
+        elif d.action == DELIVER_PID:
+            self._deliver_now(self.procs[d.receiver], M.SYS_MSG_TYPE_SYSPROF, msg)
+        else:
+            self._write_port(self.tracer_port(d.receiver), msg, M.SYS_MSG_TYPE_SYSPROF)
 
     def _profile(self, from_, msg, ts_kind: int) -> None:
         if self.smp:
@@ -296,26 +275,25 @@ class TracePoints:
             self._enqueue(M.SYS_MSG_TYPE_ERRLGR, from_, am_error_logger, msg, M.TS_NONE)
             return
         self.stats.made(M.SYS_MSG_TYPE_ERRLGR)
-        logger = self.whereis(am_error_logger)
-        t = self.procs.get(logger) if type(logger) is Pid else None
-        if t is None or t.status == EXITED:
-            self.stderr.write(format_error_logger_failure(msg))
-            self.stderr.flush()
-            self.stats.dropped(M.SYS_MSG_TYPE_ERRLGR, "no_error_logger")
-            return
-        if t.pid == from_:
-            self.stats.dropped(M.SYS_MSG_TYPE_ERRLGR, "error_logger_self")
+        d = self._decide_now(M.SYS_MSG_TYPE_ERRLGR, from_, am_error_logger)
+        if d.action == DROP:
+            if d.failure:
+                m = M.SysMsg(M.SYS_MSG_TYPE_ERRLGR, from_, am_error_logger, msg, M.TS_NONE)
+                disp_failure(m, d.receiver, self.state, self.stderr.write)
+                self.stderr.flush()
+            self.stats.dropped(M.SYS_MSG_TYPE_ERRLGR, d.reason)
             return
         self.stats.delivered(M.SYS_MSG_TYPE_ERRLGR)
-        self._queue_message(t, msg, None)
+        self._queue_message(self.procs[d.receiver], msg, None)
 
     def erts_send_sys_msg_proc(self, from_, to, msg) -> None:
         if self.smp:
             self._enqueue(M.SYS_MSG_TYPE_PROC_MSG, from_, to, msg, M.TS_NONE)
             return
-        t = self.procs.get(to)
-        if t is None or t.status == EXITED:
+        d = self._decide_now(M.SYS_MSG_TYPE_PROC_MSG, from_, to)
+        if d.action == DROP:
             self.stats.made(M.SYS_MSG_TYPE_PROC_MSG)
-            self.stats.dropped(M.SYS_MSG_TYPE_PROC_MSG, "receiver_dead")
+            self.stats.dropped(M.SYS_MSG_TYPE_PROC_MSG, d.reason)
             return
+        t = self.procs[to]
         self._deliver_now(t, M.SYS_MSG_TYPE_PROC_MSG, msg)

@@ -21,6 +21,7 @@ from smp.core.messages import (
     SYS_MSG_TYPE_TRACE,
     SysMsg,
 )
+from smp.core.placement import pid_owner
 from smp.core.pretty import format_term
 from smp.core.state import NIL, TracerState
 from smp.core.terms import Atom, Pid, Port
@@ -71,16 +72,29 @@ class Decision(NamedTuple):
     failure: bool = False  # sys_msg_disp_failure must run (vs plain drop)
 
 
-def resolve(m: SysMsg, state: TracerState, table: ProcTable) -> Decision:
-    """Pick the receiver and decide, as ``sys_msg_dispatcher_func`` does."""
-    t = m.type
+def resolve(
+    type_: int, from_, to, state: TracerState, table: ProcTable, lost=(), nsched: int = 1
+) -> Decision:
+    """Pick the receiver and decide, as ``sys_msg_dispatcher_func`` does.
+
+    The one copy of the rule, for every mode: the smp dispatcher decides each
+    queued run with it, the journal replay decides them again with it, and a
+    nonsmp scheduler asks it at make time (``ERTS_GET_TRACER_REF`` and the
+    monitor/profiler/error-logger lookups apply the same tests; the modes
+    differ only in what they do with a drop, as the seed's ``#ifdef``s do).
+
+    ``lost`` (smp only) holds the schedulers that died: a message for a pid
+    that lived on one is dropped as ``scheduler_lost`` where it would have
+    been delivered or found its receiver dead (``nsched`` places the pid).
+    TRACE to a pid, the bulk of all messages, is decided first."""
+    t = type_
     if t == SYS_MSG_TYPE_TRACE or t == SYS_MSG_TYPE_PROC_MSG:
-        receiver = m.to
+        receiver = to
     elif t == SYS_MSG_TYPE_SEQTRACE:
         receiver = state.get_system_seq_tracer()
     elif t == SYS_MSG_TYPE_SYSMON:
         receiver = state.get_system_monitor()
-        if m.from_ == receiver:
+        if from_ == receiver:
             return Decision(
                 DROP,
                 receiver,
@@ -88,7 +102,7 @@ def resolve(m: SysMsg, state: TracerState, table: ProcTable) -> Decision:
             )
     elif t == SYS_MSG_TYPE_SYSPROF:
         receiver = state.get_system_profile()
-        if m.from_ == receiver:
+        if from_ == receiver:
             return Decision(
                 DROP,
                 receiver,
@@ -96,20 +110,23 @@ def resolve(m: SysMsg, state: TracerState, table: ProcTable) -> Decision:
             )
     elif t == SYS_MSG_TYPE_ERRLGR:
         proc = table.whereis(am_error_logger)
-        if proc is None:
+        if type(proc) is not Pid:  # erts_whereis_process: processes only
             return Decision(DROP, am_error_logger, "no_error_logger", True)
-        if m.from_ == proc:
+        if from_ == proc:
             return Decision(DROP, proc, "error_logger_self")
-        return Decision(DELIVER_PID, proc)
+        receiver = proc
     else:
         receiver = NIL
 
     rt = type(receiver)
     if rt is Pid:
-        if not table.is_alive(receiver):
-            return Decision(DROP, receiver, "receiver_dead", True)
-        if t == SYS_MSG_TYPE_TRACE and not table.is_tracer(receiver):
+        alive = table.is_alive(receiver)
+        if alive and t == SYS_MSG_TYPE_TRACE and not table.is_tracer(receiver):
             return Decision(DROP, receiver, "not_tracer", True)
+        if lost and pid_owner(receiver, nsched) in lost:
+            return Decision(DROP, receiver, "scheduler_lost", True)
+        if not alive:
+            return Decision(DROP, receiver, "receiver_dead", True)
         return Decision(DELIVER_PID, receiver)
     if rt is Port:
         if not table.is_valid_tracer_port(receiver):

@@ -15,6 +15,7 @@ from smp.core.dispatch import (
     format_error_logger_failure,
     resolve,
 )
+from smp.core.placement import pid_owner
 from smp.core.state import FALSE, NIL, TracerState
 from smp.core.terms import A, Pid, Port
 
@@ -54,44 +55,48 @@ def msg(type_, from_=NIL, to=NIL):
     return M.SysMsg(type_, from_, to, (A.x,))
 
 
+def decide(m, st, table, **kw):
+    return resolve(m.type, m.from_, m.to, st, table, **kw)
+
+
 # ---------------------------------------------------------------- every drop reason
 def test_trace_to_live_tracer_is_delivered():
     t = Table(alive=[P1], tracers=[P1])
-    assert resolve(msg(M.SYS_MSG_TYPE_TRACE, P2, P1), state(t), t) == (DELIVER_PID, P1, None, False)
+    assert decide(msg(M.SYS_MSG_TYPE_TRACE, P2, P1), state(t), t) == (DELIVER_PID, P1, None, False)
 
 
 def test_trace_to_a_pid_without_the_tracer_mark():
     t = Table(alive=[P1])
-    d = resolve(msg(M.SYS_MSG_TYPE_TRACE, P2, P1), state(t), t)
+    d = decide(msg(M.SYS_MSG_TYPE_TRACE, P2, P1), state(t), t)
     assert (d.action, d.reason, d.failure) == (DROP, "not_tracer", True)
 
 
 def test_trace_to_a_dead_pid():
     t = Table()
-    d = resolve(msg(M.SYS_MSG_TYPE_TRACE, P2, P1), state(t), t)
+    d = decide(msg(M.SYS_MSG_TYPE_TRACE, P2, P1), state(t), t)
     assert (d.action, d.reason) == (DROP, "receiver_dead")
 
 
 def test_proc_msg_needs_no_tracer_mark():
     t = Table(alive=[P1])
-    assert resolve(msg(M.SYS_MSG_TYPE_PROC_MSG, P1, P1), state(t), t).action == DELIVER_PID
+    assert decide(msg(M.SYS_MSG_TYPE_PROC_MSG, P1, P1), state(t), t).action == DELIVER_PID
 
 
 def test_port_receiver():
     t = Table(ports=[PORT])
-    assert resolve(msg(M.SYS_MSG_TYPE_TRACE, P1, PORT), state(t), t).action == DELIVER_PORT
-    d = resolve(msg(M.SYS_MSG_TYPE_TRACE, P1, DEAD_PORT), state(t), t)
+    assert decide(msg(M.SYS_MSG_TYPE_TRACE, P1, PORT), state(t), t).action == DELIVER_PORT
+    d = decide(msg(M.SYS_MSG_TYPE_TRACE, P1, DEAD_PORT), state(t), t)
     assert (d.action, d.reason, d.failure) == (DROP, "port_closed", True)
 
 
 def test_seq_trace_reads_the_seq_tracer_now():
     t = Table(alive=[P1, P2])
     st = state(t, system_seq_tracer=P1)
-    assert resolve(msg(M.SYS_MSG_TYPE_SEQTRACE), st, t).receiver == P1
+    assert decide(msg(M.SYS_MSG_TYPE_SEQTRACE), st, t).receiver == P1
     st.system_seq_tracer = P2
-    assert resolve(msg(M.SYS_MSG_TYPE_SEQTRACE), st, t).receiver == P2
+    assert decide(msg(M.SYS_MSG_TYPE_SEQTRACE), st, t).receiver == P2
     st.system_seq_tracer = FALSE
-    d = resolve(msg(M.SYS_MSG_TYPE_SEQTRACE), st, t)
+    d = decide(msg(M.SYS_MSG_TYPE_SEQTRACE), st, t)
     assert (d.action, d.reason) == (DROP, "no_receiver")
 
 
@@ -102,21 +107,53 @@ def test_seq_trace_reads_the_seq_tracer_now():
 def test_monitor_and_profiler_never_get_their_own_events(type_, field):
     t = Table(alive=[P1])
     st = state(t, **{field: P1})
-    d = resolve(msg(type_, P1), st, t)
+    d = decide(msg(type_, P1), st, t)
     assert (d.action, d.reason, d.failure) == (DROP, "sender_is_receiver", False)
-    assert resolve(msg(type_, P2), st, t).action == DELIVER_PID
+    assert decide(msg(type_, P2), st, t).action == DELIVER_PID
     # from NIL to a receiver reset to NIL: the seed's from == receiver test
-    d = resolve(msg(type_, NIL), state(t), t)
+    d = decide(msg(type_, NIL), state(t), t)
     assert (d.action, d.reason, d.failure) == (DROP, "nil_sender_nil_receiver", False)
 
 
 def test_error_logger_by_registered_name():
     t = Table(alive=[P1], registry={A.error_logger: P1})
-    assert resolve(msg(M.SYS_MSG_TYPE_ERRLGR, P2), state(t), t) == (DELIVER_PID, P1, None, False)
-    d = resolve(msg(M.SYS_MSG_TYPE_ERRLGR, P1), state(t), t)
+    assert decide(msg(M.SYS_MSG_TYPE_ERRLGR, P2), state(t), t) == (DELIVER_PID, P1, None, False)
+    d = decide(msg(M.SYS_MSG_TYPE_ERRLGR, P1), state(t), t)
     assert (d.action, d.reason) == (DROP, "error_logger_self")
-    d = resolve(msg(M.SYS_MSG_TYPE_ERRLGR, P2), state(Table()), Table())
+    d = decide(msg(M.SYS_MSG_TYPE_ERRLGR, P2), state(Table()), Table())
     assert (d.action, d.reason, d.failure) == (DROP, "no_error_logger", True)
+
+
+def test_error_logger_is_a_process_never_a_registered_port():
+    # erts_whereis_process: a port registered as error_logger is no logger
+    t = Table(ports=[PORT], registry={A.error_logger: PORT})
+    t.whereis = t.registry.get
+    d = decide(msg(M.SYS_MSG_TYPE_ERRLGR, P2), state(t), t)
+    assert (d.action, d.reason, d.failure) == (DROP, "no_error_logger", True)
+
+
+# the smp schedulers are numbered from 1; with 2 of them P81 lives on 2, P82 on 1
+@pytest.mark.parametrize("type_", [M.SYS_MSG_TYPE_TRACE, M.SYS_MSG_TYPE_PROC_MSG])
+def test_a_lost_scheduler_loses_what_would_be_delivered_and_what_finds_its_pid_dead(type_):
+    home = pid_owner(P1, 2)
+    t = Table(alive=[P1], tracers=[P1])
+    d = decide(msg(type_, P2, P1), state(t), t, lost={home}, nsched=2)
+    assert (d.action, d.reason, d.failure) == (DROP, "scheduler_lost", True)
+    dead = Table()
+    d = decide(msg(type_, P2, P1), state(dead), dead, lost={home}, nsched=2)
+    assert (d.action, d.reason) == (DROP, "scheduler_lost")
+    # another scheduler's loss changes nothing
+    d = decide(msg(type_, P2, P1), state(t), t, lost={3 - home}, nsched=2)
+    assert d.action == DELIVER_PID
+
+
+def test_a_lost_scheduler_leaves_not_tracer_and_ports_alone():
+    t = Table(alive=[P1], ports=[PORT])
+    lost = {pid_owner(P1, 2)}
+    d = decide(msg(M.SYS_MSG_TYPE_TRACE, P2, P1), state(t), t, lost=lost, nsched=2)
+    assert d.reason == "not_tracer"
+    d = decide(msg(M.SYS_MSG_TYPE_TRACE, P2, PORT), state(t), t, lost=lost, nsched=2)
+    assert d.action == DELIVER_PORT
 
 
 def test_every_reason_resolve_gives_is_named():
@@ -129,6 +166,7 @@ def test_every_reason_resolve_gives_is_named():
         "nil_sender_nil_receiver",
         "error_logger_self",
         "no_error_logger",
+        "scheduler_lost",
     }
     assert reasons <= set(DROP_REASONS)
 
