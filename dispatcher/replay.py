@@ -50,6 +50,7 @@ from smp.core.terms import Atom, Pid, Port
 from smp.ports.dbgfmt import format_dbg, term_to_json
 from smp.ports.order import OrderChecker
 from smp.wire.codec import load_record, loads_terms
+from smp.wire.frames import QueueEntry, run_terms
 
 from .journal import JOURNAL_MAGIC
 from .table import PidTable
@@ -261,18 +262,19 @@ def _totals(made: Counter, delivered: Counter, dropped: Counter, queued: int) ->
     return totals(made, delivered, dropped, queued)
 
 
+def _entry(q: tuple) -> QueueEntry:
+    """The queue entry a journal ``q`` record holds (``QueueEntry.journal``)."""
+    return QueueEntry(*q[2:10], 0)
+
+
 def _terms(q: tuple, limit: int | None = None) -> list:
     """The completed messages of a ``q`` record (first ``limit`` of them)."""
-    _, _, type_, from_, to, ts_kind, blob, n, base, active = q
+    e = _entry(q)
     try:
-        bodies = loads_terms(blob)
-    except Exception as e:
-        return [f"(undecodable bodies: {type(e).__name__})"]
-    out = []
-    for i, body in enumerate(bodies[:limit] if limit else bodies):
-        ts = us_to_ts(base + i) if ts_kind else None
-        out.append(M.complete(body, ts_kind, ts, active))
-    return out
+        bodies = loads_terms(e.blob)
+    except Exception as exc:
+        return [f"(undecodable bodies: {type(exc).__name__})"]
+    return run_terms(bodies[:limit] if limit else bodies, e.ts_kind, e.base, e.active)
 
 
 def _show(term) -> str:
@@ -522,26 +524,15 @@ class _Replayer:
     def _split_head(self, k: int) -> tuple:
         """The first ``k`` messages of the oldest undecided run as a record
         of their own; the rest stays undecided, its timestamps after them."""
-        seq, kind, type_, from_, to, ts_kind, blob, n, base, active = self.pending[0]
+        q = self.pending[0]
+        seq, kind, e = q[0], q[1], _entry(q)
         try:
-            bodies = loads_terms(blob)
-            head = pickle.dumps(bodies[:k], pickle.HIGHEST_PROTOCOL)
-            tail = pickle.dumps(bodies[k:], pickle.HIGHEST_PROTOCOL)
+            head, tail = e.split(k)
         except Exception:  # undecodable: both parts keep the bytes (_terms says so)
-            head = tail = blob
-        self.pending[0] = (
-            seq,
-            kind,
-            type_,
-            from_,
-            to,
-            ts_kind,
-            tail,
-            n - k,
-            base + k if ts_kind else 0,
-            active,
-        )
-        return (seq, kind, type_, from_, to, ts_kind, head, k, base, active)
+            head = e._replace(n=k)
+            tail = e._replace(n=e.n - k, base=e.base + k if e.ts_kind else 0)
+        self.pending[0] = (seq, kind, *tail.journal())
+        return (seq, kind, *head.journal())
 
     def _decide(self, m, table, state, lost) -> Decision:
         return resolve(m.type, m.from_, m.to, state, table, lost, self.nsched)

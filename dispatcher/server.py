@@ -41,17 +41,28 @@ from zmq.utils.monitor import recv_monitor_message
 
 from dispatcher.journal import Journal
 from smp.core import messages as M
-from smp.core.clock import Clock, us_to_ts
+from smp.core.clock import Clock
 from smp.core.dispatch import DELIVER_PID, DELIVER_PORT, DROP, disp_failure, resolve
 from smp.core.errors import BadArg, ProtocolError, TracePortError
 from smp.core.placement import pid_owner, port_owner
 from smp.core.state import NIL, TracerState
 from smp.core.stats import totals
-from smp.core.terms import Atom, Pid, Port
+from smp.core.terms import Atom, Port
 from smp.ports.traceport import close_at_exit, open_trace_port
 from smp.wire import codec, rundir
 from smp.wire.curve import Authenticator, describe_peer, recv_from
 from smp.wire.etf import encode
+from smp.wire.frames import (
+    BATCH,
+    FIN,
+    FIN_ACK,
+    Batch,
+    Delivery,
+    QueueEntry,
+    QueueEvent,
+    Run,
+    encode_deliveries,
+)
 
 from .table import PidTable
 
@@ -71,78 +82,6 @@ INGEST_WAIT_S = 25.0  # ... and this long in all (the controller waits 30 s)
 
 #: The longest a batch waits for the batches of other schedulers it follows.
 ORDER_WAIT_S = 2.0
-_EVENTS = {"spawn": 3, "exit": 3, "tracer": 3, "unregister": 4, "port_open": 3, "port_close": 3}
-_HEADER_TYPES = (Pid, Port, Atom, type(None))
-_MAX_NS = 1 << 64
-
-
-def _check_batch(obj, sender: int, nsched: int) -> None:
-    """Check a whole batch from scheduler ``sender`` field by field before
-    any of it counts (all or nothing): the runs' headers, their bodies
-    (``codec.run_bodies``, as the receiving scheduler will check them), and
-    the table events, each about a process of the sender."""
-    if type(obj) is not tuple or len(obj) not in (4, 5):
-        raise ProtocolError("batch frame is not ('b', version, scheduler, items[, after])")
-    if len(obj) == 5 and (
-        type(obj[4]) is not list
-        or len(obj[4]) != nsched + 1
-        or not all(type(n) is int and n >= 0 for n in obj[4])
-    ):
-        raise ProtocolError(f"batch's 'after' is not {nsched + 1} batch counts")
-    if obj[1] != codec.WIRE_VERSION:
-        raise ProtocolError(f"wire version {obj[1]!r}, expected {codec.WIRE_VERSION}")
-    if obj[2] != sender or type(obj[2]) is not int:
-        raise ProtocolError(
-            f"batch says it is from scheduler {obj[2]!r}, its sender is scheduler {sender}"
-        )
-    items = obj[3]
-    if type(items) is not list:
-        raise ProtocolError("batch items are not a list")
-    for i, it in enumerate(items):
-        if type(it) is not tuple or not it:
-            raise ProtocolError(f"item {i} is not a tuple")
-        if it[0] == "r":
-            if len(it) != 8:
-                raise ProtocolError(f"item {i} is not a run of system messages")
-            _, type_, from_, to, ts_kind, n, blob, made_ns = it
-            if (
-                type(type_) is not int
-                or not 1 <= type_ <= 6
-                or type(from_) not in _HEADER_TYPES
-                or type(to) not in _HEADER_TYPES
-                or type(ts_kind) is not int
-                or not 0 <= ts_kind <= 3
-                or type(n) is not int
-                or not 1 <= n <= codec.MAX_RUN
-                or type(made_ns) is not int
-                or not 0 <= made_ns < _MAX_NS
-            ):
-                raise ProtocolError(f"item {i} is not a well-formed run of system messages")
-            if ts_kind == M.TS_SCHED and (
-                type_ != M.SYS_MSG_TYPE_SYSPROF or n != 1 or to not in (am_active, am_inactive)
-            ):
-                raise ProtocolError(f"item {i} is not a well-formed profile_scheduler run")
-            try:
-                codec.run_bodies(blob, n, ts_kind)
-            except ProtocolError as e:
-                raise ProtocolError(f"item {i}: {e}") from None
-        elif it[0] == "e":
-            if len(it) < 2 or _EVENTS.get(it[1]) != len(it):
-                raise ProtocolError(f"item {i} is not a well-formed table event")
-            pid = it[-1]
-            if it[1] in ("port_open", "port_close"):
-                if type(pid) is not Port or port_owner(pid, nsched) != sender:
-                    raise ProtocolError(
-                        f"item {i}: event about {pid!r}, not a port of scheduler {sender}"
-                    )
-            elif type(pid) is not Pid or pid_owner(pid, nsched) != sender:
-                raise ProtocolError(
-                    f"item {i}: event about {pid!r}, not a process of scheduler {sender}"
-                )
-            if it[1] == "unregister" and type(it[2]) is not Atom:
-                raise ProtocolError(f"item {i}: registered name {it[2]!r} is not an atom")
-        else:
-            raise ProtocolError(f"item {i} has unknown kind {it[0]!r}")
 
 
 class Dispatcher:
@@ -303,7 +242,7 @@ class Dispatcher:
             sock.disable_monitor()
             monitor.close(linger=0)
 
-    def _take_batch_in_order(self, k: int, obj) -> None:
+    def _take_batch_in_order(self, k: int, batch: Batch | None) -> None:
         """Queue scheduler ``k``'s next batch once every batch it depends on
         is queued (``after``: per scheduler, how many of its batches had been
         sent before a signal from it reached ``k``), so that what one process
@@ -311,7 +250,7 @@ class Dispatcher:
         receiving, as the seed's enqueue at make time orders them.  Batches
         wait in arrival order; one from a lost scheduler is not waited for.
         Runs in the ingest thread."""
-        self.parked.append((k, obj, time.monotonic()))
+        self.parked.append((k, batch, time.monotonic()))
         self._drain_parked()
 
     def _drain_parked(self) -> None:
@@ -320,10 +259,10 @@ class Dispatcher:
             progress = False
             blocked: set = set()
             now = time.monotonic()
-            for i, (k, obj, since) in enumerate(self.parked):
+            for i, (k, batch, since) in enumerate(self.parked):
                 if k in blocked:
                     continue
-                after = obj[4] if obj is not None and len(obj) == 5 else None
+                after = batch.after if batch is not None else None
                 if after is not None and any(
                     n > self.batches_taken[j] and j not in self.lost
                     for j, n in enumerate(after)
@@ -335,8 +274,8 @@ class Dispatcher:
                     # what it waits for was refused on the way: take it anyway
                     self.order_waits_expired += 1
                 del self.parked[i]
-                if obj is not None:
-                    self._ingest_batch(k, obj[3])
+                if batch is not None:
+                    self._ingest_batch(k, batch.items)
                 self.batches_taken[k] += 1
                 progress = True
                 break
@@ -355,20 +294,20 @@ class Dispatcher:
         if type(obj) is not tuple or not obj:
             raise ProtocolError("frame is not a tuple")
         kind = obj[0]
-        if kind == "b":
+        if kind == BATCH:
             try:
-                _check_batch(obj, k, self.nsched)
+                batch = Batch.decode(obj, k, self.nsched)
             except ProtocolError:
                 self._take_batch_in_order(k, None)  # refused, but it had its number
                 raise
-            self._take_batch_in_order(k, obj)
-        elif kind == "fin":
+            self._take_batch_in_order(k, batch)
+        elif kind == FIN:
             if len(obj) != 3 or obj[1] != k or type(obj[1]) is not int or type(obj[2]) is not int:
                 raise ProtocolError(f"fin frame is not ('fin', {k}, batches)")
             s = inboxes.get(k)
             if s is None:
                 s = inboxes[k] = self._inbox_socket(k, thread=1)
-            s.send(b"P" + pickle.dumps(("fin-ack",), _PICKLE))
+            s.send(b"P" + pickle.dumps((FIN_ACK,), _PICKLE))
         else:
             raise ProtocolError(f"unknown frame kind {kind!r}")
 
@@ -395,8 +334,8 @@ class Dispatcher:
         with self.smq:
             clock, queue, made = self.clock, self.queue, self.made
             for item in items:
-                if item[0] == "r":
-                    _, type_, from_, to, ts_kind, n, blob, made_ns = item
+                if type(item) is Run:
+                    type_, from_, to, ts_kind, n, blob, made_ns = item
                     # the run's n timestamps, consecutive and strictly increasing
                     base = clock.reserve_us(n) if ts_kind else 0
                     active = 0
@@ -405,7 +344,8 @@ class Dispatcher:
                         active = self.state.active_sched
                         self.sched_active[sched] = to is am_active
                         to = NIL
-                    queue.append((type_, from_, to, ts_kind, blob, n, base, active, made_ns))
+                    entry = QueueEntry(type_, from_, to, ts_kind, blob, n, base, active, made_ns)
+                    queue.append(entry)
                     self.queue_msgs += n
                     if self.queue_msgs > self.queue_peak:
                         self.queue_peak = self.queue_msgs
@@ -413,32 +353,32 @@ class Dispatcher:
                     self.ingested[sched] += n
                     self.ingested_items[sched] += n
                     if self.journal is not None:
-                        self.journal.record("q", type_, from_, to, ts_kind, blob, n, base, active)
-                else:
-                    self.ingested_items[sched] += 1
-                    if self.journal is not None:
-                        self.journal.record("e", *item[1:])
-                    ev = item[1]
-                    if ev == "spawn":
-                        self.table.spawned(item[2])
-                    elif ev == "exit":
-                        names = self.table.exited(item[2])
-                        reg_changed |= bool(names)
-                        events_dead.append(item[2])
-                        self.state.trace_check_exiting(item[2], smp=True)
-                    elif ev == "tracer":
-                        self.table.mark_tracer(item[2])
-                        events_tracer.append(item[2])
-                    elif ev == "unregister":
-                        self.table.unregister(item[2])
-                        reg_changed = True
-                    elif ev == "port_open":
-                        self.table.proc_ports.add(item[2])
-                        ports_changed = True
-                    elif ev == "port_close":
-                        self.table.proc_ports.discard(item[2])
-                        self.state.trace_check_exiting(item[2], smp=True)
-                        ports_changed = True
+                        self.journal.record("q", *entry.journal())
+                    continue
+                self.ingested_items[sched] += 1
+                if self.journal is not None:
+                    self.journal.record("e", item.kind, *item.args)
+                ev, subject = item.kind, item.subject
+                if ev == "spawn":
+                    self.table.spawned(subject)
+                elif ev == "exit":
+                    names = self.table.exited(subject)
+                    reg_changed |= bool(names)
+                    events_dead.append(subject)
+                    self.state.trace_check_exiting(subject, smp=True)
+                elif ev == "tracer":
+                    self.table.mark_tracer(subject)
+                    events_tracer.append(subject)
+                elif ev == "unregister":
+                    self.table.unregister(item.args[0])
+                    reg_changed = True
+                elif ev == "port_open":
+                    self.table.proc_ports.add(subject)
+                    ports_changed = True
+                elif ev == "port_close":
+                    self.table.proc_ports.discard(subject)
+                    self.state.trace_check_exiting(subject, smp=True)
+                    ports_changed = True
             self.smq.notify()
         if events_dead:
             self._pub(("dead", events_dead))
@@ -472,7 +412,7 @@ class Dispatcher:
                     self.queue = deque()
                     self.queue_msgs = 0
                 # counted as queued until decided, so statistics() always adds up
-                self.in_dispatch = sum(item[5] for item in local)
+                self.in_dispatch = sum(item.n for item in local)
                 self.smq.notify_all()  # ingest may be waiting for room
                 self.dispatching = True
             if record is None:
@@ -495,37 +435,13 @@ class Dispatcher:
         queue = self.queue
         while queue and n > 0:
             item = queue[0]
-            k = item[5]
-            if k == 0:
+            k = item.n
+            if k == 0:  # a QueueEvent
                 local.append(queue.popleft())
                 continue
             if unit == "message" and k > n:
-                type_, from_, to, ts_kind, blob, _, base, active, made_ns = item
-                bodies = codec.loads_terms(blob)
-                local.append(
-                    (
-                        type_,
-                        from_,
-                        to,
-                        ts_kind,
-                        pickle.dumps(bodies[:n], _PICKLE),
-                        n,
-                        base,
-                        active,
-                        made_ns,
-                    )
-                )
-                queue[0] = (
-                    type_,
-                    from_,
-                    to,
-                    ts_kind,
-                    pickle.dumps(bodies[n:], _PICKLE),
-                    k - n,
-                    base + n if ts_kind else 0,
-                    active,
-                    made_ns,
-                )
+                head, queue[0] = item.split(n)
+                local.append(head)
                 self.queue_msgs -= n
                 break
             local.append(queue.popleft())
@@ -563,11 +479,11 @@ class Dispatcher:
         """Step mode: dispatch one item of the queue as ``_dispatch`` does
         and append ``(From, Receiver, Msg, Outcome)`` for each of its
         messages, the outcome read from the counts it changed."""
-        type_, from_, to, ts_kind, blob, n, base, active, _ = item
-        if n == 0:
+        if item.n == 0:  # a QueueEvent
             self._dispatch((item,), inboxes)
             return
-        receiver = resolve(type_, from_, to, self.state, self.table).receiver
+        type_ = item.type
+        receiver = resolve(type_, item.from_, item.to, self.state, self.table).receiver
         with self.smq:
             delivered0, dropped0 = self.delivered[type_], Counter(self.dropped)
         self._dispatch((item,), inboxes)
@@ -575,15 +491,9 @@ class Dispatcher:
             outcomes = ["delivered"] * (self.delivered[type_] - delivered0)
             for (_t, reason), k in (self.dropped - dropped0).items():
                 outcomes += [reason] * k
-        for i, body in enumerate(codec.loads_terms(blob)):
-            ts = us_to_ts(base + i) if ts_kind else None
+        for i, term in enumerate(item.terms()):
             record.append(
-                (
-                    from_,
-                    receiver,
-                    M.complete(body, ts_kind, ts, active),
-                    outcomes[i] if i < len(outcomes) else "unknown",
-                )
+                (item.from_, receiver, term, outcomes[i] if i < len(outcomes) else "unknown")
             )
 
     def _dispatch(self, local, inboxes) -> None:
@@ -592,11 +502,9 @@ class Dispatcher:
         A run is consecutive messages of one kind to one receiver; it is
         decided once (a concurrent state change lands between runs, one of
         the interleavings the seed's rwlock allows too) and its bytes are
-        forwarded unopened.  TRACE runs to a pid (the bulk) take a fast path
-        with ``resolve``'s outcome: delivered to a live, marked tracer, else
-        dropped (a TRACE failure has no side effect).
+        forwarded unopened (a ``Delivery``).
 
-        Events travel in the queue too (``n == 0``): a ``trace_delivered``
+        Events travel in the queue too (``QueueEvent``): a ``trace_delivered``
         marker, and a port close, before which everything decided so far is
         counted and sent, so the port holds exactly what was counted as
         delivered to it.  While the dispatcher stops (``drain_by`` passed),
@@ -613,16 +521,16 @@ class Dispatcher:
         now_ns = time.monotonic_ns()
         ERRLGR = M.SYS_MSG_TYPE_ERRLGR
         for item in local:
-            type_, from_, to, ts_kind, blob, n, base, active, made_ns = item
-            if n == 0:  # an event in queue order
+            if item.n == 0:  # a QueueEvent, in queue order
                 self._settle(out, delivered, dropped, inboxes, kinds)
                 out, delivered, dropped, kinds = {}, Counter(), Counter(), {}
-                if blob[0] == "marker":  # trace_delivered
-                    self._markers[blob[1]].set()
-                else:  # ("close", port ids or None, done)
-                    self._close_ports(blob[1])
-                    blob[2].set()
+                if item.kind == "marker":  # trace_delivered
+                    self._markers[item.payload].set()
+                else:  # "close": port ids or None for all
+                    self._close_ports(item.payload)
+                    item.done.set()
                 continue
+            type_, from_, to, ts_kind, blob, n, base, active, made_ns = item
             if self.drain_by is not None and time.monotonic() > self.drain_by:
                 dropped[(type_, "emulator_closed")] += n
                 if journal is not None:
@@ -638,7 +546,7 @@ class Dispatcher:
                 if dl is None:
                     dl = out[owner] = []
                     kinds[owner] = Counter()
-                dl.append((d.receiver, blob, n, ts_kind, base, active))
+                dl.append(Delivery.of(item, d.receiver))
                 delivered[type_] += n
                 kinds[owner][type_] += n
             elif d.action == DELIVER_PORT and d.receiver in table.proc_ports:
@@ -647,21 +555,14 @@ class Dispatcher:
                 owner = port_owner(d.receiver, nsched)
                 if owner not in out:
                     out[owner], kinds[owner] = [], Counter()
-                out[owner].append((d.receiver, blob, n, ts_kind, base, active))
+                out[owner].append(Delivery.of(item, d.receiver))
                 delivered[type_] += n
                 kinds[owner][type_] += n
             elif d.action == DELIVER_PORT:
                 port = table.ports[d.receiver]
                 written = 0
                 try:
-                    frames = [
-                        encode(
-                            M.complete(
-                                body, ts_kind, us_to_ts(base + i) if ts_kind else None, active
-                            )
-                        )
-                        for i, body in enumerate(codec.loads_terms(blob))
-                    ]
+                    frames = [encode(term) for term in item.terms()]
                 except (TypeError, ValueError) as e:  # data, not a term: never written
                     os.write(
                         2,
@@ -704,9 +605,9 @@ class Dispatcher:
             self.dropped.update(dropped)
             self.in_dispatch -= sum(delivered.values()) + sum(dropped.values())
             for owner, dl in out.items():
-                self.delivered_to[owner] += sum(x[2] for x in dl)
+                self.delivered_to[owner] += sum(x.n for x in dl)
         for owner, deliveries in out.items():
-            frame = b"P" + pickle.dumps(("d", deliveries), _PICKLE)
+            frame = encode_deliveries(deliveries)
             sock = inboxes.get(owner)
             if sock is None:
                 sock = inboxes[owner] = self._inbox_socket(owner, sndtimeo=100)
@@ -726,7 +627,7 @@ class Dispatcher:
     def _undelivered(self, owner: int, deliveries: list, by_type: Counter, reason: str) -> None:
         """Deliveries counted for scheduler ``owner`` that will not reach it:
         dropped for ``reason`` instead; ``by_type`` counts them by type."""
-        n_all = sum(x[2] for x in deliveries)
+        n_all = sum(x.n for x in deliveries)
         with self.smq:
             for t, n in by_type.items():
                 if n:
@@ -773,19 +674,7 @@ class Dispatcher:
         True when the ports are closed.  Runs in the control thread."""
         done = threading.Event()
         with self.smq:
-            self.queue.append(
-                (
-                    M.SYS_MSG_TYPE_PROC_MSG,
-                    NIL,
-                    NIL,
-                    M.TS_NONE,
-                    ("close", port_ids, done),
-                    0,
-                    0,
-                    0,
-                    0,
-                )
-            )
+            self.queue.append(QueueEvent("close", port_ids, done))
             self.smq.notify_all()
             if self.held:
                 return False
@@ -968,21 +857,7 @@ class Dispatcher:
                     msg = M.profile_scheduler_q(
                         k, Atom("inactive"), self.state.active_sched, self.clock.now()
                     )
-                    self.queue.append(
-                        (
-                            M.SYS_MSG_TYPE_SYSPROF,
-                            NIL,
-                            NIL,
-                            M.TS_NONE,
-                            pickle.dumps([msg], _PICKLE),
-                            1,
-                            0,
-                            0,
-                            time.monotonic_ns(),
-                        )
-                    )
-                    self.made[M.SYS_MSG_TYPE_SYSPROF] += 1
-                    self.smq.notify()
+                    self._queue_one(M.SYS_MSG_TYPE_SYSPROF, NIL, NIL, msg)
             self._pub(("dead", pids))
             self._pub(("reg", dict(self.table.registry)))
             return pids
@@ -1045,35 +920,21 @@ class Dispatcher:
         """``erts_queue_error_logger_message`` for a BIF the controller ran
         (trace/3's ``** can only have one tracer per process``)."""
         with self.smq:
-            blob = pickle.dumps([msg], _PICKLE)
-            self.queue.append(
-                (
-                    M.SYS_MSG_TYPE_ERRLGR,
-                    from_,
-                    Atom("error_logger"),
-                    M.TS_NONE,
-                    blob,
-                    1,
-                    0,
-                    0,
-                    time.monotonic_ns(),
-                )
-            )
-            if self.journal is not None:
-                self.journal.record(
-                    "q",
-                    M.SYS_MSG_TYPE_ERRLGR,
-                    from_,
-                    Atom("error_logger"),
-                    M.TS_NONE,
-                    blob,
-                    1,
-                    0,
-                    0,
-                )
-            self.made[M.SYS_MSG_TYPE_ERRLGR] += 1
-            self.smq.notify()
+            self._queue_one(M.SYS_MSG_TYPE_ERRLGR, from_, am_error_logger, msg)
         return True
+
+    def _queue_one(self, type_: int, from_, to, msg) -> None:
+        """Queue one message the dispatcher makes itself (no timestamp), and
+        journal it as every queued run is.  Under ``smq``."""
+        entry = QueueEntry(
+            type_, from_, to, M.TS_NONE, pickle.dumps([msg], _PICKLE), 1, 0, 0, time.monotonic_ns()
+        )
+        self.queue.append(entry)
+        self.queue_msgs += 1
+        if self.journal is not None:
+            self.journal.record("q", *entry.journal())
+        self.made[type_] += 1
+        self.smq.notify()
 
     def wait_ingested(self, want, limit: float | None = None) -> bool:
         """Wait until the ingest thread has taken ``want[k]`` items from each
@@ -1107,33 +968,12 @@ class Dispatcher:
         msg = (Atom("trace_delivered"), what, ref)
         if caller is not None:
             with self.smq:
-                blob = pickle.dumps([msg], _PICKLE)
-                self.queue.append(
-                    (
-                        M.SYS_MSG_TYPE_PROC_MSG,
-                        caller,
-                        caller,
-                        M.TS_NONE,
-                        blob,
-                        1,
-                        0,
-                        0,
-                        time.monotonic_ns(),
-                    )
-                )
-                if self.journal is not None:
-                    self.journal.record(
-                        "q", M.SYS_MSG_TYPE_PROC_MSG, caller, caller, M.TS_NONE, blob, 1, 0, 0
-                    )
-                self.made[M.SYS_MSG_TYPE_PROC_MSG] += 1
-                self.smq.notify()
+                self._queue_one(M.SYS_MSG_TYPE_PROC_MSG, caller, caller, msg)
             return ref
         ev = threading.Event()
         self._markers[ref] = ev
         with self.smq:
-            self.queue.append(
-                (M.SYS_MSG_TYPE_PROC_MSG, NIL, NIL, M.TS_NONE, ("marker", ref), 0, 0, 0, 0)
-            )
+            self.queue.append(QueueEvent("marker", ref))
             self.smq.notify()
         if not ev.wait(30):
             raise TimeoutError("trace_delivered: dispatcher is held or stuck")
@@ -1146,9 +986,10 @@ class Dispatcher:
         with self.smq:
             items = list(self.queue)
         st = self.state
-        for type_, from_, to, ts_kind, blob, n, base, active, _ in items:
-            if n == 0:
+        for item in items:
+            if item.n == 0:  # a QueueEvent
                 continue
+            type_, to = item.type, item.to
             if type_ == M.SYS_MSG_TYPE_SEQTRACE:
                 to = st.get_system_seq_tracer()
             elif type_ == M.SYS_MSG_TYPE_SYSMON:
@@ -1157,9 +998,7 @@ class Dispatcher:
                 to = st.get_system_profile()
             elif type_ == M.SYS_MSG_TYPE_ERRLGR:
                 to = am_error_logger
-            for i, body in enumerate(codec.loads_terms(blob)):
-                ts = us_to_ts(base + i) if ts_kind else None
-                out.append((from_, to, M.complete(body, ts_kind, ts, active)))
+            out += [(item.from_, to, term) for term in item.terms()]
         return out
 
     def statistics(self) -> dict:
@@ -1167,7 +1006,7 @@ class Dispatcher:
         previous call (each call starts a new interval)."""
         with self.smq:
             peak, self.queue_peak = self.queue_peak, self.queue_msgs
-            queued = sum(item[5] for item in self.queue) + self.in_dispatch
+            queued = sum(item.n for item in self.queue) + self.in_dispatch
             made = Counter(self.made)
             delivered = Counter(self.delivered)
             dropped = Counter(self.dropped)

@@ -40,15 +40,22 @@ from zmq.utils.monitor import recv_monitor_message
 
 from schedulers.backend import LocalBackend
 from smp.core.bifs import call_bif
-from smp.core.clock import us_to_ts
 from smp.core.errors import BadArg, ProtocolError
 from smp.core.flags import TRACEE_FLAGS
-from smp.core.messages import complete
 from smp.core.state import Snapshot
 from smp.core.terms import Atom, Pid, Port
 from smp.ports.traceport import close_at_exit, open_trace_port
 from smp.wire import codec, rundir
 from smp.wire.curve import Authenticator, describe_peer, new_routing_id, owner_only_dir, recv_from
+from smp.wire.frames import (
+    DELIVERIES,
+    FIN,
+    FIN_ACK,
+    Batch,
+    Run,
+    TableEvent,
+    decode_deliveries,
+)
 
 from .engine import Node, pid_owner, port_owner
 from .process import RPC, Op
@@ -116,7 +123,7 @@ class SmpTransport:
                 blob = self._drop_unencodable()
             if blob is not None:
                 self.sys_out.append(
-                    ("r", t, from_, to, ts_kind, len(self.run_bodies), blob, self.run_made_ns)
+                    Run(t, from_, to, ts_kind, len(self.run_bodies), blob, self.run_made_ns)
                 )
             self.run_bodies = []
         self.run_key = None
@@ -149,11 +156,12 @@ class SmpTransport:
     def has_output(self) -> bool:
         return bool(self.sys_out or self.run_bodies)
 
-    def table_event(self, ev) -> None:
+    def table_event(self, ev: tuple) -> None:
+        """``ev``: the event's kind and its arguments (``frames.EVENT_ARITY``)."""
         self._close_run()
         if not self.pending_msgs and not self.sys_out:
             self.first_ns = time.monotonic_ns()
-        self.sys_out.append(("e",) + ev)
+        self.sys_out.append(TableEvent(ev[0], ev[1:]))
         self.sys_items += 1
 
     def peer(self, owner: int, signal_) -> None:
@@ -411,11 +419,7 @@ class Worker:
         t = self.transport
         if t is not None and t.has_output():
             self._queue_frame(
-                self.sys_sock,
-                pickle.dumps(
-                    ("b", codec.WIRE_VERSION, self.sched_id, t.take_batch(), list(self.after)),
-                    _PICKLE,
-                ),
+                self.sys_sock, Batch(self.sched_id, t.take_batch(), list(self.after)).encode()
             )
             self.sys_batches += 1
 
@@ -526,40 +530,13 @@ class Worker:
                         f"scheduler {self.sched_id}: a {sig[0]} signal for {sig[1]!r} "
                         f"from scheduler {sender} failed: {type(e).__name__}: {e}\n".encode(),
                     )
-        elif kind == "d" and not sender:  # deliveries from the dispatcher: whole runs
-            if len(obj) != 2 or type(obj[1]) is not list:
-                raise ProtocolError("delivery frame is not ('d', runs)")
-            msgs = []
-            n_all = 0
-            for item in obj[1]:
-                if type(item) is not tuple or len(item) != 6:
-                    raise ProtocolError("delivery frame has a malformed run")
-                to, blob, n, ts_kind, base_us, active = item
-                if (
-                    not self._mine(to)
-                    or type(n) is not int
-                    or not 1 <= n <= codec.MAX_RUN
-                    or type(ts_kind) is not int
-                    or not 0 <= ts_kind <= 3
-                    or type(base_us) is not int
-                    or base_us < 0
-                    or type(active) is not int
-                    or active < 0
-                ):
-                    raise ProtocolError("delivery frame has a malformed run")
-                bodies = codec.run_bodies(blob, n, ts_kind)
-                if ts_kind:
-                    bodies = [
-                        complete(body, ts_kind, us_to_ts(base_us + i), active)
-                        for i, body in enumerate(bodies)
-                    ]
-                msgs.append((to, bodies))
-                n_all += n
+        elif kind == DELIVERIES and not sender:  # from the dispatcher: whole runs
+            runs = decode_deliveries(obj, self._mine)
+            self.deliveries += sum(len(terms) for _to, terms in runs)
             deliver = self.node.deliver_sys_run
-            self.deliveries += n_all
-            for to, bodies in msgs:
-                deliver(to, bodies)
-        elif kind == "fin-ack" and not sender and len(obj) == 1:
+            for to, terms in runs:
+                deliver(to, terms)
+        elif kind == FIN_ACK and not sender and len(obj) == 1:
             self.fin_acked = True
         else:
             raise ProtocolError(f"a {kind!r} frame, which {_name(sender)} does not send")
@@ -1060,7 +1037,7 @@ class Worker:
                 self.take_inbox()
         if self.smp and not getattr(self, "dispatcher_gone", False):
             self.fin_acked = False
-            self.sys_sock.send(pickle.dumps(("fin", self.sched_id, self.sys_batches), _PICKLE))
+            self.sys_sock.send(pickle.dumps((FIN, self.sched_id, self.sys_batches), _PICKLE))
             deadline = time.monotonic() + 5
             while (
                 not self.fin_acked

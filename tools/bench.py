@@ -52,7 +52,7 @@ import zmq  # noqa: E402
 
 from smp.core import messages as M  # noqa: E402
 from smp.core.terms import Atom, Pid  # noqa: E402
-from smp.wire.codec import WIRE_VERSION  # noqa: E402
+from smp.wire.frames import Batch, TableEvent  # noqa: E402
 
 try:
     from rich.console import Console
@@ -457,16 +457,15 @@ def bench_b(cfg) -> dict:
         pids = [Pid(80 + i, 0) for i in range(10_000)]
         tracers = pids[::97][:100]  # 97: spread over every scheduler's inbox
         tset = set(tracers)
-        events = [("e", "spawn", p) for p in pids] + [("e", "tracer", p) for p in tracers]
+        events = [TableEvent("spawn", (p,)) for p in pids]
+        events += [TableEvent("tracer", (p,)) for p in tracers]
         t0 = time.perf_counter()
         by_owner: dict = {}  # a scheduler speaks for its own processes only
         for ev in events:
-            by_owner.setdefault(W.owner_of(ev[2], n), []).append(ev)
+            by_owner.setdefault(W.owner_of(ev.subject, n), []).append(ev)
         for k, evs in by_owner.items():
             for i in range(0, len(evs), 256):
-                rig.ingest[k].send(
-                    pickle.dumps(("b", WIRE_VERSION, k, evs[i : i + 256]), pickle.HIGHEST_PROTOCOL)
-                )
+                rig.ingest[k].send(Batch(k, evs[i : i + 256]).encode())
         rig.call("wait_ingested", [0] + [len(by_owner.get(k, [])) for k in range(1, n + 1)])
         out["preload_s"] = time.perf_counter() - t0
         port = rig.call("open_trace_port", "null", (), {})

@@ -14,7 +14,7 @@ import zmq
 from smp.core import messages as M
 from smp.core.placement import pid_owner
 from smp.core.terms import Atom
-from smp.wire.codec import WIRE_VERSION
+from smp.wire.frames import Batch, Run
 
 _PICKLE = pickle.HIGHEST_PROTOCOL
 am_ping, am_send, am_trace = Atom("ping"), Atom("send"), Atom("trace")
@@ -136,18 +136,9 @@ def make_sys_batch(
             for i in range(run_len)
         ]
         items.append(
-            (
-                "r",
-                M.SYS_MSG_TYPE_TRACE,
-                frm,
-                to,
-                ts_kind,
-                run_len,
-                pickle.dumps(bodies, _PICKLE),
-                now,
-            )
+            Run(M.SYS_MSG_TYPE_TRACE, frm, to, ts_kind, run_len, pickle.dumps(bodies, _PICKLE), now)
         )
-    return pickle.dumps(("b", WIRE_VERSION, sched_id, items), _PICKLE), to_pids, to_port
+    return Batch(sched_id, items).encode(), to_pids, to_port
 
 
 def feeder_main(
