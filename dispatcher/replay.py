@@ -179,12 +179,6 @@ def _fields(obj) -> dict:
     return {k: getattr(obj, k) for k in _STATE_FIELDS}
 
 
-def _load(state: TracerState, snap: Snapshot) -> None:
-    for k in _STATE_FIELDS:
-        setattr(state, k, getattr(snap, k))
-    state.version = snap.version
-
-
 def _effect(kind: str, payload, before: dict) -> dict | None:
     """The state after one reset the seed makes, from ``before``; None if it
     changes nothing."""
@@ -379,7 +373,7 @@ class _Replayer:
                 break
         self.recorded_state = got
         self._save_state(seq)
-        _load(self.state, snap)
+        self.state.load(snap)
 
     def _check_effects(self, deadlines: tuple, final: bool = False) -> None:
         """Resets whose deadline has come must be in the recorded state by now."""

@@ -45,12 +45,12 @@ from smp.core.clock import Clock
 from smp.core.dispatch import DELIVER_PID, DELIVER_PORT, DROP, disp_failure, resolve
 from smp.core.errors import BadArg, ProtocolError, TracePortError
 from smp.core.placement import pid_owner, port_owner
-from smp.core.state import NIL, TracerState
+from smp.core.state import NIL, TracerState, apply_state_op
 from smp.core.stats import totals
 from smp.core.terms import Atom, Port
-from smp.ports.traceport import close_at_exit, open_trace_port
+from smp.ports.traceport import close_at_exit, open_trace_port, port_call
 from smp.wire import codec, rundir
-from smp.wire.curve import Authenticator, describe_peer, recv_from
+from smp.wire.curve import Authenticator, curve_client, curve_server, describe_peer, recv_from
 from smp.wire.etf import encode
 from smp.wire.frames import (
     BATCH,
@@ -148,26 +148,20 @@ class Dispatcher:
         self.ingest_sock = self.ctx.socket(zmq.ROUTER)
         self.ingest_sock.setsockopt(zmq.RCVHWM, HWM)
         self.ingest_sock.setsockopt(zmq.MAXMSGSIZE, codec.MAX_FRAME)  # a bigger one: disconnected
-        self._curve_server(self.ingest_sock)
+        curve_server(self.ingest_sock, self.security)
         self.ingest_sock.bind(endpoints["ingest"])
         self.ctl_sock = self.ctx.socket(zmq.ROUTER)
         self.ctl_sock.setsockopt(zmq.MAXMSGSIZE, codec.MAX_FRAME)
-        self._curve_server(self.ctl_sock)
+        curve_server(self.ctl_sock, self.security)
         self.ctl_sock.bind(endpoints["disp_ctl"])
         self.pubs = {}
         self.pub_seq = [0, 0, 0]
         for i, name in enumerate(("ingest", "dispatch", "control")):
             s = self.ctx.socket(zmq.PUB)
             s.setsockopt(zmq.LINGER, 1000)
-            self._curve_server(s)
+            curve_server(s, self.security)
             s.bind(endpoints["pub"][i])
             self.pubs[name] = s
-
-    def _curve_server(self, sock) -> None:
-        if self.security:
-            sock.curve_secretkey = self.security["secret"]
-            sock.curve_publickey = self.security["public"]
-            sock.curve_server = True
 
     def _inbox_socket(self, k: int, sndtimeo: int | None = None, thread: int = 0):
         """A DEALER socket to scheduler ``k``'s inbox (its address and key, and
@@ -179,10 +173,7 @@ class Dispatcher:
         s.setsockopt(zmq.SNDHWM, HWM)
         if sndtimeo is not None:
             s.setsockopt(zmq.SNDTIMEO, sndtimeo)
-        if self.security:
-            s.curve_secretkey = self.security["secret"]
-            s.curve_publickey = self.security["public"]
-            s.curve_serverkey = key or self.security["server_public"]
+        curve_client(s, self.security, key)
         s.connect(endpoint)
         return s
 
@@ -785,12 +776,7 @@ class Dispatcher:
         st = self.state
         if cmd == "state":
             op, a = args
-            if type(op) is not str or op.startswith("_") or type(a) is not tuple:
-                raise BadArg(f"bad state operation {op!r}")
-            if op == "change_default_tracing":
-                on, bits, tracer, cpu = a
-                return st.change_default_tracing(on, bits, tracer, cpu)
-            return getattr(st, op)(*a)
+            return apply_state_op(st, op, a)
         if cmd == "set_inboxes":
             self.set_inboxes(*args)
             return True
@@ -892,19 +878,8 @@ class Dispatcher:
             tp = self.table.ports.get(port_id)
             if tp is None:
                 raise BadArg(f"no trace port {port_id!r}")
-            if method == "terms":
-                return tp.terms(*a) if hasattr(tp, "terms") else None
-            if method == "close":  # an event in queue order
-                self._close_in_order([port_id], CLOSE_WAIT_S)
-                return True
-            if method == "info":
-                return {
-                    "kind": tp.kind,
-                    "closed": tp.closed,
-                    **tp.stats,
-                    **({"port": tp.port} if hasattr(tp, "port") else {}),
-                }
-            return getattr(tp, method)(*a)
+            # a close is an event in queue order
+            return port_call(tp, method, a, lambda: self._close_in_order([port_id], CLOSE_WAIT_S))
         if cmd == "trace_delivered":
             return self.trace_delivered(*args)
         if cmd == "error_logger":

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from smp.core import messages as M
-from smp.core.state import NIL
+from smp.core.state import NIL, apply_state_op
 from smp.core.terms import Atom
 
 __all__ = ["LocalBackend"]
@@ -31,15 +31,13 @@ class LocalBackend:
 
     def bk_state(self, op: str, *args):
         st = self.node.state
-        if op == "change_default_tracing":
-            on, bits, tracer, cpu = args
-            r = st.change_default_tracing(on, bits, tracer, cpu)
-            self.node.clock.cpu = st.default_cpu_timestamp
-            return r
         if op == "set_system_profile" and args[1] and args[-1] is not None:
             # the scheduler's own activity counts as active only while it runs
             args = args[:-1] + (1 if self.node.active else 0,)
-        return getattr(st, op)(*args)
+        r = apply_state_op(st, op, args)
+        if op == "change_default_tracing":
+            self.node.clock.cpu = st.default_cpu_timestamp
+        return r
 
     def bk_trace_info(self, what, item):
         return self.node.trace_info_local(what, item)

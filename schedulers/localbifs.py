@@ -157,8 +157,7 @@ class LocalBifs:
         st = self.state
         if snap.version <= st.version:
             return
-        for f in snap.__slots__:
-            setattr(st, f, getattr(snap, f))
+        st.load(snap)
         self.clock.cpu = snap.default_cpu_timestamp
 
     # ================================================================ BIFs from processes

@@ -44,9 +44,17 @@ from smp.core.errors import BadArg, ProtocolError
 from smp.core.flags import TRACEE_FLAGS
 from smp.core.state import Snapshot
 from smp.core.terms import Atom, Pid, Port
-from smp.ports.traceport import close_at_exit, open_trace_port
+from smp.ports.traceport import close_at_exit, open_trace_port, port_call
 from smp.wire import codec, rundir
-from smp.wire.curve import Authenticator, describe_peer, new_routing_id, owner_only_dir, recv_from
+from smp.wire.curve import (
+    Authenticator,
+    curve_client,
+    curve_server,
+    describe_peer,
+    new_routing_id,
+    owner_only_dir,
+    recv_from,
+)
 from smp.wire.frames import (
     DELIVERIES,
     FIN,
@@ -221,7 +229,8 @@ class Worker:
             self.inbox = self.ctx.socket(zmq.ROUTER)
             self.inbox.setsockopt(zmq.RCVHWM, HWM)
             self.inbox.setsockopt(zmq.MAXMSGSIZE, codec.MAX_FRAME)
-            self.auth = curve_server(self.ctx, self.inbox, security)
+            self.auth = Authenticator(self.ctx) if security else None
+            curve_server(self.inbox, security)
             bind = endpoints["inbox"]
             self.inbox.bind(bind.format(sched_id) if "{}" in bind else bind)
             self.inbox_ep = self.inbox.getsockopt(zmq.LAST_ENDPOINT).decode()
@@ -769,20 +778,12 @@ class Worker:
             tp = node.trace_ports.get(port_id)
             if tp is None:
                 raise BadArg(f"no trace port {port_id!r}")
-            if method == "terms":
-                return tp.terms(*a) if hasattr(tp, "terms") else None
-            if method == "close":
+
+            def close():
                 tp.close()
                 node.state.trace_check_exiting(port_id, smp=False)
-                return True
-            if method == "info":
-                return {
-                    "kind": tp.kind,
-                    "closed": tp.closed,
-                    **tp.stats,
-                    **({"port": tp.port} if hasattr(tp, "port") else {}),
-                }
-            return getattr(tp, method)(*a)
+
+            return port_call(tp, method, a, close)
         if cmd == "reply":
             pid, value = args
             p = node.procs.get(pid)
@@ -1103,29 +1104,6 @@ def _pid_alive(pid) -> bool:
 def socket_host() -> str:
 
     return socket.gethostname()
-
-
-def curve_client(sock, security, server_key=None) -> None:
-    """Make ``sock`` a CURVE client of the controller's server key (or of a
-    peer scheduler's ``server_key``) when security is on."""
-    if not security:
-        return
-    sock.curve_secretkey = security["secret"]
-    sock.curve_publickey = security["public"]
-    sock.curve_serverkey = server_key or security["server_public"]
-
-
-def curve_server(ctx, sock, security):
-    """Make ``sock`` a CURVE server with this process's own key; returns the
-    authenticator whose allow-list the welcome fills in (or None)."""
-    if not security:
-        return None
-
-    auth = Authenticator(ctx)
-    sock.curve_secretkey = security["secret"]
-    sock.curve_publickey = security["public"]
-    sock.curve_server = True
-    return auth
 
 
 def scheduler_main(sched_id, smp, endpoints, options, security=None, ctl_ident=None) -> None:

@@ -43,13 +43,15 @@ from smp.core.errors import (
     StartupError,
 )
 from smp.core.placement import owner
-from smp.core.state import NIL
+from smp.core.state import NIL, STATE_READS
 from smp.core.terms import Atom, Pid, Port, Ref
 from smp.wire import rundir
 from smp.wire.codec import MAX_FRAME, dumps_frame, loads_frame
 from smp.wire.curve import (
     Authenticator,
     InsecureWarning,
+    curve_client,
+    curve_server,
     describe_peer,
     ephemeral_security,
     new_routing_id,
@@ -346,9 +348,7 @@ class Emulator:
         self.ctl.setsockopt(zmq.MAXMSGSIZE, MAX_FRAME)
         if self.security:
             self.auth = Authenticator(self.ctx, self.security["allowed"])
-            self.ctl.curve_secretkey = self.security["secret"]
-            self.ctl.curve_publickey = self.security["public"]
-            self.ctl.curve_server = True
+            curve_server(self.ctl, self.security)
         self._ident: dict[int, bytes] = {}
         self._by_ident: dict[bytes, int] = {}
         self._keys: dict[int, str | None] = {}
@@ -414,10 +414,7 @@ class Emulator:
             self.disp = self.ctx.socket(zmq.DEALER)
             self.disp.setsockopt(zmq.ROUTING_ID, self._disp_ident)
             self.disp.setsockopt(zmq.LINGER, 1000)
-            if local_sec:
-                self.disp.curve_secretkey = local_sec["secret"]
-                self.disp.curve_publickey = local_sec["public"]
-                self.disp.curve_serverkey = local_sec["server_public"]
+            curve_client(self.disp, local_sec)
             self.disp.connect(self.endpoints["disp_ctl"])
 
         n_local = self.nsched - self.remote_schedulers
@@ -968,9 +965,7 @@ class Emulator:
         self._check_open()
         req = next(self._req)
         self.disp.send(dumps_frame((req, cmd, args)))
-        if cmd in _CHANGES or (
-            cmd == "state" and not (args[0].startswith("get_") or args[0].endswith("_get"))
-        ):
+        if cmd in _CHANGES or (cmd == "state" and args[0] not in STATE_READS):
             self._bif_changes()
         deadline, capped = self._until(timeout)
         while True:
@@ -1087,7 +1082,7 @@ class Emulator:
     def bk_state(self, op: str, *args):
         self._sync_dispatcher()
         result = self._disp_call("state", op, args)
-        if not (op.startswith("get_") or op.endswith("_get")):
+        if op not in STATE_READS:
             # as the seed blocks every thread while it changes these, every
             # scheduler sees the change before the BIF returns; when run()'s
             # time is up first, the BIF's caller gets its answer in the next

@@ -15,11 +15,22 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
+from smp.core.errors import BadArg
 from smp.core.flags import TRACEE_FLAGS
 from smp.core.rwlock import RWLock
 from smp.core.terms import Atom, Pid, Port
 
-__all__ = ["TracerState", "Liveness", "Snapshot", "NIL", "FALSE", "UNDEFINED"]
+__all__ = [
+    "TracerState",
+    "Liveness",
+    "Snapshot",
+    "NIL",
+    "FALSE",
+    "UNDEFINED",
+    "STATE_OPS",
+    "STATE_READS",
+    "apply_state_op",
+]
 
 NIL = None  # the seed's NIL: "no tracer"
 FALSE = Atom("false")
@@ -95,6 +106,14 @@ class TracerState:
         self.version += 1
         if self.on_change is not None:
             self.on_change(self._snapshot())
+
+    def load(self, snap: Snapshot) -> None:
+        """Take every field of ``snap``, version included (a scheduler's
+        replica catching up with the dispatcher, a replay rewinding); no
+        ``on_change``: the state is not changed, it is brought to a known one."""
+        with self.lock.write():
+            for f in Snapshot.__slots__:
+                setattr(self, f, getattr(snap, f))
 
     def _snapshot(self) -> Snapshot:
         return Snapshot(
@@ -356,3 +375,35 @@ class TracerState:
                 self._changed()
                 return True
             return False
+
+
+#: The tracer-state operations the trace BIFs ask for (``bk_state`` in
+#: ``smp.core.bifs``), the only ones a frame may name.
+STATE_OPS: dict[str, Callable] = {
+    "change_default_tracing": TracerState.change_default_tracing,
+    "get_default_tracing": TracerState.get_default_tracing,
+    "set_system_seq_tracer": TracerState.set_system_seq_tracer,
+    "get_system_seq_tracer": TracerState.get_system_seq_tracer,
+    "set_system_monitor": TracerState.set_system_monitor,
+    "system_monitor_get": TracerState.system_monitor_get,
+    "system_monitor_clear": TracerState.system_monitor_clear,
+    "set_system_profile": TracerState.set_system_profile,
+    "system_profile_get": TracerState.system_profile_get,
+    "system_profile_clear": TracerState.system_profile_clear,
+}
+#: Those of them that only read (the others change what every scheduler sees).
+STATE_READS = frozenset(
+    {"get_default_tracing", "get_system_seq_tracer", "system_monitor_get", "system_profile_get"}
+)
+
+
+def apply_state_op(state: TracerState, op, args) -> object:
+    """Run the state operation ``op`` a frame names; ``BadArg`` for a name
+    not in ``STATE_OPS`` or arguments that do not fit it."""
+    fn = STATE_OPS.get(op) if type(op) is str else None
+    if fn is None or type(args) is not tuple:
+        raise BadArg(f"bad state operation {op!r}")
+    try:
+        return fn(state, *args)
+    except TypeError as e:
+        raise BadArg(f"state operation {op}: {e}") from None

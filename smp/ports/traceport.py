@@ -47,6 +47,8 @@ __all__ = [
     "MemoryTracePort",
     "open_trace_port",
     "close_at_exit",
+    "port_call",
+    "PORT_CALLS",
     "TRACER_PORT_KINDS",
     "IP_EXIT_WAIT",
     "OP_DATA",
@@ -716,3 +718,30 @@ def open_trace_port(kind: str, *args, **kw):
         return cls(*args, **kw)
     except TypeError as e:
         raise TracePortError(f"bad arguments for a {kind} trace port: {e}") from None
+
+
+#: What the controller may ask of a trace port (``Emulator.trace_port_*``).
+PORT_CALLS = ("terms", "info", "flush", "close")
+
+
+def port_call(tp, method: str, args: tuple, close) -> object:
+    """Serve a controller's call on trace port ``tp`` in the process that owns
+    it (the nonsmp scheduler or the smp dispatcher): ``terms`` (a memory
+    port's written terms from ``start``), ``info``, ``flush(timeout)``, and
+    ``close``, which the owner does its way (``close()``: at once in nonsmp,
+    at the close's place in the queue in smp)."""
+    if method not in PORT_CALLS or type(args) is not tuple:
+        raise TracePortError(f"no trace port call {method!r} (calls: {', '.join(PORT_CALLS)})")
+    if method == "terms":
+        return tp.terms(*args) if isinstance(tp, MemoryTracePort) else None
+    if method == "close":
+        close()
+        return True
+    if method == "info":
+        return {
+            "kind": tp.kind,
+            "closed": tp.closed,
+            **tp.stats,
+            **({"port": tp.port} if isinstance(tp, IpTracePort) else {}),
+        }
+    return tp.flush(*args)

@@ -39,6 +39,8 @@ from smp.core.errors import SmpError
 
 __all__ = [
     "Authenticator",
+    "curve_client",
+    "curve_server",
     "InsecureWarning",
     "describe_peer",
     "ephemeral_security",
@@ -211,3 +213,23 @@ def owner_only_dir(path: str | None) -> bool:
         return False
 
     return stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o077
+
+
+def curve_client(sock, security, server_key=None) -> None:
+    """Make ``sock`` a CURVE client of the controller's server key (or of
+    ``server_key``: a peer's own) when security is on (``security`` None: off)."""
+    if not security:
+        return
+    sock.curve_secretkey = security["secret"]
+    sock.curve_publickey = security["public"]
+    sock.curve_serverkey = server_key or security["server_public"]
+
+
+def curve_server(sock, security) -> None:
+    """Make ``sock`` a CURVE server with this process's own key when security
+    is on.  Who may connect is the ``Authenticator``'s business."""
+    if not security:
+        return
+    sock.curve_secretkey = security["secret"]
+    sock.curve_publickey = security["public"]
+    sock.curve_server = True

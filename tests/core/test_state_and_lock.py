@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import threading
 
+import pytest
+
+from smp.core.errors import BadArg
 from smp.core.rwlock import RWLock
-from smp.core.state import FALSE, NIL, TracerState
+from smp.core.state import FALSE, NIL, STATE_OPS, STATE_READS, TracerState, apply_state_op
 from smp.core.terms import Pid, Port
 
 P1, P2 = Pid(81), Pid(82)
@@ -102,3 +105,21 @@ def test_no_reader_sees_half_an_update():
         t.join(10)
     assert bad == []
     assert st.version > 0
+
+
+def test_a_frame_may_name_only_the_listed_state_operations():
+    class Live:
+        def is_alive(self, pid):
+            return True
+
+        def is_valid_tracer_port(self, port):
+            return True
+
+    st = TracerState(liveness=Live())
+    assert STATE_READS <= set(STATE_OPS)
+    assert apply_state_op(st, "system_monitor_get", ()) == st.system_monitor_get()
+    for op in ("snapshot", "_clear_profile_locked", "__init__", "seq_tracer_failed", 3):
+        with pytest.raises(BadArg, match="bad state operation"):
+            apply_state_op(st, op, ())
+    with pytest.raises(BadArg, match="system_monitor_clear"):
+        apply_state_op(st, "system_monitor_clear", (1, 2))
