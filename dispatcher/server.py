@@ -772,124 +772,174 @@ class Dispatcher:
             for k, key in ids.get("keys", {}).items()
         }
 
-    def command(self, cmd: str, args):  # noqa: C901 - an if-chain of commands, to become a table
+    def command(self, cmd: str, args):
+        """Run a command from the controller (the control thread)."""
+        handler = self.COMMANDS.get(cmd) if type(cmd) is str else None
+        if handler is None or type(args) is not tuple:
+            raise BadArg(f"unknown dispatcher command {cmd!r}")
+        return handler(self, *args)
+
+    def _cmd_state(self, op, a):
         st = self.state
-        if cmd == "state":
-            op, a = args
-            return apply_state_op(st, op, a)
-        if cmd == "set_inboxes":
-            self.set_inboxes(*args)
-            return True
-        if cmd == "hello":
-            # publish on every socket (from its own thread's point of view the
-            # socket is only used under the GIL here: the other threads are idle
-            # at start-up), so schedulers can prove their SUB is connected
-            for name in ("ingest", "dispatch", "control"):
-                self._tls.name = name
-                self._pub(("hello",))
-            self._tls.name = "control"
-            return list(self.pub_seq)
-        if cmd == "pub_seq":
-            return list(self.pub_seq)
-        if cmd == "is_alive":
-            return self.table.is_alive(args[0])
-        if cmd == "valid_port":
-            return self.table.is_valid_tracer_port(args[0])
-        if cmd == "register":
-            ok = self.table.register(*args)
-            if ok:
-                if self.journal is not None:
-                    self.journal.record("e", "register", args[0], args[1])
-                self._pub(("reg", dict(self.table.registry)))
-            return ok
-        if cmd == "unregister":
-            ok = self.table.unregister(args[0])
-            if ok and self.journal is not None:
-                self.journal.record("e", "unregister", args[0], None)
-            self._pub(("reg", dict(self.table.registry)))
-            return ok
-        if cmd == "whereis":
-            return self.table.whereis(args[0])
-        if cmd == "hold":
-            with self.smq:
-                self.held = True
-                while self.dispatching:
-                    self.smq.wait(0.1)
-            return True
-        if cmd == "step":
-            return self.step(*args)
-        if cmd == "release":
-            with self.smq:
-                self.held = False
-                self.smq.notify_all()
-            return True
-        if cmd == "wait_ingested":
-            return self.wait_ingested(*args)
-        if cmd == "scheduler_lost":
-            k = args[0]
-            with self.smq:
-                self.lost.add(k)
-                pids = [p for p in list(self.table.alive) if pid_owner(p, self.nsched) == k]
-                if self.journal is not None:
-                    self.journal.record("lost", k, pids)
-                for pid in pids:
-                    self.table.exited(pid)
-                    self.state.trace_check_exiting(pid, smp=True)
-                if self.sched_active[k] and self.state.profile_scheduler:
-                    # the dead scheduler is inactive from now on: profile_scheduler_q
-                    # with the time the loss was noticed and the count after it
-                    self.sched_active[k] = False
-                    self.state.active_sched -= 1
-                    msg = M.profile_scheduler_q(
-                        k, Atom("inactive"), self.state.active_sched, self.clock.now()
-                    )
-                    self._queue_one(M.SYS_MSG_TYPE_SYSPROF, NIL, NIL, msg)
-            self._pub(("dead", pids))
-            self._pub(("reg", dict(self.table.registry)))
-            return pids
-        if cmd == "status":
-            with self.smq:
-                return {
-                    "settled": sum(self.delivered.values()) + sum(self.dropped.values()),
-                    "ingested": list(self.ingested),
-                    "delivered_to": list(self.delivered_to),
-                    "queued": len(self.queue),
-                    "held": self.held,
-                    "dispatching": self.dispatching,
-                    "bad_frames": self.bad_frames,
-                    "parked": len(self.parked),
-                    "auth_denied": self.auth.denied if self.auth else 0,
-                }
-        if cmd == "stats":
-            return self.statistics()
-        if cmd == "queue_list":
-            return self.foreach_sys_msg_in_q()
-        if cmd == "open_trace_port":
-            kind, a, kw = args
-            self._port_counter += 1
-            port_id = Port((self.nsched + 1) * self._port_counter)
-            self.table.ports[port_id] = open_trace_port(kind, *a, **kw)
+        return apply_state_op(st, op, a)
+
+    def _cmd_set_inboxes(self, *args):
+        self.set_inboxes(*args)
+        return True
+
+    def _cmd_hello(self):
+        # publish on every socket (from its own thread's point of view the
+        # socket is only used under the GIL here: the other threads are idle
+        # at start-up), so schedulers can prove their SUB is connected
+        for name in ("ingest", "dispatch", "control"):
+            self._tls.name = name
+            self._pub(("hello",))
+        self._tls.name = "control"
+        return list(self.pub_seq)
+
+    def _cmd_pub_seq(self):
+        return list(self.pub_seq)
+
+    def _cmd_is_alive(self, pid):
+        return self.table.is_alive(pid)
+
+    def _cmd_valid_port(self, port):
+        return self.table.is_valid_tracer_port(port)
+
+    def _cmd_register(self, name, pid):
+        ok = self.table.register(name, pid)
+        if ok:
             if self.journal is not None:
-                self.journal.record("e", "port_open", port_id)
-            self._pub(("ports", self.table.open_tracer_ports()))
-            return port_id
-        if cmd == "trace_port_call":
-            port_id, method, a = args
-            tp = self.table.ports.get(port_id)
-            if tp is None:
-                raise BadArg(f"no trace port {port_id!r}")
-            # a close is an event in queue order
-            return port_call(tp, method, a, lambda: self._close_in_order([port_id], CLOSE_WAIT_S))
-        if cmd == "trace_delivered":
-            return self.trace_delivered(*args)
-        if cmd == "error_logger":
-            return self.queue_error_logger(*args)
-        if cmd == "latencies":
-            return list(self.latencies)
-        if cmd == "stop":
-            self._stop_dispatching(*args[:1])
-            return self.statistics()
-        raise BadArg(f"unknown dispatcher command {cmd!r}")
+                self.journal.record("e", "register", name, pid)
+            self._pub(("reg", dict(self.table.registry)))
+        return ok
+
+    def _cmd_unregister(self, name):
+        ok = self.table.unregister(name)
+        if ok and self.journal is not None:
+            self.journal.record("e", "unregister", name, None)
+        self._pub(("reg", dict(self.table.registry)))
+        return ok
+
+    def _cmd_whereis(self, name):
+        return self.table.whereis(name)
+
+    def _cmd_hold(self):
+        with self.smq:
+            self.held = True
+            while self.dispatching:
+                self.smq.wait(0.1)
+        return True
+
+    def _cmd_step(self, *args):
+        return self.step(*args)
+
+    def _cmd_release(self):
+        with self.smq:
+            self.held = False
+            self.smq.notify_all()
+        return True
+
+    def _cmd_wait_ingested(self, *args):
+        return self.wait_ingested(*args)
+
+    def _cmd_scheduler_lost(self, k):
+        with self.smq:
+            self.lost.add(k)
+            pids = [p for p in list(self.table.alive) if pid_owner(p, self.nsched) == k]
+            if self.journal is not None:
+                self.journal.record("lost", k, pids)
+            for pid in pids:
+                self.table.exited(pid)
+                self.state.trace_check_exiting(pid, smp=True)
+            if self.sched_active[k] and self.state.profile_scheduler:
+                # the dead scheduler is inactive from now on: profile_scheduler_q
+                # with the time the loss was noticed and the count after it
+                self.sched_active[k] = False
+                self.state.active_sched -= 1
+                msg = M.profile_scheduler_q(
+                    k, Atom("inactive"), self.state.active_sched, self.clock.now()
+                )
+                self._queue_one(M.SYS_MSG_TYPE_SYSPROF, NIL, NIL, msg)
+        self._pub(("dead", pids))
+        self._pub(("reg", dict(self.table.registry)))
+        return pids
+
+    def _cmd_status(self):
+        with self.smq:
+            return {
+                "settled": sum(self.delivered.values()) + sum(self.dropped.values()),
+                "ingested": list(self.ingested),
+                "delivered_to": list(self.delivered_to),
+                "queued": len(self.queue),
+                "held": self.held,
+                "dispatching": self.dispatching,
+                "bad_frames": self.bad_frames,
+                "parked": len(self.parked),
+                "auth_denied": self.auth.denied if self.auth else 0,
+            }
+
+    def _cmd_stats(self):
+        return self.statistics()
+
+    def _cmd_queue_list(self):
+        return self.foreach_sys_msg_in_q()
+
+    def _cmd_open_trace_port(self, kind, a, kw):
+        self._port_counter += 1
+        port_id = Port((self.nsched + 1) * self._port_counter)
+        self.table.ports[port_id] = open_trace_port(kind, *a, **kw)
+        if self.journal is not None:
+            self.journal.record("e", "port_open", port_id)
+        self._pub(("ports", self.table.open_tracer_ports()))
+        return port_id
+
+    def _cmd_trace_port_call(self, port_id, method, a):
+        tp = self.table.ports.get(port_id)
+        if tp is None:
+            raise BadArg(f"no trace port {port_id!r}")
+        # a close is an event in queue order
+        return port_call(tp, method, a, lambda: self._close_in_order([port_id], CLOSE_WAIT_S))
+
+    def _cmd_trace_delivered(self, *args):
+        return self.trace_delivered(*args)
+
+    def _cmd_error_logger(self, *args):
+        return self.queue_error_logger(*args)
+
+    def _cmd_latencies(self):
+        return list(self.latencies)
+
+    def _cmd_stop(self, *args):
+        self._stop_dispatching(*args[:1])
+        return self.statistics()
+
+    #: The dispatcher commands: each name and its handler (``_cmd_<name>``).
+    COMMANDS = {
+        "state": _cmd_state,
+        "set_inboxes": _cmd_set_inboxes,
+        "hello": _cmd_hello,
+        "pub_seq": _cmd_pub_seq,
+        "is_alive": _cmd_is_alive,
+        "valid_port": _cmd_valid_port,
+        "register": _cmd_register,
+        "unregister": _cmd_unregister,
+        "whereis": _cmd_whereis,
+        "hold": _cmd_hold,
+        "step": _cmd_step,
+        "release": _cmd_release,
+        "wait_ingested": _cmd_wait_ingested,
+        "scheduler_lost": _cmd_scheduler_lost,
+        "status": _cmd_status,
+        "stats": _cmd_stats,
+        "queue_list": _cmd_queue_list,
+        "open_trace_port": _cmd_open_trace_port,
+        "trace_port_call": _cmd_trace_port_call,
+        "trace_delivered": _cmd_trace_delivered,
+        "error_logger": _cmd_error_logger,
+        "latencies": _cmd_latencies,
+        "stop": _cmd_stop,
+    }
 
     def queue_error_logger(self, from_, msg) -> bool:
         """``erts_queue_error_logger_message`` for a BIF the controller ran

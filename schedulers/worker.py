@@ -679,126 +679,199 @@ class Worker:
             node.registry = dict(obj[1])
 
     # ------------------------------------------------------------------ commands
-    def command(self, cmd: str, args):  # noqa: C901 - an if-chain of commands, to become a table
+    def command(self, cmd: str, args):
+        """Run a command from the controller (the scheduler's loop)."""
+        handler = self.COMMANDS.get(cmd) if type(cmd) is str else None
+        if handler is None or type(args) is not tuple:
+            raise BadArg(f"unknown scheduler command {cmd!r}")
+        return handler(self, *args)
+
+    def _cmd_spawn(self, fun, fargs, kept):
         node = self.node
-        if cmd == "spawn":
-            fun, fargs, kept = args
+        pid = node.new_pid()
+        node.spawn_local(pid, fun, fargs, kept=kept)
+        return pid
+
+    def _cmd_spawn_many(self, fun, arglist):
+        node = self.node
+        out = []
+        for fargs in arglist:
             pid = node.new_pid()
-            node.spawn_local(pid, fun, fargs, kept=kept)
-            return pid
-        if cmd == "spawn_many":
-            fun, arglist = args
-            out = []
-            for fargs in arglist:
-                pid = node.new_pid()
-                node.spawn_local(pid, fun, fargs)
-                out.append(pid)
-            return out
-        if cmd == "define":
-            m, f, arity, fn = args
-            node.functions[(m, f, arity)] = fn
-            return True
-        if cmd == "resume":
-            if self.smp and args:
-                self.wait_published(*args[:2])
-            self.running = True
-            return True
-        if cmd == "wait_published":
-            return self.wait_published(*args)
-        if cmd == "pause":
-            self.running = False
-            self.flush()
-            return True
-        if cmd == "status":
-            return self.status()
-        if cmd == "stats":
-            d = node.stats.as_dict()
-            d["processes"] = sum(1 for p in node.procs.values() if p.status != "exited")
-            d["bad_frames"] = self.bad_frames
-            d["unsendable"] = self.unsendable
-            return d
-        if cmd == "messages":
-            p = node.procs.get(args[0])
-            if p is None or p.kept is None:
-                raise BadArg(f"{args[0]!r} is not a collector")
-            return p.kept[args[1] :] if len(args) > 1 else list(p.kept)
-        if cmd == "process_info":
-            p = node.procs.get(args[0])
-            if p is None or p.status == "exited":
-                return None
-            return {
-                "status": p.status,
-                "links": sorted(p.links, key=repr),
-                "trap_exit": p.trap_exit,
-                "registered_name": p.reg_name,
-                "message_queue_len": len(p.mailbox),
-                "current_function": p.current,
-                "last_calls": (list(p.saved_calls) if p.saved_calls is not None else Atom("false")),
-                "exit_reason": p.exit_reason,
-                "heap": p.heap.gc_values(),
-                "token": tuple(p.token) if p.token else [],
-            }
-        if cmd == "alive":
-            return node.is_alive(args[0])
-        if cmd == "valid_port":
-            return node.is_valid_tracer_port(args[0])
-        if cmd == "exit":
-            return node.kill_from_outside(*args)
-        if cmd == "register":
-            node.register(*args)
-            return True
-        if cmd == "set_reg":
-            name, pid = args
-            node.set_reg(name, pid)
-            return True
-        if cmd == "unset_reg":
-            name, owner = args
-            node.unset_reg(name, owner)
-            return True
-        if cmd == "whereis":
-            return node.whereis(args[0])
-        if cmd == "bif":
-            return call_bif(LocalBackend(node), None, *args)
-        if cmd == "trace_apply":
-            return node.set_trace_local(*args)
-        if cmd == "mark_tracer":
-            return node.mark_tracer(args[0])
-        if cmd == "trace_info":
-            return node.trace_info_local(*args)
-        if cmd == "pattern":
-            return node.set_pattern_local(*args)
-        if cmd == "open_trace_port":
-            kind, a, kw = args
-            port_id = node.new_port_id()
-            port_id = type(port_id)(port_id.number - self.sched_id)  # owner 0: trace ports
-            node.trace_ports[port_id] = open_trace_port(kind, *a, **kw)
-            return port_id
-        if cmd == "trace_port_call":
-            port_id, method, a = args
-            tp = node.trace_ports.get(port_id)
-            if tp is None:
-                raise BadArg(f"no trace port {port_id!r}")
+            node.spawn_local(pid, fun, fargs)
+            out.append(pid)
+        return out
 
-            def close():
-                tp.close()
-                node.state.trace_check_exiting(port_id, smp=False)
+    def _cmd_define(self, m, f, arity, fn):
+        node = self.node
+        node.functions[(m, f, arity)] = fn
+        return True
 
-            return port_call(tp, method, a, close)
-        if cmd == "reply":
-            pid, value = args
-            p = node.procs.get(pid)
-            if p is not None and p.status == "suspended" and p.pending_exit is None:
-                p.resume = value
-                node._make_runnable(p)
+    def _cmd_resume(self, *args):
+        if self.smp and args:
+            self.wait_published(*args[:2])
+        self.running = True
+        return True
+
+    def _cmd_wait_published(self, *args):
+        return self.wait_published(*args)
+
+    def _cmd_pause(self):
+        self.running = False
+        self.flush()
+        return True
+
+    def _cmd_status(self):
+        return self.status()
+
+    def _cmd_stats(self):
+        node = self.node
+        d = node.stats.as_dict()
+        d["processes"] = sum(1 for p in node.procs.values() if p.status != "exited")
+        d["bad_frames"] = self.bad_frames
+        d["unsendable"] = self.unsendable
+        return d
+
+    def _cmd_messages(self, pid, start=0):
+        node = self.node
+        p = node.procs.get(pid)
+        if p is None or p.kept is None:
+            raise BadArg(f"{pid!r} is not a collector")
+        return p.kept[start:]
+
+    def _cmd_process_info(self, pid):
+        node = self.node
+        p = node.procs.get(pid)
+        if p is None or p.status == "exited":
             return None
-        if cmd == "stop":
-            self.stopping = True
-            return True
-        if cmd == "scheduler_lost":
-            k, pids = args
-            self.scheduler_lost(k, pids)
-            return True
-        raise BadArg(f"unknown scheduler command {cmd!r}")
+        return {
+            "status": p.status,
+            "links": sorted(p.links, key=repr),
+            "trap_exit": p.trap_exit,
+            "registered_name": p.reg_name,
+            "message_queue_len": len(p.mailbox),
+            "current_function": p.current,
+            "last_calls": (list(p.saved_calls) if p.saved_calls is not None else Atom("false")),
+            "exit_reason": p.exit_reason,
+            "heap": p.heap.gc_values(),
+            "token": tuple(p.token) if p.token else [],
+        }
+
+    def _cmd_alive(self, pid):
+        node = self.node
+        return node.is_alive(pid)
+
+    def _cmd_valid_port(self, port):
+        node = self.node
+        return node.is_valid_tracer_port(port)
+
+    def _cmd_exit(self, *args):
+        node = self.node
+        return node.kill_from_outside(*args)
+
+    def _cmd_register(self, *args):
+        node = self.node
+        node.register(*args)
+        return True
+
+    def _cmd_set_reg(self, name, pid):
+        node = self.node
+        node.set_reg(name, pid)
+        return True
+
+    def _cmd_unset_reg(self, name, owner):
+        node = self.node
+        node.unset_reg(name, owner)
+        return True
+
+    def _cmd_whereis(self, name):
+        node = self.node
+        return node.whereis(name)
+
+    def _cmd_bif(self, *args):
+        node = self.node
+        return call_bif(LocalBackend(node), None, *args)
+
+    def _cmd_trace_apply(self, *args):
+        node = self.node
+        return node.set_trace_local(*args)
+
+    def _cmd_mark_tracer(self, pid):
+        node = self.node
+        return node.mark_tracer(pid)
+
+    def _cmd_trace_info(self, *args):
+        node = self.node
+        return node.trace_info_local(*args)
+
+    def _cmd_pattern(self, *args):
+        node = self.node
+        return node.set_pattern_local(*args)
+
+    def _cmd_open_trace_port(self, kind, a, kw):
+        node = self.node
+        port_id = node.new_port_id()
+        port_id = type(port_id)(port_id.number - self.sched_id)  # owner 0: trace ports
+        node.trace_ports[port_id] = open_trace_port(kind, *a, **kw)
+        return port_id
+
+    def _cmd_trace_port_call(self, port_id, method, a):
+        node = self.node
+        tp = node.trace_ports.get(port_id)
+        if tp is None:
+            raise BadArg(f"no trace port {port_id!r}")
+
+        def close():
+            tp.close()
+            node.state.trace_check_exiting(port_id, smp=False)
+
+        return port_call(tp, method, a, close)
+
+    def _cmd_reply(self, pid, value):
+        node = self.node
+        p = node.procs.get(pid)
+        if p is not None and p.status == "suspended" and p.pending_exit is None:
+            p.resume = value
+            node._make_runnable(p)
+        return None
+
+    def _cmd_stop(self):
+        self.stopping = True
+        return True
+
+    def _cmd_scheduler_lost(self, k, pids):
+        self.scheduler_lost(k, pids)
+        return True
+
+    #: The scheduler commands: each name and its handler (``_cmd_<name>``).
+    COMMANDS = {
+        "spawn": _cmd_spawn,
+        "spawn_many": _cmd_spawn_many,
+        "define": _cmd_define,
+        "resume": _cmd_resume,
+        "wait_published": _cmd_wait_published,
+        "pause": _cmd_pause,
+        "status": _cmd_status,
+        "stats": _cmd_stats,
+        "messages": _cmd_messages,
+        "process_info": _cmd_process_info,
+        "alive": _cmd_alive,
+        "valid_port": _cmd_valid_port,
+        "exit": _cmd_exit,
+        "register": _cmd_register,
+        "set_reg": _cmd_set_reg,
+        "unset_reg": _cmd_unset_reg,
+        "whereis": _cmd_whereis,
+        "bif": _cmd_bif,
+        "trace_apply": _cmd_trace_apply,
+        "mark_tracer": _cmd_mark_tracer,
+        "trace_info": _cmd_trace_info,
+        "pattern": _cmd_pattern,
+        "open_trace_port": _cmd_open_trace_port,
+        "trace_port_call": _cmd_trace_port_call,
+        "reply": _cmd_reply,
+        "stop": _cmd_stop,
+        "scheduler_lost": _cmd_scheduler_lost,
+    }
 
     def scheduler_lost(self, k: int, pids) -> None:
         """Scheduler ``k`` died: its processes are gone; links to them fire."""
