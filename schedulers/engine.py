@@ -23,6 +23,7 @@ import heapq
 import sys
 import time
 from collections import deque
+from typing import Protocol
 
 from smp.wire import codec
 
@@ -81,7 +82,38 @@ from .resources import ResourceOps
 from .seqtrace import SeqTrace
 from .tracepoints import TracePoints
 
-__all__ = ["Node", "pid_owner", "port_owner", "pid_index", "PID_BASE", "are_trace_flags_on"]
+__all__ = [
+    "Node",
+    "Transport",
+    "pid_owner",
+    "port_owner",
+    "pid_index",
+    "PID_BASE",
+    "are_trace_flags_on",
+]
+
+
+class Transport(Protocol):
+    """What leaves an smp scheduler, as its ``Node`` hands it on
+    (``schedulers.worker.SmpTransport``).  The transport only collects: the
+    scheduler's loop sends what it holds, so nothing here calls back into
+    the loop.  A nonsmp ``Node`` has none."""
+
+    sys_made: int  # system messages made (enqueue_sys_msg), for the controller's checks
+    sys_items: int  # runs' messages and table events, in the order the dispatcher takes them
+
+    def sys(self, m) -> None:
+        """``enqueue_sys_msg``: a ``SysMsg`` for the dispatcher's queue."""
+
+    def table_event(self, ev: tuple) -> None:
+        """A process-table change, in order with the messages
+        (``smp.wire.frames.EVENT_ARITY``)."""
+
+    def peer(self, owner: int, signal_) -> None:
+        """A signal (message, link, exit, ...) for a process of scheduler ``owner``."""
+
+    async def rpc(self, p, *request):
+        """A BIF that process ``p`` asks of the controller; its answer."""
 
 
 def _travels(fun, args) -> bool:
@@ -125,7 +157,7 @@ class Node(ProcessOps, CallTracing, ResourceOps, SeqTrace, TracePoints, LocalBif
         smp: bool = False,
         reductions: int = 200,
         placement: str = "round_robin",
-        transport=None,
+        transport: Transport | None = None,
         stderr=None,
     ):
         self.sched_id = sched_id

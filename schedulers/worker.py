@@ -90,14 +90,15 @@ class SmpTransport:
     bytes to the receiver's scheduler without opening them.  A run never
     crosses a process-table event, so the queue order is kept exactly."""
 
-    def __init__(self, worker):
-        self.w = worker
+    def __init__(self, sched_id: int):
+        self.sched_id = sched_id
         self.sys_out: list = []  # closed runs and events, in order
         self.run_key = None
         self.run_bodies: list = []
         self.run_made_ns = 0
         self.peer_out: dict[int, list] = {}
-        self.rpc_seq = 0
+        self.ctl_out: list = []  # requests for the controller (a process's BIF call)
+        self.unsendable = 0  # bodies that are not terms, never queued
         self.sys_made = 0
         self.sys_items = 0
         self.pending_msgs = 0
@@ -117,8 +118,6 @@ class SmpTransport:
         self.sys_made += 1
         self.sys_items += 1
         self.pending_msgs += 1
-        if self.pending_msgs >= BATCH:
-            self.w.flush_sys()
 
     def _close_run(self) -> None:
         if self.run_bodies:
@@ -150,8 +149,8 @@ class SmpTransport:
         n = len(self.run_bodies) - len(keep)
         self.sys_made -= n
         self.sys_items -= n
-        self.w.unsendable += n
-        os.write(2, f"scheduler {self.w.sched_id}: {n} trace message(s) dropped: {why}\n".encode())
+        self.unsendable += n
+        os.write(2, f"scheduler {self.sched_id}: {n} trace message(s) dropped: {why}\n".encode())
         self.run_bodies = keep
         return codec.dumps(keep) if keep else None
 
@@ -163,6 +162,10 @@ class SmpTransport:
 
     def has_output(self) -> bool:
         return bool(self.sys_out or self.run_bodies)
+
+    def batch_full(self) -> bool:
+        """Enough messages for a batch: the scheduler sends it now."""
+        return self.pending_msgs >= BATCH
 
     def table_event(self, ev: tuple) -> None:
         """``ev``: the event's kind and its arguments (``frames.EVENT_ARITY``)."""
@@ -176,8 +179,9 @@ class SmpTransport:
         self.peer_out.setdefault(owner, []).append(signal_)
 
     async def rpc(self, p, *request):
-        self.rpc_seq += 1
-        self.w.send_ctl(("rpc", p.pid, request))
+        """A BIF process ``p`` asks of the controller: the request waits in
+        ``ctl_out`` for the scheduler's loop, and ``p`` until the reply."""
+        self.ctl_out.append(("rpc", p.pid, request))
         result = await Op(RPC)
         if isinstance(result, BaseException):
             raise result
@@ -191,6 +195,8 @@ class Worker:
     inbox address back in the welcome."""
 
     def __init__(self, sched_id, smp, endpoints, options, security=None, ctl_ident=None):
+        self.sched_id = sched_id  # None until the controller gives a joining one its id
+        self.dispatcher_gone = False  # a remote dispatcher stopped answering
         self.smp = smp
         self.ep = endpoints
         self.options = options
@@ -264,7 +270,7 @@ class Worker:
         self.inbox_map = inbox_map
         if self.auth is not None:
             self.auth.allow(allowed)
-        self.transport = SmpTransport(self) if smp else None
+        self.transport = SmpTransport(sched_id) if smp else None
         self.node = Node(sched_id, nsched, smp=smp, transport=self.transport, **options)
         self.running = False
         self.stopping = False
@@ -394,7 +400,7 @@ class Worker:
         if self.bad_frames <= 100 or self.bad_frames % 1000 == 0:
             os.write(
                 2,
-                f"scheduler {getattr(self, 'sched_id', '?')}: rejected {where} frame "
+                f"scheduler {self.sched_id or '?'}: rejected {where} frame "
                 f"of {size} bytes from {sender}: {type(e).__name__}: {e}\n".encode(),
             )
 
@@ -728,7 +734,7 @@ class Worker:
         d = node.stats.as_dict()
         d["processes"] = sum(1 for p in node.procs.values() if p.status != "exited")
         d["bad_frames"] = self.bad_frames
-        d["unsendable"] = self.unsendable
+        d["unsendable"] = self.unsendable + (self.transport.unsendable if self.transport else 0)
         return d
 
     def _cmd_messages(self, pid, start=0):
@@ -1021,14 +1027,22 @@ class Worker:
                 node.run_some(32)
             busy = self.running and clear and node.runq
             t = self.transport
+            if t is not None and t.ctl_out:
+                for request in t.ctl_out:
+                    self.send_ctl(request)
+                t.ctl_out = []
             if not busy:
                 self.flush()
             elif (
                 t is not None
                 and (t.has_output() or t.peer_out)
-                and (time.monotonic_ns() - t.first_ns > FLUSH_AFTER_NS or t.peer_out)
+                and (
+                    t.peer_out
+                    or t.batch_full()
+                    or time.monotonic_ns() - t.first_ns > FLUSH_AFTER_NS
+                )
             ):
-                self.flush()  # bound the latency of a batch while processes keep running
+                self.flush()  # bound the size and latency of a batch while processes run
             timeout = 0
             if not busy:
                 timeout = 100 if clear else 5
@@ -1102,14 +1116,10 @@ class Worker:
             return
         self.flush()
         deadline = time.monotonic() + 10
-        while (
-            not self.drain_all()
-            and time.monotonic() < deadline
-            and not getattr(self, "dispatcher_gone", False)
-        ):
+        while not self.drain_all() and time.monotonic() < deadline and not self.dispatcher_gone:
             if self.smp and self.inbox.poll(5):
                 self.take_inbox()
-        if self.smp and not getattr(self, "dispatcher_gone", False):
+        if self.smp and not self.dispatcher_gone:
             self.fin_acked = False
             self.sys_sock.send(pickle.dumps((FIN, self.sched_id, self.sys_batches), _PICKLE))
             deadline = time.monotonic() + 5

@@ -30,7 +30,7 @@ import zmq
 
 from dispatcher.server import dispatcher_main
 from schedulers.worker import scheduler_main
-from smp.core import messages as M
+from smp.backend import OutOfTime, SmpBackend
 from smp.core.bifs import call_bif
 from smp.core.errors import (
     BadArg,
@@ -43,8 +43,8 @@ from smp.core.errors import (
     StartupError,
 )
 from smp.core.placement import owner
-from smp.core.state import NIL, STATE_READS
-from smp.core.terms import Atom, Pid, Port, Ref
+from smp.core.state import STATE_READS
+from smp.core.terms import Atom, Pid, Port
 from smp.wire import rundir
 from smp.wire.codec import MAX_FRAME, dumps_frame, loads_frame
 from smp.wire.curve import (
@@ -134,11 +134,6 @@ def _request_ok(request) -> bool:
 
 class _Abandon(Exception):
     """close() before start-up finished: nothing to ask the processes."""
-
-
-class _OutOfTime(EmulatorTimeout):
-    """A call cut short because run()'s time is up (run() raises
-    ``EmulatorTimeout`` saying which process did not answer)."""
 
 
 #: Commands that change something: once a BIF has sent one, it is finished
@@ -311,7 +306,10 @@ class Emulator:
         #: After close(): each scheduler's last statistics, and the dispatcher's.
         self.final_statistics: dict[int, dict] = self._byes
         self.final_dispatcher_statistics: dict | None = None
-        self._refs = itertools.count(1)
+        self.backend = SmpBackend(self)
+        self._running = False  # inside run(), between resume and pause
+        self._last_made = 0  # system messages the schedulers had made at the last check
+        self._closing_after_loss = False  # close() because a process was lost
         self._rr = 0
         self._procs: list = []
         self._run_count = 0
@@ -788,7 +786,7 @@ class Emulator:
 
     def _until(self, timeout: float) -> tuple[float, bool]:
         """When a call that may wait ``timeout`` s must give up: run()'s time
-        bound comes first (then True: giving up raises ``_OutOfTime``)."""
+        bound comes first (then True: giving up raises ``OutOfTime``)."""
         end = time.monotonic() + timeout
         if self._budget is not None and self._budget < end:
             return self._budget, True
@@ -799,7 +797,7 @@ class Emulator:
         if req in self._pending:
             self._abandoned.add(req)
         if capped:
-            return _OutOfTime(
+            return OutOfTime(
                 f"{who} did not answer {cmd!r} in time (stopped, or one of its "
                 "processes has not yielded for that long)"
             )
@@ -942,7 +940,7 @@ class Emulator:
             st = said if "deliveries" in said else self._last_status.get(k, {})
             made += st.get("sys_made", 0)
             received += st.get("deliveries", 0)
-        made = max(made, getattr(self, "_last_made", 0))
+        made = max(made, self._last_made)
         for k in self._live():
             try:
                 self._send_sched(k, None, "stop", ())
@@ -1019,7 +1017,7 @@ class Emulator:
             if limit is None or left < limit:
                 limit, capped = max(0.0, left), True
         if not self._disp_call("wait_ingested", items, limit) and capped:
-            raise _OutOfTime(
+            raise OutOfTime(
                 "the dispatcher had not taken every batch the schedulers sent "
                 "(push-back from a receiver that does not keep up)"
             )
@@ -1037,104 +1035,11 @@ class Emulator:
         except TimeoutError as e:  # a scheduler's own wait ran out
             if self._budget is None or isinstance(e, EmulatorTimeout):
                 raise
-            raise _OutOfTime(str(e)) from None
-
-    # ================================================================ backend (smp)
-    def bk_is_alive(self, pid) -> bool:
-        if type(pid) is not Pid or self._owner(pid) in self.lost_schedulers:
-            return False
-        return bool(self._sched_call(self._owner(pid), "alive", pid))
-
-    def bk_valid_tracer_port(self, port) -> bool:
-        """A trace port (the dispatcher's) or a port a process opened, asked
-        of its own scheduler: open, not busy, not a distribution port."""
-        if not self.smp or type(port) is not Port:
-            return False
-        owner = self._owner(port)
-        if owner == 0:
-            return bool(self._disp_call("valid_port", port))
-        if owner in self.lost_schedulers:
-            return False
-        return bool(self._sched_call(owner, "valid_port", port))
-
-    def _replicas_current(self) -> None:
-        """Every scheduler has taken in every state publication made so far
-        (dead pids, tracer marks): a tracer that just died is seen as dead."""
-        self._sync_dispatcher()
-        self._publish_wait()
-
-    def bk_trace_apply(self, spec, how, bits, tracer) -> int:
-        if self.smp:
-            self._replicas_current()
-        if type(spec) is Pid:
-            return self._sched_call(self._owner(spec), "trace_apply", spec, how, bits, tracer)
-        if type(spec) is Port:
-            owner = self._owner(spec)
-            if owner == 0:
-                raise BadArg(f"{spec!r} is a trace port and cannot be traced")
-            return self._sched_call(owner, "trace_apply", spec, how, bits, tracer)
-        return sum(self._all_scheds("trace_apply", spec, how, bits, tracer).values())
-
-    def bk_mark_tracer(self, tracer) -> None:
-        self._sched_call(self._owner(tracer), "mark_tracer", tracer)
-        self._sync_dispatcher()
-
-    def bk_state(self, op: str, *args):
-        self._sync_dispatcher()
-        result = self._disp_call("state", op, args)
-        if op not in STATE_READS:
-            # as the seed blocks every thread while it changes these, every
-            # scheduler sees the change before the BIF returns; when run()'s
-            # time is up first, the BIF's caller gets its answer in the next
-            # run(), whose resume brings every replica up to date first
-            try:
-                self._publish_wait()
-            except _OutOfTime:
-                if self._serving is None:
-                    raise
-                self._reply_after_resume = True
-        return result
-
-    def bk_trace_info(self, what, item):
-        owner = self._owner(what)
-        if owner == 0 or owner in self.lost_schedulers:
-            return Atom("undefined")
-        if self.smp:
-            self._replicas_current()  # a tracer port closed just now is seen closed
-        return self._sched_call(owner, "trace_info", what, item)
-
-    def bk_pattern(self, mfa, ms, kind, meta_tracer, enable) -> int:
-        # the match spec travels as its term; each scheduler compiles it again
-        source = None if ms is None else ms.source
-        return next(
-            iter(self._all_scheds("pattern", mfa, source, kind, meta_tracer, enable).values())
-        )
-
-    def bk_active_schedulers(self) -> int:
-        if not self._running:
-            return 0
-        return sum(1 for s in self._all_scheds("status").values() if not s["idle"])
-
-    def bk_make_ref(self):
-        return Ref((next(self._refs), 0, 0))
-
-    def bk_error_logger(self, caller, text: str) -> None:
-        """``erts_send_error_to_logger_str``: queued for the dispatcher as
-        every ERRLGR message is; every process's group leader is <0.0.0>."""
-        gl = None if caller is None else Pid(0)
-        self._disp_call(
-            "error_logger", NIL if caller is None else caller, M.error_logger_str(text, gl)
-        )
-
-    def bk_trace_delivered(self, caller, what, ref):
-        self._sync_dispatcher()
-        return self._disp_call("trace_delivered", caller, what, ref)
-
-    _running = False
+            raise OutOfTime(str(e)) from None
 
     def _bif(self, name: str, *args, caller=None):
         if self.smp:
-            return call_bif(self, caller, name, args)
+            return call_bif(self.backend, caller, name, args)
         return self._sched_call(1, "bif", name, args)
 
     # ================================================================ public API
@@ -1182,7 +1087,7 @@ class Emulator:
         return self._sched_call(self._owner(pid), "process_info", pid)
 
     def is_alive(self, pid: Pid) -> bool:
-        return self.bk_is_alive(pid)
+        return self.backend.bk_is_alive(pid)
 
     def define(self, module, function, fn) -> None:
         """Register ``async def fn(proc, *args)`` as the emulated ``module:function/arity``."""
@@ -1250,7 +1155,7 @@ class Emulator:
         if type(name) is not Atom:
             raise BadArg(f"registered name must be an atom, not {name!r}")
         if self.smp:
-            if not self.bk_is_alive(pid):
+            if not self.backend.bk_is_alive(pid):
                 raise BadArg(f"cannot register {name!r}: {pid!r} is not alive")
             self._sync_dispatcher()
             if not self._disp_call("register", name, pid):
@@ -1506,12 +1411,12 @@ class Emulator:
                     # in flight or processes run: look again soon
                     pause = min([0.02] + waits) if (all_idle and waits) else 0.001
                     self._pump(pause)
-        except _OutOfTime as e:
+        except OutOfTime as e:
             raise EmulatorTimeout(f"run() not quiet after {timeout:g} s: {e}") from None
         finally:
             self._running = False
             try:
-                if not getattr(self, "_closing_after_loss", False) and not self._closed:
+                if not self._closing_after_loss and not self._closed:
                     # every scheduler is sent its pause; the answers are awaited
                     # at most until timeout + PAUSE_END_S (one that answers later
                     # pauses when it reads it, before anything else it is asked)
@@ -1520,7 +1425,7 @@ class Emulator:
                     )
                     try:
                         self._all_scheds("pause")
-                    except _OutOfTime:
+                    except OutOfTime:
                         pass
             finally:
                 self._budget = self._bif_budget = None
@@ -1542,7 +1447,7 @@ class Emulator:
         except TimeoutError as e:  # a replica did not catch up in time
             if isinstance(e, EmulatorTimeout) or self._budget is None:
                 raise
-            raise _OutOfTime(str(e)) from None
+            raise OutOfTime(str(e)) from None
         late, self._late_replies = self._late_replies, []
         for k, pid, value in late:
             if k not in self.lost_schedulers:
@@ -1578,7 +1483,7 @@ class Emulator:
             try:
                 kind = request[0]
                 if kind == "bif":
-                    value = call_bif(self, pid, request[1], request[2])
+                    value = call_bif(self.backend, pid, request[1], request[2])
                 elif kind == "register":
                     name, target = request[1], request[2]
                     self._sync_dispatcher()
@@ -1596,7 +1501,7 @@ class Emulator:
                 if not self._rpc_changed:
                     self._rpcs.insert(0, item)
                 raise
-            except _OutOfTime as e:
+            except OutOfTime as e:
                 if not self._rpc_changed:
                     self._rpcs.insert(0, item)
                     raise
