@@ -204,3 +204,24 @@ node_terms = st.recursive(
     ),
     max_leaves=14,
 )
+
+
+def run_erl(code, timeout=60):
+    """Run ``code`` (an Erlang expression sequence ending in halt()) on a fresh node."""
+    r = subprocess.run(
+        ["erl", "-noshell", "-noinput", "-eval", code],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert r.returncode == 0, f"erl failed ({r.returncode}):\n{r.stdout}\n{r.stderr}"
+    return r.stdout
+
+
+COLLECT = """
+Self = self(),
+H = fun(end_of_trace, Acc) -> ok = file:write_file(OUT, term_to_binary(lists:reverse(Acc))),
+                              Self ! done, Acc;
+       (T, Acc) -> [T | Acc] end,
+"""
+WAIT = "receive done -> ok after 30000 -> halt(3) end, halt()."

@@ -6,6 +6,7 @@ from __future__ import annotations
 import shutil
 
 import pytest
+from erlnode import COLLECT, WAIT, estr, run_erl
 
 from smp import Atom as A
 from smp.ports.reader import read_trace
@@ -96,8 +97,6 @@ def test_ip_port_tracer(vm):
 @pytest.mark.interop
 @pytest.mark.skipif(shutil.which("erl") is None, reason="no Erlang node: `erl` not on PATH")
 def test_emulator_trace_file_read_by_real_dbg_trace_client(vm, tmp_path):
-    from test_interop import COLLECT, WAIT, estr, run_erl
-
     from smp.wire.etf import decode
 
     path, out = tmp_path / "emu.trc", tmp_path / "out.bin"

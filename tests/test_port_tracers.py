@@ -18,6 +18,7 @@ import shutil
 import subprocess
 
 import pytest
+from erlnode import COLLECT, WAIT, estr, run_erl
 from helpers import assert_increasing, check_counts, mfa
 
 from smp.core.terms import A
@@ -418,8 +419,6 @@ def test_exclusive_profile_around_slow_port_call(vm, exclusive):
 
 # ================================================================ 5. interop
 def _interop():
-    from test_interop import COLLECT, WAIT, estr, run_erl
-
     return COLLECT, WAIT, estr, run_erl
 
 

@@ -51,6 +51,7 @@ import psutil  # noqa: E402
 import zmq  # noqa: E402
 
 from smp.core import messages as M  # noqa: E402
+from smp.core.placement import pid_owner  # noqa: E402
 from smp.core.terms import Atom, Pid  # noqa: E402
 from smp.wire.frames import Batch, TableEvent  # noqa: E402
 
@@ -462,7 +463,7 @@ def bench_b(cfg) -> dict:
         t0 = time.perf_counter()
         by_owner: dict = {}  # a scheduler speaks for its own processes only
         for ev in events:
-            by_owner.setdefault(W.owner_of(ev.subject, n), []).append(ev)
+            by_owner.setdefault(pid_owner(ev.subject, n), []).append(ev)
         for k, evs in by_owner.items():
             for i in range(0, len(evs), 256):
                 rig.ingest[k].send(Batch(k, evs[i : i + 256]).encode())

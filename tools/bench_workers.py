@@ -12,7 +12,6 @@ import time
 import zmq
 
 from smp.core import messages as M
-from smp.core.placement import pid_owner
 from smp.core.terms import Atom
 from smp.wire.frames import Batch, Run
 
@@ -99,7 +98,6 @@ def pusher_main(endpoint: str, frame: bytes, duration: float, go, out) -> None:
 
 
 # =============================================================== (b) dispatcher
-owner_of = pid_owner
 
 
 def make_sys_batch(

@@ -24,7 +24,7 @@ from smp.ports.reader import merge_key, merge_traces, read_trace
 from smp.ports.traceport import FileTracePort
 from smp.wire.etf import encode
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def write(path, terms):

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 from smp.app.cli import cli
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 SMALL = """\
 name = "small"

@@ -20,7 +20,7 @@ from smp.wire import rundir
 
 pytestmark = pytest.mark.timeout(120)
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 OWNER = r"""
 import json, sys

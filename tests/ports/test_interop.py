@@ -6,6 +6,7 @@ import struct
 import subprocess
 
 import pytest
+from erlnode import COLLECT, SPLIT, WAIT, estr, run_erl
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
@@ -19,34 +20,6 @@ pytestmark = [
     pytest.mark.interop,
     pytest.mark.skipif(shutil.which("erl") is None, reason="no Erlang node: `erl` not on PATH"),
 ]
-
-# Frames <<0, Size:32, Term>> split in Erlang.
-SPLIT = "Split = fun S(<<0, N:32, T:N/binary, R/binary>>) -> [T | S(R)]; S(<<>>) -> [] end,"
-
-
-def run_erl(code, timeout=60):
-    """Run ``code`` (an Erlang expression sequence ending in halt()) on a fresh node."""
-    r = subprocess.run(
-        ["erl", "-noshell", "-noinput", "-eval", code],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-    assert r.returncode == 0, f"erl failed ({r.returncode}):\n{r.stdout}\n{r.stderr}"
-    return r.stdout
-
-
-def estr(path):
-    return '"' + str(path).replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
-COLLECT = """
-Self = self(),
-H = fun(end_of_trace, Acc) -> ok = file:write_file(OUT, term_to_binary(lists:reverse(Acc))),
-                              Self ! done, Acc;
-       (T, Acc) -> [T | Acc] end,
-"""
-WAIT = "receive done -> ok after 30000 -> halt(3) end, halt()."
 
 SAMPLE = [
     (A.trace, Pid(80), A.send, (A.ping, 3), Pid(81)),

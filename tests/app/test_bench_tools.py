@@ -17,7 +17,7 @@ from dispatcher.server import HWM
 from smp.core.terms import Pid, Port
 from smp.wire.curve import new_routing_id
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 import bench_workers as W  # noqa: E402
 

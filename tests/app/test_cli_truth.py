@@ -17,7 +17,7 @@ from smp.app.cli import cli
 from smp.app.scenario import NONSMP_RULE, parse_scenario
 from smp.core.errors import ScenarioError
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 README = os.path.join(ROOT, "README.md")
 
 PP = """\
