@@ -1314,7 +1314,7 @@ def _random_faults(sc: dict, rng, duration: float, n: int) -> list:
     return out
 
 
-# smp-emu explore: every interleaving of the queue and the state (smp/explore.py)
+# smp-emu explore: every interleaving of the queue and the state (smp/app/explore.py)
 from smp.app.explore import explore_command as _explore_command  # noqa: E402
 
 cli.add_command(_explore_command)
