@@ -39,6 +39,7 @@ import zmq
 from zmq.utils.monitor import recv_monitor_message
 
 from schedulers.backend import LocalBackend
+from smp.core import messages as M
 from smp.core.bifs import call_bif
 from smp.core.errors import BadArg, ProtocolError
 from smp.core.flags import TRACEE_FLAGS
@@ -79,6 +80,7 @@ _PICKLE = pickle.HIGHEST_PROTOCOL
 
 
 am_undefined = Atom("undefined")
+_BY_RECEIVER = frozenset((M.SYS_MSG_TYPE_TRACE, M.SYS_MSG_TYPE_PROC_MSG))
 
 
 class SmpTransport:
@@ -106,8 +108,10 @@ class SmpTransport:
 
     def sys(self, m) -> None:
         t = m.type
-        key = (t, m.to, m.ts_kind) if t == 1 or t == 5 else (t, m.from_, m.to, m.ts_kind)
-        if key != self.run_key or m.ts_kind == 3:  # TS_SCHED: one count each
+        # the dispatcher decides TRACE and PROC_MSG by receiver alone, so a
+        # run of them may hold several senders; the others need the sender
+        key = (t, m.to, m.ts_kind) if t in _BY_RECEIVER else (t, m.from_, m.to, m.ts_kind)
+        if key != self.run_key or m.ts_kind == M.TS_SCHED:  # one active count each
             self._close_run()
             self.run_key = key
             self.run_hdr = (t, m.from_, m.to, m.ts_kind)
