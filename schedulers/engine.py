@@ -213,13 +213,13 @@ class Node(ProcessOps, CallTracing, ResourceOps, SeqTrace, TracePoints, LocalBif
     def is_alive(self, pid) -> bool:
         if type(pid) is not Pid:
             return False
-        if self.is_local_pid(pid):
+        if self.nsched == 1 or pid_owner(pid, self.nsched) == self.sched_id:
             p = self.procs.get(pid)
             return p is not None and p.status != EXITED
         return pid not in self.dead_remote
 
     def is_tracer(self, pid: Pid) -> bool:
-        if self.is_local_pid(pid):
+        if self.nsched == 1 or pid_owner(pid, self.nsched) == self.sched_id:
             p = self.procs.get(pid)
             return p is not None and p.status != EXITED and bool(p.flags & F_TRACER)
         return pid in self.remote_tracers and pid not in self.dead_remote

@@ -72,6 +72,10 @@ class Decision(NamedTuple):
     failure: bool = False  # sys_msg_disp_failure must run (vs plain drop)
 
 
+#: Decision(DELIVER_PID, receiver) for receivers seen lately (immutable, so shared).
+_DELIVER_PID: dict = {}
+
+
 def resolve(
     type_: int, from_, to, state: TracerState, table: ProcTable, lost=(), nsched: int = 1
 ) -> Decision:
@@ -127,7 +131,12 @@ def resolve(
             return Decision(DROP, receiver, "scheduler_lost", True)
         if not alive:
             return Decision(DROP, receiver, "receiver_dead", True)
-        return Decision(DELIVER_PID, receiver)
+        d = _DELIVER_PID.get(receiver)  # the common verdict, made once per receiver
+        if d is None:
+            if len(_DELIVER_PID) >= 4096:
+                _DELIVER_PID.clear()
+            d = _DELIVER_PID[receiver] = Decision(DELIVER_PID, receiver)
+        return d
     if rt is Port:
         if not table.is_valid_tracer_port(receiver):
             return Decision(DROP, receiver, "port_closed", True)
