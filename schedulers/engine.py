@@ -286,7 +286,7 @@ class Node(ProcessOps, CallTracing, ResourceOps, SeqTrace, TracePoints, LocalBif
             p.tracer = itracer
         self.procs[pid] = p
         if link_to is not None:
-            p.links.add(link_to)
+            p.link_add(link_to)
         if self.smp and self.transport is not None:
             self.transport.table_event(("spawn", pid))
         self._make_runnable(p)
@@ -328,7 +328,7 @@ class Node(ProcessOps, CallTracing, ResourceOps, SeqTrace, TracePoints, LocalBif
                 owner, ("spawn", pid, fun, args, parent.pid if link else None, inherit)
             )
         if link:
-            parent.links.add(pid)
+            parent.link_add(pid)
         if parent.tracer is not NIL and are_trace_flags_on(parent.flags, F_TRACE_PROCS):
             mod, fname, _ = (
                 _a(getattr(fun, "__module__", "erlang") or "erlang"),

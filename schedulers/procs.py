@@ -53,6 +53,7 @@ from .common import (
     inherited_tracing,
     pid_owner,
 )
+from .process import NOTHING
 
 __all__ = ["ProcessOps"]
 
@@ -99,7 +100,7 @@ class ProcessOps:
             self._close_port(port, reason)
         for other in list(p.links):
             self._send_exit_signal(p, other, reason, link=True)
-        p.links.clear()
+        p.links = NOTHING
         if scheduled:
             if p.tracer is not NIL and are_trace_flags_on(p.flags, F_TRACE_SCHED_EXIT):
                 self.trace_sched(p, am_out_exited)
@@ -145,7 +146,7 @@ class ProcessOps:
         is traced ``getting_unlinked`` whether or not it traps exits."""
         had_link = link and from_ in t.links
         if link:
-            t.links.discard(from_)
+            t.link_discard(from_)
         if reason is am_kill and not link:
             self._kill(t, am_killed)
         elif t.trap_exit:
@@ -190,7 +191,7 @@ class ProcessOps:
         if type(to) is Port:
             if to not in self.ports:
                 raise Error(am_noproc)
-            p.links.add(to)
+            p.link_add(to)
             if p.tracer is not NIL and are_trace_flags_on(p.flags, F_TRACE_PROCS):
                 self.trace_proc(p, p, am_link, to)
             return
@@ -203,7 +204,7 @@ class ProcessOps:
                 self._queue_message(p, (am_EXIT, to, am_noproc), None, trace_recv=True)
                 return
             raise Exit(am_noproc)
-        p.links.add(to)
+        p.link_add(to)
         if p.tracer is not NIL and are_trace_flags_on(p.flags, F_TRACE_PROCS):
             self.trace_proc(p, p, am_link, to)
         inherit = inherited_tracing(p, F_TRACE_SOL, F_TRACE_SOL1)
@@ -216,7 +217,7 @@ class ProcessOps:
         if t.status == EXITED or t.pending_exit is not None:
             self._send_exit_signal(t, from_, am_noproc, link=True)
             return
-        t.links.add(from_)
+        t.link_add(from_)
         if inherit is not None:
             t.flags = (t.flags & ~TRACEE_FLAGS) | inherit[0]
             t.tracer = inherit[1]
@@ -227,7 +228,7 @@ class ProcessOps:
         if type(to) not in (Pid, Port):
             raise Error(am_badarg)
         had = to in p.links
-        p.links.discard(to)
+        p.link_discard(to)
         if p.tracer is not NIL and are_trace_flags_on(p.flags, F_TRACE_PROCS) and had:
             self.trace_proc(p, p, am_unlink, to)
         if type(to) is Pid and had:
@@ -240,7 +241,7 @@ class ProcessOps:
 
     def unlink_arrived(self, t: Proc, from_, c_p=None) -> None:
         if from_ in t.links:
-            t.links.discard(from_)
+            t.link_discard(from_)
             if t.tracer is not NIL and are_trace_flags_on(t.flags, F_TRACE_PROCS):
                 self.trace_proc(c_p, t, am_getting_unlinked, from_)
 
@@ -393,7 +394,7 @@ class ProcessOps:
 
     def _queue_message(self, t: Proc, msg, token, trace_recv=False) -> None:
         """``erts_queue_message`` (+ ``trace_receive`` on a send)."""
-        t.mailbox.append((msg, token))
+        t.deliver((msg, token))
         if trace_recv and t.tracer is not NIL and are_trace_flags_on(t.flags, F_TRACE_RECEIVE):
             self.trace_receive(t, msg)
         if t.status == WAITING:
@@ -421,7 +422,7 @@ class ProcessOps:
         if t is None or t.status == EXITED:
             self.stats.sys_arrived_dead += len(bodies)
             return
-        t.mailbox.extend([(body, None) for body in bodies])
+        t.deliver_many([(body, None) for body in bodies])
         if t.kept is not None:
             t.kept.extend(bodies)
         if t.status == WAITING:

@@ -84,8 +84,8 @@ class ResourceOps:
         if dtracer is not NIL and dflags & TRACEE_FLAGS:
             port.flags, port.tracer = dflags & TRACEE_FLAGS, dtracer
         self.ports[port_id] = port
-        p.ports.add(port_id)
-        p.links.add(port_id)
+        p.port_add(port_id)
+        p.link_add(port_id)
         if self.smp and not port.dist:
             # the dispatcher learns the ports it may write traces to
             self.transport.table_event(("port_open", port_id))
@@ -228,7 +228,7 @@ class ResourceOps:
         port = self.ports.get(port_id)
         if port is None or port.closed or port.owner != p.pid:
             raise Error(am_badarg)
-        p.links.discard(port_id)
+        p.link_discard(port_id)
         self._close_port(port_id, am_normal)
 
     def _close_port(self, port_id, reason) -> None:
@@ -238,8 +238,8 @@ class ResourceOps:
         port.closed = True
         owner = self.procs.get(port.owner)
         if owner is not None:
-            owner.ports.discard(port_id)
-            owner.links.discard(port_id)
+            owner.port_discard(port_id)
+            owner.link_discard(port_id)
         if port.tracer is not NIL and are_trace_flags_on(port.flags, F_TRACE_PORTS):
             self.trace_port(port, am_closed, reason)
         for p in self.suspended_on_port.pop(port_id, deque()):

@@ -830,8 +830,14 @@ class Emulator:
 
     def _all_scheds(self, cmd: str, *args, timeout: float = 30.0) -> dict[int, Any]:
         """Ask every live scheduler; returns {scheduler id: answer}."""
+        return self._call_scheds({k: (cmd, args) for k in self._live()}, timeout)
+
+    def _call_scheds(self, calls: dict, timeout: float = 30.0) -> dict[int, Any]:
+        """Send ``{scheduler id: (command, args)}`` to every scheduler at
+        once, so they work in parallel, then collect the answers; a scheduler
+        lost meanwhile has none in the result."""
         reqs = {}
-        for k in self._live():
+        for k, (cmd, args) in calls.items():
             req = next(self._req)
             if self._send_sched(k, req, cmd, args):
                 reqs[k] = req
@@ -851,7 +857,7 @@ class Emulator:
                         if r not in self._replies and r in self._pending:
                             self._abandoned.add(r)
                         self._replies.pop(r, None)
-                    raise self._no_answer(req, f"scheduler {k}", cmd, timeout, capped)
+                    raise self._no_answer(req, f"scheduler {k}", calls[k][0], timeout, capped)
                 self._pump(min(0.2, left))
             if req not in self._replies:
                 continue
@@ -1060,9 +1066,18 @@ class Emulator:
         for i, _ in enumerate(args_list):
             plan.setdefault(self._place(scheduler), []).append(i)
         out: list = [None] * len(args_list)
+        # every scheduler spawns its share at the same time
+        got = self._call_scheds(
+            {
+                k: ("spawn_many", (fun, [tuple(args_list[i]) for i in idxs]))
+                for k, idxs in plan.items()
+            },
+            timeout=max(30.0, len(args_list) / 5_000),
+        )
         for k, idxs in plan.items():
-            pids = self._sched_call(k, "spawn_many", fun, [tuple(args_list[i]) for i in idxs])
-            for i, pid in zip(idxs, pids, strict=True):
+            if k not in got:
+                raise SchedulerLost(f"scheduler {k} is lost: {self.lost_schedulers.get(k)}")
+            for i, pid in zip(idxs, got[k], strict=True):
                 out[i] = pid
         return out
 
