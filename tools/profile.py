@@ -137,6 +137,7 @@ def run(args) -> int:
             else ["scheduler 1"]
         )
         outdir = args.raw or tmp
+        os.makedirs(outdir, exist_ok=True)
         spies = []
         for pid, label in zip(pids, labels, strict=True):
             path = os.path.join(outdir, label.replace(" ", "_") + ".txt")
