@@ -63,6 +63,7 @@ from smp.wire.frames import (
     Run,
     encode_deliveries,
 )
+from smp.wire.runtime import tune_gc
 
 from .table import PidTable
 
@@ -1106,6 +1107,7 @@ def dispatcher_main(
     controller_id: bytes | None = None,
 ) -> None:
     """Entry point of the dispatcher OS process."""
+    tune_gc()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
     hold = rundir.hold(endpoints.get("dir"))

@@ -65,6 +65,7 @@ from smp.wire.frames import (
     TableEvent,
     decode_deliveries,
 )
+from smp.wire.runtime import tune_gc
 
 from .engine import Node, pid_owner, port_owner
 from .process import RPC, Op
@@ -1196,6 +1197,7 @@ def socket_host() -> str:
 def scheduler_main(sched_id, smp, endpoints, options, security=None, ctl_ident=None) -> None:
     """Entry point of a scheduler OS process (``sched_id`` None: a scheduler
     that joins from outside and is given its id by the controller)."""
+    tune_gc()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the controller decides when we stop
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
     hold = rundir.hold(endpoints.get("dir"))
