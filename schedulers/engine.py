@@ -102,8 +102,9 @@ class Transport(Protocol):
     sys_made: int  # system messages made (enqueue_sys_msg), for the controller's checks
     sys_items: int  # runs' messages and table events, in the order the dispatcher takes them
 
-    def sys(self, m) -> None:
-        """``enqueue_sys_msg``: a ``SysMsg`` for the dispatcher's queue."""
+    def sys(self, type_: int, from_, to, msg, ts_kind: int) -> None:
+        """``enqueue_sys_msg``: one message (the fields of a ``SysMsg``) for
+        the dispatcher's queue."""
 
     def table_event(self, ev: tuple) -> None:
         """A process-table change, in order with the messages

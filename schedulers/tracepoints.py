@@ -46,7 +46,7 @@ class TracePoints:
     def _enqueue(self, type_: int, from_, to, msg, ts_kind: int) -> None:
         """smp: ``enqueue_sys_msg`` - hand the message to the dispatcher's queue."""
         self.stats.made(type_)
-        self.transport.sys(M.SysMsg(type_, from_, to, msg, ts_kind))
+        self.transport.sys(type_, from_, to, msg, ts_kind)  # no SysMsg: 0.25 us a message
 
     def _decide_now(self, type_: int, from_, to) -> Decision:
         """nonsmp: the receiver and the verdict at make time, by the one rule."""

@@ -107,19 +107,19 @@ class SmpTransport:
         self.pending_msgs = 0
         self.first_ns = 0
 
-    def sys(self, m) -> None:
-        t = m.type
+    def sys(self, type_: int, from_, to, msg, ts_kind: int) -> None:
+        t = type_
         # the dispatcher decides TRACE and PROC_MSG by receiver alone, so a
         # run of them may hold several senders; the others need the sender
-        key = (t, m.to, m.ts_kind) if t in _BY_RECEIVER else (t, m.from_, m.to, m.ts_kind)
-        if key != self.run_key or m.ts_kind == M.TS_SCHED:  # one active count each
+        key = (t, to, ts_kind) if t in _BY_RECEIVER else (t, from_, to, ts_kind)
+        if key != self.run_key or ts_kind == M.TS_SCHED:  # one active count each
             self._close_run()
             self.run_key = key
-            self.run_hdr = (t, m.from_, m.to, m.ts_kind)
+            self.run_hdr = (t, from_, to, ts_kind)
             self.run_made_ns = time.monotonic_ns()
             if not self.pending_msgs and not self.sys_out:
                 self.first_ns = self.run_made_ns
-        self.run_bodies.append(m.msg)
+        self.run_bodies.append(msg)
         self.sys_made += 1
         self.sys_items += 1
         self.pending_msgs += 1
