@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import sys
 
-from schedulers.process import _ONE_RED
-
 from .common import (
     EXITED,
     F_SENSITIVE,
@@ -152,7 +150,7 @@ class CallTracing:
         if rf & MATCH_SET_RETURN_TO_TRACE:
             self.erts_trace_return_to(p, caller)
 
-        await _ONE_RED
+        await p._reduction()
         return result
 
     def set_trace_flag(self, pid, bit: int, on: bool) -> None:

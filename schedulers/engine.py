@@ -440,10 +440,12 @@ class Node(ProcessOps, CallTracing, ResourceOps, SeqTrace, TracePoints, LocalBif
             self._terminate(p, p.pending_exit, scheduled=True)
             return
         self._schedule_in(p)
-        reds = 0
         value, p.resume = p.resume, None
         coro = p.coro
-        budget = self.reds_budget
+        # the process counts its reductions itself (Proc._reduction) and
+        # yields a REDS op only when the slice is used up, an exit signal is
+        # pending, or it yields on purpose (a huge count)
+        p.reds_left = self.reds_budget
         while True:
             try:
                 op = coro.send(value)
@@ -464,8 +466,8 @@ class Node(ProcessOps, CallTracing, ResourceOps, SeqTrace, TracePoints, LocalBif
             value = None
             kind = op.kind
             if kind == REDS:
-                reds += op.arg
-                if reds >= budget or p.pending_exit is not None:
+                p.reds_left -= op.arg - 1  # the one it counted already
+                if p.reds_left <= 0 or p.pending_exit is not None:
                     self._schedule_out(p)
                     self._make_runnable(p)
                     return

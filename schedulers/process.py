@@ -56,6 +56,18 @@ class Op:
 _ONE_RED = Op(REDS, 1)
 
 
+class _NoYield:
+    """An awaitable that finishes at once: a reduction inside the budget."""
+
+    __slots__ = ()
+
+    def __await__(self):
+        return iter(())
+
+
+_NO_YIELD = _NoYield()
+
+
 #: The empty mailbox and the empty link and port sets every process starts with.
 NO_MESSAGES: tuple = ()
 NOTHING: frozenset = frozenset()
@@ -69,6 +81,7 @@ class Proc:
         "node",
         "coro",
         "mailbox",
+        "reds_left",
         "status",
         "links",
         "trap_exit",
@@ -107,6 +120,7 @@ class Proc:
         # the mailbox, links and ports are shared empties until first used
         # (a million idle processes: about 1.2 KB each saved)
         self.mailbox: deque | tuple = NO_MESSAGES
+        self.reds_left = 0  # of this time slice (the scheduler sets it)
         self.status = RUNNABLE
         self.links: set | frozenset = NOTHING
         self.trap_exit = False
@@ -138,6 +152,15 @@ class Proc:
 
     def __repr__(self) -> str:
         return f"<Proc {self.pid!r} {self.status}>"
+
+    def _reduction(self):
+        """One reduction: the process goes on while its slice has some left
+        (no switch to the scheduler), and yields to it when the slice is used
+        up or an exit signal is pending, where the scheduler decides."""
+        self.reds_left -= 1
+        if self.reds_left > 0 and self.pending_exit is None:
+            return _NO_YIELD
+        return _ONE_RED
 
     def deliver(self, entry) -> None:
         """Put ``(message, token)`` at the end of the mailbox."""
@@ -177,7 +200,7 @@ class Proc:
     async def send(self, to, msg):
         """``To ! Msg``: to a pid, a registered name, or ``{Name, Node}`` locally."""
         self.node.op_send(self, to, msg)
-        await _ONE_RED
+        await self._reduction()
         return msg
 
     async def receive(self, timeout=None, match=None):
@@ -194,7 +217,7 @@ class Proc:
             if match is None and mb:  # the first message: no scan
                 entry = mb.popleft()
                 node.on_message_removed(self, entry)
-                await _ONE_RED
+                await self._reduction()
                 return entry[0]
             if idx < len(mb):
                 # one pass from where the last look stopped (indexing a deque
@@ -203,12 +226,12 @@ class Proc:
                     if match is None or match(entry[0]):
                         del mb[idx]
                         node.on_message_removed(self, entry)
-                        await _ONE_RED
+                        await self._reduction()
                         return entry[0]
                     idx += 1
             if deadline is not None and time.monotonic() >= deadline:
                 node.on_receive_timeout(self)
-                await _ONE_RED
+                await self._reduction()
                 return None
             await Op(WAIT, deadline)
 
@@ -219,7 +242,7 @@ class Proc:
     # -- processes ----------------------------------------------------------------
     async def spawn(self, fun, *args, scheduler=None, link=False):
         pid = self.node.op_spawn(self, fun, args, link=link, scheduler=scheduler)
-        await _ONE_RED
+        await self._reduction()
         return pid
 
     async def spawn_link(self, fun, *args, scheduler=None):
@@ -227,12 +250,12 @@ class Proc:
 
     async def link(self, pid):
         self.node.op_link(self, pid)
-        await _ONE_RED
+        await self._reduction()
         return am_true
 
     async def unlink(self, pid):
         self.node.op_unlink(self, pid)
-        await _ONE_RED
+        await self._reduction()
         return am_true
 
     async def exit(self, *args):
@@ -243,31 +266,31 @@ class Proc:
         if len(args) != 2:
             raise BadArg("exit takes (reason) or (pid, reason)")
         self.node.op_exit_signal(self, args[0], args[1])
-        await _ONE_RED
+        await self._reduction()
         return am_true
 
     async def register(self, name, pid=None):
         await self.node.op_register(self, name, self.pid if pid is None else pid)
-        await _ONE_RED
+        await self._reduction()
         return am_true
 
     async def unregister(self, name):
         await self.node.op_unregister(self, name)
-        await _ONE_RED
+        await self._reduction()
         return am_true
 
     async def whereis(self, name):
         r = self.node.whereis(name)
-        await _ONE_RED
+        await self._reduction()
         return Atom("undefined") if r is None else r
 
     async def process_flag(self, flag, value):
         old = self.node.op_process_flag(self, flag, value)
-        await _ONE_RED
+        await self._reduction()
         return old
 
     async def make_ref(self):
-        await _ONE_RED
+        await self._reduction()
         return self.node.make_ref()
 
     # -- calls -------------------------------------------------------------------
@@ -279,17 +302,17 @@ class Proc:
     async def allocate(self, words: int, keep: bool = False, binary: int = 0):
         """Allocate ``words`` on the heap (``keep`` = live data); GC when full."""
         self.node.op_allocate(self, words, keep, binary)
-        await _ONE_RED
+        await self._reduction()
 
     async def garbage_collect(self):
         self.node.op_gc(self)
-        await _ONE_RED
+        await self._reduction()
         return am_true
 
     async def busy(self, ms: int):
         """Run for ``ms`` without yielding: counted as scheduled time."""
         self.busy_ms += ms
-        await _ONE_RED
+        await self._reduction()
 
     async def yield_(self):
         """``erlang:yield()``: give up the rest of the time slice."""
@@ -298,7 +321,7 @@ class Proc:
     # -- ports -------------------------------------------------------------------
     async def open_port(self, driver: str, **options):
         port = self.node.op_open_port(self, driver, options)
-        await _ONE_RED
+        await self._reduction()
         return port
 
     async def port_command(self, port, data):
@@ -316,40 +339,40 @@ class Proc:
                 raise r
             if r is True:
                 break
-        await _ONE_RED
+        await self._reduction()
         return am_true
 
     async def port_close(self, port):
         self.node.op_port_close(self, port)
-        await _ONE_RED
+        await self._reduction()
         return am_true
 
     # -- seq_trace ---------------------------------------------------------------
     async def seq_trace(self, flag, value):
         old = self.node.op_seq_trace(self, flag, value)
-        await _ONE_RED
+        await self._reduction()
         return old
 
     async def seq_trace_print(self, *args):
         """``seq_trace:print(Msg)`` or ``seq_trace:print(Label, Msg)``."""
         r = self.node.op_seq_trace_print(self, *args)
-        await _ONE_RED
+        await self._reduction()
         return r
 
     async def get_token(self):
-        await _ONE_RED
+        await self._reduction()
         return [] if self.token is None else tuple(self.token)
 
     async def set_token(self, token):
         old = self.node.op_set_token(self, token)
-        await _ONE_RED
+        await self._reduction()
         return old
 
     # -- BIFs where the caller matters ------------------------------------------------
     async def bif(self, name: str, *args):
         """Call a trace BIF as this process (the caller is the default tracer etc.)."""
         result = await self.node.op_bif(self, name, args)
-        await _ONE_RED
+        await self._reduction()
         return result
 
     async def trace(self, pid_spec, how, flags):
