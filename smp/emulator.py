@@ -1072,6 +1072,7 @@ class Emulator:
                 k: ("spawn_many", (fun, [tuple(args_list[i]) for i in idxs]))
                 for k, idxs in plan.items()
             },
+            # the usual 30 s, or longer for a big spawn: at least 5,000 a second
             timeout=max(30.0, len(args_list) / 5_000),
         )
         for k, idxs in plan.items():

@@ -96,16 +96,12 @@ def resolve(
         receiver = to
     elif t == SYS_MSG_TYPE_SEQTRACE:
         receiver = state.get_system_seq_tracer()
-    elif t == SYS_MSG_TYPE_SYSMON:
-        receiver = state.get_system_monitor()
-        if from_ == receiver:
-            return Decision(
-                DROP,
-                receiver,
-                "sender_is_receiver" if receiver is not NIL else "nil_sender_nil_receiver",
-            )
-    elif t == SYS_MSG_TYPE_SYSPROF:
-        receiver = state.get_system_profile()
+    elif t == SYS_MSG_TYPE_SYSMON or t == SYS_MSG_TYPE_SYSPROF:
+        if t == SYS_MSG_TYPE_SYSMON:
+            receiver = state.get_system_monitor()
+        else:
+            receiver = state.get_system_profile()
+        # the seed's "from == receiver" test: never about the monitor/profiler itself
         if from_ == receiver:
             return Decision(
                 DROP,
