@@ -91,7 +91,10 @@ class SmpTransport:
     the same kind to the same receiver form a *run* whose bodies are pickled
     together once; the dispatcher decides a run at once and forwards its
     bytes to the receiver's scheduler without opening them.  A run never
-    crosses a process-table event, so the queue order is kept exactly."""
+    crosses a process-table event, so the queue order is kept exactly.
+
+    It only collects (``schedulers.engine.Transport``): the scheduler's loop
+    sends the batch, the peer frames and the controller requests it holds."""
 
     def __init__(self, sched_id: int):
         self.sched_id = sched_id
