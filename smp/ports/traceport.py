@@ -543,9 +543,11 @@ class IpTracePort(_BasePort):
                         except OSError:
                             continue
                         if client is not None:
-                            c.close()  # someone tries to connect to a connected port
+                            # Someone tries to connect to a connected port.  Count
+                            # it before the close a client can see.
                             with self._lock:
                                 self.rejected += 1
+                            c.close()
                             continue
                         c.setblocking(False)
                         client = c
