@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import signal
 import socket
+import threading
 
 from smp.core.terms import Atom
 
@@ -46,3 +48,11 @@ def free_base() -> int:
         if ok:
             return base
     raise RuntimeError("no free port range")
+
+
+def ctrl_c_timer(seconds: float) -> threading.Timer:
+    """A timer, not yet started, that delivers SIGINT to the main thread after
+    ``seconds``, as Ctrl-C would.  Start it inside the ``try`` that expects the
+    KeyboardInterrupt: a short delay can fire before the next line runs."""
+    main = threading.main_thread().ident
+    return threading.Timer(seconds, lambda: signal.pthread_kill(main, signal.SIGINT))

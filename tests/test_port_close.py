@@ -8,13 +8,12 @@ comes after is dropped as port_closed, and dispatching goes on."""
 from __future__ import annotations
 
 import random
-import signal
 import sys
 import threading
 import time
 
 import pytest
-from helpers import check_counts
+from helpers import check_counts, ctrl_c_timer
 
 import smp
 from smp import Atom as A
@@ -64,13 +63,6 @@ def final_delivered(vm) -> int:
     return vm.final_statistics[1]["delivered"]
 
 
-def interrupt_after(seconds: float) -> threading.Timer:
-    main = threading.main_thread().ident
-    t = threading.Timer(seconds, lambda: signal.pthread_kill(main, signal.SIGINT))
-    t.start()
-    return t
-
-
 # ---------------------------------------------------------------- every exit path
 @pytest.mark.parametrize("mode,n", MODES)
 @pytest.mark.parametrize("how", ["close", "with_mid_flood", "error", "ctrl_c"])
@@ -93,8 +85,9 @@ def test_emulator_close_writes_the_last_buffer(tmp_path, mode, n, how):
                 raise RuntimeError("driver bug")
             else:
                 start_flood(vm, port, 10**7)
-                timer = interrupt_after(0.3)
+                timer = ctrl_c_timer(0.3)
                 try:
+                    timer.start()
                     vm.run(timeout=30)  # never quiet: only Ctrl-C ends it
                 finally:
                     timer.join()

@@ -5,11 +5,10 @@ Ctrl-C at random moments of start-up and of a run, many times over."""
 from __future__ import annotations
 
 import random
-import signal
-import threading
 
 import psutil
 import pytest
+from helpers import ctrl_c_timer
 
 import smp
 from smp import Atom as A
@@ -39,14 +38,6 @@ def children() -> set[int]:
     return out
 
 
-def interrupt_after(seconds: float) -> threading.Timer:
-    """Deliver SIGINT to this (main) thread after ``seconds``, as Ctrl-C would."""
-    main = threading.main_thread().ident
-    t = threading.Timer(seconds, lambda: signal.pthread_kill(main, signal.SIGINT))
-    t.start()
-    return t
-
-
 @pytest.mark.parametrize("mode,n", [("nonsmp", 1), ("smp", 2)])
 def test_normal_end_and_exceptions_leave_nothing(mode, n):
     before = children()
@@ -71,8 +62,9 @@ def test_ctrl_c_at_random_moments_leaves_nothing(mode, n):
     before = children()
     interrupted = 0
     for _ in range(8):
-        timer = interrupt_after(rng.uniform(0.0, 0.4))
+        timer = ctrl_c_timer(rng.uniform(0.0, 0.4))
         try:
+            timer.start()
             with smp.Emulator(mode=mode, schedulers=n) as vm:
                 sink = vm.spawn_collector()
                 vm.spawn(busy_loop, sink)
