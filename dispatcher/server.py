@@ -871,6 +871,7 @@ class Dispatcher:
             return {
                 "settled": sum(self.delivered.values()) + sum(self.dropped.values()),
                 "ingested": list(self.ingested),
+                "ingested_items": list(self.ingested_items),
                 "delivered_to": list(self.delivered_to),
                 "queued": len(self.queue),
                 "held": self.held,

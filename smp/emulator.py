@@ -1236,6 +1236,7 @@ class Emulator:
     def release_dispatcher(self) -> None:
         if not self.smp:
             raise SmpError("release_dispatcher needs smp mode (nonsmp has no dispatcher)")
+        self._sync_dispatcher()  # what the schedulers sent first is in the table
         self._disp_call("release")
 
     def step_dispatcher(self, n: int = 1, unit: str = "message", timeout: float = 10.0) -> list:
@@ -1393,14 +1394,20 @@ class Emulator:
                             for j in live
                             for k in live
                         )
-                        and all(d["ingested"][k] == sts[k]["sys_made"] for k in live)
+                        # messages and table events (an exit, a new tracer): a
+                        # release or a step after run() sees the table as it is
+                        and all(d["ingested_items"][k] == sts[k]["sys_items"] for k in live)
                         and (d["held"] or (d["queued"] == 0 and not d["dispatching"]))
                         and (
                             d["held"]
                             or all(d["delivered_to"][k] == sts[k]["deliveries"] for k in live)
                         )
                     )
-                    snap = snap + (tuple(d["ingested"]), tuple(d["delivered_to"]), d["queued"])
+                    snap = snap + (
+                        tuple(d["ingested_items"]),
+                        tuple(d["delivered_to"]),
+                        d["queued"],
+                    )
                 if quiet and not self._rpcs and snap == stable:
                     break
                 stable = snap if quiet else None

@@ -3,6 +3,10 @@ made deterministic by holding the dispatcher while messages queue up."""
 
 from __future__ import annotations
 
+import os
+import signal
+import threading
+
 import pytest
 from helpers import check_counts
 
@@ -119,6 +123,36 @@ def test_tracer_killed_with_messages_queued(smp_vm):
     assert s["tracer_checks_reset"] == 1  # erts_check_my_tracer_proc at schedule-in
     assert s["delivered_by_type"].get("TRACE", 0) == 0
     assert s["made_by_type"]["TRACE"] == 5
+
+
+def test_run_returns_after_the_dispatcher_took_every_table_event(smp2):
+    """A tracer's exit is a table event with no message in it.  run() must
+    not call the emulator quiet before the dispatcher took it (only counting
+    messages let it), or a release right after dispatches to a tracer the
+    table still thinks alive.  The dispatcher is stopped while the tracer
+    dies, so the event waits in its socket when the schedulers are quiet."""
+    vm = smp2
+    tracer, sink = vm.spawn_collector(), vm.spawn_collector()
+    p = vm.spawn(sender, sink, 1)
+    vm.trace(p, True, ["send"], tracer=tracer)
+    vm.hold_dispatcher()
+    vm.run()
+    os.kill(vm.dispatcher_pid, signal.SIGSTOP)
+    resume = threading.Timer(0.3, os.kill, (vm.dispatcher_pid, signal.SIGCONT))
+    try:
+        resume.start()
+        vm.exit(tracer, A("kill"))
+        vm.run()
+    finally:
+        resume.join()
+    st = vm._disp_call("status")
+    assert st["ingested_items"] == [
+        0,
+        *(s["sys_items"] for _, s in sorted(vm._all_scheds("status").items())),
+    ]
+    vm.release_dispatcher()
+    vm.run()
+    assert check_counts(vm)["dropped_by_reason"]["receiver_dead"]["TRACE"] == 1
 
 
 async def busy_worker(proc, n):
