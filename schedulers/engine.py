@@ -104,7 +104,8 @@ class Transport(Protocol):
 
     def sys(self, type_: int, from_, to, msg, ts_kind: int) -> None:
         """``enqueue_sys_msg``: one message (the fields of a ``SysMsg``) for
-        the dispatcher's queue."""
+        the dispatcher's queue; the transport counts it in the node's
+        ``Stats`` as made."""
 
     def table_event(self, ev: tuple) -> None:
         """A process-table change, in order with the messages
@@ -160,6 +161,7 @@ class Node(ProcessOps, CallTracing, ResourceOps, SeqTrace, TracePoints, LocalBif
         placement: str = "round_robin",
         transport: Transport | None = None,
         stderr=None,
+        stats: Stats | None = None,
     ):
         self.sched_id = sched_id
         self.nsched = nsched
@@ -181,7 +183,7 @@ class Node(ProcessOps, CallTracing, ResourceOps, SeqTrace, TracePoints, LocalBif
         self.runq: deque[Proc] = deque()
         self.timers: list = []
         self.clock = Clock()
-        self.stats = Stats()
+        self.stats = stats if stats is not None else Stats()  # smp: shared with the transport
         self.active = False
         self._pid_counter = 0
         self._port_counter = 0

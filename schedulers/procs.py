@@ -5,6 +5,7 @@ process flags: the operations that reach ``trace_proc``, ``trace_send``,
 from __future__ import annotations
 
 from collections import deque
+from itertools import repeat
 
 from .common import (
     EXITED,
@@ -334,10 +335,13 @@ class ProcessOps:
         queues the message (``erts_send_message``)."""
         tt = type(to)
         if tt is Pid:
+            # one lookup serves the trace (alive?) and the send (a process of
+            # this scheduler); procs holds only this scheduler's processes
+            t = self.procs.get(to)
             if p.tracer is not NIL:
-                self.trace_send(p, to, msg)
+                self.trace_send(p, to, msg, t)
             self.save_calls(p, am_send)
-            self._send_message(p, to, msg)
+            self._send_message(p, to, msg, t)
             return
         if tt is Atom:
             dest = self.whereis(to)
@@ -376,13 +380,17 @@ class ProcessOps:
             return
         raise Error(am_badarg)
 
-    def _send_message(self, p: Proc, dest: Pid, msg) -> None:
+    def _send_message(self, p: Proc, dest: Pid, msg, t: Proc | None = None) -> None:
         """``erts_send_message``: only a live receiver gets the message, and
-        only then does a seq_trace token advance and make its ``send`` event."""
+        only then does a seq_trace token advance and make its ``send`` event.
+        ``t``: ``dest``'s process when the caller looked it up already."""
         self.stats.messages_sent += 1
-        if self.is_local_pid(dest):
-            t = self.procs.get(dest)
-            if t is None or t.status == EXITED:
+        if t is not None or self.is_local_pid(dest):
+            if t is None:
+                t = self.procs.get(dest)
+                if t is None:
+                    return
+            if t.status == EXITED:
                 return
             token = self._seq_send(p, dest, msg) if p.token is not None else None
             self._queue_message(t, msg, token, trace_recv=True)
@@ -422,7 +430,7 @@ class ProcessOps:
         if t is None or t.status == EXITED:
             self.stats.sys_arrived_dead += len(bodies)
             return
-        t.deliver_many([(body, None) for body in bodies])
+        t.deliver_many(zip(bodies, repeat(None)))
         if t.kept is not None:
             t.kept.extend(bodies)
         if t.status == WAITING:

@@ -14,6 +14,7 @@ from smp.core.dispatch import DELIVER_PID, DROP, Decision, disp_failure, resolve
 from smp.wire.etf import encode
 
 from .common import (
+    EXITED,
     EXITING,
     F_TIMESTAMP,
     F_TRACE_SCHED,
@@ -44,8 +45,8 @@ class TracePoints:
 
     # ================================================================ delivery core
     def _enqueue(self, type_: int, from_, to, msg, ts_kind: int) -> None:
-        """smp: ``enqueue_sys_msg`` - hand the message to the dispatcher's queue."""
-        self.stats.made(type_)
+        """smp: ``enqueue_sys_msg`` - hand the message to the dispatcher's
+        queue (the transport counts it as made)."""
         self.transport.sys(type_, from_, to, msg, ts_kind)  # no SysMsg: 0.25 us a message
 
     def _decide_now(self, type_: int, from_, to) -> Decision:
@@ -136,11 +137,15 @@ class TracePoints:
     def trace_virtual_sched(self, p: Proc, what) -> None:
         self.trace_sched(p, what, never_fake=True)
 
-    def trace_send(self, p: Proc, to, msg) -> None:
+    def trace_send(self, p: Proc, to, msg, local: Proc | None = None) -> None:
+        """``local``: ``to``'s process when the caller found it on this scheduler."""
         if not are_trace_flags_on(p.flags, F_TRACE_SEND):
             return
         op = am_send
-        if type(to) is Pid and not self.is_alive(to):
+        if local is not None:
+            if local.status == EXITED:
+                op = am_send_to_non_existing
+        elif type(to) is Pid and not self.is_alive(to):
             op = am_send_to_non_existing
         self._send_to_tracer(
             p, p.pid, M.trace_send(p.pid, op, msg, to), bool(p.flags & F_TIMESTAMP), p

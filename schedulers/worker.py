@@ -44,6 +44,7 @@ from smp.core.bifs import call_bif
 from smp.core.errors import BadArg, ProtocolError
 from smp.core.flags import TRACEE_FLAGS
 from smp.core.state import Snapshot
+from smp.core.stats import Stats
 from smp.core.terms import Atom, Pid, Port
 from smp.ports.traceport import close_at_exit, open_trace_port, port_call
 from smp.wire import codec, rundir
@@ -96,8 +97,12 @@ class SmpTransport:
     It only collects (``schedulers.engine.Transport``): the scheduler's loop
     sends the batch, the peer frames and the controller requests it holds."""
 
-    def __init__(self, sched_id: int):
+    def __init__(self, sched_id: int, stats: Stats):
         self.sched_id = sched_id
+        # the node's statistics: messages made are counted here a run at a
+        # time (a call per message cost more than the rest of sys())
+        self.stats = stats
+        self.run_counted = 0  # bodies of the open run already counted as made
         self.sys_out: list = []  # closed runs and events, in order
         self.run_key = None
         self.run_bodies: list = []
@@ -127,8 +132,16 @@ class SmpTransport:
         self.sys_items += 1
         self.pending_msgs += 1
 
+    def count_made(self) -> None:
+        """Count the open run's messages as made (before the statistics are read)."""
+        if self.run_bodies:
+            self.stats.made(self.run_hdr[0], len(self.run_bodies) - self.run_counted)
+            self.run_counted = len(self.run_bodies)
+
     def _close_run(self) -> None:
         if self.run_bodies:
+            self.count_made()
+            self.run_counted = 0
             t, from_, to, ts_kind = self.run_hdr
             try:
                 # the encoder refuses what no decoder would build, so a body
@@ -278,8 +291,11 @@ class Worker:
         self.inbox_map = inbox_map
         if self.auth is not None:
             self.auth.allow(allowed)
-        self.transport = SmpTransport(sched_id) if smp else None
-        self.node = Node(sched_id, nsched, smp=smp, transport=self.transport, **options)
+        stats = Stats()
+        self.transport = SmpTransport(sched_id, stats) if smp else None
+        self.node = Node(
+            sched_id, nsched, smp=smp, transport=self.transport, stats=stats, **options
+        )
         self.running = False
         self.stopping = False
         self.terminated = False  # SIGTERM: stop at once, handing nothing over
@@ -739,6 +755,8 @@ class Worker:
 
     def _cmd_stats(self):
         node = self.node
+        if self.transport is not None:
+            self.transport.count_made()
         d = node.stats.as_dict()
         d["processes"] = sum(1 for p in node.procs.values() if p.status != "exited")
         d["bad_frames"] = self.bad_frames
