@@ -68,6 +68,24 @@ class _NoYield(tuple):
 _NO_YIELD = _NoYield()
 
 
+class Tokened:
+    """A mailbox entry that carries a seq_trace token (or ``undefined``: a
+    port's message).  Any other entry is the message itself: most messages
+    carry no token, and an entry that is the message costs no allocation
+    (a run of trace messages enters a mailbox as it was decoded)."""
+
+    __slots__ = ("msg", "token")
+
+    def __init__(self, msg, token):
+        self.msg = msg
+        self.token = token
+
+
+def message_of(entry):
+    """The message of a mailbox entry."""
+    return entry.msg if type(entry) is Tokened else entry
+
+
 #: The empty mailbox and the empty link and port sets every process starts with.
 NO_MESSAGES: tuple = ()
 NOTHING: frozenset = frozenset()
@@ -162,17 +180,17 @@ class Proc:
             return _NO_YIELD
         return _ONE_RED
 
-    def deliver(self, entry) -> None:
-        """Put ``(message, token)`` at the end of the mailbox."""
+    def deliver(self, msg, token=None) -> None:
+        """Put ``msg`` (with its seq_trace ``token``, if any) at the end of the mailbox."""
         if self.mailbox is NO_MESSAGES:
             self.mailbox = deque()
-        self.mailbox.append(entry)
+        self.mailbox.append(msg if token is None else Tokened(msg, token))
 
-    def deliver_many(self, entries) -> None:
-        """Put each ``(message, token)`` of ``entries`` (an iterable) at the end."""
+    def deliver_many(self, msgs: list) -> None:
+        """Put ``msgs``, which carry no token, at the end of the mailbox."""
         if self.mailbox is NO_MESSAGES:
             self.mailbox = deque()
-        self.mailbox.extend(entries)
+        self.mailbox.extend(msgs)
 
     def link_add(self, x) -> None:
         if self.links is NOTHING:
@@ -219,16 +237,17 @@ class Proc:
                 entry = mb.popleft()
                 node.on_message_removed(self, entry)
                 await self._reduction()
-                return entry[0]
+                return entry.msg if type(entry) is Tokened else entry
             if idx < len(mb):
                 # one pass from where the last look stopped (indexing a deque
                 # in the middle is linear: a long mailbox would be quadratic)
                 for entry in islice(mb, idx, None):
-                    if match is None or match(entry[0]):
+                    msg = entry.msg if type(entry) is Tokened else entry
+                    if match is None or match(msg):
                         del mb[idx]
                         node.on_message_removed(self, entry)
                         await self._reduction()
-                        return entry[0]
+                        return msg
                     idx += 1
             if deadline is not None and time.monotonic() >= deadline:
                 node.on_receive_timeout(self)

@@ -5,7 +5,6 @@ process flags: the operations that reach ``trace_proc``, ``trace_send``,
 from __future__ import annotations
 
 from collections import deque
-from itertools import repeat
 
 from .common import (
     EXITED,
@@ -54,7 +53,7 @@ from .common import (
     inherited_tracing,
     pid_owner,
 )
-from .process import NOTHING
+from .process import NOTHING, Tokened
 
 __all__ = ["ProcessOps"]
 
@@ -402,7 +401,7 @@ class ProcessOps:
 
     def _queue_message(self, t: Proc, msg, token, trace_recv=False) -> None:
         """``erts_queue_message`` (+ ``trace_receive`` on a send)."""
-        t.deliver((msg, token))
+        t.deliver(msg, token)
         if trace_recv and t.tracer is not NIL and are_trace_flags_on(t.flags, F_TRACE_RECEIVE):
             self.trace_receive(t, msg)
         if t.status == WAITING:
@@ -430,7 +429,7 @@ class ProcessOps:
         if t is None or t.status == EXITED:
             self.stats.sys_arrived_dead += len(bodies)
             return
-        t.deliver_many(zip(bodies, repeat(None)))
+        t.deliver_many(bodies)
         if t.kept is not None:
             t.kept.extend(bodies)
         if t.status == WAITING:
@@ -438,12 +437,12 @@ class ProcessOps:
 
     def on_message_removed(self, p: Proc, entry) -> None:
         """A receive took ``entry`` out of the queue: seq_trace token handling."""
-        token = entry[1]
         # beam_emu remove_message: saved whether or not there is a token
         self.save_calls(p, am_receive)
-        if token is None:
+        if type(entry) is not Tokened:
             p.token = None
             return
+        token = entry.token
         if token is am_undefined:
             # a port's message (erts_queue_message(..., am_undefined)):
             # beam_emu's remove_message leaves the token as it is
@@ -453,7 +452,7 @@ class ProcessOps:
         p.seq_lastcnt = serial
         if p.seq_clock < serial:
             p.seq_clock = serial
-        self.seq_trace_output(p.token, entry[0], M.SEQ_TRACE_RECEIVE, p.pid, p)
+        self.seq_trace_output(p.token, entry.msg, M.SEQ_TRACE_RECEIVE, p.pid, p)
 
     def on_receive_timeout(self, p: Proc) -> None:
         if p.tracer is not NIL and are_trace_flags_on(p.flags, F_TRACE_RECEIVE):

@@ -23,6 +23,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from schedulers.process import message_of
 from smp.app.limits import TraceLimit
 from smp.app.series import SAMPLE_INTERVAL_S, Series, latency_histogram, scheduler_timeline
 from smp.core.errors import ErlangException, Error, Exit, SchedulerLost, SmpError, Throw
@@ -88,7 +89,7 @@ async def _recv(proc, match=None):
 
 async def _poll(proc) -> None:
     """Take pending control messages without blocking (for processes that never receive)."""
-    if any(_is_ctl(e[0]) for e in proc.mailbox):
+    if any(_is_ctl(message_of(e)) for e in proc.mailbox):
         await _apply_ctl(proc, await proc.receive(match=_is_ctl))
 
 

@@ -159,8 +159,9 @@ crash_reports(T, N) ->
 
 trace_delivered_reply() ->
     T = collector(), D = spawn(?MODULE, deliverer, [T]), wait_waiting(D),
-    kick(D, go),
-    {[{collector, T}, {deliverer, D}], msgs(T)}.
+    kick(D, go),  % D then waits for the reply: the forward to T comes later
+    {[{collector, T}, {deliverer, D}],
+     await_msgs(T, fun({trace_delivered, all, _}) -> true; (_) -> false end, 1)}.
 """
 
 
