@@ -235,9 +235,15 @@ class Proc:
             mb = self.mailbox
             if match is None and mb:  # the first message: no scan
                 entry = mb.popleft()
-                node.on_message_removed(self, entry)
+                if type(entry) is Tokened or self.saved_calls is not None:
+                    node.on_message_removed(self, entry)
+                    await self._reduction()
+                    return entry.msg if type(entry) is Tokened else entry
+                # on_message_removed's case of a message with no token, when
+                # no last_calls are saved: the process has no token after it
+                self.token = None
                 await self._reduction()
-                return entry.msg if type(entry) is Tokened else entry
+                return entry
             if idx < len(mb):
                 # one pass from where the last look stopped (indexing a deque
                 # in the middle is linear: a long mailbox would be quadratic)
