@@ -13,6 +13,10 @@ their ratio are printed with the target the project set for it.
 
 rows
   smp2      smp mode, 2 schedulers      vs  erl +S 2     target 0.33
+            (2 senders on each scheduler, the tracer on scheduler 2)
+  smp2-apart  the same, placed as a user who keeps the tracer's scheduler
+            light would: 3 senders on scheduler 1, the tracer and 1 sender
+            on scheduler 2 (the node balances its schedulers itself)
   smp1      smp mode, 1 scheduler       vs  erl +S 1     target 0.33
   nonsmp    nonsmp mode                 vs  erl +S 1     target 0.50
   file      smp mode, 2 schedulers, a file trace port vs dbg:trace_port(file)
@@ -43,11 +47,14 @@ import bench_workers as W  # noqa: E402
 import smp  # noqa: E402
 
 SENDERS = 4
+#: row -> (mode, schedulers, file port?, the node's +S, target, each sender's
+#: scheduler or None for i % schedulers + 1)
 ROWS = {
-    "smp2": ("smp", 2, False, 2, 0.33),
-    "smp1": ("smp", 1, False, 1, 0.33),
-    "nonsmp": ("nonsmp", 1, False, 1, 0.50),
-    "file": ("smp", 2, True, 2, 0.33),
+    "smp2": ("smp", 2, False, 2, 0.33, None),
+    "smp2-apart": ("smp", 2, False, 2, 0.33, (1, 1, 1, 2)),
+    "smp1": ("smp", 1, False, 1, 0.33, None),
+    "nonsmp": ("nonsmp", 1, False, 1, 0.50, None),
+    "file": ("smp", 2, True, 2, 0.33, None),
 }
 
 ERLANG = r"""
@@ -136,8 +143,11 @@ def node_run(tmp: str, sched: int, total: int, file_port: bool) -> float | None:
     return int(n) / (int(us) / 1e6)
 
 
-def emu_run(mode: str, nsched: int, total: int, file_port: bool, tmp: str) -> float:
-    """Messages per second delivered by the emulator (start-up not counted)."""
+def emu_run(
+    mode: str, nsched: int, total: int, file_port: bool, tmp: str, placed=None
+) -> float:
+    """Messages per second delivered by the emulator (start-up not counted);
+    ``placed``: each sender's scheduler (its sink goes with it)."""
     kw = {"schedulers": nsched} if mode == "smp" else {}
     with smp.Emulator(mode=mode, **kw) as vm:
         if file_port:
@@ -146,7 +156,7 @@ def emu_run(mode: str, nsched: int, total: int, file_port: bool, tmp: str) -> fl
             tracer = vm.spawn(W.tracer_loop, scheduler=nsched)
         per = total // SENDERS
         for i in range(SENDERS):
-            k = i % nsched + 1
+            k = placed[i] if placed else i % nsched + 1
             s = vm.spawn(W.sink, scheduler=k)
             p = vm.spawn(W.sender, s, per, scheduler=k)
             vm.trace(p, True, ["send"], tracer=tracer)
@@ -190,14 +200,14 @@ def main(argv=None) -> int:
         f"# {args.messages:,} trace messages per run, {SENDERS} senders, median of "
         f"{args.repeat}; node: {erl or 'not installed (emulator figures only)'}"
     )
-    print(f"{'row':8} {'emulator msg/s':>15} {'node msg/s':>13} {'ratio':>7} {'target':>7}")
+    print(f"{'row':10} {'emulator msg/s':>15} {'node msg/s':>13} {'ratio':>7} {'target':>7}")
     out = {}
     with tempfile.TemporaryDirectory(prefix="bench-node-") as tmp:
         for row in rows:
-            mode, nsched, file_port, node_s, target = ROWS[row]
+            mode, nsched, file_port, node_s, target, placed = ROWS[row]
             emu, node = [], []
             for _ in range(args.repeat):
-                emu.append(emu_run(mode, nsched, args.messages, file_port, tmp))
+                emu.append(emu_run(mode, nsched, args.messages, file_port, tmp, placed))
                 n = node_run(tmp, node_s, args.messages, file_port)
                 if n is not None:
                     node.append(n)
@@ -213,7 +223,7 @@ def main(argv=None) -> int:
                 "node_runs": node,
             }
             print(
-                f"{row:8} {e:>15,.0f} {(f'{n:,.0f}' if n else '-'):>13} "
+                f"{row:10} {e:>15,.0f} {(f'{n:,.0f}' if n else '-'):>13} "
                 f"{(f'{ratio:.3f}' if ratio else '-'):>7} {target:>7.2f}",
                 flush=True,
             )
