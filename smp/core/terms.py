@@ -80,8 +80,10 @@ class Atom:
     def __eq__(self, other):
         return self is other
 
-    def __hash__(self):
-        return hash(("atom", self.name))
+    # Interned and never freed, equal only to itself: the identity hash agrees
+    # with ``==`` and costs no Python call in a dict or set lookup (a set's
+    # order was never stable across runs: a str hash is salted per process).
+    __hash__ = object.__hash__
 
     def __lt__(self, other):
         return _order_key(self) < _order_key(other)
@@ -114,7 +116,8 @@ class Pid(_Id):
     Pids are interned like atoms: the same pid is the same object, so
     comparisons are cheap and a batch of messages pickles each pid once."""
 
-    __slots__ = ("number", "serial", "node", "creation", "_hash")
+    # _etf: the external format of this pid once encoded (smp.wire.etf fills it)
+    __slots__ = ("number", "serial", "node", "creation", "_hash", "_etf")
     _cache: dict = {}
 
     def __new__(cls, number: int, serial: int = 0, node: Atom = LOCAL_NODE, creation: int = 0):
@@ -127,6 +130,7 @@ class Pid(_Id):
             object.__setattr__(self, "node", node)
             object.__setattr__(self, "creation", creation)
             object.__setattr__(self, "_hash", hash(("pid", number, serial)))
+            object.__setattr__(self, "_etf", None)
             cls._cache[key] = self
         return self
 

@@ -171,6 +171,9 @@ def _make_encoder(minor: int, old_ids: bool):
     writes on OTP 25 (old_ids: PID_EXT, PORT_EXT and (NEW_)REFERENCE_EXT, as
     nodes before OTP 23 wrote them)."""
     atom_cache: dict = {}
+    # a pid keeps the default encoding only (its node atom's encoding
+    # depends on the minor version)
+    pid_cached = minor == 2 and not old_ids
 
     def atom_bytes(a: Atom) -> bytes:
         name = a.name
@@ -362,7 +365,7 @@ def _make_encoder(minor: int, old_ids: bool):
         Fun: enc_fun,
         ExportFun: enc_export,
     }
-    if old_ids:
+    if not pid_cached:
         dispatch[Pid] = enc_pid
 
     def enc(t: Any, out: bytearray) -> None:
@@ -380,7 +383,15 @@ def _make_encoder(minor: int, old_ids: bool):
                 out += b"i"
                 out += _pack_I(n)
             for e in t:
-                enc(e, out)
+                # an atom or an encoded pid inline: no call for the commonest
+                # elements of a trace tuple (enc's own branches, unrolled)
+                te = type(e)
+                if te is Atom and e in atom_cache:
+                    out += atom_cache[e]
+                elif te is Pid and pid_cached and e._etf is not None:
+                    out += e._etf
+                else:
+                    enc(e, out)
         elif tp is int:
             if 0 <= t < 256:
                 out += _SMALL_INT[t]
@@ -389,16 +400,14 @@ def _make_encoder(minor: int, old_ids: bool):
                 out += _pack_i(t)
             else:
                 _enc_big(t, out)
-        elif tp is Pid and not old_ids:
-            try:
-                tail = _pack_III(t.number, t.serial, t.creation)
-                node = atom_cache[t.node]
-            except (KeyError, struct.error, TypeError):
-                enc_pid(t, out)
-                return
-            out += b"X"
-            out += node
-            out += tail
+        elif tp is Pid and pid_cached:
+            b = t._etf  # pids are interned and immutable: encoded once
+            if b is None:
+                tmp = bytearray()
+                enc_pid(t, tmp)
+                b = bytes(tmp)
+                object.__setattr__(t, "_etf", b)
+            out += b
         else:
             f = dispatch.get(tp)
             if f is None:
