@@ -143,9 +143,7 @@ def node_run(tmp: str, sched: int, total: int, file_port: bool) -> float | None:
     return int(n) / (int(us) / 1e6)
 
 
-def emu_run(
-    mode: str, nsched: int, total: int, file_port: bool, tmp: str, placed=None
-) -> float:
+def emu_run(mode: str, nsched: int, total: int, file_port: bool, tmp: str, placed=None) -> float:
     """Messages per second delivered by the emulator (start-up not counted);
     ``placed``: each sender's scheduler (its sink goes with it)."""
     kw = {"schedulers": nsched} if mode == "smp" else {}
