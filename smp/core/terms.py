@@ -49,6 +49,8 @@ __all__ = [
     "is_atom",
     "LOCAL_NODE",
     "term_order_key",
+    "ATOMS",
+    "PIDS",
 ]
 
 
@@ -117,7 +119,7 @@ class Pid(_Id):
     comparisons are cheap and a batch of messages pickles each pid once."""
 
     # _etf: the external format of this pid once encoded (smp.wire.etf fills it)
-    __slots__ = ("number", "serial", "node", "creation", "_hash", "_etf")
+    __slots__ = ("number", "serial", "node", "creation", "_etf")
     _cache: dict = {}
 
     def __new__(cls, number: int, serial: int = 0, node: Atom = LOCAL_NODE, creation: int = 0):
@@ -129,7 +131,6 @@ class Pid(_Id):
             object.__setattr__(self, "serial", serial)
             object.__setattr__(self, "node", node)
             object.__setattr__(self, "creation", creation)
-            object.__setattr__(self, "_hash", hash(("pid", number, serial)))
             object.__setattr__(self, "_etf", None)
             cls._cache[key] = self
         return self
@@ -148,14 +149,22 @@ class Pid(_Id):
             and self.creation == other.creation
         )
 
-    def __hash__(self):
-        return self._hash
+    # Interned (``_cache`` is never cleared), so equal pids are one object:
+    # the identity hash agrees with ``==`` and a dict or set lookup makes no
+    # Python call (a process table is looked up on every message)
+    __hash__ = object.__hash__
 
     def __repr__(self) -> str:
         node = 0 if self.node is LOCAL_NODE else self.node.name
         return f"<{node}.{self.number}.{self.serial}>"
 
     __str__ = __repr__
+
+
+#: The interned atoms by name and pids by ``(number, serial, node, creation)``,
+#: for a decoder's lookup without a call (``Atom()`` and ``Pid()`` fill them).
+ATOMS: dict = Atom._table
+PIDS: dict = Pid._cache
 
 
 class Port(_Id):
