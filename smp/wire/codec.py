@@ -38,7 +38,9 @@ import types
 from smp.core.errors import BadArg, Error, ProtocolError, SmpError
 from smp.core.state import Snapshot
 from smp.core.terms import (
+    ATOMS,
     LOCAL_NODE,
+    PIDS,
     Atom,
     BitString,
     ExportFun,
@@ -101,12 +103,28 @@ def _node(node) -> Atom:
 
 
 def _atom(name=None, *rest):
+    a = ATOMS.get(name) if type(name) is str and not rest else None
+    if a is not None:  # an atom that exists already: the commonest case
+        return a
     if type(name) is not str or rest:
         raise ProtocolError(f"atom name must be one str, not {name!r}")
     return Atom(name)
 
 
 def _pid(number=None, serial=0, node=LOCAL_NODE, creation=0):
+    # the checks _u32 and _node make, written out for the commonest case, and
+    # the interned pid found without a call
+    if (
+        type(number) is int
+        and type(serial) is int
+        and type(creation) is int
+        and type(node) is Atom
+        and 0 <= number < _LIMIT
+        and 0 <= serial < _LIMIT
+        and 0 <= creation < _LIMIT
+    ):
+        p = PIDS.get((number, serial, node, creation))
+        return p if p is not None else Pid(number, serial, node, creation)
     return Pid(
         _u32(number, "pid number"),
         _u32(serial, "pid serial"),
