@@ -166,8 +166,12 @@ async def ask_dump(proc, tracer_pid, reply_to):
 
 # =============================================================== figures
 def figures(hist, max_ns: int) -> dict:
-    """Percentiles (ns, the histogram's 3-digit values) and the exact max."""
-    out = {f"p{p:g}_ns": hist.get_value_at_percentile(p) for p in PERCENTILES}
+    """Percentiles (ns, the histogram's 3-digit values) and the exact max.
+
+    A percentile is the top of its histogram bucket, which near the max can
+    lie above the exact max (a bucket is 128-256 ns wide around 200 us): it
+    is given as at most the max, which it cannot exceed."""
+    out = {f"p{p:g}_ns": min(hist.get_value_at_percentile(p), max_ns) for p in PERCENTILES}
     out["max_ns"] = max_ns
     out["count"] = hist.get_total_count()
     return out

@@ -49,10 +49,8 @@ def _check_run(r: dict, *, emulator: bool) -> None:
         assert lat["count"] == r["recorded"]
         values = [lat[k] for k in KEYS]
         assert all(v > 0 for v in values)
-        # the histogram's values are 3-digit buckets, the max is exact: allow
-        # the max its bucket's width below the p99.9
-        assert values[:-1] == sorted(values[:-1])
-        assert values[-2] <= values[-1] * 1.001 + 1
+        # the percentiles are 3-digit buckets given as at most the exact max
+        assert values == sorted(values)
 
 
 def test_both_modes_record_every_delivered_message(tmp_path):
@@ -82,3 +80,18 @@ def test_the_real_node_side_when_erl_is_installed(tmp_path):
     _check_run(node, emulator=False)
     assert set(fig["ratios"]) == {"nonsmp"}
     assert all(v is None or v > 0 for v in fig["ratios"]["nonsmp"].values())
+
+
+def test_a_percentile_is_never_above_the_exact_max():
+    """A percentile is its bucket's top, which can lie above the exact max
+    (216,714 ns is in a bucket whose top is 217,087): it is given as the max."""
+    sys.path.insert(0, os.path.join(ROOT, "tools"))
+    try:
+        import bench_latency
+    finally:
+        sys.path.remove(os.path.join(ROOT, "tools"))
+    h = bench_latency.new_histogram()
+    h.record_value(216_714)
+    assert h.get_value_at_percentile(99.9) > 216_714
+    f = bench_latency.figures(h, 216_714)
+    assert [f[k] for k in KEYS] == [216_714] * len(KEYS)
