@@ -186,6 +186,21 @@ class _RemoteProc:
         return None
 
 
+def smp_quiet(sts: dict, d: dict, live: list) -> bool:
+    """smp, once every live scheduler is idle: is the whole system quiet?
+    ``sts``: each scheduler's status, ``d``: the dispatcher's.  Every signal
+    between schedulers arrived; the dispatcher took every item each scheduler
+    sent (messages and table events: an exit, a new tracer, so a release or a
+    step after ``run()`` sees the table as it is); and, unless it is held, it
+    dispatched its queue and each scheduler took what was sent to it."""
+    return (
+        all(sts[j]["peer_sent"][k] == sts[k]["peer_recv"][j] for j in live for k in live)
+        and all(d["ingested_items"][k] == sts[k]["sys_items"] for k in live)
+        and (d["held"] or (d["queued"] == 0 and not d["dispatching"]))
+        and (d["held"] or all(d["delivered_to"][k] == sts[k]["deliveries"] for k in live))
+    )
+
+
 def _atom(x):
     return Atom(x) if isinstance(x, str) else x
 
@@ -1388,21 +1403,7 @@ class Emulator:
                 if quiet and self.smp:
                     d = self._disp_call("status")
                     self._last_disp_status = d
-                    quiet = (
-                        all(
-                            sts[j]["peer_sent"][k] == sts[k]["peer_recv"][j]
-                            for j in live
-                            for k in live
-                        )
-                        # messages and table events (an exit, a new tracer): a
-                        # release or a step after run() sees the table as it is
-                        and all(d["ingested_items"][k] == sts[k]["sys_items"] for k in live)
-                        and (d["held"] or (d["queued"] == 0 and not d["dispatching"]))
-                        and (
-                            d["held"]
-                            or all(d["delivered_to"][k] == sts[k]["deliveries"] for k in live)
-                        )
-                    )
+                    quiet = smp_quiet(sts, d, live)
                     snap = snap + (
                         tuple(d["ingested_items"]),
                         tuple(d["delivered_to"]),

@@ -12,6 +12,7 @@ from helpers import check_counts
 
 import smp
 from smp import Atom as A
+from smp.emulator import smp_quiet
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -153,6 +154,36 @@ def test_run_returns_after_the_dispatcher_took_every_table_event(smp2):
     vm.release_dispatcher()
     vm.run()
     assert check_counts(vm)["dropped_by_reason"]["receiver_dead"]["TRACE"] == 1
+
+
+def _statuses(made, items, ingested, ingested_items, held=False):
+    sched = {
+        "peer_sent": [0, 0, 0],
+        "peer_recv": [0, 0, 0],
+        "sys_made": made,
+        "sys_items": items,
+        "deliveries": 0,
+    }
+    disp = {
+        "ingested": [0, ingested, 0],
+        "ingested_items": [0, ingested_items, 0],
+        "held": held,
+        "queued": 0,
+        "dispatching": False,
+        "delivered_to": [0, 0, 0],
+    }
+    other = {**sched, "sys_made": 0, "sys_items": 0}
+    return {1: sched, 2: other}, disp
+
+
+@pytest.mark.parametrize("held", [False, True])
+def test_quiet_waits_for_a_table_event_with_no_message(held):
+    """Scheduler 1 made 5 messages and then sent an exit (6 items); the
+    dispatcher took the 5 messages but not yet the exit: not quiet."""
+    sts, d = _statuses(made=5, items=6, ingested=5, ingested_items=5, held=held)
+    assert smp_quiet(sts, d, [1, 2]) is False
+    sts, d = _statuses(made=5, items=6, ingested=5, ingested_items=6, held=held)
+    assert smp_quiet(sts, d, [1, 2]) is True
 
 
 async def busy_worker(proc, n):
