@@ -243,7 +243,7 @@ class Proc:
                 if type(entry) is Tokened or self.saved_calls is not None:
                     node.on_message_removed(self, entry)
                     await self._reduction()
-                    return entry.msg if type(entry) is Tokened else entry
+                    return message_of(entry)
                 # on_message_removed's case of a message with no token, when
                 # no last_calls are saved: the process has no token after it
                 self.token = None
@@ -253,7 +253,7 @@ class Proc:
                 # one pass from where the last look stopped (indexing a deque
                 # in the middle is linear: a long mailbox would be quadratic)
                 for entry in islice(mb, idx, None):
-                    msg = entry.msg if type(entry) is Tokened else entry
+                    msg = message_of(entry)
                     if match is None or match(msg):
                         del mb[idx]
                         node.on_message_removed(self, entry)
