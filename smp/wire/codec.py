@@ -480,9 +480,11 @@ class _Pickler(pickle.Pickler):
             or (issubclass(obj, Exception) and _exception_class(obj.__module__, obj.__name__))
         ):
             return NotImplemented  # the class of a value above, by reference
+        if obj is _fun:
+            # the reference constructor, by reference (in the compiled build
+            # a Cython function, not a types.FunctionType)
+            return NotImplemented
         if t is types.FunctionType:
-            if obj is _fun:
-                return NotImplemented
             ref = fun_ref(obj)
             if ref is None:
                 raise Unencodable(
