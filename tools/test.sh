@@ -1,7 +1,9 @@
 #!/bin/sh
 # Install what the test suite needs (Python test extras; for the interop
 # tests, a real Erlang node from Debian's erlang-nox; for the report's browser
-# test, Debian's chromium), then run the suite.
+# test, Debian's chromium), then run the whole suite twice: on the build pip
+# made (its hot modules compiled with Cython where a C compiler works, see
+# setup.py) and on the pure-Python reference (SMP_PURE=1).
 set -e
 cd "$(dirname "$0")/.."
 if ! command -v erl >/dev/null 2>&1; then
@@ -21,8 +23,15 @@ if ! command -v chromium >/dev/null 2>&1; then
         echo "warning: chromium not found and cannot install it: the report browser test will skip" >&2
     fi
 fi
+# compiles the optional build where a C compiler works (setup.py)
 python3 -m pip install -q -e '.[test]'
 # lint and format with the project's configuration (pyproject.toml [tool.ruff])
 python3 -m ruff check .
 python3 -m ruff format --check .
-exec python3 -m pytest -n 2 "$@"
+# the build each run must be on (tests/core/test_build.py checks it)
+cc=${CC:-cc}
+if command -v "${cc%% *}" >/dev/null 2>&1; then expect=compiled; else expect=pure; fi
+echo "== the whole suite on the $expect build"
+SMP_EXPECT_BUILD=$expect python3 -m pytest -n 2 "$@"
+echo "== the whole suite on the pure-Python build (SMP_PURE=1)"
+SMP_PURE=1 SMP_EXPECT_BUILD=pure python3 -m pytest -n 2 "$@"
