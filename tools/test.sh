@@ -1,17 +1,19 @@
 #!/bin/sh
 # Install what the test suite needs (Python test extras; for the interop
-# tests, a real Erlang node from Debian's erlang-nox; for the report's browser
+# tests, a real Erlang node from Debian's erlang-nox, and erlang-src for the
+# ttb.erl the ttb test compiles where observer is absent; for the report's browser
 # test, Debian's chromium), then run the whole suite twice: on the build pip
 # made (its hot modules compiled with Cython where a C compiler works, see
 # setup.py) and on the pure-Python reference (SMP_PURE=1).
 set -e
 cd "$(dirname "$0")/.."
-if ! command -v erl >/dev/null 2>&1; then
+if ! command -v erl >/dev/null 2>&1 ||
+    { command -v dpkg >/dev/null 2>&1 && ! dpkg -s erlang-src >/dev/null 2>&1; }; then
     if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
         apt-get update -qq
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq erlang-nox >/dev/null
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq erlang-nox erlang-src >/dev/null
     else
-        echo "warning: erl not found and cannot install erlang-nox: interop tests will skip" >&2
+        echo "warning: cannot install erlang-nox and erlang-src: interop tests may skip" >&2
     fi
 fi
 # the report's browser test renders every report kind in Debian's chromium
