@@ -565,14 +565,19 @@ class Emulator:
             ready.add(msg[1])
         if self.smp:
             # PUB/SUB joins late: publish until every scheduler's SUB has
-            # seen something on each of the dispatcher's three PUB sockets
+            # seen something on each of the dispatcher's three PUB sockets,
+            # waiting 20 ms for the first publication, then twice as long
+            # each time up to 0.5 s (a SUB that joined after a publication
+            # never sees it: a short first wait republishes sooner)
             deadline = time.monotonic() + timeout
+            wait = 0.02
             while True:
                 seqs = self._disp_call("hello")
                 try:
-                    self._all_scheds("wait_published", seqs, 0.5)
+                    self._all_scheds("wait_published", seqs, wait)
                     break
                 except TimeoutError:
+                    wait = min(2 * wait, 0.5)
                     if time.monotonic() > deadline:
                         raise StartupError(
                             "schedulers did not subscribe to the dispatcher's "
