@@ -92,7 +92,13 @@ def _extensions():
             file=sys.stderr,
         )
         return []
-    sources = [m.replace(".", "/") + ".py" for m in build.COMPILED]
+    # SMP_COMPILE=a.b,c.d compiles those modules instead (tools/instructions.py
+    # measures a choice of modules with it)
+    chosen = os.environ.get("SMP_COMPILE")
+    modules = [m for m in chosen.split(",") if m] if chosen is not None else build.COMPILED
+    sources = [m.replace(".", "/") + ".py" for m in modules]
+    if not sources:
+        return []
     extensions = cythonize(
         sources,
         compiler_directives=DIRECTIVES,
