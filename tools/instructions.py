@@ -16,7 +16,7 @@ message (two runs, of N and N/2 messages, subtracted, so start-up cancels
 out) and the ratio to the first set.
 
 Instruction counts do not depend on what else the machine runs, unlike
-times, so a difference of 1 % is real; they are not times (a cache miss costs
+times (``PYTHONHASHSEED`` is fixed too), so a difference of 1 % is real; they are not times (a cache miss costs
 more than an add), so a choice this tool makes is checked with
 ``tools/bench_node.py --builds compiled,pure`` too.  Needs valgrind (Debian's
 ``valgrind``) and Cython.  It asserts nothing: a benchmark, not a test.
@@ -124,6 +124,7 @@ def count(tree: str, n: int) -> int:
         f.write(WORKLOAD)
     env = {k: v for k, v in os.environ.items() if k not in (_build.ENV, "PYTHONPATH")}
     env["PYTHONPATH"] = tree
+    env["PYTHONHASHSEED"] = "0"  # the same dict and set layouts in every run
     r = subprocess.run(
         [
             "valgrind",
