@@ -14,6 +14,9 @@ import os
 import sys
 
 from setuptools import setup
+from setuptools._distutils.ccompiler import new_compiler
+from setuptools._distutils.errors import CCompilerError, DistutilsError
+from setuptools._distutils.sysconfig import customize_compiler
 from setuptools.command.build_ext import build_ext
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -58,10 +61,6 @@ class OptionalBuildExt(build_ext):
         super().run()
 
     def _compiler_works(self) -> bool:
-        from setuptools._distutils.ccompiler import new_compiler
-        from setuptools._distutils.errors import CCompilerError, DistutilsError
-        from setuptools._distutils.sysconfig import customize_compiler
-
         compiler = new_compiler()
         customize_compiler(compiler)
         probe = os.path.join(self.build_temp, "probe.c")
