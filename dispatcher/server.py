@@ -43,7 +43,7 @@ from dispatcher.journal import Journal
 from smp.core import messages as M
 from smp.core.clock import Clock
 from smp.core.dispatch import DELIVER_PID, DELIVER_PORT, DROP, disp_failure, resolve
-from smp.core.errors import BadArg, ProtocolError, TracePortError
+from smp.core.errors import BadArg, ProtocolError
 from smp.core.placement import pid_owner, port_owner
 from smp.core.state import NIL, TracerState, apply_state_op
 from smp.core.stats import totals
@@ -552,7 +552,6 @@ class Dispatcher:
                 kinds[owner][type_] += n
             elif d.action == DELIVER_PORT:
                 port = table.ports[d.receiver]
-                written = 0
                 try:
                     frames = [encode(term) for term in item.terms()]
                 except (TypeError, ValueError) as e:  # data, not a term: never written
@@ -563,12 +562,9 @@ class Dispatcher:
                     )
                     dropped[(type_, "not_a_term")] += n
                     continue
-                try:
-                    for frame in frames:
-                        port.write(frame)
-                        written += 1
-                except TracePortError as e:  # the driver failed: its port closes
-                    os.write(2, f"dispatcher: trace port {d.receiver!r}: {e}\n".encode())
+                written, error = port.write_many(frames)
+                if error is not None:  # the driver failed: its port closes
+                    os.write(2, f"dispatcher: trace port {d.receiver!r}: {error}\n".encode())
                     dropped[(type_, "port_closed")] += n - written
                     self._close_ports([d.receiver])
                 delivered[type_] += written

@@ -5,6 +5,8 @@ import socket
 import struct
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from smp.core.errors import TracePortError
 from smp.core.terms import Atom, ImproperList, Pid
@@ -67,6 +69,53 @@ def test_file_buffering_heavy_exactly_when_buffer_spills(tmp_path):
     assert list(read_frames(data)) == [b"x" * 40, b"x" * 40, b"y" * 300]
     with pytest.raises(TracePortError):
         p.write(pl)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    sizes=st.lists(st.integers(0, 300), min_size=1, max_size=40),
+    buffer_size=st.integers(1, 400),
+    wrap=st.sampled_from([None, (".trc", 200, 3), (".trc", 0, 2)]),
+    runs=st.integers(1, 4),
+)
+def test_write_many_is_one_write_a_frame(tmp_path_factory, sizes, buffer_size, wrap, runs):
+    """The dispatcher writes a run with write_many: the files, their OS
+    writes and the counters are those of one write() per frame, whatever the
+    buffer size, the frame sizes and the wrapping."""
+    payloads = [bytes([i % 251]) * n for i, n in enumerate(sizes)]
+    cut = [payloads[i::runs] for i in range(runs)]  # consecutive runs of frames
+    out = []
+    for how in ("write", "write_many"):
+        d = tmp_path_factory.mktemp(how)
+        p = FileTracePort(d / "t", wrap=wrap, buffer_size=buffer_size)
+        for run in cut:
+            if how == "write":
+                for pl in run:
+                    p.write(pl)
+            else:
+                assert p.write_many(run) == (len(run), None)
+        p.flush()
+        files = {f.name: f.read_bytes() for f in sorted(d.iterdir())}
+        p.close()
+        out.append((files, p.stats, p.os_writes))
+    assert out[0] == out[1]
+
+
+def test_write_many_stops_at_the_first_failure(tmp_path):
+    """A driver that fails mid-run: what was written is counted, the error is
+    returned, and a closed port writes nothing."""
+    p = FileTracePort(tmp_path / "t", buffer_size=10)
+    os.close(p._fd)  # the file goes away under the driver
+    p._fd = os.open(os.devnull, os.O_RDONLY)
+    written, error = p.write_many([b"a", b"bb" * 10, b"c"])
+    assert written == 1 and isinstance(error, TracePortError)
+    assert p.stats["messages"] == 1
+    with pytest.raises(TracePortError):
+        p.close()  # its buffer cannot be written either
+    written, error = p.write_many([b"x"])
+    assert written == 0 and "closed" in str(error)
+    null = NullTracePort()
+    assert null.write_many([b"a", b"b"]) == (2, None) and null.stats["messages"] == 2
 
 
 def test_file_default_buffer_size_is_bufsiz_times_8(tmp_path):
