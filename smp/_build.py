@@ -8,12 +8,13 @@ unchanged, and the suite runs on both builds.
 
 ``SMP_PURE=1`` in the environment makes every process of the emulator import
 the ``.py`` of each of those modules even where its compiled twin is
-installed: ``install()`` puts a finder first on ``sys.meta_path`` that takes
-these names from their source files.  The three packages (``smp`` through
-``smp.core``, ``schedulers``, ``dispatcher``) call it before they import
-anything else, and a forked or spawned process inherits both the finder and
-the environment.  ``tools/profile.py`` uses it, since a sampling profiler
-sees no Python frame inside compiled code.
+installed: ``install()``, run when this module is imported, puts a finder
+first on ``sys.meta_path`` that takes these names from their source files.
+The three packages (``smp``, ``schedulers``, ``dispatcher``) import this
+module before anything else; a forked process inherits the finder, and any
+other process of the emulator makes its own from the same environment.
+``tools/profile.py`` sets it, since a sampling profiler sees no Python frame
+inside compiled code.
 
 Imports the standard library only; it is layer 0 (``tests/core/test_layers.py``).
 """
@@ -30,11 +31,13 @@ import sys
 #: message a file or ip trace port writes), the restricted decoder and the
 #: frames (every batch the dispatcher takes in, every delivery a scheduler
 #: decodes), the message builders, the counters and the scheduler's shared
-#: helpers (``are_trace_flags_on``, called for every trace point).  The process loop, the
-#: send and receive paths and the trace points are left out: compiled
-#: unchanged they execute 3-5 % more instructions a message (attribute
-#: access in CPython 3.11's adaptive interpreter beats Cython's generic
-#: lookups on untyped code).  ``setup.py`` reads this tuple.
+#: helpers (``are_trace_flags_on``, called at every trace point).  The
+#: process loop, the send and receive paths and the trace points are left
+#: out: compiled unchanged, each on its own executes 3-6 % more instructions
+#: a message and all of them together about 1 % more
+#: (``tools/instructions.py``): CPython 3.11's adaptive interpreter
+#: specialises their attribute accesses and calls, which Cython does through
+#: the generic lookup on untyped code.  ``setup.py`` reads this tuple.
 COMPILED = (
     "smp.wire.etf",
     "smp.wire.codec",

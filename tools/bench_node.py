@@ -185,7 +185,8 @@ def emu_run_on(build: str, row: str, total: int) -> float:
     cmd = [sys.executable, os.path.abspath(__file__), "--emu-once", row, "--messages", str(total)]
     r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
     if r.returncode != 0:
-        raise RuntimeError(f"emulator run failed: {r.stderr.strip().splitlines()[-1:]}")
+        last = (r.stderr.strip().splitlines() or ["no output"])[-1]
+        raise RuntimeError(f"emulator run on the {build} build failed: {last}")
     got, rate = r.stdout.split()[-2:]
     if got != build:
         raise RuntimeError(f"asked for the {build} build, the run was on the {got} build")
@@ -226,6 +227,13 @@ def main(argv=None) -> int:
     if any(b not in ("compiled", "pure") for b in builds):
         print(
             f"bench_node: unknown build in {args.builds!r}; known: compiled, pure", file=sys.stderr
+        )
+        return 2
+    if "compiled" in builds and not _build.pure_requested() and _build.build() != "compiled":
+        print(
+            f"bench_node: the compiled build is not installed here (this install is "
+            f"{_build.build()}); pip install a build made with a C compiler",
+            file=sys.stderr,
         )
         return 2
     rows = [r.strip() for r in args.rows.split(",") if r.strip()]
