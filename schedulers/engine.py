@@ -468,7 +468,7 @@ class Node(ProcessOps, CallTracing, ResourceOps, SeqTrace, TracePoints, LocalBif
             value = None
             kind = op.kind
             if kind == REDS:
-                p.reds_left -= op.arg - 1  # the one it counted already
+                p.reds_left -= op.arg - 1  # _reduction counted one already (yield_'s count is huge)
                 if p.reds_left <= 0 or p.pending_exit is not None:
                     self._schedule_out(p)
                     self._make_runnable(p)

@@ -97,10 +97,9 @@ def resolve(
     elif t == SYS_MSG_TYPE_SEQTRACE:
         receiver = state.get_system_seq_tracer()
     elif t == SYS_MSG_TYPE_SYSMON or t == SYS_MSG_TYPE_SYSPROF:
-        if t == SYS_MSG_TYPE_SYSMON:
-            receiver = state.get_system_monitor()
-        else:
-            receiver = state.get_system_profile()
+        receiver = (
+            state.get_system_monitor() if t == SYS_MSG_TYPE_SYSMON else state.get_system_profile()
+        )
         # the seed's "from == receiver" test: never about the monitor/profiler itself
         if from_ == receiver:
             return Decision(
