@@ -177,6 +177,28 @@ def figures(hist, max_ns: int) -> dict:
     return out
 
 
+def pace(senders: int, rate: float, seconds: float, sent: int, span_ns: int, wall: float) -> dict:
+    """What a run asked for and what it achieved (both sides report it alike)."""
+    return {
+        "senders": senders,
+        "target_rate": rate,
+        "seconds": seconds,
+        "sent": sent,
+        "achieved_rate": sent / (span_ns / 1e9),
+        "send_span_s": span_ns / 1e9,
+        "run_wall_s": wall,
+    }
+
+
+def latencies(hist, max_ns: int, due_hist, max_due_ns: int, encoded: bytes) -> dict:
+    """A run's latency figures and its whole histogram, ``encoded`` (both sides alike)."""
+    return {
+        "latency": figures(hist, max_ns),
+        "latency_from_due": figures(due_hist, max_due_ns),
+        "histogram": encoded.decode("ascii"),
+    }
+
+
 def emu_run(mode: str, nsched: int, senders: int, rate: float, seconds: float) -> dict:
     """One paced run on the emulator; every trace message's latency."""
     kw = {"schedulers": nsched} if mode == "smp" else {}
@@ -240,13 +262,7 @@ def emu_run(mode: str, nsched: int, senders: int, rate: float, seconds: float) -
         "side": "emulator",
         "mode": mode,
         "schedulers": n_sched,
-        "senders": senders,
-        "target_rate": rate,
-        "seconds": seconds,
-        "sent": sent,
-        "achieved_rate": sent / (span_ns / 1e9),
-        "send_span_s": span_ns / 1e9,
-        "run_wall_s": wall,
+        **pace(senders, rate, seconds, sent, span_ns, wall),
         "setup_used_of_lead_ms": late_start / 1e6,
         "max_sender_lag_ms": max(m[5] for m in done) / 1e6,
         "sender_sleeps": sum(m[6] for m in done),
@@ -257,9 +273,7 @@ def emu_run(mode: str, nsched: int, senders: int, rate: float, seconds: float) -
         "other_trace": other_trace,
         "counts_match": not problems,
         "problems": problems,
-        "latency": figures(hist, max_ns),
-        "latency_from_due": figures(due_hist, max_due_ns),
-        "histogram": enc.decode("ascii"),
+        **latencies(hist, max_ns, due_hist, max_due_ns, enc),
     }
     if dispatch:
         res["dispatch_sampled"] = {
@@ -404,20 +418,12 @@ def node_run(tmp: str, nsched: int, senders: int, rate: float, seconds: float) -
         "side": "node",
         "otp_release": otp,
         "schedulers": int(online),
-        "senders": senders,
-        "target_rate": rate,
-        "seconds": seconds,
-        "sent": sent,
-        "achieved_rate": sent / (span_ns / 1e9),
-        "send_span_s": span_ns / 1e9,
-        "run_wall_s": wall,
+        **pace(senders, rate, seconds, sent, span_ns, wall),
         "max_sender_lag_ms": max_lag / 1e6,
         "recorded": n,
         "counts_match": not problems,
         "problems": problems,
-        "latency": figures(hist, max_ns),
-        "latency_from_due": figures(due_hist, max_due_ns),
-        "histogram": hist.encode().decode("ascii"),
+        **latencies(hist, max_ns, due_hist, max_due_ns, hist.encode()),
     }
 
 
