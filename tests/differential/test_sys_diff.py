@@ -138,9 +138,10 @@ port_open_closed() ->
 %% A port_command runs in the caller when the port is free (traced {in,
 %% command}, {out, command}) and as a port task when the port is busy at that
 %% moment, with an I/O task of cat's pipe (traced {in, 0}, which
-%% port_io_tasks drops); on a loaded machine the node sometimes takes that path.  The emulator's drivers have no I/O tasks, so its
-%% ports are always idle: compare the idle port's run, trying again (a new
-%% port each time) when the node's port happened to be busy.
+%% port_io_tasks drops); on a loaded machine the node sometimes takes that
+%% path.  The emulator's drivers have no I/O tasks, so its ports are always
+%% idle: compare the idle port's run, trying again (a new port each time)
+%% when the node's port happened to be busy.
 running_ports() -> running_ports(20).
 running_ports(Tries) ->
     T = collector(), U = spawn(?MODULE, echo_port_keeper, [self()]), wait_waiting(U),
