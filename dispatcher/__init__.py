@@ -10,5 +10,3 @@ decision, and ``replay`` decides a journal's runs again with the same rule.
 May import: ``smp.core``, ``smp.wire``, ``smp.ports`` and the libraries of
 the process (pyzmq); never the schedulers, the controller or the app.
 """
-
-import smp._build  # noqa: F401  (first: picks the build, see smp/_build.py)

@@ -13,5 +13,3 @@ hands on (``engine.Transport``).
 May import: ``smp.core``, ``smp.wire``, ``smp.ports`` and the libraries of
 the process (pyzmq); never the dispatcher, the controller or the app.
 """
-
-import smp._build  # noqa: F401  (first: picks the build, see smp/_build.py)

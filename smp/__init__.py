@@ -16,7 +16,6 @@ controller and the application above it.
 
 import importlib
 
-import smp._build  # noqa: F401  (first: picks the build, see smp/_build.py)
 from smp.core.errors import (
     BadArg,
     DecodeError,

@@ -2,7 +2,7 @@
 """The emulator against a real BEAM on this machine, same workload, same run.
 
     python tools/bench_node.py [--messages N] [--repeat R] [--rows ...]
-                               [--builds compiled,pure] [--json FILE]
+                               [--json FILE]
 
 Workload: 4 sender processes, each sending N/4 messages to its own sink,
 traced with ``[send]`` to one tracer process that only counts (or to a file
@@ -11,10 +11,6 @@ first send to the last delivery.  Each row is measured on the emulator and,
 when ``erl`` is installed, on a real node started by this tool with the
 matching scheduler count, alternately, ``--repeat`` times; the medians and
 their ratio are printed with the target the project set for it.
-``--builds`` measures the emulator on each build named (``compiled``: the
-modules setup.py compiled with Cython; ``pure``: ``SMP_PURE=1``), each run
-in a fresh process, alternately with the node; without it the emulator
-runs in this process, on the build installed.
 
 rows
   smp2      smp mode, 2 schedulers      vs  erl +S 2     target 0.33
@@ -50,7 +46,6 @@ for p in (ROOT, HERE):
 import bench_workers as W  # noqa: E402
 
 import smp  # noqa: E402
-from smp import _build  # noqa: E402
 
 SENDERS = 4
 #: row -> (mode, schedulers, file port?, the node's +S, target, each sender's
@@ -177,30 +172,6 @@ def emu_run(mode: str, nsched: int, total: int, file_port: bool, tmp: str, place
         return delivered / wall
 
 
-def emu_run_on(build: str, row: str, total: int) -> float:
-    """``emu_run`` for ``row`` in a fresh process on ``build``."""
-    env = {k: v for k, v in os.environ.items() if k != _build.ENV}
-    if build == "pure":
-        env[_build.ENV] = "1"
-    cmd = [sys.executable, os.path.abspath(__file__), "--emu-once", row, "--messages", str(total)]
-    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
-    if r.returncode != 0:
-        last = (r.stderr.strip().splitlines() or ["no output"])[-1]
-        raise RuntimeError(f"emulator run on the {build} build failed: {last}")
-    got, rate = r.stdout.split()[-2:]
-    if got != build:
-        raise RuntimeError(f"asked for the {build} build, the run was on the {got} build")
-    return float(rate)
-
-
-def _emu_once(row: str, total: int) -> int:
-    mode, nsched, file_port, _node_s, _target, placed = ROWS[row]
-    with tempfile.TemporaryDirectory(prefix="bench-node-") as tmp:
-        rate = emu_run(mode, nsched, total, file_port, tmp, placed)
-    print(_build.build(), rate)
-    return 0
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
@@ -213,29 +184,8 @@ def main(argv=None) -> int:
     )
     ap.add_argument("--repeat", type=int, default=3, help="runs per side and row (default 3)")
     ap.add_argument("--rows", default=",".join(ROWS), help=f"which rows ({', '.join(ROWS)})")
-    ap.add_argument(
-        "--builds",
-        help="measure the emulator on each of these builds (compiled, pure), "
-        "each run in a fresh process (default: this process, the build installed)",
-    )
     ap.add_argument("--json", metavar="FILE", help="also write the figures as JSON to FILE")
-    ap.add_argument("--emu-once", metavar="ROW", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
-    if args.emu_once:
-        return _emu_once(args.emu_once, args.messages)
-    builds = [b.strip() for b in (args.builds or "").split(",") if b.strip()]
-    if any(b not in ("compiled", "pure") for b in builds):
-        print(
-            f"bench_node: unknown build in {args.builds!r}; known: compiled, pure", file=sys.stderr
-        )
-        return 2
-    if "compiled" in builds and not _build.pure_requested() and _build.build() != "compiled":
-        print(
-            f"bench_node: the compiled build is not installed here (this install is "
-            f"{_build.build()}); pip install a build made with a C compiler",
-            file=sys.stderr,
-        )
-        return 2
     rows = [r.strip() for r in args.rows.split(",") if r.strip()]
     bad = [r for r in rows if r not in ROWS]
     if bad:
@@ -245,42 +195,38 @@ def main(argv=None) -> int:
         )
         return 2
     erl = shutil.which("erl")
-    here = _build.build()
     print(
         f"# {args.messages:,} trace messages per run, {SENDERS} senders, median of "
-        f"{args.repeat}; emulator: the {', '.join(builds) if builds else here} build; "
-        f"node: {erl or 'not installed (emulator figures only)'}"
+        f"{args.repeat}; node: {erl or 'not installed (emulator figures only)'}"
     )
-    print(
-        f"{'row':10} {'build':>8} {'emulator msg/s':>15} {'node msg/s':>13} "
-        f"{'ratio':>7} {'target':>7}"
-    )
+    print(f"{'row':10} {'emulator msg/s':>15} {'node msg/s':>13} {'ratio':>7} {'target':>7}")
     out = {}
     with tempfile.TemporaryDirectory(prefix="bench-node-") as tmp:
         for row in rows:
             mode, nsched, file_port, node_s, target, placed = ROWS[row]
-            emu = {b: [] for b in builds or [here]}
+            runs = []
             node = []
             for _ in range(args.repeat):
-                for b in emu:
-                    if builds:
-                        emu[b].append(emu_run_on(b, row, args.messages))
-                    else:
-                        emu[b].append(emu_run(mode, nsched, args.messages, file_port, tmp, placed))
+                runs.append(emu_run(mode, nsched, args.messages, file_port, tmp, placed))
                 n = node_run(tmp, node_s, args.messages, file_port)
                 if n is not None:
                     node.append(n)
             n = statistics.median(node) if node else None
-            out[row] = {"node": n, "node_runs": node, "target": target}
-            for b, runs in emu.items():
-                e = statistics.median(runs)
-                ratio = e / n if n else None
-                out[row][b] = {"emulator": e, "ratio": ratio, "emulator_runs": runs}
-                print(
-                    f"{row:10} {b:>8} {e:>15,.0f} {(f'{n:,.0f}' if n else '-'):>13} "
-                    f"{(f'{ratio:.3f}' if ratio else '-'):>7} {target:>7.2f}",
-                    flush=True,
-                )
+            e = statistics.median(runs)
+            ratio = e / n if n else None
+            out[row] = {
+                "node": n,
+                "node_runs": node,
+                "target": target,
+                "emulator": e,
+                "ratio": ratio,
+                "emulator_runs": runs,
+            }
+            print(
+                f"{row:10} {e:>15,.0f} {(f'{n:,.0f}' if n else '-'):>13} "
+                f"{(f'{ratio:.3f}' if ratio else '-'):>7} {target:>7.2f}",
+                flush=True,
+            )
     if args.json:
         with open(args.json, "w") as f:
             json.dump(out, f, indent=2)

@@ -17,10 +17,6 @@ precedence from the leaf up), else "other".  The table gives microseconds of
 CPU per delivered message: samples / rate / delivered.  py-spy must be
 installed (``pip install py-spy``) and allowed to read the processes (root,
 or ptrace permitted).
-
-It profiles the pure-Python build (it sets ``SMP_PURE=1`` before the
-emulator is imported): a sampling profiler sees no Python frame inside a
-module compiled by the optional build, whose time would show as its caller's.
 """
 
 from __future__ import annotations
@@ -41,9 +37,6 @@ ROOT = os.path.dirname(HERE)
 for p in (ROOT, HERE):
     if p not in sys.path:
         sys.path.insert(0, p)
-# the stages are Python functions: sample the build where every one is one
-os.environ["SMP_PURE"] = "1"
-
 import bench_workers as W  # noqa: E402
 
 import smp  # noqa: E402

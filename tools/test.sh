@@ -2,9 +2,7 @@
 # Install what the test suite needs (Python test extras; for the interop
 # tests, a real Erlang node from Debian's erlang-nox, and erlang-src for the
 # ttb.erl the ttb test compiles where observer is absent; for the report's browser
-# test, Debian's chromium), then run the whole suite twice: on the build pip
-# made (its hot modules compiled with Cython where a C compiler works, see
-# setup.py) and on the pure-Python reference (SMP_PURE=1).
+# test, Debian's chromium), then lint and run the whole suite.
 set -e
 cd "$(dirname "$0")/.."
 if ! command -v erl >/dev/null 2>&1 ||
@@ -25,15 +23,8 @@ if ! command -v chromium >/dev/null 2>&1; then
         echo "warning: chromium not found and cannot install it: the report browser test will skip" >&2
     fi
 fi
-# compiles the optional build where a C compiler works (setup.py)
 python3 -m pip install -q -e '.[test]'
 # lint and format with the project's configuration (pyproject.toml [tool.ruff])
 python3 -m ruff check .
 python3 -m ruff format --check .
-# the build each run must be on (tests/core/test_build.py checks it)
-cc=${CC:-cc}
-if command -v "${cc%% *}" >/dev/null 2>&1; then expect=compiled; else expect=pure; fi
-echo "== the whole suite on the $expect build"
-SMP_EXPECT_BUILD=$expect python3 -m pytest -n 2 "$@"
-echo "== the whole suite on the pure-Python build (SMP_PURE=1)"
-SMP_PURE=1 SMP_EXPECT_BUILD=pure python3 -m pytest -n 2 "$@"
+python3 -m pytest -n 2 "$@"

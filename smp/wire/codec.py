@@ -481,8 +481,7 @@ class _Pickler(pickle.Pickler):
         ):
             return NotImplemented  # the class of a value above, by reference
         if obj is _fun:
-            # the reference constructor, by reference (in the compiled build
-            # a Cython function, not a types.FunctionType)
+            # the reference constructor itself, by reference
             return NotImplemented
         if t is types.FunctionType:
             ref = fun_ref(obj)

@@ -21,7 +21,6 @@ PACKAGES = ("smp", "schedulers", "dispatcher")
 #: (module prefix, layer): the longest prefix that matches names the layer.
 LAYERS = (
     # which build runs (compiled or pure); every package imports it first
-    ("smp._build", 0),
     ("smp.core", 0),
     ("smp.wire", 1),
     ("smp.ports", 2),
