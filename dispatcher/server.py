@@ -368,7 +368,7 @@ class Dispatcher:
                     self.table.proc_ports.add(subject)
                     ports_changed = True
                 elif ev == "port_close":
-                    self.table.proc_ports.discard(subject)
+                    reg_changed |= bool(self.table.port_closed(subject))
                     self.state.trace_check_exiting(subject, smp=True)
                     ports_changed = True
             self.smq.notify()

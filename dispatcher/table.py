@@ -36,10 +36,13 @@ class PidTable:
         return pid in self.tracers and pid in self.alive
 
     def whereis(self, name):
+        """``erts_whereis_name`` (register.c): a live process or an open port."""
         pid = self.registry.get(name)
-        if pid is not None and pid not in self.alive:
+        if pid is None:
             return None
-        return pid
+        if type(pid) is Port:
+            return pid if self.is_valid_tracer_port(pid) else None
+        return pid if pid in self.alive else None
 
     def is_valid_tracer_port(self, port) -> bool:
         tp = self.ports.get(port)
@@ -66,6 +69,16 @@ class PidTable:
                 del self.registry[n]
             return names
 
+    def port_closed(self, port) -> list:
+        """Returns the names the port held (io.c ``erts_do_exit_port``
+        unregisters a closing port)."""
+        with self.lock:
+            self.proc_ports.discard(port)
+            names = [n for n, p in self.registry.items() if p == port]
+            for n in names:
+                del self.registry[n]
+            return names
+
     def mark_tracer(self, pid: Pid) -> None:
         with self.lock:
             if pid in self.alive:
@@ -76,6 +89,8 @@ class PidTable:
             if self.whereis(name) is not None:
                 return False
             if type(pid) is Pid and pid not in self.alive:
+                return False
+            if type(pid) is Port and not self.is_valid_tracer_port(pid):
                 return False
             if pid in self.registry.values():
                 return False

@@ -42,6 +42,9 @@ class LocalBackend:
     def bk_trace_info(self, what, item):
         return self.node.trace_info_local(what, item)
 
+    def bk_trace_info_func(self, mfa, key):
+        return self.node.trace_info_func_local(mfa, key)
+
     def bk_pattern(self, mfa, ms, kind, meta_tracer, enable) -> int:
         return self.node.set_pattern_local(mfa, ms, kind, meta_tracer, enable)
 

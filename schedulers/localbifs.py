@@ -22,6 +22,7 @@ from .common import (
     _a,
     _Meta,
     am_badarg,
+    am_false,
     am_undefined,
 )
 
@@ -112,7 +113,10 @@ class LocalBifs:
         return True
 
     def trace_info_local(self, pid, item: str):
-
+        """``trace_info_pid`` on this node's process (17.x ``trace_info_2``
+        takes no port), or ``trace_info_func`` for an ``{M, F, A}``."""
+        if type(pid) is tuple:
+            return self.trace_info_func_local(pid, item)
         t = self.procs.get(pid) if type(pid) is Pid else self.ports.get(pid)
         if t is None or getattr(t, "status", None) == EXITED or getattr(t, "closed", False):
             return am_undefined
@@ -122,6 +126,50 @@ class LocalBifs:
         if item == "flags":
             return (_a("flags"), flags_to_list(t.flags & TRACEE_FLAGS))
         return (_a("tracer"), [] if t.tracer is NIL else t.tracer)
+
+    def trace_info_func_local(self, mfa: tuple, key):
+        """``trace_info_func`` (erl_bif_trace.c): ``{Key, Value}`` for a
+        function of this node's table.
+
+        ``function_is_traced`` decides first: a function the node does not
+        have answers ``{Key, undefined}`` and an untraced one ``{Key, false}``,
+        whatever the key; otherwise ``traced`` is ``global`` or ``local``
+        (``false`` with a meta pattern alone), ``match_spec`` the pattern's
+        source (``[]`` for ``true``), ``meta`` the meta tracer, and
+        ``call_count`` and ``call_time`` ``false`` (this emulator sets
+        neither kind of breakpoint); ``all`` lists the six in the seed's
+        order; any other key is badarg."""
+        pat = self.patterns.get(mfa)
+        if mfa not in self.functions:
+            return (key, am_undefined)
+        meta = None if pat is None else pat.get("meta")
+        if pat is None or not (pat["global"] or pat["local"] or meta is not None):
+            return (key, am_false)
+        traced = _a("global") if pat["global"] else _a("local") if pat["local"] else am_false
+        ms = am_false
+        if pat["global"] or pat["local"]:
+            ms = [] if pat["ms"] is None else pat["ms"].source
+        meta_tracer, meta_ms = am_false, am_false
+        if meta is not None:
+            meta_tracer = [] if meta.tracer is NIL else meta.tracer
+            meta_ms = [] if pat["meta_ms"] is None else pat["meta_ms"].source
+        items = (
+            (_a("traced"), traced),
+            (_a("match_spec"), ms),
+            (_a("meta"), meta_tracer),
+            (_a("meta_match_spec"), meta_ms),
+            (_a("call_time"), am_false),
+            (_a("call_count"), am_false),
+        )
+        if key == _a("all"):
+            return (key, [*items])
+        for k, v in items:
+            if key == k:
+                return (key, v)
+        raise BadArg(
+            "trace_info item for a function must be traced, match_spec, meta, "
+            f"meta_match_spec, call_count, call_time or all, not {key!r}"
+        )
 
     def set_pattern_local(self, mfa_spec, ms, kind: str, meta_tracer=None, enable=True) -> int:
         """``trace_pattern`` on this node's function table; returns matches."""

@@ -409,6 +409,11 @@ class Proc:
     async def trace(self, pid_spec, how, flags):
         return await self.bif("trace", pid_spec, how, flags)
 
+    async def trace_info(self, what, item):
+        """``erlang:trace_info/2`` as this process; strings stand for atoms,
+        in an ``{M, F, A}`` too."""
+        return await self.bif("trace_info", _mfa_or_atom(what), _atom_of_str(item))
+
     async def trace_delivered(self, what):
         return await self.bif("trace_delivered", what)
 
@@ -432,6 +437,16 @@ class Proc:
 
     async def system_profile(self, *args):
         return await self.bif("system_profile", *args)
+
+
+def _atom_of_str(x):
+    return Atom(x) if isinstance(x, str) else x
+
+
+def _mfa_or_atom(x):
+    if type(x) is tuple:
+        return tuple(_atom_of_str(e) for e in x)
+    return _atom_of_str(x)
 
 
 def _nothing(_msg) -> bool:

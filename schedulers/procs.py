@@ -273,7 +273,7 @@ class ProcessOps:
             raise Error(am_badarg)
         if type(pid) is Port:
             port = self.ports.get(pid)
-            if port is None or port.closed:
+            if port is None or port.closed or port.reg_name is not None:
                 raise Error(am_badarg)
         elif type(pid) is not Pid:
             raise Error(am_badarg)

@@ -41,6 +41,7 @@ from .common import (
     am_out,
     am_start,
     am_undefined,
+    am_unregister,
     are_trace_flags_on,
     make_driver,
     pid_owner,
@@ -242,6 +243,17 @@ class ResourceOps:
             owner.link_discard(port_id)
         if port.tracer is not NIL and are_trace_flags_on(port.flags, F_TRACE_PORTS):
             self.trace_port(port, am_closed, reason)
+        name = port.reg_name
+        if name is not None:
+            # io.c erts_do_exit_port: right after 'closed' is traced, a
+            # registered port loses its name (erts_unregister_name, which
+            # traces 'unregister' on a port with the ports flag); in smp the
+            # dispatcher drops the name on the port_close event below
+            port.reg_name = None
+            if self.registry.get(name) == port_id:
+                del self.registry[name]
+            if port.tracer is not NIL and are_trace_flags_on(port.flags, F_TRACE_PORTS):
+                self.trace_port(port, am_unregister, name)
         for p in self.suspended_on_port.pop(port_id, deque()):
             if p.status == SUSPENDED:
                 self._make_runnable(p)

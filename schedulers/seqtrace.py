@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from smp.core.bifs import is_small
 from smp.core.dispatch import DELIVER_PORT, DROP, disp_failure
 
 from .common import (
@@ -93,6 +94,10 @@ class SeqTrace:
             label, msg = None, args[0]
         elif len(args) == 2:
             label, msg = args
+            # seq_trace_print_2: if (!(is_atom(BIF_ARG_1) || is_small(BIF_ARG_1)))
+            # BIF_ERROR(BIF_P, BADARG), before the token is looked at
+            if type(label) is not Atom and not is_small(label):
+                raise Error(am_badarg)
         else:
             raise BadArg("seq_trace_print takes (msg) or (label, msg)")
         if p.token is None or (label is not None and p.token[1] != label):

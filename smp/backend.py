@@ -104,6 +104,10 @@ class SmpBackend:
             self._replicas_current()  # a tracer port closed just now is seen closed
         return self.emu._sched_call(owner, "trace_info", what, item)
 
+    def bk_trace_info_func(self, mfa, key):
+        # every scheduler holds the same function table and patterns
+        return self.emu._sched_call(1, "trace_info", mfa, key)
+
     def bk_pattern(self, mfa, ms, kind, meta_tracer, enable) -> int:
         # the match spec travels as its term; each scheduler compiles it again
         source = None if ms is None else ms.source

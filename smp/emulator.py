@@ -1142,6 +1142,14 @@ class Emulator:
         return self._bif("trace", _spec(pid_spec), how, flags)
 
     def trace_info(self, what, item):
+        """``erlang:trace_info/2``: ``What`` is a pid, ``new``, ``on_load`` or
+        ``{Module, Function, Arity}`` (strings stand for atoms); ``Item`` is
+        ``flags`` or ``tracer`` for a pid or ``new``, and ``traced``,
+        ``match_spec``, ``meta``, ``meta_match_spec``, ``call_count``,
+        ``call_time`` or ``all`` for a function.  A port is badarg, as in
+        17.x (OTP 19 added ports)."""
+        if type(what) is tuple:
+            what = tuple(_spec(x) for x in what)
         return self._bif("trace_info", _spec(what), _atom(item))
 
     def trace_pattern(self, mfa, match_spec, flags=()) -> int:
@@ -1191,11 +1199,16 @@ class Emulator:
         if type(name) is not Atom:
             raise BadArg(f"registered name must be an atom, not {name!r}")
         if self.smp:
-            if not self.backend.bk_is_alive(pid):
+            # erts_register_name (register.c) takes a live process or an open
+            # port; the dispatcher's table knows which ports are open
+            if type(pid) is not Port and not self.backend.bk_is_alive(pid):
                 raise BadArg(f"cannot register {name!r}: {pid!r} is not alive")
             self._sync_dispatcher()
             if not self._disp_call("register", name, pid):
-                raise BadArg(f"cannot register {name!r}: the name or {pid!r} is already registered")
+                raise BadArg(
+                    f"cannot register {name!r}: the name or {pid!r} is already registered, "
+                    "or the port is closed"
+                )
             self._sched_call(self._owner(pid), "set_reg", name, pid)
             self._all_scheds("set_reg", name, pid)
         else:

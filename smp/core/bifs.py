@@ -20,12 +20,13 @@ from smp.core.terms import Atom, Pid, Port
 
 __all__ = ["Backend", "call_bif", "BIF_NAMES", "ALREADY_TRACED"]
 
-am_true, am_false, am_all, am_new, am_existing = (
+am_true, am_false, am_all, am_new, am_existing, am_on_load = (
     Atom("true"),
     Atom("false"),
     Atom("all"),
     Atom("new"),
     Atom("existing"),
+    Atom("on_load"),
 )
 _WILD = Atom("_")
 
@@ -37,6 +38,7 @@ class Backend(Protocol):
     def bk_mark_tracer(self, tracer: Pid) -> None: ...
     def bk_state(self, op: str, *args) -> Any: ...
     def bk_trace_info(self, what, item: str) -> Any: ...
+    def bk_trace_info_func(self, mfa: tuple, key) -> Any: ...
     def bk_pattern(self, mfa, ms, kind: str, meta_tracer, enable: bool) -> int: ...
     def bk_active_schedulers(self) -> int: ...
     def bk_trace_delivered(self, caller, what, ref) -> Any: ...
@@ -130,19 +132,51 @@ def bif_trace(bk: Backend, caller, pid_spec, how, flags) -> int:
     return count
 
 
+#: the largest small integer of a 64-bit emulator (``is_small``: 60 bits, signed)
+MAX_SMALL = (1 << 59) - 1
+MIN_SMALL = -(1 << 59)
+
+
+def is_small(v) -> bool:
+    """``is_small``: an integer that fits a 64-bit emulator's immediate."""
+    return type(v) is int and MIN_SMALL <= v <= MAX_SMALL
+
+
 def bif_trace_info(bk: Backend, caller, what, item):
-    """``erlang:trace_info(PidOrNew, Item)`` for items ``flags`` and ``tracer``."""
-    name = item.name if type(item) is Atom else item
-    if name not in ("flags", "tracer"):
-        raise BadArg(f"trace_info item must be flags or tracer, not {_show(item)}")
+    """``erlang:trace_info(What, Item)`` as 17.x ``trace_info_2``.
+
+    ``What`` is ``on_load`` (``trace_info_on_load``), an atom or a pid
+    (``trace_info_pid``: ``new``, else badarg) or a tuple
+    (``trace_info_func``: ``{Module, Function, Arity}``); anything else,
+    ports included, is badarg (OTP 19 added ports).  A process that is not
+    alive answers ``undefined`` before the item is looked at; for a process
+    or ``new`` the item is ``flags`` or ``tracer``."""
+    if what is am_on_load:
+        # erts_default_trace_pattern_is_on is never set: this emulator has no
+        # trace_pattern(on_load, ...), so every key answers false
+        return (item, am_false)
+    if type(what) is tuple:
+        if not (
+            len(what) == 3 and type(what[0]) is Atom and type(what[1]) is Atom and is_small(what[2])
+        ):
+            raise BadArg(f"trace_info needs {{Module, Function, Arity}}, not {_show(what)}")
+        return bk.bk_trace_info_func(what, item)
+    if what is not am_new and type(what) is not Pid:
+        raise BadArg(f"trace_info needs a pid, new, on_load or {{M, F, A}}, not {_show(what)}")
+    name = item.name if type(item) is Atom else None
     if what is am_new:
+        if name not in ("flags", "tracer"):
+            raise BadArg(f"trace_info item must be flags or tracer, not {_show(item)}")
         flags, tracer = bk.bk_state("get_default_tracing")
         if name == "flags":
             return (Atom("flags"), flags_to_list(flags))
         return (Atom("tracer"), [] if tracer is NIL else tracer)
-    if type(what) not in (Pid, Port):
-        raise BadArg(f"trace_info needs a pid, a port or new, not {_show(what)}")
-    return bk.bk_trace_info(what, name)
+    r = bk.bk_trace_info(what, name if name in ("flags", "tracer") else "flags")
+    if r is UNDEFINED or name not in ("flags", "tracer"):
+        if r is UNDEFINED:
+            return r
+        raise BadArg(f"trace_info item must be flags or tracer, not {_show(item)}")
+    return r
 
 
 def bif_trace_pattern(bk: Backend, caller, mfa, match_spec, flags=()) -> int:

@@ -277,6 +277,37 @@ def _port_start_where(m):
     return None
 
 
+# -- OTP 21: seq_trace:print/2 takes any label ------------------------------------------
+_BAD_LABEL_RESULT = (_a("error"), _a("badarg"))
+
+
+def _print_any_label(msgs):
+    # seq_print_bad_label prints with [{a, 1}, 1.0, 1, other] under label 1:
+    # the first two are neither atom nor small integer, badarg in 17.x
+    out, n = [], 0
+    for m in msgs:
+        if type(m) is tuple and len(m) == 3 and m[:2] == (_a("bif"), _a("seq_trace_print")):
+            if n < 2 and m[2] == _a("false"):
+                m = (m[0], m[1], _BAD_LABEL_RESULT)
+            n += 1
+        out.append(m)
+    return out
+
+
+# -- OTP 19: trace_info/2 of a port ------------------------------------------------------
+def _trace_info_port(m):
+    # {bif, trace_info_port, {flags | tracer, _}}: 17.x trace_info_2 is badarg
+    if (
+        type(m) is tuple
+        and len(m) == 3
+        and m[:2] == (_a("bif"), _a("trace_info_port"))
+        and type(m[2]) is tuple
+        and m[2][0] in (_a("flags"), _a("tracer"))
+    ):
+        return (m[0], m[1], _BAD_LABEL_RESULT)
+    return None
+
+
 DIFFERENCES: list[Difference] = [
     Difference(
         "getting_linked_at_spawn_link",
@@ -398,6 +429,31 @@ DIFFERENCES: list[Difference] = [
         "(its format string is not in the sources searched; the shape decides the "
         "comparison)",
         _per_message(_logger_report),
+    ),
+]
+
+DIFFERENCES += [
+    Difference(
+        "seq_trace_print_any_label",
+        "21.0",
+        None,
+        "seq_print_bad_label",
+        "seq_trace:print/2 with a label that is neither an atom nor a small integer "
+        "answers false (or true) in 25; 17.x raises badarg",
+        "17.x erl_bif_trace.c seq_trace_print_2: if (!(is_atom(BIF_ARG_1) || "
+        "is_small(BIF_ARG_1))) BIF_ERROR(BIF_P, BADARG), before the token",
+        _print_any_label,
+    ),
+    Difference(
+        "trace_info_ports",
+        "19.0",
+        None,
+        "trace_info_port",
+        "trace_info(Port, flags | tracer) answers in 25; 17.x trace_info_2 takes on_load, "
+        "an atom or a pid, or a tuple, and raises badarg for anything else",
+        "17.x erl_bif_trace.c trace_info_2: is_atom(What) || is_pid(What) -> "
+        "trace_info_pid, is_tuple(What) -> trace_info_func, else BIF_ERROR(p, BADARG)",
+        _per_message(_trace_info_port),
     ),
 ]
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import smp
 from smp.core.terms import A
 
-from .harness import Scenario, kick, matching, scenario_tests
+from .harness import Scenario, bif, kick, matching, scenario_tests
 
 ERLANG_MODULE = "diff_calls"
 
@@ -75,6 +75,25 @@ local_return_to() ->
 
 sensitive_not_traced() ->
     traced_caller(sensitive_caller, [], [call], {?MODULE, double, 1}, []).
+
+%% erl_bif_trace.c trace_info_func: undefined for a function the node lacks,
+%% false for an untraced one whatever the key, else the pattern's parts.
+trace_info_func() ->
+    F = {?MODULE, double, 1}, None = {?MODULE, nothere, 1},
+    R0 = [erlang:trace_info(F, traced), erlang:trace_info(F, all),
+          erlang:trace_info(None, traced), erlang:trace_info(None, whatever)],
+    erlang:trace_pattern(F, true, [global]),
+    R1 = [erlang:trace_info(F, all)],
+    erlang:trace_pattern(F, [{'_', [], [{return_trace}]}], [local]),
+    R2 = [erlang:trace_info(F, traced), erlang:trace_info(F, match_spec),
+          erlang:trace_info(F, all)],
+    erlang:trace_pattern(F, false, [local]),
+    T = collector(),
+    erlang:trace_pattern(F, true, [{meta, T}]),
+    R3 = [erlang:trace_info(F, meta), erlang:trace_info(F, meta_match_spec),
+          erlang:trace_info(F, traced)],
+    erlang:trace_pattern(F, false, [meta]),
+    {[{tracer, T}], [{bif, trace_info, R} || R <- R0 ++ R1 ++ R2 ++ R3]}.
 
 meta_return() ->
     T = collector(), P = spawn(?MODULE, caller, [7]), wait_waiting(P),
@@ -159,11 +178,29 @@ def e_meta_return(vm):
     return [("tracer", t), ("p", p)], vm.messages(t)
 
 
+def e_trace_info_func(vm):
+    _define(vm)
+    f, none = DOUBLE, ("diff_calls", "nothere", 1)
+    ti = vm.trace_info
+    r = [ti(f, "traced"), ti(f, "all"), ti(none, "traced"), ti(none, "whatever")]
+    vm.trace_pattern(f, True, ["global"])
+    r += [ti(f, "all")]
+    vm.trace_pattern(f, [(_W, [], [(A.return_trace,)])], ["local"])
+    r += [ti(f, "traced"), ti(f, "match_spec"), ti(f, "all")]
+    vm.trace_pattern(f, False, ["local"])
+    t = vm.spawn_collector()
+    vm.trace_pattern(f, True, [("meta", t)])
+    r += [ti(f, "meta"), ti(f, "meta_match_spec"), ti(f, "traced")]
+    vm.trace_pattern(f, False, ["meta"])
+    return [("tracer", t)], [bif("trace_info", x) for x in r]
+
+
 DOUBLE = ("diff_calls", "double", 1)
 FAILS = ("diff_calls", "fails", 1)
 EXCEPTION_MS = [(_W, [], [(A.exception_trace,)])]
 
 SCENARIOS = [
+    Scenario("trace_info_func", e_trace_info_func),
     Scenario(
         "call_return_caller",
         _traced_caller(

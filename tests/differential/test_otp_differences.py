@@ -68,6 +68,15 @@ CASES = {
         [(A.bif, A.trace_info, (A.flags, [A.garbage_collection, A.arity, A.timestamp]))],
         [(A.bif, A.trace_info, (A.flags, [A.arity, A.timestamp, A.garbage_collection]))],
     ),
+    "seq_trace_print_any_label": (
+        [(A.bif, A.seq_trace_print, A.false)] * 3 + [(A.bif, A.seq_trace_print, A.true)],
+        [(A.bif, A.seq_trace_print, (A.error, A.badarg))] * 2
+        + [(A.bif, A.seq_trace_print, A.false), (A.bif, A.seq_trace_print, A.true)],
+    ),
+    "trace_info_ports": (
+        [(A.bif, A.trace_info_port, (A.flags, [])), (A.bif, A.trace_info_port, (A.tracer, []))],
+        [(A.bif, A.trace_info_port, (A.error, A.badarg))] * 2,
+    ),
     "emulator_error_report": (
         [
             (

@@ -10,9 +10,10 @@ process).
 
 from __future__ import annotations
 
+import smp
 from smp.core.terms import A
 
-from .harness import Scenario, kick, matching, scenario_tests
+from .harness import Scenario, bif, kick, matching, scenario_tests
 
 ERLANG_MODULE = "diff_seq"
 
@@ -81,6 +82,16 @@ seq_timestamps() ->
     seq_trace:set_system_tracer(T),
     kick(C, go),
     {[{tracer, T}, {client, C}, {server, S}], msgs(T)}.
+
+%% erl_bif_trace.c seq_trace_print_2 (the BIF under seq_trace:print/2): a label
+%% that is neither an atom nor a small integer is badarg in 17.x; OTP 21 takes
+%% any label (the table).
+seq_print_bad_label() ->
+    seq_trace:set_token(label, 1),
+    R = [try erlang:seq_trace_print(L, hi) catch error:E -> {error, E} end
+         || L <- [{a, 1}, 1.0, 1, other]],
+    seq_trace:set_token([]),
+    {[], [{bif, seq_trace_print, X} || X <- R]}.
 
 seq_exit_signal() ->
     T = collector(), S = spawn(?MODULE, trapper, []), wait_waiting(S),
@@ -183,6 +194,26 @@ def e_seq_dead_pid_send(vm):
     return [("tracer", t), ("client", c), ("dead", d)], vm.messages(t)
 
 
+async def print_labels(proc, report):
+    await proc.seq_trace(A.label, 1)
+    out = []
+    for label in [(A.a, 1), 1.0, 1, A.other]:
+        try:
+            out.append(await proc.seq_trace_print(label, A.hi))
+        except smp.Error as e:
+            out.append((A.error, e.reason))
+    await proc.set_token([])
+    await proc.send(report, out)
+
+
+def e_seq_print_bad_label(vm):
+    report = vm.spawn_collector()
+    vm.spawn(print_labels, report)
+    vm.run(timeout=20)
+    ((*results,),) = vm.messages(report)
+    return [], [bif("seq_trace_print", r) for r in results]
+
+
 def e_seq_exit_signal(vm):
     t = vm.spawn_collector()
     s = vm.spawn(trapper)
@@ -199,6 +230,7 @@ SCENARIOS = [
     Scenario("seq_dead_pid_send", e_seq_dead_pid_send),
     Scenario("seq_timestamps", _client_server(stamper)),
     Scenario("seq_exit_signal", e_seq_exit_signal),
+    Scenario("seq_print_bad_label", e_seq_print_bad_label),
 ]
 
 node_results, test_scenario = scenario_tests(__name__, ERLANG_MODULE, ERLANG, SCENARIOS)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import smp
 from smp.core.terms import A, Atom
 
-from .harness import Scenario, kick, matching, scenario_tests
+from .harness import Scenario, bif, kick, matching, scenario_tests
 
 ERLANG_MODULE = "diff_sys"
 
@@ -53,6 +53,12 @@ echo_port_user(Ctl) ->
     receive {P, {data, _}} -> ok end, port_close(P), Ctl ! {done, self()},
     receive stop -> ok end.
 %% Keeps its port open: how 17.x schedules a port's close is not checked here.
+echo_port_registrar(Ctl) ->
+    receive go -> ok end,
+    P = open_port({spawn, "cat"}, [binary]), register(diff_port, P),
+    port_close(P), Ctl ! {done, self()},
+    receive stop -> ok end.
+
 echo_port_keeper(Ctl) ->
     receive go -> ok end,
     P = open_port({spawn, "cat"}, [binary]), port_command(P, <<"x">>),
@@ -134,6 +140,22 @@ port_open_closed() ->
     erlang:trace(new_ports, true, [ports, {tracer, T}]),
     kick_done(U, go),
     {[{tracer, T}, {user, U}], msgs(T)}.
+
+%% 17.x trace_info_2 takes on_load, an atom or a pid, or a tuple: a port is
+%% badarg (OTP 19 answers for ports: the table).
+trace_info_port() ->
+    P = open_port({spawn, "cat"}, [binary]),
+    R = [try erlang:trace_info(P, I) catch error:E -> {error, E} end || I <- [flags, tracer]],
+    port_close(P),
+    {[], [{bif, trace_info_port, X} || X <- R]}.
+
+%% io.c erts_do_exit_port: a registered port that closes loses its name
+%% ('closed', then 'unregister'), and whereis/1 no longer finds it.
+registered_port_closed() ->
+    T = collector(), U = spawn(?MODULE, echo_port_registrar, [self()]), wait_waiting(U),
+    erlang:trace(new_ports, true, [ports, {tracer, T}]),
+    kick_done(U, go),
+    {[{tracer, T}, {user, U}], msgs(T) ++ [{bif, whereis, whereis(diff_port)}]}.
 
 %% A port_command runs in the caller when the port is free (traced {in,
 %% command}, {out, command}) and as a port task when the port is busy at that
@@ -225,6 +247,15 @@ async def echo_port_user(proc, ctl):
     port = await proc.open_port("echo")
     await proc.port_command(port, b"x")
     await proc.receive(match=lambda m: type(m) is tuple and m[0] == port)
+    await proc.port_close(port)
+    await proc.send(ctl, (A.done, proc.pid))
+    await proc.receive(match=matching(A.stop))
+
+
+async def echo_port_registrar(proc, ctl):
+    await proc.receive(match=matching(A.go))
+    port = await proc.open_port("echo")
+    await proc.register(A.diff_port, port)
     await proc.port_close(port)
     await proc.send(ctl, (A.done, proc.pid))
     await proc.receive(match=matching(A.stop))
@@ -322,6 +353,31 @@ def _port_traced(body, flags):
     return run
 
 
+async def port_trace_info(proc, report):
+    port = await proc.open_port("echo")
+    out = []
+    for item in (A.flags, A.tracer):
+        try:
+            out.append(await proc.trace_info(port, item))
+        except smp.Error as e:
+            out.append((A.error, e.reason))
+    await proc.port_close(port)
+    await proc.send(report, out)
+
+
+def e_trace_info_port(vm):
+    report = vm.spawn_collector()
+    vm.spawn(port_trace_info, report)
+    vm.run(timeout=20)
+    ((*results,),) = vm.messages(report)
+    return [], [bif("trace_info_port", r) for r in results]
+
+
+def e_registered_port_closed(vm):
+    roles, msgs = _port_traced(echo_port_registrar, ["ports"])(vm)
+    return roles, msgs + [bif("whereis", vm.whereis("diff_port"))]
+
+
 def e_crash_report(vm):
     el = vm.spawn_collector()
     vm.register("error_logger", el)
@@ -365,6 +421,8 @@ SCENARIOS = [
         as_set=_scheduler_profile,
     ),
     Scenario("port_open_closed", _port_traced(echo_port_user, ["ports"]), aliases=ECHO_IS_CAT),
+    Scenario("registered_port_closed", e_registered_port_closed, aliases=ECHO_IS_CAT),
+    Scenario("trace_info_port", e_trace_info_port),
     Scenario(
         "running_ports",
         _port_traced(echo_port_keeper, ["running_ports"]),
