@@ -42,6 +42,7 @@ from smp.core.errors import (
     SmpError,
     StartupError,
 )
+from smp.core.matchspec import compile_match_spec
 from smp.core.placement import owner
 from smp.core.state import STATE_READS
 from smp.core.terms import Atom, Pid, Port
@@ -1159,6 +1160,11 @@ class Emulator:
             mfa = tuple(_atom(x) for x in mfa)
         else:
             mfa = _atom(mfa)
+        if not self.smp and match_spec not in (True, False):
+            # checked here before it travels: a part that is no term, or one
+            # nested too deep to pickle, is a BadArg naming it, not a
+            # scheduler that failed to answer
+            compile_match_spec(match_spec)
         return self._bif("trace_pattern", mfa, match_spec, _flags(flags))
 
     def set_system_seq_tracer(self, tracer):

@@ -233,3 +233,25 @@ def test_whereis_from_the_api_finds_a_port_a_process_registered(vm):
     vm.run()
     (port,) = vm.messages(report)
     assert vm.whereis("theport") == port
+
+
+# ------------------------------------------------------- 1. match specs that hold no term
+@pytest.mark.parametrize(
+    "body,part",
+    [
+        ([(A.message, True)], "a Python bool"),
+        ([(A.message, "text")], "a Python str"),
+        ([(A.message, float("inf"))], "inf is not an Erlang float"),
+    ],
+    ids=["bool", "str", "inf"],
+)
+def test_trace_pattern_with_a_part_that_is_no_term_is_badarg(vm, body, part):
+    vm.define("m", "double", double)
+    with pytest.raises(smp.BadArg, match=f"match spec clause 1, body 1: {part}"):
+        vm.trace_pattern(("m", "double", 1), [(A._, [], body)], [])
+    deep = A.leaf
+    for _ in range(5_000):
+        deep = (deep,)
+    with pytest.raises(smp.BadArg, match="nested deeper than"):
+        vm.trace_pattern(("m", "double", 1), [(A._, [], [(A.message, (A.const, deep))])], [])
+    assert vm.trace_info(("m", "double", 1), "traced") == (A.traced, A.false)

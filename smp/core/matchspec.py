@@ -39,7 +39,7 @@ from typing import NamedTuple, Protocol
 
 from smp.core.errors import BadArg
 from smp.core.pretty import format_term
-from smp.core.terms import Atom, ImproperList, Pid, Port, Ref
+from smp.core.terms import Atom, BitString, ExportFun, Fun, ImproperList, Map, Pid, Port, Ref
 from smp.core.termtext import parse_term
 
 __all__ = [
@@ -423,6 +423,72 @@ class MatchSpec:
         return None
 
 
+#: How deep a match spec may nest (a guard or body expression, a head
+#: pattern, a ``{const, T}``): far beyond any written one, and well within
+#: what evaluating and carrying it between processes can take.  17.x's
+#: compiler has no such bound; a deeper match spec is badarg here.
+MAX_DEPTH = 200
+#: How many terms and how many bytes of binaries a match spec may hold: a
+#: match spec travels to every scheduler and is copied into trace messages.
+MAX_TERMS = 1_000_000
+MAX_BYTES = 16 * 1024 * 1024
+
+_ATOMIC = (Atom, int, Pid, Port, Ref, Fun, ExportFun)
+
+
+def _not_a_term(t, budget: list) -> str | None:
+    """Why ``t`` is not an Erlang term this emulator takes in a match spec,
+    or None.  Iterative, so no nesting reaches Python's recursion limit;
+    ``budget`` is ``[terms left, bytes left]``, shared by a whole match spec."""
+    stack = [(t, 1)]
+    while stack:
+        x, depth = stack.pop()
+        budget[0] -= 1
+        if budget[0] < 0:
+            return f"more than {MAX_TERMS:,} terms"
+        if depth > MAX_DEPTH:
+            return f"nested deeper than {MAX_DEPTH}"
+        tp = type(x)
+        if tp is tuple or tp is list:
+            stack.extend((e, depth + 1) for e in x)
+        elif tp in _ATOMIC:
+            continue
+        elif tp is float:
+            if x != x or x in (float("inf"), float("-inf")):
+                return f"{x!r} is not an Erlang float"
+        elif tp is bytes:
+            budget[1] -= len(x)
+            if budget[1] < 0:
+                return f"more than {MAX_BYTES:,} bytes of binaries"
+        elif tp is BitString:
+            budget[1] -= len(x.data)
+            if budget[1] < 0:
+                return f"more than {MAX_BYTES:,} bytes of binaries"
+        elif tp is ImproperList:
+            stack.extend((e, depth + 1) for e in x.elements)
+            stack.append((x.tail, depth + 1))
+        elif tp is Map:
+            for k, v in x.items():
+                stack.append((k, depth + 1))
+                stack.append((v, depth + 1))
+        elif tp is bool:
+            return f"a Python bool ({x!r}) is not an Erlang term (use Atom('{str(x).lower()}'))"
+        elif tp is str:
+            return f"a Python str ({_clip(repr(x))}) is not an Erlang term"
+        else:
+            return f"a Python {tp.__name__} is not an Erlang term"
+    return None
+
+
+def _clip(text: str, n: int = 60) -> str:
+    return text if len(text) <= n else text[: n - 3] + "..."
+
+
+def _show(t) -> str:
+    """``t`` for an error message: checked to be a term first, and cut short."""
+    return _clip(format_term(t), 120)
+
+
 def _head_vars(pat, out: set) -> None:
     if _is_var(pat):
         out.add(pat)
@@ -446,14 +512,14 @@ def _check_expr(e, bound: set, in_body: bool, where: str) -> None:
     head = e[0]
     if type(head) is tuple:
         if len(e) != 1:
-            raise BadArg(f"{where}: {format_term(e)} is not an expression")
+            raise BadArg(f"{where}: {_show(e)} is not an expression")
         for x in head:
             _check_expr(x, bound, in_body, where)
         return
     if head is _CONST and len(e) == 2:
         return
     if type(head) is not Atom:
-        raise BadArg(f"{where}: {format_term(e)} is not an expression")
+        raise BadArg(f"{where}: {_show(e)} is not an expression")
     name, n = head.name, len(e) - 1
     if name in _BODY_FUNS:
         if not in_body:
@@ -503,6 +569,7 @@ def compile_match_spec(ms) -> MatchSpec | None:
     if type(ms) is not list:
         raise BadArg(f"match spec must be a list of {{Head, Guards, Body}}, not {ms!r}")
     clauses = []
+    budget = [MAX_TERMS, MAX_BYTES]
     for i, c in enumerate(ms):
         where = f"match spec clause {i + 1}"
         if type(c) is not tuple or len(c) != 3:
@@ -510,15 +577,30 @@ def compile_match_spec(ms) -> MatchSpec | None:
         head, guards, body = c
         if head is not _WILD and type(head) is not list:
             raise BadArg(f"{where}: head must be a list or '_'")
+        why = _not_a_term(head, budget)
+        if why is not None:
+            raise BadArg(f"{where}, head: {why}")
         bound: set = set()
         _head_vars(head, bound)
         if type(guards) is not list:
             raise BadArg(f"{where}: guards must be a list")
-        for g in guards:
-            _check_expr(g, bound, False, f"{where}, guard {format_term(g)}")
+        for j, g in enumerate(guards):
+            why = _not_a_term(g, budget)
+            if why is not None:
+                raise BadArg(f"{where}, guard {j + 1}: {why}")
+            try:
+                _check_expr(g, bound, False, "")
+            except BadArg as e:
+                raise BadArg(f"{where}, guard {_show(g)}{e}") from None
         if type(body) is not list:
             raise BadArg(f"{where}: body must be a list")
-        for a in body:
-            _check_expr(a, bound, True, f"{where}, body {format_term(a)}")
+        for j, a in enumerate(body):
+            why = _not_a_term(a, budget)
+            if why is not None:
+                raise BadArg(f"{where}, body {j + 1}: {why}")
+            try:
+                _check_expr(a, bound, True, "")
+            except BadArg as e:
+                raise BadArg(f"{where}, body {_show(a)}{e}") from None
         clauses.append(_Clause(head, guards, body))
     return MatchSpec(clauses, ms)

@@ -147,4 +147,55 @@ def test_refusals_name_the_part(ms, part):
         compile_match_spec(ms)
 
 
+@pytest.mark.parametrize(
+    "ms,part",
+    [
+        ([(A["_"], [], [(A.message, True)])], r"clause 1, body 1: a Python bool"),
+        ([(A["_"], [], [(A.message, "text")])], r"clause 1, body 1: a Python str"),
+        ([(A["_"], [], [(A.message, float("inf"))])], r"body 1: inf is not an Erlang float"),
+        ([(A["_"], [], [(A.message, float("nan"))])], r"body 1: nan is not an Erlang float"),
+        ([(A["_"], [A.true, (A.is_atom, {1: 2})], [])], r"guard 2: a Python dict"),
+        ([([object()], [], [])], r"clause 1, head: a Python object"),
+    ],
+)
+def test_a_part_that_is_not_a_term_is_badarg_naming_it(ms, part):
+    """The README's promise: anything else is a BadArg naming the clause and
+    the part, checked before any part is formatted for a message."""
+    with pytest.raises(BadArg, match=part):
+        compile_match_spec(ms)
+
+
+def test_deep_expressions_and_constants_are_badarg_not_recursion():
+    from smp.core.matchspec import MAX_DEPTH
+
+    deep = 0
+    for _ in range(20_000):
+        deep = (A["+"], deep, 1)
+    with pytest.raises(BadArg, match=f"guard 1: nested deeper than {MAX_DEPTH}"):
+        compile_match_spec([(A["_"], [deep], [])])
+    const = A.leaf
+    for _ in range(20_000):
+        const = (const,)
+    with pytest.raises(BadArg, match=f"body 1: nested deeper than {MAX_DEPTH}"):
+        compile_match_spec([(A["_"], [], [(A.message, (A.const, const))])])
+    ok = A.leaf
+    for _ in range(MAX_DEPTH - 3):
+        ok = (ok,)
+    ms = compile_match_spec([(A["_"], [], [(A.message, (A.const, ok))])])
+    assert ms.run([]).pam_result == ok
+
+
+def test_a_huge_match_spec_is_badarg_at_once():
+    import time
+
+    from smp.core.matchspec import MAX_BYTES, MAX_TERMS
+
+    t0 = time.monotonic()
+    with pytest.raises(BadArg, match="bytes of binaries"):
+        compile_match_spec([(A["_"], [], [(A.message, (A.const, b"x" * (MAX_BYTES + 1)))])])
+    with pytest.raises(BadArg, match="terms"):
+        compile_match_spec([(A["_"], [], [(A.message, (A.const, [0] * (MAX_TERMS + 1)))])])
+    assert time.monotonic() - t0 < 5
+
+
 # ---------------------------------------------------------------- layers
