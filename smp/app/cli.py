@@ -30,9 +30,14 @@ from dispatcher.replay import replay as do_replay
 from smp.app.cluster import run_schedulers
 from smp.app.compare import check_invariants, compare_runs, journal_messages, same_work
 from smp.app.limits import parse_limit, trip_note
-from smp.app.report import render_report
-from smp.app.scenario import NONSMP_RULE, example_names, load_scenario, match_spec_from
-from smp.app.workloads import duration_note, execute, fault_notes
+from smp.app.scenario import (
+    MAX_ATOM,
+    NONSMP_RULE,
+    example_names,
+    load_scenario,
+    match_spec_from,
+)
+from smp.app.workloads import SetupTimeout, duration_note, execute, fault_notes
 from smp.core.errors import BadArg, DecodeError, ScenarioError, SmpError
 from smp.core.matchspec import compile_match_spec
 from smp.core.pretty import NodeNumbers, format_term
@@ -381,28 +386,36 @@ def run(
 
 def _parse_tp(text: str) -> dict:
     """A --tp value, ``MOD:FUN/ARITY [MS]``, as a scenario's [[patterns]] entry
-    with the global flag (``dbg:tp``)."""
+    with the global flag (``dbg:tp``).  A bad value is one line on stderr
+    naming --tp, and exit 2."""
+
+    shown = repr(text) if len(text) <= 60 else repr(text[:57]) + "..."
+
+    def refuse(why: str):
+        click.echo(f"smp-emu: --tp {shown}: {why}", err=True)
+        sys.exit(EXIT_USAGE)
 
     m = _TP.match(text)
     if not m:
-        raise click.BadParameter(
-            f"{text!r}: expected MOD:FUN/ARITY followed by an optional "
-            "match spec, like 'wl_calls:check/1 x'",
-            param_hint="--tp",
+        refuse(
+            "expected MOD:FUN/ARITY followed by an optional match spec, like 'wl_calls:check/1 x'"
         )
     mod, fun, arity = (x.strip("'") if x else "_" for x in m.group("m", "f", "a"))
     if mod == "_" and (fun, arity) != ("_", "_") or fun == "_" and arity != "_":
-        raise click.BadParameter(
-            f"{text!r}: with module _ the function and arity must be _ "
-            "too, and with function _ the arity",
-            param_hint="--tp",
-        )
+        refuse("with module _ the function and arity must be _ too, and with function _ the arity")
+    for name in (mod, fun):
+        if len(name) > MAX_ATOM:
+            refuse(
+                f"an atom of {len(name):,} characters: at most {MAX_ATOM} (Erlang's system_limit)"
+            )
+    if arity != "_" and (len(arity.lstrip("0")) > 3 or int(arity) > 255):
+        refuse(f"arity {arity[:20]}: at most 255")
     ms_text = (m.group("ms") or "").strip()
     try:
         ms = match_spec_from(ms_text) if ms_text else True
         compile_match_spec(ms)
     except (ValueError, BadArg) as e:
-        raise click.BadParameter(f"{text!r}: bad match spec: {e}", param_hint="--tp") from None
+        refuse(f"bad match spec: {e}")
     return {
         "mfa": [mod, fun, int(arity) if arity.isdigit() else "_"],
         "match_spec": ms,
@@ -952,14 +965,16 @@ def report(result, output):
     the totals; a compare draws both modes on the same axes and lists the
     messages only one mode made."""
 
+    # imported here: the report draws with matplotlib, a second of start-up
+    # that no other command needs
+    from smp.app.report import ResultFileError, load_result, render_report
+
     try:
-        with open(result, encoding="utf-8") as f:
-            text = f.read()
-    except OSError as e:
-        click.echo(f"smp-emu: {result}: cannot read: {e.strerror}", err=True)
+        data = load_result(result)
+    except ResultFileError as e:
+        click.echo(f"smp-emu: {e}", err=True)
         sys.exit(EXIT_USAGE)
     try:
-        data = json.loads(text)
         html = render_report(data)
     except (ValueError, KeyError, TypeError, AttributeError, IndexError) as e:
         what = f"{type(e).__name__}: {e}" if not isinstance(e, ValueError) else str(e)
@@ -1058,7 +1073,9 @@ def stress(
         sys.exit(EXIT_INTERRUPTED)
     except SmpError as e:
         click.echo(f"smp-emu: {e}", err=True)
-        if tmpdir is not None:
+        if tmpdir is not None and isinstance(e, SetupTimeout):
+            shutil.rmtree(tmpdir, ignore_errors=True)  # nothing ran: the journal is empty
+        elif tmpdir is not None:
             click.echo(f"smp-emu: journal kept: {journal_path}", err=True)
         sys.exit(EXIT_FAILED)
     s = outcome.summary

@@ -41,7 +41,6 @@ import random
 import re
 import sys
 import time
-import tomllib
 from dataclasses import dataclass, field
 from functools import lru_cache
 from html import escape
@@ -50,6 +49,9 @@ from typing import Any
 
 import click
 
+from smp.app.scenario import MAX_ATOM, read_file, read_toml
+from smp.app.workloads import Bound
+from smp.core.bifs import MAX_SMALL
 from smp.core.errors import BadArg, Error, ScenarioError, SmpError
 from smp.core.pretty import format_term
 from smp.core.terms import Atom, Pid
@@ -90,9 +92,31 @@ PROFILE_OPTIONS = {
     "runnable_ports": bool,
     "exclusive": bool,
 }
+#: Every integer of an explore scenario, by path (``[]``: each element of an
+#: array of tables), with its range and meaning: the one place they are written.
+BOUNDS: dict[str, Bound] = {
+    "queue[].count": Bound(int, 1, 1000, "messages (or yields) the queue process makes"),
+    "queue[].label": Bound(int, 0, MAX_SMALL, "the seq_trace label of a seq_send"),
+    "queue[].words": Bound(int, 1, 1_000_000_000, "heap words a gc process allocates"),
+    "system_monitor.long_gc": Bound(int, 0, (1 << 32) - 1, "ms (0: off)"),
+    "system_monitor.long_schedule": Bound(int, 0, (1 << 32) - 1, "ms (0: off)"),
+    "system_monitor.large_heap": Bound(int, 0, MAX_SMALL, "heap words (0: off)"),
+    "explore.max_messages": Bound(int, 0, 10_000, "every class is run up to this many messages"),
+    "explore.max_changes": Bound(int, 0, 100, "... and this many changes"),
+    "explore.samples": Bound(int, 0, 100_000, "classes a random sample runs"),
+    "explore.seed": Bound(
+        int, -(1 << 63), (1 << 63) - 1, "seed of the random sample", optional=True
+    ),
+}
 _NAME = re.compile(r"^[a-z][A-Za-z0-9_-]*$")
 _SYS_TAGS = {"trace", "trace_ts", "seq_trace", "monitor", "profile", "notify", "trace_delivered"}
 _TS_TAGS = {"trace_ts", "profile"}
+
+
+def _cut(v, width: int = 60) -> str:
+    """``repr(v)`` cut to ``width`` characters: an error stays one short line."""
+    r = repr(v)
+    return r if len(r) <= width else r[: width - 3] + "..."
 
 
 class ExploreError(SmpError):
@@ -147,19 +171,14 @@ def load_explore_scenario(src) -> dict:
     path = os.fspath(src)
     if not os.path.exists(path) and path in explore_example_names():
         path = _example_path(path)
-    try:
-        with open(path, "rb") as f:
-            data = tomllib.load(f)
-    except FileNotFoundError:
+    if not os.path.exists(path):
         known = ", ".join(explore_example_names())
         raise ScenarioError(
             f"{path}: no such explore scenario (a TOML file, or one of the examples: {known})"
-        ) from None
-    except OSError as e:
-        raise ScenarioError(f"{path}: cannot read scenario: {e.strerror}") from None
-    except tomllib.TOMLDecodeError as e:
-        raise ScenarioError(f"{path}: {e}") from None
-    return _check(data, path)
+        )
+    # one reader for every scenario file: a size cap, UTF-8, a nesting
+    # bound, and each failure one line naming the file (and the line)
+    return _check(read_toml(read_file(path), path), path)
 
 
 class _Checker:
@@ -174,7 +193,7 @@ class _Checker:
 
     def keys(self, d, allowed, key: str) -> None:
         if type(d) is not dict:
-            self.fail(key or "scenario", f"must be a table, not {d!r}")
+            self.fail(key or "scenario", f"must be a table, not {_cut(d)}")
         for k in d:
             if k not in allowed:
                 self.fail(f"{key}.{k}" if key else k, f"unknown key (known: {', '.join(allowed)})")
@@ -182,28 +201,35 @@ class _Checker:
     def tables(self, data: dict, name: str) -> list:
         v = data.get(name, [])
         if type(v) is not list or not all(type(x) is dict for x in v):
-            self.fail(name, f"must be an array of tables ([[{name}]]), not {v!r}")
+            self.fail(name, f"must be an array of tables ([[{name}]]), not {_cut(v)}")
         return v
 
     def new_name(self, v, key: str) -> str:
-        if type(v) is not str or not _NAME.match(v):
+        if type(v) is not str or not _NAME.match(v) or len(v) > MAX_ATOM:
             self.fail(
                 key,
-                f"must be a name (a lower-case letter, then letters, digits, _ or -), not {v!r}",
+                "must be a name (a lower-case letter, then letters, digits, _ or -; "
+                f"at most {MAX_ATOM} characters), not {_cut(v)}",
             )
         if v in self.names:
-            self.fail(key, f"{v!r} is used twice")
+            self.fail(key, f"{_cut(v)} is used twice")
         self.names.append(v)
         return v
 
+    def bounded(self, v, bound: str, key: str) -> None:
+        """Fail unless ``v`` is within ``BOUNDS[bound]``."""
+        err = BOUNDS[bound](v)
+        if err:
+            self.fail(key, f"{err}, not {_cut(v)}")
+
     def ref(self, v, key: str) -> str:
         if v not in self.names:
-            self.fail(key, f"unknown process {v!r} (known: {', '.join(self.names) or 'none'})")
+            self.fail(key, f"unknown process {_cut(v)} (known: {', '.join(self.names) or 'none'})")
         return v
 
     def flags(self, v, key: str) -> list:
         if type(v) is not list or not all(type(x) is str for x in v):
-            self.fail(key, f"must be a list of trace flag names, not {v!r}")
+            self.fail(key, f"must be a list of trace flag names, not {_cut(v)}")
         return list(v)
 
     def role_opts(self, d, role: str, options: dict, key: str, extra=()) -> dict:
@@ -216,13 +242,10 @@ class _Checker:
         for k, t in options.items():
             if k in d:
                 v = d[k]
-                if type(v) is not t or (t is int and v < 0):
-                    self.fail(
-                        f"{key}.{k}",
-                        "must be "
-                        + ("an integer >= 0" if t is int else "true or false")
-                        + f", not {v!r}",
-                    )
+                if t is int:
+                    self.bounded(v, f"system_monitor.{k}", f"{key}.{k}")
+                elif type(v) is not t:
+                    self.fail(f"{key}.{k}", f"must be true or false, not {_cut(v)}")
                 out[k] = v
         return out
 
@@ -233,8 +256,8 @@ class _Checker:
             key = f"processes[{i}]"
             self.keys(p, ("name", "register"), key)
             reg = p.get("register")
-            if reg is not None and (type(reg) is not str or not reg):
-                self.fail(f"{key}.register", f"must be a name, not {reg!r}")
+            if reg is not None and (type(reg) is not str or not reg or len(reg) > MAX_ATOM):
+                self.fail(f"{key}.register", f"must be a name, not {_cut(reg)}")
             out.append({"name": self.new_name(p.get("name"), f"{key}.name"), "register": reg})
         return out
 
@@ -277,7 +300,7 @@ class _Checker:
             self.new_name(q.get("name"), f"{key}.name")  # a queue process exists from here on
             do = q.get("do")
             if do not in QUEUE_ACTIONS:
-                self.fail(f"{key}.do", f"must be one of {', '.join(QUEUE_ACTIONS)}, not {do!r}")
+                self.fail(f"{key}.do", f"must be one of {', '.join(QUEUE_ACTIONS)}, not {_cut(do)}")
             e = {
                 "name": q["name"],
                 "do": do,
@@ -291,9 +314,7 @@ class _Checker:
             if do in ("send", "seq_send"):
                 e["to"] = self.ref(q.get("to"), f"{key}.to")
             for k in ("count", "label", "words"):
-                least = 0 if k == "label" else 1
-                if type(e[k]) is not int or e[k] < least:
-                    self.fail(f"{key}.{k}", f"must be an integer >= {least}, not {e[k]!r}")
+                self.bounded(e[k], f"queue[].{k}", f"{key}.{k}")
             if "trace" in q:
                 e["trace"] = self.flags(q["trace"], f"{key}.trace")
                 e["tracer"] = self.ref(q.get("tracer"), f"{key}.tracer")
@@ -306,11 +327,13 @@ class _Checker:
         action = c.get("action")
         if action not in CHANGE_ACTIONS:
             self.fail(
-                f"{key}.action", f"must be one of {', '.join(CHANGE_ACTIONS)}, not {action!r}"
+                f"{key}.action", f"must be one of {', '.join(CHANGE_ACTIONS)}, not {_cut(action)}"
             )
         name = c.get("name", action)
         if type(name) is not str or not _NAME.match(name) or name in taken:
-            self.fail(f"{key}.name", f"must be a name used once among the changes, not {name!r}")
+            self.fail(
+                f"{key}.name", f"must be a name used once among the changes, not {_cut(name)}"
+            )
         ch: dict[str, Any] = {"name": name, "action": action}
         if action == "seq_tracer":
             self.keys(c, ("name", "action", "tracer"), key)
@@ -327,7 +350,7 @@ class _Checker:
             self.keys(c, ("name", "action", "tracee", "flags", "how", "tracer"), key)
             how = c.get("how", True)
             if type(how) is not bool:
-                self.fail(f"{key}.how", f"must be true or false, not {how!r}")
+                self.fail(f"{key}.how", f"must be true or false, not {_cut(how)}")
             ch.update(
                 tracee=self.ref(c.get("tracee"), f"{key}.tracee"),
                 how=how,
@@ -337,8 +360,8 @@ class _Checker:
         else:
             self.keys(c, ("name", "action", "target", "reason"), key)
             reason = c.get("reason", "kill")
-            if type(reason) is not str:
-                self.fail(f"{key}.reason", f"must be an atom name, not {reason!r}")
+            if type(reason) is not str or len(reason) > MAX_ATOM:
+                self.fail(f"{key}.reason", f"must be an atom name, not {_cut(reason)}")
             ch.update(target=self.ref(c.get("target"), f"{key}.target"), reason=reason)
         return ch
 
@@ -360,8 +383,7 @@ class _Checker:
             "seed": ex.get("seed"),
         }
         for k, v in out.items():
-            if v is not None and (type(v) is not int or v < 0):
-                self.fail(f"explore.{k}", f"must be an integer >= 0, not {v!r}")
+            self.bounded(v, f"explore.{k}", f"explore.{k}")
         return out
 
 
@@ -374,7 +396,9 @@ def _check(data: dict, where: str) -> dict:
     )
     n = data.get("schedulers", 1)
     if type(n) is not int or not 1 <= n <= 2:
-        c.fail("schedulers", f"must be 1 or 2 (each schedule starts an smp emulator), not {n!r}")
+        c.fail(
+            "schedulers", f"must be 1 or 2 (each schedule starts an smp emulator), not {_cut(n)}"
+        )
     sc: dict[str, Any] = {
         "name": data.get("name", os.path.splitext(os.path.basename(where))[0]),
         "description": data.get("description", ""),

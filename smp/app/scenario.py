@@ -1,13 +1,18 @@
 """Scenario files: TOML that says what ``smp-emu`` runs, checked against a schema.
 
 Runs in the user's process (the CLI).  ``load_scenario(path)`` parses the
-TOML, checks every key against ``SCHEMA`` (and each workload's parameters
-against ``smp.app.workloads.WORKLOADS``), cross-checks the names tracers and
-groups refer to, fills in defaults and returns a plain dict.  Every error is a
-``ScenarioError`` whose message names the file, the line and the bad key
-("demo.toml:12: groups[1].count: must be an integer >= 1, not 0"); TOML has no
-positions after parsing, so the line is found again in the raw text
-(``_KeyLines``).  The schema mirrors what ``smp.app.workloads.execute`` sets up,
+TOML, checks every key against ``SCHEMA`` (every number against its entry in
+``BOUNDS``: finite, of its type and within its range; each workload's
+parameters against ``smp.app.workloads.WORKLOADS``, and all the groups'
+processes together against ``MAX_PROCESSES``), cross-checks the names tracers
+and groups refer to, fills in defaults and returns a plain dict.  Every error
+is a one-line ``ScenarioError`` whose message names the file, the line and the
+bad key ("demo.toml:12: groups[1].count: must be an integer >= 1, not 0"),
+hostile input included: a file that is not UTF-8, nests deeper than
+``MAX_NESTING`` or is larger than ``MAX_FILE_BYTES``, an atom longer than 255
+characters, match-spec text nested too deep.  TOML has no positions after
+parsing, so the line is found again in the raw text (``_KeyLines``, one linear
+pass per line).  The schema mirrors what ``smp.app.workloads.execute`` sets up,
 in the order ``erl_trace.c``'s users do it: tracers, default tracing,
 processes, per-process tracing, call patterns, seq_trace, system_monitor,
 system_profile, then faults while it runs.
@@ -21,7 +26,8 @@ import tomllib
 from importlib import resources
 from typing import Any
 
-from smp.app.workloads import WORKLOADS, check_params
+from smp.app.workloads import MAX_PROCESSES, WORKLOADS, Bound, check_params, processes_of
+from smp.core.bifs import MAX_SMALL
 from smp.core.errors import BadArg, ScenarioError
 from smp.core.flags import TRACE_FLAG_NAMES
 from smp.core.matchspec import DBG_SHORTCUTS, compile_match_spec
@@ -30,6 +36,11 @@ from smp.core.termtext import parse_term
 __all__ = [
     "load_scenario",
     "parse_scenario",
+    "BOUNDS",
+    "Bound",
+    "MAX_NESTING",
+    "read_toml",
+    "read_file",
     "default_scenario_text",
     "example_names",
     "example_path",
@@ -59,8 +70,9 @@ FAULT_ACTIONS = (
 
 # ---------------------------------------------------------------- schema
 # A field is (kind, default, extra); kind is one of
-#   "str", "bool", "int" (extra: (min, max)), "num" (extra: min, exclusive),
-#   "enum" (extra: choices), "strlist" (extra: choices or None),
+#   "str", "bool", "num" (an integer or a float: its type and range are its
+#   entry in BOUNDS, under the key's path), "enum" (extra: choices),
+#   "strlist" (extra: choices or None),
 #   "table" (extra: schema dict), "tables" (array of tables; extra: schema dict),
 #   "any" (checked elsewhere).
 # default REQUIRED means the key must be present.
@@ -71,18 +83,18 @@ _TRACER = {
     "kind": ("enum", "collector", TRACER_KINDS),
     "path": ("str", None, None),
     "wrap_suffix": ("str", None, None),
-    "wrap_size": ("int", 1 << 20, (1, None)),
-    "wrap_count": ("int", 8, (1, 1000)),
-    "port": ("int", 0, (0, 65535)),
-    "queue_size": ("int", 1000, (1, None)),
-    "heavy_every": ("int", 0, (0, None)),
+    "wrap_size": ("num", 1 << 20, None),
+    "wrap_count": ("num", 8, None),
+    "port": ("num", 0, None),
+    "queue_size": ("num", 1000, None),
+    "heavy_every": ("num", 0, None),
     "print": ("bool", True, None),
 }
 _GROUP = {
     "name": ("str", REQUIRED, None),
     "workload": ("enum", REQUIRED, None),  # choices filled in from WORKLOADS
-    "count": ("int", 1, (1, 10000)),
-    "scheduler": ("int", None, (1, 1024)),
+    "count": ("num", 1, None),
+    "scheduler": ("num", None, None),
     "trace": ("strlist", [], TRACE_FLAG_NAMES),
     "tracer": ("str", None, None),
     "sensitive": ("bool", False, None),
@@ -104,9 +116,9 @@ _SEQ = {
 }
 _MONITOR = {
     "monitor": ("str", REQUIRED, None),
-    "long_gc": ("int", 0, (0, None)),
-    "long_schedule": ("int", 0, (0, None)),
-    "large_heap": ("int", 0, (0, None)),
+    "long_gc": ("num", 0, None),
+    "long_schedule": ("num", 0, None),
+    "large_heap": ("num", 0, None),
     "busy_port": ("bool", False, None),
     "busy_dist_port": ("bool", False, None),
 }
@@ -120,25 +132,25 @@ _PROFILE = {
 _FAULT = {
     "action": ("enum", REQUIRED, FAULT_ACTIONS),
     "target": ("str", None, None),
-    "at": ("num", 0.0, (0, False)),
-    "every": ("num", None, (0, True)),
-    "times": ("int", None, (1, 100000)),
-    "count": ("int", 1, (1, 100000)),
+    "at": ("num", 0.0, None),
+    "every": ("num", None, None),
+    "times": ("num", None, None),
+    "count": ("num", 1, None),
     "reason": ("str", "kill", None),
     "value": ("bool", True, None),
     "replace": ("bool", True, None),
 }
 _DURATION = {
-    "seconds": ("num", None, (0, True)),
-    "operations": ("int", None, (1, None)),
+    "seconds": ("num", None, None),
+    "operations": ("num", None, None),
 }
 SCHEMA = {
     "name": ("str", "scenario", None),
     "description": ("str", "", None),
     "mode": ("enum", "smp", ("smp", "nonsmp")),
-    "schedulers": ("int", 2, (1, 64)),
-    "seed": ("int", 0, (None, None)),
-    "timeout": ("num", 120.0, (0, True)),
+    "schedulers": ("num", 2, None),
+    "seed": ("num", 0, None),
+    "timeout": ("num", 120.0, None),
     "duration": ("table", {}, _DURATION),
     "tracers": ("tables", [], _TRACER),
     "groups": ("tables", REQUIRED, _GROUP),
@@ -149,22 +161,158 @@ SCHEMA = {
     "system_profile": ("table", None, _PROFILE),
     "faults": ("tables", [], _FAULT),
     # recon_trace's caps: at most N trace messages, or N per window of ms
-    "max_messages": ("int", None, (1, None)),
+    "max_messages": ("num", None, None),
     "rate": ("any", None, None),
 }
 
+# ---------------------------------------------------------------- bounds
+#: an upper bound for counters that only have to fit a long run
+_MANY = 1_000_000_000
+_DAY = 86_400.0
+#: Every numeric key of a run scenario, by path (``[]``: each element of an
+#: array of tables; ``rate[0]``: an element of a list), with its type, range
+#: and meaning: the one place they are written.  The checker looks each
+#: number up here (a numeric key missing from the table is a KeyError in the
+#: tests, not a silent pass); the workloads' parameters have theirs in
+#: ``smp.app.workloads.WORKLOADS``.  A number must be finite and within its
+#: range; the ranges are what a run on a small machine can honour.
+BOUNDS: dict[str, Bound] = {
+    "schedulers": Bound(int, 1, 64, "scheduler OS processes of an smp run"),
+    "seed": Bound(int, -(1 << 63), (1 << 63) - 1, "seed of the run's random choices"),
+    "timeout": Bound(
+        float, 0, _DAY, "seconds the whole run may take, its set-up included", lo_open=True
+    ),
+    "duration.seconds": Bound(
+        float, 0, _DAY, "seconds the workload runs", lo_open=True, optional=True
+    ),
+    "duration.operations": Bound(
+        int, 1, _MANY, "operations each workload process does", optional=True
+    ),
+    "tracers[].wrap_size": Bound(int, 1, 1 << 32, "bytes of a wrap file before the next"),
+    "tracers[].wrap_count": Bound(int, 1, 1000, "wrap files kept"),
+    "tracers[].port": Bound(int, 0, 65535, "TCP port of an ip tracer (0: any free one)"),
+    "tracers[].queue_size": Bound(
+        int, 1, 1_000_000, "messages an ip tracer queues before it drops"
+    ),
+    "tracers[].heavy_every": Bound(
+        int, 0, _MANY, "a memory port turns heavy every this many messages (0: never)"
+    ),
+    "groups[].count": Bound(int, 1, 10_000, "instances of the group's workload"),
+    "groups[].scheduler": Bound(
+        int, 1, 64, "the scheduler the group's processes run on", optional=True
+    ),
+    "patterns[].mfa[2]": Bound(int, 0, 255, 'the arity of a call pattern (or "_")'),
+    "system_monitor.long_gc": Bound(
+        int, 0, (1 << 32) - 1, "ms a collection may take before a long_gc message (0: off)"
+    ),
+    "system_monitor.long_schedule": Bound(
+        int, 0, (1 << 32) - 1, "ms a process may run before a long_schedule message (0: off)"
+    ),
+    "system_monitor.large_heap": Bound(
+        int, 0, MAX_SMALL, "heap words before a large_heap message (0: off)"
+    ),
+    "faults[].at": Bound(float, 0, _DAY, "seconds into the run of the first firing"),
+    "faults[].every": Bound(
+        float, 0, _DAY, "seconds between two firings", lo_open=True, optional=True
+    ),
+    "faults[].times": Bound(int, 1, 100_000, "how many times the fault fires", optional=True),
+    "faults[].count": Bound(int, 1, 100_000, "processes a fault kills or marks at each firing"),
+    "max_messages": Bound(
+        int, 1, _MANY, "stop tracing after this many trace messages", optional=True
+    ),
+    "rate[0]": Bound(int, 1, _MANY, "rate = [N, ms]: at most N trace messages ..."),
+    "rate[1]": Bound(int, 1, 86_400_000, "... per window of ms milliseconds"),
+}
+#: TOML nested deeper than this (arrays and inline tables) is refused: no
+#: scenario value needs more than a few levels, and Python's TOML reader
+#: gives up near 400
+MAX_NESTING = 64
+#: an Erlang atom has at most 255 characters (longer is a system_limit)
+MAX_ATOM = 255
+#: a scenario file larger than this is refused before it is read
+MAX_FILE_BYTES = 16 * 1024 * 1024
+
+
+def _bound_key(path: tuple) -> str:
+    """The BOUNDS key of a value's path: ``("groups", 1, "count")`` is
+    ``groups[].count``."""
+    out = ""
+    for k in path:
+        out += "[]" if isinstance(k, int) else (f".{k}" if out else k)
+    return out
+
 
 # ---------------------------------------------------------------- line finding
-_HEADER = re.compile(r"^\s*(\[\[?)\s*([^\]]+?)\s*\]\]?\s*(#.*)?$")
-_KEYLINE = re.compile(
-    r"^\s*((?:[A-Za-z0-9_-]+|\"[^\"]*\"|'[^']*')"
-    r"(?:\s*\.\s*(?:[A-Za-z0-9_-]+|\"[^\"]*\"|'[^']*'))*)\s*="
-)
+# Headers and key lines are read by hand, one pass over each line: a regular
+# expression with nested quantifiers over the same characters backtracks in
+# polynomial time on a line such as "[" and 20,000 spaces.
+_BARE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
+_WS = " \t\r"
 
 
-def _split_key(k: str) -> list[str]:
-    parts = re.findall(r"\"[^\"]*\"|'[^']*'|[A-Za-z0-9_-]+", k)
-    return [p[1:-1] if p[:1] in "\"'" else p for p in parts]
+def _skip_ws(line: str, i: int) -> int:
+    n = len(line)
+    while i < n and line[i] in _WS:
+        i += 1
+    return i
+
+
+def _key_path(line: str, i: int) -> tuple[list[str], int] | None:
+    """The dotted key at ``line[i:]`` (bare, "quoted" or 'literal' parts) and
+    where it ends, or None; linear in the line's length."""
+    parts: list[str] = []
+    n = len(line)
+    while True:
+        i = _skip_ws(line, i)
+        if i >= n:
+            return None
+        c = line[i]
+        if c in "\"'":
+            j = line.find(c, i + 1)
+            if j < 0:
+                return None
+            parts.append(line[i + 1 : j])
+            i = j + 1
+        else:
+            j = i
+            while j < n and line[j] in _BARE:
+                j += 1
+            if j == i:
+                return None
+            parts.append(line[i:j])
+            i = j
+        i = _skip_ws(line, i)
+        if i < n and line[i] == ".":
+            i += 1
+            continue
+        return parts, i
+
+
+def _header(line: str) -> tuple[bool, list[str]] | None:
+    """``(is_array, key parts)`` of a ``[table]`` or ``[[array]]`` header line."""
+    i = _skip_ws(line, 0)
+    if not line.startswith("[", i):
+        return None
+    double = line.startswith("[[", i)
+    kp = _key_path(line, i + (2 if double else 1))
+    if kp is None:
+        return None
+    keys, i = kp
+    close = "]]" if double else "]"
+    if not line.startswith(close, i):
+        return None
+    i = _skip_ws(line, i + len(close))
+    if i < len(line) and line[i] != "#":
+        return None
+    return double, keys
+
+
+def _key_line(line: str) -> list[str] | None:
+    """The key parts of a ``key = value`` line."""
+    kp = _key_path(line, 0)
+    if kp is None or not line.startswith("=", kp[1]):
+        return None
+    return kp[0]
 
 
 class _KeyLines:
@@ -178,32 +326,32 @@ class _KeyLines:
         counts: dict[tuple, int] = {}
         current: tuple = ()
         in_multiline = False
-        for no, line in enumerate(text.splitlines(), 1):
+        for no, line in enumerate(text.split("\n"), 1):
             if in_multiline:
                 if line.count('"""') % 2 == 1 or line.count("'''") % 2 == 1:
                     in_multiline = False
                 continue
-            m = _HEADER.match(line)
-            if m and not _KEYLINE.match(line):
-                keys = _split_key(m.group(2))
+            h = _header(line)
+            if h is not None:
+                double, keys = h
                 path: list = []
                 # resolve prefixes through arrays of tables opened so far
                 for k in keys:
                     path.append(k)
                     n = counts.get(tuple(path))
-                    if n is not None and not (m.group(1) == "[[" and len(path) == len(keys)):
+                    if n is not None and not (double and len(path) == len(keys)):
                         path.append(n - 1)
-                if m.group(1) == "[[":
+                if double:
                     n = counts.get(tuple(path), 0)
                     counts[tuple(path)] = n + 1
                     path.append(n)
                 current = tuple(path)
                 self.lines.setdefault(current, no)
-                self.lines.setdefault(current[:-1] if m.group(1) == "[[" else current, no)
+                self.lines.setdefault(current[:-1] if double else current, no)
                 continue
-            m = _KEYLINE.match(line)
-            if m:
-                path = current + tuple(_split_key(m.group(1)))
+            keys = _key_line(line)
+            if keys is not None:
+                path = current + tuple(keys)
                 self.lines.setdefault(path, no)
                 if line.count('"""') % 2 == 1 or line.count("'''") % 2 == 1:
                     in_multiline = True
@@ -283,22 +431,12 @@ class _Checker:
             if not isinstance(v, bool):
                 self.fail(path, f"must be true or false, not {_show(v)}")
             return v
-        if kind == "int":
-            lo, hi = extra
-            if type(v) is not int:
-                self.fail(path, f"must be an integer, not {_show(v)}")
-            if lo is not None and v < lo:
-                self.fail(path, f"must be an integer >= {lo}, not {v}")
-            if hi is not None and v > hi:
-                self.fail(path, f"must be an integer <= {hi}, not {v}")
-            return v
         if kind == "num":
-            lo, exclusive = extra
-            if type(v) not in (int, float):
-                self.fail(path, f"must be a number, not {_show(v)}")
-            if v < lo or (exclusive and v == lo):
-                self.fail(path, f"must be a number {'>' if exclusive else '>='} {lo}, not {v}")
-            return float(v)
+            b = BOUNDS[_bound_key(path)]
+            err = b(v)
+            if err:
+                self.fail(path, f"{err}, not {_show(v)}")
+            return float(v) if b.kind is float else v
         if kind == "enum":
             if not isinstance(v, str) or (extra is not None and v not in extra):
                 self.fail(path, f"must be one of {', '.join(extra or ())}, not {_show(v)}")
@@ -322,11 +460,18 @@ class _Checker:
 
 
 def _show(v: Any) -> str:
+    """A value as an error shows it: one short line."""
     if isinstance(v, dict):
         return "a table"
     if isinstance(v, list):
         return "a list"
-    return repr(v)
+    return _cut(v)
+
+
+def _cut(v: Any, width: int = 60) -> str:
+    """``repr(v)`` cut to ``width`` characters."""
+    r = repr(v)
+    return r if len(r) <= width else r[: width - 3] + "..."
 
 
 _SHORT_MS = {
@@ -337,9 +482,15 @@ _SHORT_MS = {
 
 
 def match_spec_from(v):
-    """A scenario's ``match_spec``: true/false, a short name, or Erlang term text."""
+    """A scenario's ``match_spec``: true/false, a short name, or Erlang term
+    text; ``ValueError`` for anything else (and for text that is no term)."""
     if v is True or v is False:
         return v
+    if not isinstance(v, str):
+        raise ValueError(
+            "must be true, false, a short name (return_trace, x, c, cx, ...) or "
+            f"Erlang term text in a string, not {_show(v)}"
+        )
     if v in ("true", "false"):
         return v == "true"
     text = _SHORT_MS.get(v, v)
@@ -420,6 +571,15 @@ def _check_groups(c: _Checker, sc: dict, ref) -> dict:
             c.fail(path + ("params", key), msg)
     if not groups:
         c.fail(("groups",), "at least one group is needed")
+    total = 0
+    for i, g in enumerate(sc["groups"]):
+        total += g["count"] * processes_of(g["workload"], g["params"])
+        if total > MAX_PROCESSES:
+            c.fail(
+                ("groups", i),
+                f"the groups up to this one spawn {total:,} processes: at most "
+                f"{MAX_PROCESSES:,} in all (count x the workload's processes, summed)",
+            )
     return groups
 
 
@@ -434,6 +594,17 @@ def _check_patterns(c: _Checker, sc: dict, ref) -> None:
             or not (isinstance(mfa[2], int) and not isinstance(mfa[2], bool) or mfa[2] == "_")
         ):
             c.fail(path + ("mfa",), 'must be [Module, Function, Arity] like ["calls", "_", "_"]')
+        for name in mfa[:2]:
+            if len(name) > MAX_ATOM:
+                c.fail(
+                    path + ("mfa",),
+                    f"an atom has at most {MAX_ATOM} characters (Erlang's system_limit), "
+                    f"not {len(name):,}: {_show(name)}",
+                )
+        if mfa[2] != "_":
+            err = BOUNDS["patterns[].mfa[2]"](mfa[2])
+            if err:
+                c.fail(path + ("mfa",), f"the arity {err}, not {mfa[2]}")
         try:
             ms = match_spec_from(p["match_spec"])
             compile_match_spec(ms)
@@ -473,6 +644,13 @@ def _check_faults(c: _Checker, sc: dict, groups: dict, ref) -> None:
                 f["times"] = 1
             elif d["seconds"] is not None:
                 f["times"] = max(1, int((d["seconds"] - f["at"]) / f["every"]) + 1)
+                most = BOUNDS["faults[].times"].hi
+                if f["times"] > most:
+                    c.fail(
+                        path + ("every",),
+                        f"every {f['every']:g} s for duration.seconds = {d['seconds']:g} "
+                        f"fires {f['times']:,} times: at most {most:,} (give 'times')",
+                    )
             else:
                 c.fail(path, "'every' needs 'times' when the duration is in operations")
         if f["every"] is None:
@@ -511,19 +689,108 @@ def _check_rate(c: _Checker, sc: dict) -> None:
         c.fail(
             ("rate",),
             f"must be [N, ms] with two integers >= 1 (at most N trace "
-            f"messages per ms milliseconds), not {_show(r) if not isinstance(r, list) else r}",
+            f"messages per ms milliseconds), not {_cut(r) if isinstance(r, list) else _show(r)}",
         )
+    for i, x in enumerate(r):
+        err = BOUNDS[f"rate[{i}]"](x)
+        if err:
+            c.fail(("rate",), f"{('N', 'ms')[i]} {err}, not {x}")
 
 
 # ---------------------------------------------------------------- entry points
-def parse_scenario(text: str, source: str = "<scenario>") -> dict:
-    """Parse and validate scenario TOML text; returns the filled-in scenario."""
+_NESTING_CHARS = re.compile(r"[\n#\"'\[\]{}]")
+
+
+def _too_deep(text: str, limit: int = MAX_NESTING) -> int | None:
+    """The line where TOML arrays and inline tables first nest deeper than
+    ``limit``, or None; one pass, strings and comments skipped."""
+    depth, line, i, n = 0, 1, 0, len(text)
+    while i < n:
+        m = _NESTING_CHARS.search(text, i)
+        if m is None:
+            return None
+        i = m.start()
+        c = text[i]
+        if c == "\n":
+            line += 1
+        elif c == "#":
+            j = text.find("\n", i)
+            i = n if j < 0 else j
+            continue
+        elif c in "\"'":
+            q = text[i : i + 3] if text.startswith(c * 3, i) else c
+            j = i + len(q)
+            while j < n and not text.startswith(q, j):
+                if c == '"' and text[j] == "\\":
+                    j += 1
+                elif text[j] == "\n":
+                    if len(q) == 1:
+                        break  # an unterminated one-line string: TOML refuses it anyway
+                    line += 1
+                j += 1
+            i = j + len(q)
+            continue
+        elif c in "[{":
+            depth += 1
+            if depth > limit:
+                return line
+        elif c in "]}":
+            depth = max(0, depth - 1)
+        i += 1
+    return None
+
+
+def _decode(data: bytes, source: str) -> str:
+    """UTF-8 ``data`` as text; a ScenarioError names the line of a bad byte."""
     try:
-        data = tomllib.loads(text)
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        col = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
+        raise ScenarioError(
+            f"{source}:{line}: not UTF-8 text: byte 0x{data[e.start]:02x} at column {col}"
+        ) from None
+
+
+def read_toml(data: bytes | str, source: str) -> dict:
+    """The TOML document of a scenario file's bytes (or text), unchecked.
+
+    Every failure is a one-line ``ScenarioError`` naming ``source`` and,
+    where there is one, the line: bytes that are not UTF-8, arrays and inline
+    tables nested deeper than ``MAX_NESTING`` (refused before the TOML reader
+    sees them: it would run out of stack), text that is not TOML.  The
+    explore scenarios are read with it too."""
+    text = _decode(data, source) if isinstance(data, bytes) else data
+    deep = _too_deep(text)
+    if deep is not None:
+        raise ScenarioError(
+            f"{source}:{deep}: arrays or inline tables nested deeper than {MAX_NESTING}"
+        )
+    try:
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         m = re.search(r"line (\d+)", str(e))
         where = f"{source}:{m.group(1)}" if m else source
         raise ScenarioError(f"{where}: not valid TOML: {e}") from None
+    except RecursionError:  # _too_deep missed a nesting the reader did not
+        raise ScenarioError(f"{source}: nested too deeply to read") from None
+
+
+def read_file(path: str) -> bytes:
+    """A scenario file's bytes, at most ``MAX_FILE_BYTES`` of them."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read(MAX_FILE_BYTES + 1)
+    except OSError as e:
+        raise ScenarioError(f"{path}: cannot read scenario: {e.strerror}") from None
+    if len(data) > MAX_FILE_BYTES:
+        raise ScenarioError(f"{path}: larger than {MAX_FILE_BYTES:,} bytes: not a scenario")
+    return data
+
+
+def parse_scenario(text: str, source: str = "<scenario>") -> dict:
+    """Parse and validate scenario TOML text; returns the filled-in scenario."""
+    data = read_toml(text, source)
     c = _Checker(text, source)
     sc = c.table(data, SCHEMA, ())
     sc["notes"] = []
@@ -542,12 +809,7 @@ def load_scenario(path: str | os.PathLike | None) -> dict:
     p = os.fspath(path)
     if not os.path.exists(p) and p in example_names():
         p = example_path(p)
-    try:
-        with open(p, encoding="utf-8") as f:
-            text = f.read()
-    except OSError as e:
-        raise ScenarioError(f"{p}: cannot read scenario: {e.strerror}") from None
-    return parse_scenario(text, p)
+    return parse_scenario(_decode(read_file(p), p), p)
 
 
 def example_names() -> list[str]:

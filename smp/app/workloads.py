@@ -17,6 +17,7 @@ controller holds no state.
 
 from __future__ import annotations
 
+import math
 import random
 import threading
 import time
@@ -26,7 +27,16 @@ from typing import Any, Callable
 from schedulers.process import message_of
 from smp.app.limits import TraceLimit
 from smp.app.series import SAMPLE_INTERVAL_S, Series, latency_histogram, scheduler_timeline
-from smp.core.errors import ErlangException, Error, Exit, SchedulerLost, SmpError, Throw
+from smp.core.bifs import MAX_SMALL
+from smp.core.errors import (
+    EmulatorTimeout,
+    ErlangException,
+    Error,
+    Exit,
+    SchedulerLost,
+    SmpError,
+    Throw,
+)
 from smp.core.flags import TRACE_FLAG_NAMES
 from smp.core.terms import Atom
 from smp.emulator import Emulator
@@ -35,7 +45,11 @@ from smp.ports.reader import read_trace
 __all__ = [
     "WORKLOADS",
     "Workload",
+    "Bound",
+    "MAX_PROCESSES",
+    "SetupTimeout",
     "check_params",
+    "processes_of",
     "execute",
     "RunOutcome",
     "CTL",
@@ -311,19 +325,70 @@ async def _fault_step(proc, action, step):
 
 # ================================================================ registry
 @dataclass(frozen=True)
+class Bound:
+    """The documented range of one numeric key: ``kind`` (``int`` or
+    ``float``), ``lo`` to ``hi`` (``lo`` itself excluded when ``lo_open``),
+    what the key means, and whether it may be absent (``optional``: None).
+
+    Calling it checks a value: None when the value is a finite number of the
+    kind within the range, else why not (text without the value, as the
+    other parameter checks give).  Every numeric key of a scenario has one:
+    workload parameters here, in ``Workload.params``; the scenario's own keys
+    in ``smp.app.scenario.BOUNDS``.
+    """
+
+    kind: type
+    lo: int | float
+    hi: int | float
+    meaning: str
+    lo_open: bool = False
+    optional: bool = False
+
+    def range_text(self) -> str:
+        """``1 to 100,000`` / ``> 0 to 86,400``: the range as the docs print it."""
+        return f"{'> ' if self.lo_open else ''}{self.lo:,} to {self.hi:,}"
+
+    def __call__(self, v) -> str | None:
+        if v is None and self.optional:
+            return None
+        if self.kind is int:
+            if type(v) is not int:
+                return "must be an integer"
+            what = "an integer"
+        else:
+            if type(v) not in (int, float):
+                return "must be a number"
+            if not math.isfinite(v):
+                return "must be a finite number"
+            what = "a number"
+        if v < self.lo or (self.lo_open and v == self.lo):
+            return f"must be {what} {'>' if self.lo_open else '>='} {self.lo}"
+        if v > self.hi:
+            return f"must be {what} <= {self.hi}"
+        return None
+
+
+#: at most this many workload processes in one run, every group and count
+#: together: about 20 s of set-up and 400 MiB across the schedulers on a
+#: 2-core machine (0.2 ms and 3-4 KiB a process)
+MAX_PROCESSES = 100_000
+#: an upper bound for counters that only have to fit a long run
+_MANY = 1_000_000_000
+
+
+@dataclass(frozen=True)
 class Workload:
     name: str
     doc: str
-    params: dict  # name -> (type, default, check(value) -> error text or None)
+    params: dict  # name -> (default, check(value) -> error text or None); a Bound for numbers
     setup: Callable
+    #: how many processes one instance (one ``count``) spawns, from its checked params
+    processes: Callable[[dict], int] = lambda p: 1
 
 
-def _nonneg(v):
-    return None if type(v) is int and v >= 0 else "must be an integer >= 0"
-
-
-def _pos(v):
-    return None if type(v) is int and v >= 1 else "must be an integer >= 1"
+class SetupTimeout(EmulatorTimeout):
+    """A run's set-up (spawning its processes, tracing them) outlasted its
+    ``timeout``; the run was stopped before it started."""
 
 
 def _setup_ping_pong(env, g, p):
@@ -331,8 +396,8 @@ def _setup_ping_pong(env, g, p):
     for _ in range(p["pairs"]):
         s1 = env.place(g)
         s2 = s1 if p["same_scheduler"] else env.place(g)
-        pong = env.vm.spawn(pp_pong, g["sensitive"], scheduler=s1)
-        ping = env.vm.spawn(
+        pong = env.spawn(pp_pong, g["sensitive"], scheduler=s1)
+        ping = env.spawn(
             pp_ping, pong, env.ops, env.secs, p["payload"], g["sensitive"], scheduler=s2
         )
         out += [("pong", pong), ("ping", ping)]
@@ -344,13 +409,13 @@ def _setup_ring(env, g, p, seq=None):
     size = p["size"] if seq is None else p["length"]
     nxt, members = name, []
     for k in range(size - 1, 0, -1):
-        pid = env.vm.spawn(ring_member, nxt, g["sensitive"], scheduler=env.place(g))
+        pid = env.spawn(ring_member, nxt, g["sensitive"], scheduler=env.place(g))
         members.append((f"member{k}", pid))
         nxt = pid
     label = flags = every = None
     if seq is not None:
         label, flags, every = seq["label"], tuple(seq["flags"]), seq["print_every"]
-    head = env.vm.spawn(
+    head = env.spawn(
         ring_head,
         name,
         nxt,
@@ -370,13 +435,13 @@ def _setup_seq_chain(env, g, p):
 
 
 def _setup_fan_in(env, g, p):
-    hot = env.vm.spawn(fan_hot, p["senders"], g["sensitive"], scheduler=env.place(g))
+    hot = env.spawn(fan_hot, p["senders"], g["sensitive"], scheduler=env.place(g))
     out = [("hot", hot)]
     for k in range(p["senders"]):
         out.append(
             (
                 f"sender{k}",
-                env.vm.spawn(
+                env.spawn(
                     fan_sender,
                     hot,
                     env.ops,
@@ -395,7 +460,7 @@ def _setup_calls(env, g, p):
     return [
         (
             "caller",
-            env.vm.spawn(
+            env.spawn(
                 caller,
                 env.ops,
                 env.secs,
@@ -412,7 +477,7 @@ def _setup_gc(env, g, p):
     return [
         (
             "allocator",
-            env.vm.spawn(
+            env.spawn(
                 allocator,
                 env.ops,
                 env.secs,
@@ -431,7 +496,7 @@ def _setup_ports(env, g, p):
     return [
         (
             "user",
-            env.vm.spawn(
+            env.spawn(
                 port_user,
                 p["driver"],
                 opts,
@@ -448,7 +513,7 @@ def _setup_churn(env, g, p):
     return [
         (
             "churner",
-            env.vm.spawn(
+            env.spawn(
                 churner,
                 env.ops,
                 env.secs,
@@ -465,10 +530,6 @@ def _driver_check(v):
     return (
         None if v in ("echo", "busy", "slow", "dist") else "must be one of echo, busy, slow, dist"
     )
-
-
-def _opt_nonneg(v):
-    return None if v is None or (type(v) is int and v >= 0) else "must be an integer >= 0"
 
 
 def _flags_check(v):
@@ -491,37 +552,64 @@ WORKLOADS: dict[str, Workload] = {
             "ping_pong",
             "pairs of processes bouncing a message",
             {
-                "pairs": (1, _pos),
-                "payload": (0, _nonneg),
+                "pairs": (1, Bound(int, 1, MAX_PROCESSES // 2, "pairs of processes (2 each)")),
+                "payload": (0, Bound(int, 0, 100_000, "integers carried by each ping")),
                 "same_scheduler": (
                     False,
                     lambda v: None if isinstance(v, bool) else "must be true or false",
                 ),
             },
             _setup_ping_pong,
+            lambda p: 2 * p["pairs"],
         ),
         Workload(
             "ring",
             "a token passed round a ring of linked processes",
-            {"size": (4, _pos)},
+            {"size": (4, Bound(int, 1, MAX_PROCESSES, "processes in the ring"))},
             _setup_ring,
+            lambda p: p["size"],
         ),
         Workload(
             "fan_in",
             "many senders casting to one hot process",
-            {"senders": (4, _pos), "payload": (0, _nonneg)},
+            {
+                "senders": (
+                    4,
+                    Bound(int, 1, MAX_PROCESSES - 1, "processes casting to the hot one"),
+                ),
+                "payload": (0, Bound(int, 0, 100_000, "integers carried by each cast")),
+            },
             _setup_fan_in,
+            lambda p: p["senders"] + 1,
         ),
         Workload(
             "calls",
             "recursive calls (wl_calls:fib/1) with returns, errors and throws",
-            {"depth": (4, _nonneg), "exception_every": (3, _nonneg)},
+            {
+                "depth": (4, Bound(int, 0, 20, "N of the wl_calls:fib(N) each operation calls")),
+                "exception_every": (
+                    3,
+                    Bound(
+                        int, 0, _MANY, "an error and a throw every this many operations (0: none)"
+                    ),
+                ),
+            },
             _setup_calls,
         ),
         Workload(
             "gc",
             "an allocator that keeps some data and collects garbage",
-            {"words": (2000, _pos), "keep_every": (4, _nonneg), "gc_every": (0, _nonneg)},
+            {
+                "words": (2000, Bound(int, 1, _MANY, "heap words allocated per operation")),
+                "keep_every": (
+                    4,
+                    Bound(int, 0, _MANY, "keep the allocation live every this many (0: never)"),
+                ),
+                "gc_every": (
+                    0,
+                    Bound(int, 0, _MANY, "garbage_collect() every this many operations (0: never)"),
+                ),
+            },
             _setup_gc,
         ),
         Workload(
@@ -529,8 +617,14 @@ WORKLOADS: dict[str, Workload] = {
             "a driver user: commands to an echo, busy or slow port",
             {
                 "driver": ("echo", _driver_check),
-                "busy_ms": (None, _opt_nonneg),
-                "cost_ms": (None, _opt_nonneg),
+                "busy_ms": (
+                    None,
+                    Bound(int, 0, 60_000, "ms a busy port stays busy per command", optional=True),
+                ),
+                "cost_ms": (
+                    None,
+                    Bound(int, 0, 60_000, "ms a slow port takes per command", optional=True),
+                ),
             },
             _setup_ports,
         ),
@@ -538,21 +632,34 @@ WORKLOADS: dict[str, Workload] = {
             "seq_chain",
             "a seq_trace token carried round a chain of processes",
             {
-                "length": (4, _pos),
-                "label": (7, _nonneg),
+                "length": (4, Bound(int, 1, MAX_PROCESSES, "processes in the chain")),
+                "label": (7, Bound(int, 0, MAX_SMALL, "the seq_trace label (a small integer)")),
                 "flags": (["send", "receive", "print"], _seq_flags_check),
-                "print_every": (1, _nonneg),
+                "print_every": (
+                    1,
+                    Bound(int, 0, _MANY, "seq_trace_print every this many laps (0: never)"),
+                ),
             },
             _setup_seq_chain,
+            lambda p: p["length"],
         ),
         Workload(
             "churn",
             "a process that traces its worker to short-lived tracers it kills",
-            {"burst": (5, _pos), "flags": (["send", "receive"], _flags_check)},
+            {
+                "burst": (5, Bound(int, 1, 100_000, "requests sent while one tracer lives")),
+                "flags": (["send", "receive"], _flags_check),
+            },
             _setup_churn,
+            lambda p: 3,  # the churner, its worker and one short-lived tracer at a time
         ),
     ]
 }
+
+
+def processes_of(workload: str, params: dict) -> int:
+    """How many processes one instance of ``workload`` spawns (checked params)."""
+    return WORKLOADS[workload].processes(params)
 
 
 def check_params(workload: str, params: dict):
@@ -571,9 +678,7 @@ def check_params(workload: str, params: dict):
             continue
         err = check(params[k])
         if err:
-            return k, f"{err}, not {params[k]!r}"
-        if workload == "ports" and k == "driver":
-            pass
+            return k, f"{err}, not {_short(params[k])}"
     if workload == "ports":
         if params["busy_ms"] is not None and params["driver"] not in ("busy", "dist"):
             return "busy_ms", f"only the busy and dist drivers take busy_ms, not {params['driver']}"
@@ -582,12 +687,32 @@ def check_params(workload: str, params: dict):
     return None
 
 
+def _short(v, width: int = 60) -> str:
+    """``repr(v)``, cut to ``width`` characters: an error stays one short line."""
+    r = repr(v)
+    return r if len(r) <= width else r[: width - 3] + "..."
+
+
 # ================================================================ one run
 class _Env:
-    def __init__(self, vm: Emulator, ops: int, secs: float, rng: random.Random):
+    """What a workload's set-up uses: the emulator, the run's length, and
+    ``spawn``, which stops the set-up once the run's timeout has passed."""
+
+    def __init__(
+        self, vm: Emulator, ops: int, secs: float, rng: random.Random, deadline: Any = None
+    ):
         self.vm, self.ops, self.secs, self.rng = vm, ops, secs, rng
+        self.deadline = deadline  # a _SetupDeadline, or None: no limit
         self._n = 0
         self._defined = False
+
+    def spawn(self, *args, **kw):
+        if self.deadline is None:
+            return self.vm.spawn(*args, **kw)
+        self.deadline.check()
+        pid = self.vm.spawn(*args, **kw)
+        self.deadline.done += 1
+        return pid
 
     def counter(self) -> int:
         self._n += 1
@@ -602,6 +727,29 @@ class _Env:
             self.vm.define("wl_calls", "check", wl_check)
             self.vm.define("wl_calls", "throw", wl_throw)
             self._defined = True
+
+
+class _SetupDeadline:
+    """The run's ``timeout`` counted from the start of ``execute``: set-up
+    (starting the emulator, spawning and tracing the workload's processes)
+    spends it too.  ``check()`` raises ``SetupTimeout`` once it has passed;
+    it is called before every spawn and every per-process trace call, each of
+    which takes well under a millisecond, so a set-up stops within a moment
+    of the timeout."""
+
+    def __init__(self, timeout: float, total: int):
+        self.timeout = timeout
+        self.at = time.monotonic() + timeout
+        self.total = total  # the workload processes the set-up spawns
+        self.done = 0
+
+    def check(self) -> None:
+        if time.monotonic() >= self.at:
+            raise SetupTimeout(
+                f"run not finished within timeout = {self.timeout:g} s: its set-up had "
+                f"spawned {self.done:,} of {self.total:,} processes, "
+                "so the run did not start (raise the timeout or spawn fewer processes)"
+            )
 
 
 def _atoms(flags) -> list:
@@ -668,7 +816,10 @@ def execute(  # noqa: C901 - one run, from set-up to summary
     queue and decisions for ``dispatcher.replay``; ``emulator_options`` go to
     ``Emulator`` (``bind``, ``remote_schedulers``, ``keys``... for schedulers
     on other hosts).  KeyboardInterrupt stops the run early: the outcome is still
-    returned, with ``summary["interrupted"] = True``."""
+    returned, with ``summary["interrupted"] = True``.  The scenario's
+    ``timeout`` counts from the start of the set-up: a set-up that outlasts it
+    raises ``SetupTimeout`` (nothing ran), a run that does ends with
+    ``summary["error"]``."""
     mode = mode or sc["mode"]
     n = 1 if mode == "nonsmp" else (schedulers or sc["schedulers"])
     rng = random.Random(sc["seed"])
@@ -682,13 +833,17 @@ def execute(  # noqa: C901 - one run, from set-up to summary
     if limit is not None:
         emit = limit.printer(emit)
     t_setup = time.perf_counter()
+    clock = _SetupDeadline(
+        sc["timeout"],
+        sum(g["count"] * processes_of(g["workload"], g["params"]) for g in sc["groups"]),
+    )
     with Emulator(
         mode=mode,
         schedulers=n,
         journal=journal if mode == "smp" else None,
         **(emulator_options or {}),
     ) as vm:
-        env = _Env(vm, ops, secs, rng)
+        env = _Env(vm, ops, secs, rng, clock)
         collectors: dict[str, Any] = {}  # name -> pid, in display order
         ports: dict[str, tuple] = {}  # name -> (kind, Port, spec)
         ip_readers: dict[str, _IpReader] = {}
@@ -749,6 +904,7 @@ def execute(  # noqa: C901 - one run, from set-up to summary
         for g in sc["groups"]:
             if g["tracer"] is not None and g["trace"]:
                 for pid in group_pids[g["name"]]:
+                    clock.check()
                     vm.trace(pid, True, g["trace"], tracer=tracers[g["tracer"]])
         for p in sc["patterns"]:
             mfa = tuple(p["mfa"])
@@ -806,7 +962,7 @@ def execute(  # noqa: C901 - one run, from set-up to summary
         run_start_us = time.time_ns() // 1000  # the trace timestamps' clock
         t0 = time.perf_counter()
         sample(0.0)
-        deadline = time.monotonic() + sc["timeout"]
+        deadline = clock.at  # the timeout counts from the start of the set-up
         run_for = vm.run_for if limit is None else limit.runner(vm, t0, tracers.values())
         k = 1
         try:

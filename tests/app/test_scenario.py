@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from smp.app.scenario import (
@@ -134,3 +136,51 @@ def test_examples_and_default_load():
 def test_unreadable_file(tmp_path):
     with pytest.raises(ScenarioError, match="cannot read scenario"):
         load_scenario(tmp_path / "missing.toml")
+
+
+def test_lines_are_found_through_quoted_dotted_and_commented_headers():
+    """The line finder reads headers and key lines by hand: quoted and dotted
+    keys, comments after a header and CRLF line ends keep their lines."""
+    text = (
+        GOOD.replace('[[groups]]\nname = "ring"', '[[ "groups" ]]  # the ring\nname = "ring"')
+        .replace("[groups.params]", "[ groups . 'params' ]")
+        .replace("\n", "\r\n")
+    )
+    with pytest.raises(ScenarioError) as ei:
+        parse_scenario(text.replace("size = 3", "size = 0"), "q.toml")
+    assert str(ei.value).startswith("q.toml:21: groups[1].params.size: must be an integer >= 1")
+    # a line inside a multi-line array that looks like a header is not one
+    text = GOOD.replace("seed = 3", "seed = 3\nrate = [\n[1]]")
+    with pytest.raises(ScenarioError) as ei:
+        parse_scenario(text.replace('tracer = "t1"', 'tracer = "no"'), "q.toml")
+    assert str(ei.value).startswith("q.toml:17: groups[0].tracer:"), str(ei.value)
+
+
+@pytest.mark.parametrize(
+    "old,new,why",
+    [
+        ("seed = 3", "seed = 3\ntimeout = nan", "timeout: must be a finite number, not nan"),
+        ("operations = 5", "seconds = inf", "duration.seconds: must be a finite number"),
+        ("size = 3", "size = 100001", "groups[1].params.size: must be an integer <= 100000"),
+        ("seed = 3", "seed = 3\nschedulers = 65", "schedulers: must be an integer <= 64"),
+    ],
+)
+def test_numbers_are_finite_and_bounded(old, new, why):
+    with pytest.raises(ScenarioError, match=re.escape(why)):
+        parse_scenario(GOOD.replace(old, new), "b.toml")
+
+
+def test_bad_bytes_and_deep_nesting_name_the_line(tmp_path):
+    p = tmp_path / "bytes.toml"
+    p.write_bytes(GOOD.encode().replace(b"seed = 3", b"seed = 3 # \xff"))
+    with pytest.raises(
+        ScenarioError, match=r"bytes.toml:3: not UTF-8 text: byte 0xff at column 12"
+    ):
+        load_scenario(p)
+    with pytest.raises(ScenarioError, match=r"d.toml:5: arrays or inline tables nested deeper"):
+        parse_scenario(GOOD.replace("[duration]", "x = " + "[" * 1000 + "\n[duration]"), "d.toml")
+
+
+def test_match_spec_that_is_not_text():
+    with pytest.raises(ValueError, match="must be true, false"):
+        match_spec_from([1, 2])
