@@ -6,7 +6,7 @@ Runs in the dispatcher process; ``record`` is called from the ingest,
 dispatch and control threads, so records are numbered under a lock: the
 number is the order in which things happened in the dispatcher.
 
-Records (after ``(seq, kind)``):
+Records (after ``(seq, kind)``; ``seq`` counts from 1 with no gap):
 
 * ``q``  type, from, to, ts_kind, blob, n, base_us, active: a run of ``n``
   messages queued (``blob`` is their pickled bodies);
@@ -18,18 +18,49 @@ Records (after ``(seq, kind)``):
   through ``resolve``, so every run has one);
 * ``lost`` scheduler id, pids: a scheduler died.
 
-The file is a sequence of pickles; ``dispatcher.replay.read_records`` reads
-them back with the restricted decoder (``smp.wire.codec.load_record``).
+The file (version 2) is a header, the pickle of ``("smp-journal", 2,
+nsched)`` and its CRC-32 (``HEADER_CRC``: a big-endian 32-bit word), then
+one frame per record: the length of the record's pickle and its CRC-32
+(``RECORD_HEAD``: two big-endian 32-bit words), then the pickle.  A reader finds every record's end without decoding it and knows a
+damaged record from a well-formed one; ``dispatcher.replay.read_records``
+reads them back with the restricted decoder (``smp.wire.codec.load_record``)
+and checks every field.
 """
 
 from __future__ import annotations
 
 import pickle
+import struct
 import threading
+import zlib
 
-__all__ = ["Journal", "JOURNAL_MAGIC"]
+__all__ = [
+    "Journal",
+    "JOURNAL_MAGIC",
+    "HEADER_CRC",
+    "RECORD_HEAD",
+    "encode_header",
+    "encode_record",
+]
 
-JOURNAL_MAGIC = ("smp-journal", 1)
+JOURNAL_MAGIC = ("smp-journal", 2)
+#: after the header's pickle: its CRC-32
+HEADER_CRC = struct.Struct(">I")
+#: before each record's pickle: its length in bytes and its CRC-32
+RECORD_HEAD = struct.Struct(">II")
+_PICKLE = pickle.HIGHEST_PROTOCOL
+
+
+def encode_header(nsched: int) -> bytes:
+    """The bytes a journal starts with."""
+    data = pickle.dumps(JOURNAL_MAGIC + (nsched,), _PICKLE)
+    return data + HEADER_CRC.pack(zlib.crc32(data))
+
+
+def encode_record(rec: tuple) -> bytes:
+    """One record as it is written: its frame head, then its pickle."""
+    data = pickle.dumps(rec, _PICKLE)
+    return RECORD_HEAD.pack(len(data), zlib.crc32(data)) + data
 
 
 class Journal:
@@ -38,12 +69,12 @@ class Journal:
         self.lock = threading.Lock()
         self.seq = 0
         self.f = open(path, "wb")
-        pickle.dump(JOURNAL_MAGIC + (nsched,), self.f, pickle.HIGHEST_PROTOCOL)
+        self.f.write(encode_header(nsched))
 
     def record(self, kind: str, *payload) -> None:
         with self.lock:
             self.seq += 1
-            pickle.dump((self.seq, kind) + payload, self.f, pickle.HIGHEST_PROTOCOL)
+            self.f.write(encode_record((self.seq, kind) + payload))
 
     def close(self) -> None:
         with self.lock:

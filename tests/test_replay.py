@@ -10,7 +10,14 @@ import pytest
 from click.testing import CliRunner
 
 import smp
-from dispatcher.replay import NotAJournal, format_listing, queue_listing, replay
+from dispatcher.journal import encode_header, encode_record
+from dispatcher.replay import (
+    NotAJournal,
+    format_listing,
+    queue_listing,
+    read_records,
+    replay,
+)
 from smp import Atom as A
 from smp.app.cli import cli
 from smp.app.scenario import load_scenario
@@ -127,19 +134,18 @@ def test_churn_scenario_replays_without_divergence(churned):
 
 # ---------------------------------------------------------------- doctored journals
 def read_all(path):
-    with open(path, "rb") as f:
-        out = [pickle.load(f)]
-        while True:
-            try:
-                out.append(pickle.load(f))
-            except EOFError:
-                return out
+    """The header and the records of a journal (checked, as replay reads them)."""
+    header, records, _ = read_records(path)
+    return [header, *records]
 
 
 def write_all(path, recs) -> None:
+    """A journal of the header ``recs[0]`` and the records after it, framed
+    as the dispatcher writes them."""
     with open(path, "wb") as f:
-        for r in recs:
-            pickle.dump(r, f, pickle.HIGHEST_PROTOCOL)
+        f.write(encode_header(recs[0][2]))
+        for r in recs[1:]:
+            f.write(encode_record(r))
 
 
 def test_doctored_decision_is_reported_at_its_seq(raced, tmp_path):
@@ -204,7 +210,9 @@ def test_missing_state_reset_is_a_violation(raced, tmp_path):
     s = next(i for i in range(k + 1, len(recs)) if recs[i][1] == "s")
     assert not recs[s][2].profile_runnable_procs
     bad = str(tmp_path / "noreset.journal")
-    write_all(bad, recs[:s] + recs[s + 1 :])
+    # the records after it numbered on, as a journal that never had it is
+    kept = recs[:s] + [(r[0] - 1, *r[1:]) for r in recs[s + 1 :]]
+    write_all(bad, kept)
     r = replay(bad)
     assert any(
         v.startswith(f"seq {recs[k][0]}: state not reset after the failed SYSPROF")

@@ -40,12 +40,14 @@ from smp.app.scenario import (
 from smp.app.workloads import SetupTimeout, duration_note, execute, fault_notes
 from smp.core.errors import BadArg, DecodeError, ScenarioError, SmpError
 from smp.core.matchspec import compile_match_spec
-from smp.core.pretty import NodeNumbers, format_term
+from smp.core.pretty import NodeNumbers, clip_term, format_term
 from smp.core.terms import Atom
-from smp.ports.dbgfmt import format_dbg, term_to_json
+from smp.ports.dbgfmt import format_dbg, json_record
 from smp.ports.reader import merge_traces, read_trace, wrap_log_files
 from smp.wire.curve import InsecureWarning, server_security
 from smp.wire.curve import keygen as _keygen
+from smp.wire.limits import DEFAULT as READ_LIMITS
+from smp.wire.limits import Limits
 
 __all__ = ["main", "cli"]
 
@@ -67,15 +69,11 @@ class _TraceWriter:
         if self.stream is None:
             return
         if self.fmt == "json":
-            rec = {
-                "kind": "trace",
-                "tracer": tracer,
-                "term": term_to_json(term),
-                "text": format_term(term),
-            }
+            rec = {"kind": "trace", "tracer": tracer, "term": term, "text": format_term(term)}
             if source is not None:
                 rec["source"] = source
-            line = json.dumps(rec) + "\n"
+            # json.dumps(rec) with the term's JSON written without recursion
+            line = json_record(rec) + "\n"
         elif self.fmt == "terms":
             line = format_term(term) + ".\n"
         else:
@@ -821,6 +819,24 @@ def _cell(v) -> str:
     return str(v)
 
 
+_SIZE = re.compile(r"\A([0-9]{1,15})([KMG]?)\Z", re.IGNORECASE)
+
+
+def _read_size(ctx, param, value):
+    """A size option of smp-emu read: N, or N followed by K, M or G (KiB,
+    MiB, GiB); one line and exit 2 for anything else."""
+    m = _SIZE.match(str(value).strip())
+    n = int(m.group(1)) << (10 * "_KMG".index(m.group(2).upper() or "_")) if m else 0
+    if not m or n < 1:
+        click.echo(
+            f"smp-emu: --{param.name.replace('_', '-')} {_clip_text(str(value), 40)!r}: "
+            f"expected a size >= 1: N, or N followed by K, M or G",
+            err=True,
+        )
+        sys.exit(EXIT_USAGE)
+    return n
+
+
 @cli.command(
     epilog="\b\nExample:\n  smp-emu read everything.trace\n  smp-emu read calls --wrap .trc --wrap-count 4\n  smp-emu read a@host.trc b@host.trc 'c@host-*.trc'\n  smp-emu read --follow live.trace"
 )
@@ -874,22 +890,84 @@ def _cell(v) -> str:
     help="start every line with the SOURCE it came from and ': ' (JSON: a "
     '"source" key); default: when reading more than one SOURCE',
 )
-def read(sources, wrap_suffix, wrap_count, fmt, timeout, node_numbers, follow, mark):
+@click.option(
+    "--max-depth",
+    type=click.IntRange(1, 10_000_000),
+    default=READ_LIMITS.max_depth,
+    show_default=True,
+    help="refuse a term nested deeper than this (a frame of a stranger's trace)",
+)
+@click.option(
+    "--max-frame",
+    metavar="BYTES",
+    callback=_read_size,
+    default=str(READ_LIMITS.max_frame),
+    show_default=True,
+    help="refuse a trace frame larger than this (BYTES may end in K, M or G)",
+)
+@click.option(
+    "--max-inflate",
+    metavar="BYTES",
+    callback=_read_size,
+    default=str(READ_LIMITS.max_inflate),
+    show_default=True,
+    help="refuse a compressed term that inflates to more than this",
+)
+@click.option(
+    "--max-print",
+    metavar="CHARS",
+    callback=_read_size,
+    default=str(READ_LIMITS.max_print),
+    show_default=True,
+    help="print a term longer than about this many characters cut short with "
+    "'...' where the rest would be, as ~P does",
+)
+def read(
+    sources,
+    wrap_suffix,
+    wrap_count,
+    fmt,
+    timeout,
+    node_numbers,
+    follow,
+    mark,
+    max_depth,
+    max_frame,
+    max_inflate,
+    max_print,
+):
     """Print trace files, wrap logs or ip trace ports (HOST:PORT) as dbg does,
     in latin-1 as dbg:trace_client prints it on a node's latin-1 device (messages
     dbg does not format, such as monitor and profile messages, are printed as
     terms).  Several SOURCEs (the files of several nodes) are merged by
     timestamp as ttb:format merges them, each line marked with its SOURCE;
-    messages without a timestamp keep their file's order.  Exit 2 when a
-    SOURCE is missing, unreadable or not a trace."""
+    messages without a timestamp keep their file's order.  Exit 2, with one
+    line on stderr naming the SOURCE and the byte offset, when a SOURCE is
+    missing, unreadable or not a trace, or holds a frame over one of the
+    --max-* limits."""
 
     known = {}
     for item in node_numbers:
         name, sep, num = item.rpartition("=")
-        if not sep or not name or not num.isdigit():
-            raise click.BadParameter(f"{item!r}: expected NODE=N", param_hint="--node-number")
-        known[Atom(name)] = int(num)
+        try:
+            if not sep or not name or not num.isdigit() or len(num) > 10:
+                raise ValueError("expected NODE=N, N a number below 2**32")
+            if int(num) >= 1 << 32:
+                raise ValueError("expected NODE=N, N a number below 2**32")
+            known[Atom(name)] = int(num)
+        except ValueError as e:
+            click.echo(f"smp-emu: --node-number {_clip_text(item)}: {e}", err=True)
+            sys.exit(EXIT_USAGE)
+    limits = Limits(max_depth, max_frame, max_inflate, max_print)
     srcs = [_read_source(x, wrap_suffix, wrap_count) for x in sources]
+    for src in srcs:
+        if isinstance(src, str) and os.path.isdir(src):
+            click.echo(f"smp-emu: {src}: is a directory, not a trace file", err=True)
+            sys.exit(EXIT_USAGE)
+        if not follow and isinstance(src, str) and os.path.isfile(src):
+            if os.path.getsize(src) == 0:
+                click.echo(f"smp-emu: {src}: empty file: no trace frames in it", err=True)
+                sys.exit(EXIT_USAGE)
     if follow and (len(srcs) != 1 or isinstance(srcs[0], tuple) or not os.path.isfile(srcs[0])):
         raise click.UsageError(
             "--follow reads one trace file (not a wrap log, an ip port or "
@@ -901,16 +979,30 @@ def read(sources, wrap_suffix, wrap_count, fmt, timeout, node_numbers, follow, m
     try:
         if len(srcs) == 1:
             label = sources[0] if mark else None
-            for term in read_trace(srcs[0], timeout=timeout, follow=follow):
-                writer("", term, label)
+            for term in read_trace(srcs[0], timeout=timeout, follow=follow, limits=limits):
+                writer("", clip_term(term, max_print), label)
         else:
-            for i, term in merge_traces(srcs, timeout=timeout):
-                writer("", term, sources[i] if mark else None)
+            for i, term in merge_traces(srcs, timeout=timeout, limits=limits):
+                writer("", clip_term(term, max_print), sources[i] if mark else None)
     except (DecodeError, OSError, ValueError) as e:
-        click.echo(f"smp-emu: {e}", err=True)
+        click.echo(f"smp-emu: {_clip_text(str(e))}", err=True)
+        sys.exit(EXIT_USAGE)
+    except MemoryError:
+        click.echo(
+            "smp-emu: out of memory reading the trace (lower --max-frame, --max-inflate or "
+            "--max-print)",
+            err=True,
+        )
         sys.exit(EXIT_USAGE)
     except KeyboardInterrupt:
         sys.exit(EXIT_INTERRUPTED)
+
+
+def _clip_text(text: str, most: int = 300) -> str:
+    """One line of at most ``most`` characters of ``text`` (a message that
+    quotes what it got)."""
+    text = " ".join(text.split())
+    return text if len(text) <= most else text[: most - 3] + "..."
 
 
 def _read_source(source: str, wrap_suffix, wrap_count: int):
@@ -1184,7 +1276,7 @@ def _replay_journal(path: str, stats: dict, totals: bool = True) -> dict:
 
 
 @cli.command(epilog="\b\nExample:\n  smp-emu replay stress.journal --around 1200")
-@click.argument("journal", type=click.Path(dir_okay=False))
+@click.argument("journal", type=click.Path())
 @click.option("--json", "as_json", is_flag=True, help="print the replay report as JSON on stdout")
 @click.option(
     "--around",
@@ -1202,10 +1294,13 @@ def _replay_journal(path: str, stats: dict, totals: bool = True) -> dict:
 def replay(journal, as_json, around, limit):
     """Re-run the deliver/drop decisions recorded in JOURNAL (written by
     smp-emu stress, smp-emu run --journal or Emulator(journal=...)); exit 1 on
-    a divergence or a broken invariant, 2 when JOURNAL is missing or not a
-    journal."""
+    a divergence or a broken invariant, and on a record that cannot be read
+    or is malformed (one line on stderr naming its byte offset: the journal
+    is not replayed); 2 when JOURNAL is missing, a directory or not a
+    journal at all (one line)."""
+    from dispatcher.replay import BadRecord
 
-    if not os.path.exists(journal):
+    if not os.path.lexists(journal):
         click.echo(f"smp-emu: {journal}: no such file", err=True)
         sys.exit(EXIT_USAGE)
     try:
@@ -1213,6 +1308,9 @@ def replay(journal, as_json, around, limit):
         listing = None
         if around is not None or (not as_json and r.divergences):
             listing = queue_listing(journal, r, around, limit)
+    except BadRecord as e:  # a journal, but not one that can be replayed
+        click.echo(f"smp-emu: {e}", err=True)
+        sys.exit(EXIT_FAILED)
     except NotAJournal as e:
         click.echo(f"smp-emu: {e}", err=True)
         sys.exit(EXIT_USAGE)
