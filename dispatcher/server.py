@@ -24,6 +24,10 @@ Three threads, each with its own ZeroMQ sockets:
 
 Every state change is published (PUB) as a versioned snapshot to the
 schedulers' replicas.
+
+A fourth thread, with no socket, is the orphan watchdog
+(``smp.wire.rundir.watch_parent``): it ends the dispatcher if the controller
+dies and the control loop does not begin to stop.
 """
 
 from __future__ import annotations
@@ -1114,6 +1118,14 @@ def dispatcher_main(
         except Exception:
             traceback.print_exc()
             raise SystemExit(3) from None
+
+        # the controller gone and the control loop not stopping (a thread stuck
+        # on a port): the watchdog ends the dispatcher (rundir.watch_parent)
+        rundir.watch_parent(
+            endpoints.get("dir"),
+            hold,
+            noticed=lambda: d.stop.is_set() or d.terminated or d.drain_by is not None,
+        )
 
         # SIGTERM (close() giving up on a stop, or the owner's exit): close the
         # ports in order, then exit; SIGALRM's default action ends a process

@@ -12,12 +12,25 @@ Sizes are in words, as ``trace_gc`` reports them.  The model:
   and grows the young block along BEAM's Fibonacci-like size table until the
   live data fills at most 75% of it;
 * its cost is ``1 ms per 10,000 words`` scanned (young heap + fragments + old
-  heap): deterministic, so ``long_gc`` fires exactly when the thresholds say.
+  heap): deterministic, so ``long_gc`` fires exactly when the thresholds say;
+* the size table ends at the first size of at least 2**40 words
+  (``MAX_HEAP_WORDS``).  An ``allocate`` whose live data would need a young
+  or an old block past the end of the table raises ``error:system_limit``
+  in the process before anything changes (no collection, no ``gc_start``).
+  17.x has no such error: its ``erts_next_heap_size`` (erl_gc.c) finds no
+  next size and halts the whole node (``erl_exit(1, "no next heap size
+  found: ...")``), and a heap the allocator cannot give ends the node too
+  (``eheap_alloc: Cannot allocate ...``).  The emulator confines it to the
+  process, with the reason the VM gives when a process meets a system limit
+  (``spawn`` past the process limit, an atom past the atom table).
 """
 
 from __future__ import annotations
 
-__all__ = ["Heap", "HEAP_SIZES", "WORDS_PER_MS"]
+from smp.core.errors import Error
+from smp.core.terms import Atom
+
+__all__ = ["Heap", "HEAP_SIZES", "MAX_HEAP_WORDS", "WORDS_PER_MS"]
 
 WORDS_PER_MS = 10_000
 
@@ -30,6 +43,18 @@ def _heap_sizes(limit: int = 1 << 40) -> list[int]:
 
 
 HEAP_SIZES = _heap_sizes()
+#: The largest heap block (young or old) the table has, in words.
+MAX_HEAP_WORDS = HEAP_SIZES[-1]
+
+am_system_limit = Atom("system_limit")
+
+
+def _block_for(words: int) -> int:
+    """The smallest size of the table that holds ``words``."""
+    for s in HEAP_SIZES:
+        if s >= words:
+            return s
+    raise Error(am_system_limit)
 
 
 class Heap:
@@ -65,7 +90,13 @@ class Heap:
         self.bin_old_vheap_block = 46422
 
     def allocate(self, words: int, keep: bool = False, binary: int = 0) -> bool:
-        """Allocate; returns True when a collection is now due."""
+        """Allocate; returns True when a collection is now due.  Raises
+        ``Error(system_limit)``, changing nothing, when the live data would
+        not fit the largest young or old block a collection can make."""
+        if keep:
+            live = self.heap_live + self.mbuf_live + words
+            if max(self.old_used + live, (live * 4) // 3) > MAX_HEAP_WORDS:
+                raise Error(am_system_limit)
         free = self.heap_block - self.heap_used
         on_heap = min(words, free)
         self.heap_used += on_heap
@@ -112,11 +143,11 @@ class Heap:
         """Collect; returns the time it took in ms (the cost model)."""
         cost = self.gc_cost_ms()
         live = self.heap_live + self.mbuf_live
-        self.old_used += live
-        if self.old_used > self.old_block:
-            self.old_block = next(s for s in HEAP_SIZES if s >= self.old_used)
-        need = (live * 4) // 3
-        self.heap_block = next(s for s in HEAP_SIZES if s >= max(need, HEAP_SIZES[0]))
+        # allocate() refused what would not fit, so both sizes are in the table
+        old_used = self.old_used + live
+        old_block = _block_for(old_used) if old_used > self.old_block else self.old_block
+        heap_block = _block_for(max((live * 4) // 3, HEAP_SIZES[0]))
+        self.old_used, self.old_block, self.heap_block = old_used, old_block, heap_block
         self.heap_used = self.heap_live = 0
         self.mbuf = self.mbuf_live = 0
         self.recent = live

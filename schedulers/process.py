@@ -272,7 +272,15 @@ class Proc:
 
     # -- processes ----------------------------------------------------------------
     async def spawn(self, fun, *args, scheduler=None, link=False):
-        pid = self.node.op_spawn(self, fun, args, link=link, scheduler=scheduler)
+        """``spawn``: the new process's pid; ``error:system_limit`` when the
+        node has as many processes as its limit (``Emulator(max_processes=)``)."""
+        node = self.node
+        node.claim_process(self)
+        try:
+            pid = node.op_spawn(self, fun, args, link=link, scheduler=scheduler)
+        except BaseException:
+            node.unclaim_process()  # no process was made: its place is free again
+            raise
         await self._reduction()
         return pid
 
@@ -331,7 +339,9 @@ class Proc:
 
     # -- memory and time -------------------------------------------------------------
     async def allocate(self, words: int, keep: bool = False, binary: int = 0):
-        """Allocate ``words`` on the heap (``keep`` = live data); GC when full."""
+        """Allocate ``words`` on the heap (``keep`` = live data); GC when full.
+        Live data past the largest heap the size table has raises
+        ``error:system_limit`` (``schedulers.heap``: 17.x halts the node)."""
         self.node.op_allocate(self, words, keep, binary)
         await self._reduction()
 

@@ -1,6 +1,7 @@
 """Process exits, exit signals, links, the registry, message passing and
 process flags: the operations that reach ``trace_proc``, ``trace_send``,
-``trace_receive``, ``seq_trace`` token passing and the error logger."""
+``trace_receive``, ``seq_trace`` token passing and the error logger; and the
+node's process limit (``ProcessLimit``)."""
 
 from __future__ import annotations
 
@@ -55,11 +56,97 @@ from .common import (
 )
 from .process import NOTHING, Tokened
 
-__all__ = ["ProcessOps"]
+__all__ = ["ProcessOps", "ProcessLimit", "DEFAULT_MAX_PROCESSES", "MAX_MAX_PROCESSES"]
+
+#: 17.x's default ``+P``: at most 262144 processes exist at once.
+DEFAULT_MAX_PROCESSES = 1 << 18
+#: 17.x's largest ``+P`` (erl_process.c ``ERTS_MAX_PROCESSES``: 2**27 - 1).
+MAX_MAX_PROCESSES = (1 << 27) - 1
+
+am_system_limit = Atom("system_limit")
+
+
+class ProcessLimit:
+    """The node's process table size (``+P``): how many processes may exist
+    at once, counted over every scheduler of the node.
+
+    17.x's process table is one table of the node: ``erl_create_process``
+    finds no free slot (``alloc_process`` fails), sends "Too many
+    processes" to the error logger and ``spawn`` raises ``system_limit``.
+    Here the schedulers of a node are OS processes, so the count is a
+    counting semaphore they share (``multiprocess.Semaphore(limit)``, made by
+    the controller before it forks them): a spawn takes a place, whichever
+    scheduler the new process goes to, at the spawn, as 17.x does; the
+    process's exit gives it back, on the scheduler it ran on.  Taking and
+    giving are non-blocking semaphore calls (``sem_trywait``, ``sem_post``):
+    no message, no wait.
+
+    Without a shared semaphore (``slots=None``: a Node made alone, as unit
+    tests make one) the count is this scheduler's own.  The controller gives
+    no limit to schedulers when some run on other hosts (a semaphore does not
+    cross hosts): there the process limit is not enforced.  A scheduler that
+    dies (SIGKILL) takes its processes' places with it: they stay taken.
+
+    17.x rounds ``+P`` up to a power of two and accepts 1024..2**27-1; the
+    emulator takes any count in 1..2**27-1 exactly as given."""
+
+    __slots__ = ("limit", "_acquire", "_release", "_live")
+
+    def __init__(self, limit: int, slots=None):
+        self.limit = limit
+        self._live = 0
+        if slots is None:
+            self._acquire = self._release = None
+        else:
+            self._acquire, self._release = slots.acquire, slots.release
+
+    def take(self) -> bool:
+        """Take a place for a new process; False when the table is full."""
+        if self._acquire is not None:
+            return self._acquire(False)
+        if self._live >= self.limit:
+            return False
+        self._live += 1
+        return True
+
+    def give(self) -> None:
+        """A process that held a place is gone."""
+        if self._release is not None:
+            self._release()
+        elif self._live > 0:
+            self._live -= 1
 
 
 class ProcessOps:
     """Mixed into ``schedulers.engine.Node``; runs in the scheduler process."""
+
+    #: the node's process limit (None: none; ``set_process_limit`` sets it)
+    process_limit: ProcessLimit | None = None
+
+    # ---------------------------------------------------------------- limit
+    def set_process_limit(self, limit: int, slots=None) -> None:
+        """Count this scheduler's spawns against ``limit`` processes, in the
+        shared semaphore ``slots`` when the node has one (``ProcessLimit``)."""
+        self.process_limit = ProcessLimit(limit, slots)
+
+    def claim_process(self, parent: Proc | None = None) -> None:
+        """A place in the process table for a process about to be spawned, or
+        ``error:system_limit`` (17.x ``erl_create_process``: "Too many
+        processes" to the error logger, from ``parent``, then the error).
+        ``parent`` None: a spawn the emulator's API asked for."""
+        limit = self.process_limit
+        if limit is None or limit.take():
+            return
+        if parent is not None:
+            self.erts_queue_error_logger_message(
+                parent.pid, M.error_logger_str("Too many processes\n", parent.group_leader)
+            )
+        raise Error(am_system_limit)
+
+    def unclaim_process(self) -> None:
+        """Give back the place of a spawn that failed after ``claim_process``."""
+        if self.process_limit is not None:
+            self.process_limit.give()
 
     # ---------------------------------------------------------------- exits
     def _terminate(self, p: Proc, reason, scheduled=False, crash_class=None):
@@ -115,6 +202,8 @@ class ProcessOps:
             except BaseException:
                 pass
         self.stats.processes_exited += 1
+        if self.process_limit is not None:
+            self.process_limit.give()
         if p.kept is None:
             del self.procs[p.pid]
         if self.smp:

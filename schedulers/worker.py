@@ -20,6 +20,10 @@ channel is authenticated (ipc in the owner-only directory, or CURVE).
 Outside ``run()`` the controller has paused the scheduler: it serves commands
 but runs no process.  Batches are flushed before the loop blocks, so nothing
 waits in a buffer while the scheduler sleeps.
+
+The loop notices a controller that is gone; when an emulated process never
+gives the loop back, the orphan watchdog thread (``smp.wire.rundir.watch_parent``)
+ends the scheduler instead.
 """
 
 from __future__ import annotations
@@ -293,9 +297,12 @@ class Worker:
             self.auth.allow(allowed)
         stats = Stats()
         self.transport = SmpTransport(sched_id, stats) if smp else None
+        node_options = {k: v for k, v in options.items() if k != "max_processes"}
         self.node = Node(
-            sched_id, nsched, smp=smp, transport=self.transport, stats=stats, **options
+            sched_id, nsched, smp=smp, transport=self.transport, stats=stats, **node_options
         )
+        if options.get("max_processes") is not None:  # (limit, the node's shared semaphore)
+            self.node.set_process_limit(*options["max_processes"])
         self.running = False
         self.stopping = False
         self.terminated = False  # SIGTERM: stop at once, handing nothing over
@@ -648,7 +655,11 @@ class Worker:
             node.deliver_remote(sig[1], sig[2], sig[3])
         elif k == "spawn":
             _, pid, fun, args, link_to, inherit = sig
-            node.spawn_local(pid, fun, args, None, link_to, inherit)
+            try:
+                node.spawn_local(pid, fun, args, None, link_to, inherit)
+            except BaseException:
+                node.unclaim_process()  # the spawning scheduler took its place
+                raise
         elif k == "link":
             t = node.procs.get(sig[1])
             if t is None:
@@ -717,18 +728,34 @@ class Worker:
         return handler(self, *args)
 
     def _cmd_spawn(self, fun, fargs, kept):
+        """Past the process limit: ``Error(system_limit)`` to the caller."""
         node = self.node
-        pid = node.new_pid()
-        node.spawn_local(pid, fun, fargs, kept=kept)
+        node.claim_process()
+        try:
+            pid = node.new_pid()
+            node.spawn_local(pid, fun, fargs, kept=kept)
+        except BaseException:
+            node.unclaim_process()
+            raise
         return pid
 
     def _cmd_spawn_many(self, fun, arglist):
+        """All of them or, past the process limit, none (``Error(system_limit)``)."""
         node = self.node
-        out = []
-        for fargs in arglist:
-            pid = node.new_pid()
-            node.spawn_local(pid, fun, fargs)
-            out.append(pid)
+        claimed = 0
+        try:
+            for _ in arglist:
+                node.claim_process()
+                claimed += 1
+            out = []
+            for fargs in arglist:
+                pid = node.new_pid()
+                node.spawn_local(pid, fun, fargs)
+                out.append(pid)
+                claimed -= 1
+        finally:
+            for _ in range(claimed):  # the places of what was not spawned
+                node.unclaim_process()
         return out
 
     def _cmd_define(self, m, f, arity, fn):
@@ -1231,6 +1258,15 @@ def scheduler_main(sched_id, smp, endpoints, options, security=None, ctl_ident=N
         except Exception:
             traceback.print_exc()
             sys.exit(3)
+
+        # the controller gone while an emulated process never gives the loop
+        # back: the watchdog ends this scheduler (rundir.watch_parent)
+        rundir.watch_parent(
+            endpoints.get("dir"),
+            hold,
+            noticed=lambda: w.stopping or w.dispatcher_gone,
+            flush=w.close_trace_ports,
+        )
 
         # SIGTERM (close() giving up on a stop, or the owner's exit): leave the
         # loop, close the ports, exit; SIGALRM's default action ends a process

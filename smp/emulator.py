@@ -16,11 +16,9 @@ from __future__ import annotations
 
 import inspect
 import itertools
-import os
 import shutil
 import signal
 import sys
-import tempfile
 import time
 import warnings
 from typing import Any
@@ -29,6 +27,7 @@ import multiprocess
 import zmq
 
 from dispatcher.server import dispatcher_main
+from schedulers.procs import DEFAULT_MAX_PROCESSES, MAX_MAX_PROCESSES
 from schedulers.worker import scheduler_main
 from smp.backend import OutOfTime, SmpBackend
 from smp.core.bifs import call_bif
@@ -242,7 +241,15 @@ class Emulator:
     Endpoints are ipc in an owner-only directory, or with ``bind="tcp://..."``
     tcp with CURVE (``keys=DIR`` when ``remote_schedulers`` join; a key pair
     made for the run otherwise); ``insecure=True`` runs tcp without CURVE and
-    warns (``InsecureWarning``)."""
+    warns (``InsecureWarning``).
+
+    ``max_processes`` is the node's process limit, 17.x's ``+P`` (default
+    262144, as 17.x's): a spawn past it raises ``error:system_limit`` in the
+    spawning process, and ``spawn`` here raises ``smp.Error`` with the reason
+    ``system_limit`` (``spawn_many``: each scheduler spawns its share whole
+    or none of it).  The count is node-wide, over every local scheduler
+    (``schedulers.procs.ProcessLimit``); with schedulers on other hosts it is
+    not enforced."""
 
     def __init__(
         self,
@@ -260,6 +267,7 @@ class Emulator:
         keys: str | None = None,
         advertise: str | None = None,
         insecure: bool = False,
+        max_processes: int = DEFAULT_MAX_PROCESSES,
     ):
         if mode not in ("smp", "nonsmp"):
             raise BadArg(f"mode must be 'smp' or 'nonsmp', not {mode!r}")
@@ -271,6 +279,8 @@ class Emulator:
             raise BadArg("nonsmp mode has exactly one scheduler")
         if type(reductions) is not int or reductions < 1:
             raise BadArg(f"reductions must be >= 1, not {reductions!r}")
+        if type(max_processes) is not int or not 1 <= max_processes <= MAX_MAX_PROCESSES:
+            raise BadArg(f"max_processes must be in 1..{MAX_MAX_PROCESSES}, not {max_processes!r}")
         if placement not in ("round_robin", "local"):
             raise BadArg(f"placement must be 'round_robin' or 'local', not {placement!r}")
         if journal is not None and mode != "smp":
@@ -310,6 +320,7 @@ class Emulator:
         self.remote_schedulers = remote_schedulers
         self.journal = journal
         self.mode = mode
+        self.max_processes = max_processes
         self.smp = mode == "smp"
         self.nsched = schedulers
         self._closed = False
@@ -332,10 +343,9 @@ class Emulator:
         #: Schedulers that died, with why: {scheduler id: description}.
         self.lost_schedulers: dict[int, str] = {}
         self._new_losses: list[str] = []
-        self._dir = tempfile.mkdtemp(prefix="smp-emu-", dir=endpoint_dir)
-        os.chmod(self._dir, 0o700)
-        # held by every process of this emulator: the last to exit removes it
-        self._dir_hold = rundir.hold(self._dir)
+        # owner-only, held by every process of this emulator: the last to exit
+        # removes it (and runs whose processes were all killed are swept first)
+        self._dir, self._dir_hold = rundir.make(endpoint_dir)
         d = self._dir
         if bind is None:
             self.endpoints = {
@@ -398,6 +408,9 @@ class Emulator:
     # ================================================================ processes
     def _start(self, timeout: float, options: dict) -> None:
         mp = multiprocess.get_context("fork")
+        if not self.remote_schedulers:  # the node's process table: see ProcessLimit
+            limit = self.max_processes
+            options = {**options, "max_processes": (limit, mp.Semaphore(limit))}
         local_sec = None
         if self.security:
             sec = self.security

@@ -30,6 +30,10 @@ the ``repr`` of the composite types; :mod:`smp.core.pretty` has the rest of
 
 from __future__ import annotations
 
+import sys
+import threading
+from itertools import compress, repeat
+from operator import eq
 from typing import Any
 
 __all__ = [
@@ -51,11 +55,99 @@ __all__ = [
     "term_order_key",
     "ATOMS",
     "PIDS",
+    "sweep_interned",
 ]
 
 
+# ---------------------------------------------------------------- interning
+#
+# Atoms and pids are interned: while an atom or a pid is alive, every equal
+# one is the same object (so ``is``, ``==`` and the identity hash agree).
+# The tables are plain dicts, so a decoder finds an interned atom or pid
+# with one ``dict.get`` and no call; but a plain dict alone would keep every
+# atom and pid ever made, and a reader of a long trace (``read --follow``)
+# meets ever new pids.  So a table entry that nothing but the table refers
+# to is dropped: when a table has grown to twice its size after the last
+# sweep (and at least ``_SWEEP_MIN`` entries), the entries whose reference
+# count says the table alone holds them are removed.  An atom or pid that
+# anything still refers to (a process table, a module's ``am_ok``, a term
+# being read) stays, so uniqueness among live objects holds; one that is
+# dropped and made again later is a new object, which nothing can tell.
+#
+# Thread safety: lookups take no lock (``dict.get`` is atomic); every insert
+# and every sweep holds ``_intern_lock``.  A sweep pops a candidate and looks
+# at its count again: a thread that took the object from the table in
+# between holds a reference, and the entry is put back; a thread that looks
+# in the meantime misses, and its insert waits for the lock, then finds it.
+# This relies on CPython's reference counts (``sys.getrefcount``).
+
+_SWEEP_MIN = 1 << 16
+# reentrant: freeing an object in a sweep may run code (a weakref callback,
+# the cyclic collector) that makes an atom
+_intern_lock = threading.RLock()
+
+
+def _counts(table: dict) -> list:
+    """The reference count of each value of ``table`` (C calls only)."""
+    return list(map(sys.getrefcount, table.values()))
+
+
+def _calibrate() -> tuple[int, int]:
+    """The counts of a value the table alone refers to: seen by ``_counts``,
+    and once popped into a local variable (as ``_sweep`` sees it)."""
+    table = {0: object()}
+    in_table = _counts(table)[0]
+    popped = table.pop(0)
+    return in_table, sys.getrefcount(popped)
+
+
+_ONLY_TABLE, _ONLY_POPPED = _calibrate()
+
+
+def _sweep(table: dict) -> int:
+    """Drop the entries of ``table`` nothing else refers to (hold
+    ``_intern_lock``); returns how many were dropped."""
+    unused = list(compress(table.keys(), map(eq, _counts(table), repeat(_ONLY_TABLE))))
+    dropped = 0
+    for key in unused:
+        value = table.pop(key, None)
+        if value is None:
+            continue
+        if sys.getrefcount(value) > _ONLY_POPPED:
+            table[key] = value  # taken from the table meanwhile: still in use
+        else:
+            dropped += 1
+        del value
+    return dropped
+
+
+#: When each table is swept next (its size after the last sweep, doubled):
+#: ``[atoms, pids]``.
+_next_sweep = [_SWEEP_MIN, _SWEEP_MIN]
+_ATOMS, _PIDS = 0, 1
+
+
+def _sweep_grown(table: dict, which: int) -> None:
+    """``table`` reached its next sweep (hold ``_intern_lock``)."""
+    _sweep(table)
+    _next_sweep[which] = max(_SWEEP_MIN, 2 * len(table))
+
+
+def sweep_interned() -> int:
+    """Drop every interned atom and pid that nothing refers to; returns how
+    many were dropped.  Sweeps happen by themselves as the tables grow; this
+    is for a caller that has just dropped many terms (and for tests)."""
+    with _intern_lock:
+        dropped = _sweep(Pid._cache)  # pids first: they refer to their node atoms
+        dropped += _sweep(Atom._table)
+        _next_sweep[_PIDS] = max(_SWEEP_MIN, 2 * len(Pid._cache))
+        _next_sweep[_ATOMS] = max(_SWEEP_MIN, 2 * len(Atom._table))
+    return dropped
+
+
 class Atom:
-    """An Erlang atom.  Instances are interned, so ``is`` and ``==`` agree."""
+    """An Erlang atom.  Instances are interned, so ``is`` and ``==`` agree
+    (one nothing refers to any more is dropped from the table: see above)."""
 
     __slots__ = ("name", "__weakref__")
     _table: dict[str, "Atom"] = {}
@@ -68,9 +160,15 @@ class Atom:
                 raise TypeError(f"atom name must be str, not {type(name).__name__}") from None
             if len(name) > 255:
                 raise ValueError("atom name longer than 255 characters") from None
-            self = object.__new__(cls)
-            object.__setattr__(self, "name", name)
-            cls._table[name] = self
+        table = cls._table
+        with _intern_lock:
+            self = table.get(name)
+            if self is None:
+                if len(table) >= _next_sweep[_ATOMS]:
+                    _sweep_grown(table, _ATOMS)
+                self = object.__new__(cls)
+                object.__setattr__(self, "name", name)
+                table[name] = self
             return self
 
     def __setattr__(self, key, value):
@@ -82,9 +180,11 @@ class Atom:
     def __eq__(self, other):
         return self is other
 
-    # Interned and never freed, equal only to itself: the identity hash agrees
-    # with ``==`` and costs no Python call in a dict or set lookup (a set's
-    # order was never stable across runs: a str hash is salted per process).
+    # Interned, equal only to itself: the identity hash agrees with ``==``
+    # (an equal atom made after this one was dropped from the table cannot
+    # meet it: it is dropped only when nothing refers to it) and costs no
+    # Python call in a dict or set lookup (a set's order was never stable
+    # across runs: a str hash is salted per process).
     __hash__ = object.__hash__
 
     def __lt__(self, other):
@@ -116,7 +216,8 @@ class Pid(_Id):
     """An Erlang pid.  ``number`` is the process index shown in the middle.
 
     Pids are interned like atoms: the same pid is the same object, so
-    comparisons are cheap and a batch of messages pickles each pid once."""
+    comparisons are cheap and a batch of messages pickles each pid once (a
+    pid nothing refers to any more is dropped from the table, as an atom)."""
 
     # _etf: the external format of this pid once encoded (smp.wire.etf fills it)
     __slots__ = ("number", "serial", "node", "creation", "_etf")
@@ -125,14 +226,21 @@ class Pid(_Id):
     def __new__(cls, number: int, serial: int = 0, node: Atom = LOCAL_NODE, creation: int = 0):
         key = (number, serial, node, creation)
         self = cls._cache.get(key)
-        if self is None:
-            self = object.__new__(cls)
-            object.__setattr__(self, "number", number)
-            object.__setattr__(self, "serial", serial)
-            object.__setattr__(self, "node", node)
-            object.__setattr__(self, "creation", creation)
-            object.__setattr__(self, "_etf", None)
-            cls._cache[key] = self
+        if self is not None:
+            return self
+        cache = cls._cache
+        with _intern_lock:
+            self = cache.get(key)
+            if self is None:
+                if len(cache) >= _next_sweep[_PIDS]:
+                    _sweep_grown(cache, _PIDS)
+                self = object.__new__(cls)
+                object.__setattr__(self, "number", number)
+                object.__setattr__(self, "serial", serial)
+                object.__setattr__(self, "node", node)
+                object.__setattr__(self, "creation", creation)
+                object.__setattr__(self, "_etf", None)
+                cache[key] = self
         return self
 
     def __reduce__(self):
@@ -149,9 +257,10 @@ class Pid(_Id):
             and self.creation == other.creation
         )
 
-    # Interned (``_cache`` is never cleared), so equal pids are one object:
-    # the identity hash agrees with ``==`` and a dict or set lookup makes no
-    # Python call (a process table is looked up on every message)
+    # Interned, so equal live pids are one object (an entry is dropped only
+    # when nothing refers to its pid): the identity hash agrees with ``==``
+    # and a dict or set lookup makes no Python call (a process table is
+    # looked up on every message)
     __hash__ = object.__hash__
 
     def __repr__(self) -> str:
@@ -162,7 +271,8 @@ class Pid(_Id):
 
 
 #: The interned atoms by name and pids by ``(number, serial, node, creation)``,
-#: for a decoder's lookup without a call (``Atom()`` and ``Pid()`` fill them).
+#: for a decoder's lookup without a call (``Atom()`` and ``Pid()`` fill them;
+#: read them, never write them: an entry nothing else refers to may go).
 ATOMS: dict = Atom._table
 PIDS: dict = Pid._cache
 
