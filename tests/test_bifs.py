@@ -174,7 +174,7 @@ def test_trace_info_new_and_badarg(vm):
     assert vm.trace_info(p, "tracer") == (A.tracer, t)
     with pytest.raises(BadArg, match="trace_info item must be flags or tracer"):
         vm.trace_info(p, "bogus")
-    with pytest.raises(BadArg, match="trace_info needs a pid, a port or new"):
+    with pytest.raises(BadArg, match="trace_info needs a pid, new, on_load or"):
         vm.trace_info(42, "flags")
 
 

@@ -22,13 +22,11 @@ from __future__ import annotations
 import io
 import re
 from html import escape
-from typing import NamedTuple
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, NamedTuple
 
-import matplotlib
-import matplotlib.ticker
-from matplotlib.figure import Figure
-from matplotlib.lines import Line2D
-from matplotlib.patches import Patch
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 __all__ = [
     "Line",
@@ -45,16 +43,33 @@ __all__ = [
     "style",
 ]
 
-matplotlib.rcParams.update(
-    {
-        "svg.fonttype": "none",  # text stays text: searchable, selectable
-        "svg.hashsalt": "smp-emu",  # the same page for the same data
-        "font.size": 9,
-        "font.family": "sans-serif",
-        "axes.spines.top": False,
-        "axes.spines.right": False,
-    }
-)
+_MPL: SimpleNamespace | None = None
+
+
+def _mpl() -> SimpleNamespace:
+    """matplotlib, loaded on the first chart: it takes about a second to
+    import, which no command but ``report`` should pay."""
+    global _MPL
+    if _MPL is None:
+        import matplotlib
+        import matplotlib.ticker
+        from matplotlib.figure import Figure
+        from matplotlib.lines import Line2D
+        from matplotlib.patches import Patch
+
+        matplotlib.rcParams.update(
+            {
+                "svg.fonttype": "none",  # text stays text: searchable, selectable
+                "svg.hashsalt": "smp-emu",  # the same page for the same data
+                "font.size": 9,
+                "font.family": "sans-serif",
+                "axes.spines.top": False,
+                "axes.spines.right": False,
+            }
+        )
+        _MPL = SimpleNamespace(Figure=Figure, Line2D=Line2D, Patch=Patch, ticker=matplotlib.ticker)
+    return _MPL
+
 
 # (colour, marker, linestyle) per (mode, what): no two series of a chart share one
 STYLES = {
@@ -163,7 +178,7 @@ def figure_html(chart_id: str, title: str, svg: str, note: str = "", extra_class
 
 
 def _new(height: float = 3.0) -> tuple[Figure, object]:
-    fig = Figure(figsize=(8.4, height), layout="constrained")
+    fig = _mpl().Figure(figsize=(8.4, height), layout="constrained")
     return fig, fig.add_subplot()
 
 
@@ -233,7 +248,7 @@ def line_chart(
             )
             dots.set_gid(gid + "-samples")
         handles.append(
-            Line2D(
+            _mpl().Line2D(
                 [],
                 [],
                 color=ln.colour,
@@ -248,11 +263,13 @@ def line_chart(
         ax.axvspan(a, b, color="#bbbbbb", alpha=0.25, linewidth=0)
         shaded = True
     if shaded:
-        handles.append(Patch(facecolor="#bbbbbb", alpha=0.4, label="no sample in this interval"))
+        handles.append(
+            _mpl().Patch(facecolor="#bbbbbb", alpha=0.4, label="no sample in this interval")
+        )
     for a, b, label in partial or []:
         ax.axvspan(a, b, facecolor="none", edgecolor="#888888", hatch="///", linewidth=0)
         handles.append(
-            Patch(
+            _mpl().Patch(
                 facecolor="none",
                 edgecolor="#888888",
                 hatch="///",
@@ -263,7 +280,7 @@ def line_chart(
     ax.set_ylim(bottom=0)
     if counts:
         ax.yaxis.get_major_locator().set_params(integer=True)
-    ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: si(v)))
+    ax.yaxis.set_major_formatter(_mpl().ticker.FuncFormatter(lambda v, _: si(v)))
     _labels(ax, x_label, y_label)
     if handles:
         ax.legend(
@@ -305,19 +322,19 @@ def log_histogram(
         )
         for k, patch in enumerate(cont.patches):
             patch.set_gid(f"bars-{b.mode}-{k}")
-        handles.append(Patch(color=b.colour, label=b.name))
+        handles.append(_mpl().Patch(color=b.colour, label=b.name))
         for k, (v, label) in enumerate(b.marks):
             if not v:
                 continue
             ls = "--" if k == 0 else ":"
             ax.axvline(v, color=b.colour, linestyle=ls, linewidth=1.4)
             handles.append(
-                Line2D([], [], color=b.colour, linestyle=ls, label=f"{label} {fmt_ns(v)}")
+                _mpl().Line2D([], [], color=b.colour, linestyle=ls, label=f"{label} {fmt_ns(v)}")
             )
     ax.set_xscale("log")
-    ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: fmt_ns(v * 1.0)))
+    ax.xaxis.set_major_formatter(_mpl().ticker.FuncFormatter(lambda v, _: fmt_ns(v * 1.0)))
     ax.set_ylim(bottom=0)
-    ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: si(v)))
+    ax.yaxis.set_major_formatter(_mpl().ticker.FuncFormatter(lambda v, _: si(v)))
     _labels(ax, x_label, "messages")
     if handles:
         ax.legend(
@@ -387,7 +404,7 @@ def bar_chart(
                 fontsize=7,
             )
     ax.set_yticks(range(len(labels)), list(reversed(labels)))
-    ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: si(v)))
+    ax.xaxis.set_major_formatter(_mpl().ticker.FuncFormatter(lambda v, _: si(v)))
     ax.set_xlim(left=0)
     _labels(ax, x_label, y_label)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
