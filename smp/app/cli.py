@@ -29,6 +29,7 @@ from dispatcher.replay import BadRecord, NotAJournal, format_listing, queue_list
 from dispatcher.replay import replay as do_replay
 from smp.app.cluster import run_schedulers
 from smp.app.compare import check_invariants, compare_runs, journal_messages, same_work
+from smp.app.exitcodes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
 from smp.app.limits import parse_limit, trip_note
 from smp.app.report import ResultFileError, load_result, render_report
 from smp.app.scenario import (
@@ -51,8 +52,6 @@ from smp.wire.limits import DEFAULT as READ_LIMITS
 from smp.wire.limits import Limits
 
 __all__ = ["main", "cli"]
-
-EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 1, 2, 130
 
 
 # ---------------------------------------------------------------- output helpers
@@ -174,7 +173,8 @@ def _load(scenario):
 def _after_run_notes(s: dict, every: bool = True) -> None:
     """Say on stderr when a time-bounded run took over 10 % longer, and list
     the faults with their effect (with ``every`` false, as under --json whose
-    summary holds them all: only those that did not take or did not fire)."""
+    summary holds them all: only those that did not take and may not fail, and
+    those that did not fire)."""
 
     note = duration_note(s)
     if note:
@@ -1432,7 +1432,7 @@ def _random_faults(sc: dict, rng, duration: float, n: int) -> list:
     return out
 
 
-# smp-emu explore: every interleaving of the queue and the state (smp/app/explore.py)
+# smp-emu explore: every interleaving of the queue and the state (smp/app/explore/)
 from smp.app.explore import explore_command as _explore_command  # noqa: E402
 
 cli.add_command(_explore_command)

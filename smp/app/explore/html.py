@@ -1,0 +1,147 @@
+"""The HTML report of an explore result (``smp-emu report`` of its JSON).
+
+``explore_html`` gives the page's title and body: the figures, the queue,
+the changes, the outcome tree as an SVG and the outcome table.  The tree
+has one column per queued message, in queue order: a branch is the
+receiver that got the message or ``drop:reason``, a leaf is an outcome
+with its shortest schedule, green when nonsmp produces it too, red when it
+cannot; drops are amber.
+"""
+
+from __future__ import annotations
+
+from html import escape
+
+from smp.app.explore.text import _state_text
+
+__all__ = ["explore_html"]
+
+
+def explore_html(d: dict) -> tuple[str, str]:
+    """(title, body) of the report page for an explore result: the figures,
+    the outcome tree (one level per queued message, a branch per receiver
+    or drop reason, a leaf per outcome) and the outcome table."""
+    s = d["schedules"]
+    title = f"smp-emu explore: {d['scenario']}"
+    parts = [
+        f"<p>{len(d['queue'])} queued messages, {len(d['changes'])} changes: "
+        f"{s['possible']} schedules possible, {s['classes']} classes, {s['run']} run"
+        f"{' (exhaustive)' if s['exhaustive'] else ''}"
+        f"{'' if s['exhaustive'] or s['seed'] is None else ', seed ' + str(s['seed'])}, "
+        f"{s['outcomes']} outcomes, {s['elapsed_s']:.1f} s.</p>"
+    ]
+    parts.append(
+        "<h2>Queue</h2><table><tr><th>#</th><th>type</th><th>from</th><th>message</th>"
+        "</tr>"
+        + "".join(
+            f"<tr><td>m{q['index']}</td><td>{escape(q['type'])}</td>"
+            f"<td>{escape(q['from'])}</td><td><code>{escape(q['msg'])}</code></td></tr>"
+            for q in d["queue"]
+        )
+        + "</table>"
+    )
+    parts.append(
+        "<h2>Changes</h2><ul>"
+        + "".join(
+            f"<li><code>{escape(c['name'])}</code>: <code>{escape(c['call'])}</code>, does not "
+            f"commute with {escape(', '.join(c['depends_on']) or 'any message')}</li>"
+            for c in d["changes"]
+        )
+        + "</ul>"
+    )
+    parts.append(
+        "<h2>Outcomes as a tree</h2>"
+        + _tree_svg(d)
+        + "<p class='note'>One column per queued message, in queue order: a branch is "
+        "the receiver that got it or <code>drop:reason</code>; a leaf is an outcome "
+        "with its shortest schedule (<code>change@k</code>: made after k queued "
+        "messages were dispatched).</p>"
+    )
+    rows = "".join(
+        f"<tr><td>#{o['index']}</td><td><code>{escape(o['schedule'])}</code></td>"
+        f"<td>{escape(_state_text(o['state'], ('seq_tracer', 'system_monitor', 'system_profile', 'dead')))}</td>"
+        f"<td>{'' if o['nonsmp'] is None else ('same as nonsmp' if o['nonsmp'] else 'not in nonsmp')}</td>"
+        f"<td class='why'>{escape('; '.join(w['text'] for w in o['why_not_nonsmp']))}</td></tr>"
+        for o in d["outcomes"]
+    )
+    parts.append(
+        "<h2>Outcomes</h2><table><tr><th>#</th><th>shortest schedule</th>"
+        "<th>state after the queue</th><th>nonsmp</th><th>why nonsmp cannot</th></tr>"
+        + rows
+        + "</table>"
+    )
+    return title, "".join(parts)
+
+
+def _tree_svg(d: dict) -> str:
+    outs = d["outcomes"]
+    nq = len(d["queue"])
+    # the prefix tree of the fates
+    root: dict = {"label": "queue", "kids": {}, "leaf": None}
+    for o in outs:
+        node = root
+        for f in o["fates"]:
+            node = node["kids"].setdefault(f, {"label": f, "kids": {}, "leaf": None})
+        leaf = {
+            "label": f"#{o['index']} {o['schedule']}" + (" (nonsmp)" if o["nonsmp"] else ""),
+            "kids": {},
+            "leaf": o,
+        }
+        node["kids"][f"#{o['index']}"] = leaf
+    cw = 7  # about a character at 12 px
+    longest = max([len(f) for o in outs for f in o["fates"]] + [5])
+    col_w, row_h, pad = cw * longest + 40, 26, 12
+    leaves: list = []
+    pos: dict[int, tuple] = {}
+
+    def layout(node, depth):
+        kids = list(node["kids"].values())
+        if not kids:
+            y = pad + row_h * len(leaves) + row_h / 2
+            leaves.append(node)
+        else:
+            ys = [layout(k, depth + 1) for k in kids]
+            y = (ys[0] + ys[-1]) / 2
+        pos[id(node)] = (pad + depth * col_w, y)
+        return y
+
+    layout(root, 0)
+    width = pad * 2 + (nq + 1) * col_w + cw * max(len(n["label"]) for n in leaves) + 20
+    height = pad * 2 + row_h * max(1, len(leaves)) + 20
+    el = []
+
+    def draw(node):
+        x, y = pos[id(node)]
+        for k in node["kids"].values():
+            kx, ky = pos[id(k)]
+            x0 = x + cw * len(node["label"]) + 4
+            el.append(
+                f"<path d='M{x0:.0f},{y:.0f} C{x0 + 20:.0f},{y:.0f} {kx - 20:.0f},"
+                f"{ky:.0f} {kx - 4:.0f},{ky:.0f}' fill='none' stroke='#999'/>"
+            )
+            draw(k)
+        leaf = node["leaf"]
+        color = "#222"
+        if leaf is not None:
+            color = "#1a7f37" if leaf["nonsmp"] else "#b42318"
+        elif node["label"].startswith("drop:"):
+            color = "#b54708"
+        el.append(
+            f"<text x='{x:.0f}' y='{y + 4:.0f}' font-size='12' fill='{color}'>"
+            f"{escape(node['label'])}</text>"
+        )
+
+    draw(root)
+    heads = "".join(
+        f"<text x='{pad + (i + 1) * col_w}' y='{height - 6}' font-size='11' "
+        f"fill='#666'>m{i + 1} {escape(d['queue'][i]['type'])}</text>"
+        for i in range(nq)
+    )
+    return (
+        f"<figure class='plot' id='explore-tree'><figcaption>outcomes of "
+        f"{escape(d['scenario'])}</figcaption><svg class='chart' xmlns='http://www.w3.org/2000/svg' "
+        f"width='{width}' height='{height}' viewBox='0 0 {width} {height}' role='img'>"
+        + "".join(el)
+        + heads
+        + "</svg></figure>"
+    )
