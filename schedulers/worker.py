@@ -13,7 +13,8 @@ each created here after the fork:
   receiver; the inbox takes frames from the ids it was given alone.
 
 Every frame that arrives is decoded as data (``smp.wire.codec``) and checked
-before any of it counts; a bad one is counted and logged.  Code (a closure
+by its record (``smp.wire.frames``, ``smp.wire.protocol``) before any of it
+counts; a bad one is counted and logged.  Code (a closure
 to spawn) is taken from the controller alone, and only when the ``ctl``
 channel is authenticated (ipc in the owner-only directory, or CURVE).
 
@@ -29,7 +30,6 @@ ends the scheduler instead.
 from __future__ import annotations
 
 import os
-import pickle
 import signal
 import socket
 import sys
@@ -46,8 +46,6 @@ from schedulers.backend import LocalBackend
 from smp.core import messages as M
 from smp.core.bifs import call_bif
 from smp.core.errors import BadArg, ProtocolError
-from smp.core.flags import TRACEE_FLAGS
-from smp.core.state import Snapshot
 from smp.core.stats import Stats
 from smp.core.terms import Atom, Pid, Port
 from smp.ports.traceport import close_at_exit, open_trace_port, port_call
@@ -61,14 +59,36 @@ from smp.wire.curve import (
     owner_only_dir,
     recv_from,
 )
-from smp.wire.frames import (
-    DELIVERIES,
-    FIN,
-    FIN_ACK,
-    Batch,
-    Run,
-    TableEvent,
-    decode_deliveries,
+from smp.wire.frames import DELIVERIES, Batch, Run, TableEvent, decode_deliveries
+from smp.wire.protocol import (
+    Bye,
+    Dead,
+    Exit,
+    Fin,
+    FinAck,
+    Heartbeat,
+    Hello,
+    Link,
+    Msg,
+    Peer,
+    PortCmd,
+    PortReply,
+    Publication,
+    Ready,
+    Refused,
+    Registry,
+    Reply,
+    Request,
+    Rpc,
+    Snap,
+    Spawn,
+    TraceFlag,
+    TracerPorts,
+    Tracers,
+    Unlink,
+    Welcome,
+    describe_signal,
+    frame_kind,
 )
 from smp.wire.runtime import tune_gc
 
@@ -82,10 +102,8 @@ HWM = 1000  # frames (batches) a socket buffers before push-back
 FLUSH_AFTER_NS = 1_000_000  # a batch waits at most ~1 ms while processes run
 HEARTBEAT_TIMEOUT = 5.0  # s without a word from a remote dispatcher: it is gone
 HEARTBEAT_EVERY = 1.0  # s between a remote scheduler's heartbeats to the controller
-_PICKLE = pickle.HIGHEST_PROTOCOL
 
 
-am_undefined = Atom("undefined")
 _BY_RECEIVER = frozenset((M.SYS_MSG_TYPE_TRACE, M.SYS_MSG_TYPE_PROC_MSG))
 
 
@@ -206,7 +224,7 @@ class SmpTransport:
     async def rpc(self, p, *request):
         """A BIF process ``p`` asks of the controller: the request waits in
         ``ctl_out`` for the scheduler's loop, and ``p`` until the reply."""
-        self.ctl_out.append(("rpc", p.pid, request))
+        self.ctl_out.append(Rpc(p.pid, request))
         result = await Op(RPC)
         if isinstance(result, BaseException):
             raise result
@@ -270,18 +288,15 @@ class Worker:
                 self.inbox_ep = f"tcp://{host}:{self.inbox_ep.rsplit(':', 1)[1]}"
         # sent once the connection is up: a DEALER with no peer (a CURVE
         # handshake the controller refused) would block a plain send for ever
-        self._hello = codec.dumps_frame(
-            (
-                "hello",
-                sched_id,
-                self.inbox_ep,
-                os.getpid(),
-                socket_host(),
-                security.get("public") if security else None,
-            )
-        )
+        self._hello = Hello(
+            sched_id,
+            self.inbox_ep,
+            os.getpid(),
+            socket_host(),
+            security.get("public") if security else None,
+        ).encode()
         welcome = self._wait_welcome(endpoints.get("start_timeout", 30))
-        _, sched_id, nsched, inbox_map, allowed, dispatcher_pid, self.local, ids = welcome
+        sched_id, nsched, inbox_map, allowed, dispatcher_pid, self.local, ids = welcome
         # who may send to this inbox (routing id -> sender, 0 the dispatcher),
         # with what key, and the routing ids this scheduler sends with
         self.in_ids: dict[bytes, int] = ids.get("in", {})
@@ -406,24 +421,24 @@ class Worker:
             )
         return 1
 
-    def _welcome_frame(self):
+    def _welcome_frame(self) -> Welcome | None:
         """The welcome (or None for anything else, a bad frame counted)."""
         try:
             msg = codec.loads_frame(self.ctl.recv())
-            if type(msg) is not tuple or not msg:
-                raise ProtocolError("not a tuple")
+            kind = frame_kind(msg)
+            if kind == Welcome.KIND:
+                return Welcome.decode(msg)
+            if kind == Refused.KIND:
+                reason = Refused.decode(msg).reason
+                raise PermissionError(f"controller refused this scheduler: {reason}")
         except ProtocolError as e:
             self._bad("control", "the controller", e)
-            return None
-        if msg[0] == "welcome" and len(msg) == 8 and type(msg[7]) is dict:
-            return msg
-        if msg[0] == "refused":
-            raise PermissionError(f"controller refused this scheduler: {msg[1]}")
         return None
 
     # ------------------------------------------------------------------ io
-    def send_ctl(self, obj) -> None:
-        self.ctl.send(codec.dumps_frame(obj))
+    def send_ctl(self, frame) -> None:
+        """Send a frame record (``Ready``, ``Rpc``, ``Bye``) to the controller."""
+        self.ctl.send(frame.encode())
 
     def _bad(self, where: str, sender: str, e: BaseException, size: int = 0) -> None:
         """Count and log a refused frame (the log is bounded under a flood)."""
@@ -481,7 +496,7 @@ class Worker:
                 self.node.stats.messages_to_dead += len(sigs)
                 continue
             try:
-                frame = codec.dumps_frame(("p", self.sched_id, sigs, self.sys_batches))
+                frame = Peer(self.sched_id, sigs, self.sys_batches).encode()
             except codec.Unencodable:
                 sigs, frame = self._sendable(owner, sigs)
                 if not sigs:
@@ -516,25 +531,12 @@ class Worker:
                 self.unsendable += 1
                 os.write(
                     2,
-                    f"scheduler {self.sched_id}: a {sig[0]} signal for {sig[1]!r} "
+                    f"scheduler {self.sched_id}: {describe_signal(sig)} "
                     f"cannot travel to scheduler {owner}: {e}\n".encode(),
                 )
-        return keep, (
-            codec.dumps_frame(("p", self.sched_id, keep, self.sys_batches)) if keep else None
-        )
+        return keep, (Peer(self.sched_id, keep, self.sys_batches).encode() if keep else None)
 
     # ------------------------------------------------------------------ inbound
-    _SIGNALS = {
-        "msg": 4,
-        "spawn": 6,
-        "link": 4,
-        "unlink": 3,
-        "exit": 6,
-        "port_cmd": 5,
-        "port_reply": 3,
-        "trace_flag": 4,
-    }
-
     def handle_inbox(self, rid: bytes, parts: list, user=None) -> None:
         """A message on the inbox: a frame from a peer scheduler or the
         dispatcher, accepted only from the routing id (and, with CURVE, the
@@ -548,32 +550,19 @@ class Worker:
         if len(parts) != 1:
             raise ProtocolError(f"a message of {len(parts)} parts, not 1")
         obj = codec.loads_frame(parts[0], funs="loaded")
-        if type(obj) is not tuple or not obj:
-            raise ProtocolError("inbox frame is not a tuple")
-        kind = obj[0]
-        if kind == "p" and sender:
-            if (
-                len(obj) not in (3, 4)
-                or obj[1] != sender
-                or type(obj[1]) is not int
-                or (len(obj) == 4 and (type(obj[3]) is not int or obj[3] < 0))
-            ):
-                raise ProtocolError(f"peer frame is not ('p', {sender}, signals[, batches])")
-            sigs = obj[2]
-            if type(sigs) is not list:
-                raise ProtocolError("peer frame has no list of signals")
-            for g in sigs:
-                self._check_signal(g, sender)
-            self.peer_recv[sender] += len(sigs)
-            if len(obj) == 4 and obj[3] > self.after[sender]:
-                self.after[sender] = obj[3]
-            for sig in sigs:
+        kind = frame_kind(obj)
+        if kind == Peer.KIND and sender:
+            peer = Peer.decode(obj, sender, self.sched_id, self.nsched)
+            self.peer_recv[sender] += len(peer.signals)
+            if peer.batches is not None and peer.batches > self.after[sender]:
+                self.after[sender] = peer.batches
+            for sig in peer.signals:
                 try:
                     self.handle_signal(sig)
                 except Exception as e:  # e.g. a spawn whose arguments do not fit the body
                     os.write(
                         2,
-                        f"scheduler {self.sched_id}: a {sig[0]} signal for {sig[1]!r} "
+                        f"scheduler {self.sched_id}: {describe_signal(sig)} "
                         f"from scheduler {sender} failed: {type(e).__name__}: {e}\n".encode(),
                     )
         elif kind == DELIVERIES and not sender:  # from the dispatcher: whole runs
@@ -582,7 +571,8 @@ class Worker:
             deliver = self.node.deliver_sys_run
             for to, terms in runs:
                 deliver(to, terms)
-        elif kind == FIN_ACK and not sender and len(obj) == 1:
+        elif kind == FinAck.KIND and not sender:
+            FinAck.decode(obj)
             self.fin_acked = True
         else:
             raise ProtocolError(f"a {kind!r} frame, which {_name(sender)} does not send")
@@ -592,132 +582,59 @@ class Worker:
             return port_owner(pid, self.nsched) == self.sched_id
         return type(pid) is Pid and pid_owner(pid, self.nsched) == self.sched_id
 
-    def _check_signal(self, g, sender: int) -> None:
-        """One signal from peer ``sender``, field by field: it is for a
-        process here, and what it says comes from one of the sender's."""
-        if type(g) is not tuple or not g or self._SIGNALS.get(g[0]) != len(g):
-            raise ProtocolError("peer frame has a malformed signal")
-        k = g[0]
-        if not self._mine(g[1]):
-            raise ProtocolError(f"a {k} signal for {g[1]!r}, which is not a process here")
-        if k == "msg":
-            ok = _token_ok(g[3])
-        elif k == "spawn":
-            _, _, fun, args, link_to, inherit = g
-            ok = (
-                callable(fun)
-                and type(args) in (tuple, list)
-                and (link_to is None or self._from(link_to, sender))
-                and (
-                    inherit is None
-                    or (
-                        type(inherit) is tuple
-                        and len(inherit) == 2
-                        and type(inherit[0]) is int
-                        and type(inherit[1]) in (Pid, Port)
-                    )
-                )
-            )
-        elif k == "link":
-            ok = self._from(g[2], sender) and (
-                g[3] is None
-                or (
-                    type(g[3]) is tuple
-                    and len(g[3]) == 2
-                    and type(g[3][0]) is int
-                    and type(g[3][1]) in (Pid, Port)
-                )
-            )
-        elif k == "unlink":
-            ok = self._from(g[2], sender)
-        elif k == "port_cmd":
-            ok = type(g[1]) is Port and self._from(g[2], sender) and type(g[4]) is bool
-        elif k == "port_reply":
-            ok = type(g[1]) is Pid and (g[2] is True or g[2] is False or g[2] == Atom("badarg"))
-        elif k == "trace_flag":
-            ok = type(g[2]) is int and g[2] > 0 and not g[2] & ~TRACEE_FLAGS and type(g[3]) is bool
-        else:  # exit
-            ok = (
-                (type(g[2]) is Port or self._from(g[2], sender))
-                and type(g[4]) is bool
-                and _token_ok(g[5])
-            )
-        if not ok:
-            raise ProtocolError(f"a malformed {k} signal")
-
-    def _from(self, pid, sender: int) -> bool:
-        return type(pid) is Pid and pid_owner(pid, self.nsched) == sender
-
     def handle_signal(self, sig) -> None:
+        """One checked signal record from a peer (``smp.wire.protocol``)."""
         node = self.node
-        k = sig[0]
-        if k == "msg":
-            node.deliver_remote(sig[1], sig[2], sig[3])
-        elif k == "spawn":
-            _, pid, fun, args, link_to, inherit = sig
+        t = type(sig)
+        if t is Msg:
+            node.deliver_remote(sig.to, sig.msg, sig.token)
+        elif t is Spawn:
             try:
-                node.spawn_local(pid, fun, args, None, link_to, inherit)
+                node.spawn_local(sig.pid, sig.fun, sig.args, None, sig.link_to, sig.inherit)
             except BaseException:
                 node.unclaim_process()  # the spawning scheduler took its place
                 raise
-        elif k == "link":
-            t = node.procs.get(sig[1])
-            if t is None:
+        elif t is Link:
+            p = node.procs.get(sig.to)
+            if p is None:
                 node.transport.peer(
-                    pid_owner(sig[2], self.nsched),
-                    ("exit", sig[2], sig[1], Atom("noproc"), True, None),
+                    pid_owner(sig.from_, self.nsched),
+                    Exit(sig.from_, sig.to, Atom("noproc"), True, None).encode(),
                 )
             else:
-                node.link_arrived(t, sig[2], sig[3])
-        elif k == "unlink":
-            t = node.procs.get(sig[1])
-            if t is not None:
-                node.unlink_arrived(t, sig[2])
-        elif k == "port_cmd":
-            _, port, caller, data, reply = sig
-            node.remote_port_command(port, caller, data, reply)
-        elif k == "port_reply":
-            node.port_reply_arrived(sig[1], sig[2])
-        elif k == "trace_flag":
-            node.set_trace_flag(sig[1], sig[2], sig[3])
-        elif k == "exit":
-            _, to, from_, reason, link, token = sig
-            t = node.procs.get(to)
-            if t is not None:
-                node.exit_signal_arrived(t, from_, reason, link, token)
+                node.link_arrived(p, sig.from_, sig.inherit)
+        elif t is Unlink:
+            p = node.procs.get(sig.to)
+            if p is not None:
+                node.unlink_arrived(p, sig.from_)
+        elif t is PortCmd:
+            node.remote_port_command(sig.port, sig.caller, sig.data, sig.reply)
+        elif t is PortReply:
+            node.port_reply_arrived(sig.caller, sig.value)
+        elif t is TraceFlag:
+            node.set_trace_flag(sig.pid, sig.flags, sig.on)
+        elif t is Exit:
+            p = node.procs.get(sig.to)
+            if p is not None:
+                node.exit_signal_arrived(p, sig.from_, sig.reason, sig.link, sig.token)
 
     def handle_state(self, raw: bytes) -> None:
-        """A publication of the dispatcher: ``(socket, seq, (kind, data))``."""
-        msg = codec.loads(raw, exceptions=False, state=True)
-        if (
-            type(msg) is not tuple
-            or len(msg) != 3
-            or msg[0] not in (0, 1, 2)
-            or type(msg[1]) is not int
-            or type(msg[2]) is not tuple
-            or not msg[2]
-        ):
-            raise ProtocolError("state frame is not (socket, seq, (kind, ...))")
-        i, seq, obj = msg
-        if obj[0] == "snap" and (len(obj) != 2 or type(obj[1]) is not Snapshot):
-            raise ProtocolError("snap frame without a snapshot")
-        if obj[0] in ("dead", "tracer", "ports") and (len(obj) != 2 or type(obj[1]) is not list):
-            raise ProtocolError(f"{obj[0]} frame without a list")
-        if obj[0] == "reg" and (len(obj) != 2 or type(obj[1]) is not dict):
-            raise ProtocolError("reg frame without a dict")
-        self.pub_seen[i] = seq
+        """A publication of the dispatcher (``protocol.Publication``)."""
+        pub = Publication.loads(raw)
+        self.pub_seen[pub.socket] = pub.seq
         self.last_pub = time.monotonic()
-        node = self.node
-        if obj[0] == "snap":
-            node.apply_snapshot(obj[1])
-        elif obj[0] == "dead":
-            node.dead_remote.update(obj[1])
-        elif obj[0] == "tracer":
-            node.remote_tracers.update(obj[1])
-        elif obj[0] == "ports":
-            node.remote_tracer_ports = set(obj[1])
-        elif obj[0] == "reg":
-            node.registry = dict(obj[1])
+        node, body = self.node, pub.body
+        t = type(body)
+        if t is Snap:
+            node.apply_snapshot(body.snapshot)
+        elif t is Dead:
+            node.dead_remote.update(body.pids)
+        elif t is Tracers:
+            node.remote_tracers.update(body.pids)
+        elif t is TracerPorts:
+            node.remote_tracer_ports = set(body.ports)
+        elif t is Registry:
+            node.registry = dict(body.names)
 
     # ------------------------------------------------------------------ commands
     def command(self, cmd: str, args):
@@ -987,19 +904,12 @@ class Worker:
         Function references may be imported; a frame with code (a closure)
         is taken only when this channel is authenticated as the controller."""
         try:
-            obj = codec.loads_frame(raw, code_ok=self.ctl_trusted, funs="import")
-            if (
-                type(obj) is not tuple
-                or len(obj) != 3
-                or type(obj[1]) is not str
-                or type(obj[2]) is not tuple
-                or not (obj[0] is None or type(obj[0]) is int)
-            ):
-                raise ProtocolError("command is not (id, command, args)")
+            req_id, cmd, args = Request.decode(
+                codec.loads_frame(raw, code_ok=self.ctl_trusted, funs="import")
+            )
         except ProtocolError as e:  # counted, logged, ignored
             self._bad("control", "the controller", e, len(raw))
             return
-        req_id, cmd, args = obj
         try:
             value = self.command(cmd, args)
             ok = True
@@ -1007,11 +917,7 @@ class Worker:
             value, ok = e, False
         if req_id is not None:
             self.flush()
-            try:
-                reply = codec.dumps_frame(("r", req_id, ok, value))
-            except codec.Unencodable as e:
-                reply = codec.dumps_frame(("r", req_id, False, e))
-            self.ctl.send(reply)
+            self.ctl.send(Reply(req_id, ok, value).encode())
 
     # ------------------------------------------------------------------ loop
     def peers_alive(self) -> bool:
@@ -1047,7 +953,7 @@ class Worker:
                 sock.setsockopt(zmq.SNDHWM, 4)
                 curve_client(sock, self.security)
                 sock.connect(self.ep["ctl"])
-                frame = codec.dumps_frame(("hb", self.sched_id))
+                frame = Heartbeat(self.sched_id).encode()
                 while not self._hb_stop.is_set():
                     try:
                         sock.send(frame, zmq.NOBLOCK)
@@ -1067,7 +973,7 @@ class Worker:
 
     def loop(self) -> None:
         node = self.node
-        self.send_ctl(("ready", self.sched_id, os.getpid()))
+        self.send_ctl(Ready(self.sched_id, os.getpid()))
         while not self.stopping:
             now = time.monotonic()
             if now >= self._next_watch:
@@ -1174,7 +1080,7 @@ class Worker:
                 self.take_inbox()
         if self.smp and not self.dispatcher_gone:
             self.fin_acked = False
-            self.sys_sock.send(pickle.dumps((FIN, self.sched_id, self.sys_batches), _PICKLE))
+            self.sys_sock.send(Fin(self.sched_id, self.sys_batches).encode())
             deadline = time.monotonic() + 5
             while (
                 not self.fin_acked
@@ -1186,8 +1092,7 @@ class Worker:
         # the counts, and what this scheduler made and took from the dispatcher
         # (what the controller says was delivered if the dispatcher is lost)
         self.send_ctl(
-            (
-                "bye",
+            Bye(
                 self.sched_id,
                 {
                     **self.node.stats.as_dict(),
@@ -1210,22 +1115,6 @@ class Worker:
 
 def _name(sender: int) -> str:
     return f"scheduler {sender}" if sender else "the dispatcher"
-
-
-def _token_ok(token) -> bool:
-    """A seq_trace token as signals carry it: none, a port's, or
-    ``[Flags, Label, Serial, From, LastCnt]``."""
-    return (
-        token is None
-        or token is am_undefined
-        or (
-            type(token) in (list, tuple)
-            and len(token) == 5
-            and type(token[0]) is int
-            and type(token[2]) is int
-            and type(token[4]) is int
-        )
-    )
 
 
 def _pid_alive(pid) -> bool:

@@ -46,7 +46,7 @@ from smp.core.placement import owner
 from smp.core.state import STATE_READS
 from smp.core.terms import Atom, Pid, Port
 from smp.wire import rundir
-from smp.wire.codec import MAX_FRAME, dumps_frame, loads_frame
+from smp.wire.codec import MAX_FRAME, loads_frame
 from smp.wire.curve import (
     Authenticator,
     InsecureWarning,
@@ -58,6 +58,7 @@ from smp.wire.curve import (
     recv_from,
     server_security,
 )
+from smp.wire.protocol import Bye, Heartbeat, Hello, Ready, Reply, Request, Rpc, Welcome, frame_kind
 
 __all__ = ["Emulator"]
 
@@ -115,21 +116,6 @@ def _reply_ok(cmd: str, value, nsched: int) -> bool:
             for f in ("peer_sent", "peer_recv")
         )
     )
-
-
-def _request_ok(request) -> bool:
-    """A BIF request of a process: ``(bif, name, args)``, ``(register, name,
-    pid)`` or ``(unregister, name, ...)``."""
-    if type(request) is not tuple or not request:
-        return False
-    kind = request[0]
-    if kind == "bif":
-        return len(request) == 3 and type(request[1]) is str and type(request[2]) in (tuple, list)
-    if kind == "register":
-        return len(request) == 3 and type(request[1]) is Atom
-    if kind == "unregister":
-        return len(request) >= 2 and type(request[1]) is Atom
-    return False
 
 
 class _Abandon(Exception):
@@ -474,13 +460,10 @@ class Emulator:
                 )
             ident, parts, user = recv_from(self.ctl, self.security is not None)
             try:
-                msg = self._startup_frame(parts, "hello", 6)
-                _, k, inbox_ep, os_pid, host, key = msg
+                k, inbox_ep, os_pid, host, key = self._startup_frame(parts, Hello)
                 if k is None and next_remote <= self.nsched and ident not in self._remote_ids:
-                    if type(host) is not str or (
-                        self.smp and not (type(inbox_ep) is str and inbox_ep.startswith("tcp://"))
-                    ):
-                        raise ProtocolError("hello without a tcp inbox address and a host")
+                    if self.smp and not (type(inbox_ep) is str and inbox_ep.startswith("tcp://")):
+                        raise ProtocolError("hello without a tcp inbox address")
                     if self.security is not None and (user is None or key != user.encode()):
                         raise ProtocolError("hello with a key that is not the sender's")
                     k = next_remote
@@ -541,18 +524,15 @@ class Emulator:
             self.ctl.send_multipart(
                 [
                     h[0],
-                    dumps_frame(
-                        (
-                            "welcome",
-                            k,
-                            self.nsched,
-                            inbox_map,
-                            allowed,
-                            dpid,
-                            k not in self._remote,
-                            ids if self.smp else {},
-                        )
-                    ),
+                    Welcome(
+                        k,
+                        self.nsched,
+                        inbox_map,
+                        allowed,
+                        dpid,
+                        k not in self._remote,
+                        ids if self.smp else {},
+                    ).encode(),
                 ]
             )
         self._by_ident = {h[0]: k for k, h in hellos.items()}
@@ -570,13 +550,13 @@ class Emulator:
                 if ident in self._hb_ids:  # heartbeats start before the ready
                     self._take_heartbeat(self._hb_ids[ident], parts, user)
                     continue
-                msg = self._startup_frame(parts, "ready", 3)
-                if msg[1] != self._by_ident.get(ident) or not self._key_ok(msg[1], user):
-                    raise ProtocolError(f"ready as scheduler {msg[1]!r}, which the sender is not")
+                sched = self._startup_frame(parts, Ready).sched
+                if sched != self._by_ident.get(ident) or not self._key_ok(sched, user):
+                    raise ProtocolError(f"ready as scheduler {sched!r}, which the sender is not")
             except ProtocolError as e:
                 self._bad(describe_peer(ident, user), parts, e)
                 continue
-            ready.add(msg[1])
+            ready.add(sched)
         if self.smp:
             # PUB/SUB joins late: publish until every scheduler's SUB has
             # seen something on each of the dispatcher's three PUB sockets,
@@ -599,13 +579,11 @@ class Emulator:
                         ) from None
         self._started = True
 
-    def _startup_frame(self, parts: list, kind: str, n: int) -> tuple:
+    def _startup_frame(self, parts: list, frame):
+        """A checked ``frame`` (``Hello`` or ``Ready``) from a one-part message."""
         if len(parts) != 1:
             raise ProtocolError(f"a message of {len(parts)} parts, not 1")
-        msg = loads_frame(parts[0])
-        if type(msg) is not tuple or len(msg) != n or msg[0] != kind:
-            raise ProtocolError(f"not a {kind} frame")
-        return msg
+        return frame.decode(loads_frame(parts[0]))
 
     def _key_ok(self, k, user) -> bool:
         """With CURVE, a frame of scheduler ``k`` comes with its key."""
@@ -728,7 +706,7 @@ class Emulator:
 
     def _send_sched(self, k: int, req_id, cmd: str, args) -> bool:
         """False when scheduler ``k`` is no longer connected (it exited)."""
-        frame = dumps_frame((req_id, cmd, args), code_ok=self._code_ok)
+        frame = Request(req_id, cmd, args).encode(code_ok=self._code_ok)
         try:
             self.ctl.send_multipart([self._ident.get(k, f"s{k}".encode()), frame])
             if req_id is not None:
@@ -773,15 +751,11 @@ class Emulator:
         if len(parts) != 1:
             raise ProtocolError(f"a message of {len(parts)} parts, not 1")
         msg = loads_frame(parts[0])
-        if type(msg) is not tuple or not msg:
-            raise ProtocolError("frame is not a tuple")
-        kind = msg[0]
-        if kind == "r" and len(msg) == 4:
-            _, rid, ok, value = msg
-            if type(rid) is not int or self._pending.get(rid, (None,))[0] != k:
+        kind = frame_kind(msg)
+        if kind == Reply.KIND:
+            rid, ok, value = Reply.decode(msg)
+            if self._pending.get(rid, (None,))[0] != k:
                 raise ProtocolError(f"a reply to {rid!r}, no request to scheduler {k}")
-            if type(ok) is not bool or not (ok or isinstance(value, Exception)):
-                raise ProtocolError("a reply that is neither a value nor an error")
             if ok and not _reply_ok(self._pending[rid][1], value, self.nsched):
                 raise ProtocolError(f"a malformed reply to {self._pending[rid][1]!r}")
             cmd = self._pending.pop(rid)[1]
@@ -791,13 +765,13 @@ class Emulator:
                 self._abandoned.discard(rid)
             else:
                 self._replies[rid] = (ok, value)
-        elif kind == "rpc" and len(msg) == 3:
-            _, pid, request = msg
-            if type(pid) is not Pid or self._owner(pid) != k or not _request_ok(request):
-                raise ProtocolError("a malformed BIF request")
+        elif kind == Rpc.KIND:
+            pid, request = Rpc.decode(msg)
+            if self._owner(pid) != k:
+                raise ProtocolError(f"a BIF request of {pid!r}, not a process of scheduler {k}")
             self._rpcs.append((k, pid, request))
-        elif kind == "bye" and len(msg) == 3 and msg[1] == k and type(msg[2]) is dict:
-            self._byes[k] = msg[2]
+        elif kind == Bye.KIND:
+            self._byes[k] = Bye.decode(msg, k).stats
         else:
             raise ProtocolError(f"a {kind!r} frame, which scheduler {k} does not send now")
 
@@ -806,8 +780,9 @@ class Emulator:
         from the key) its welcome gave it: it is there."""
         if not self._key_ok(k, user):
             raise ProtocolError(f"scheduler {k}'s heartbeat routing id with another key")
-        if len(parts) != 1 or loads_frame(parts[0]) != ("hb", k):
-            raise ProtocolError(f"not a heartbeat of scheduler {k}")
+        if len(parts) != 1:
+            raise ProtocolError(f"a message of {len(parts)} parts, not 1")
+        Heartbeat.decode(loads_frame(parts[0]), k)
         self._heard[k] = time.monotonic()
 
     def _sched_proc(self, k: int):
@@ -1002,7 +977,7 @@ class Emulator:
     def _disp_call(self, cmd: str, *args, timeout: float = 30.0):
         self._check_open()
         req = next(self._req)
-        self.disp.send(dumps_frame((req, cmd, args)))
+        self.disp.send(Request(req, cmd, args).encode())
         if cmd in _CHANGES or (cmd == "state" and args[0] not in STATE_READS):
             self._bif_changes()
         deadline, capped = self._until(timeout)
@@ -1016,19 +991,12 @@ class Emulator:
                 continue
             raw = self.disp.recv_multipart()
             try:
-                msg = loads_frame(raw[0], state=True) if len(raw) == 1 else None
-                if (
-                    type(msg) is not tuple
-                    or len(msg) != 4
-                    or msg[0] != "r"
-                    or type(msg[2]) is not bool
-                    or not (msg[2] or isinstance(msg[3], Exception))
-                ):
-                    raise ProtocolError("not a reply (r, id, ok, value)")
+                if len(raw) != 1:
+                    raise ProtocolError(f"a message of {len(raw)} parts, not 1")
+                rid, ok, value = Reply.decode(loads_frame(raw[0], state=True))
             except ProtocolError as e:
                 self._bad("the dispatcher", raw, e, "dispatcher reply")
                 continue
-            _, rid, ok, value = msg
             if rid == req:
                 break
         if not ok:

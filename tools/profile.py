@@ -56,8 +56,15 @@ STAGES = {
         "trace_proc",
     },
     "batch": {"_close_run", "take_batch", "flush_sys", "_send_batch"},
-    "ingest": {"_ingest_batch", "decode", "ingest_loop", "_ingest_frame", "_drain_parked"},
-    "decide": {"_dispatch", "resolve", "dispatch_loop"},
+    "ingest": {
+        "enqueue_batch",
+        "decode",
+        "ingest_loop",
+        "_ingest_frame",
+        "drain_parked",
+        "take_batch_in_order",
+    },
+    "decide": {"_dispatch", "decide", "resolve", "dispatch_loop"},
     "forward": {"_settle"},
     # the bodies' checked decode: the dispatcher's at ingest, the receiver's
     "decode bodies": {

@@ -36,9 +36,10 @@ from smp.core.clock import us_to_ts
 from smp.core.errors import ProtocolError
 from smp.core.placement import pid_owner, port_owner
 from smp.core.terms import Atom, Pid, Port
-from smp.wire.codec import MAX_RUN, WIRE_VERSION, loads_terms, run_bodies
+from smp.wire.codec import MAX_RUN, WIRE_VERSION, dumps_frame, loads_terms, run_bodies
 
 __all__ = [
+    "DATA_PREFIX",
     "RUN",
     "EVENT",
     "BATCH",
@@ -57,6 +58,9 @@ __all__ = [
     "decode_deliveries",
 ]
 
+#: The codec byte of a data frame, as ``codec.dumps_frame`` writes it: the
+#: frames that skip its encoder for speed (deliveries) write this one.
+DATA_PREFIX = dumps_frame(None)[:1]
 # batch item kinds
 RUN, EVENT = "r", "e"
 # frame kinds on the ingest socket and a scheduler's inbox
@@ -285,7 +289,7 @@ class Delivery(NamedTuple):
 
 def encode_deliveries(deliveries: list) -> bytes:
     """The dispatcher's frame to one scheduler: ``("d", [delivery, ...])``."""
-    return b"P" + pickle.dumps((DELIVERIES, [tuple(d) for d in deliveries]), _PICKLE)
+    return DATA_PREFIX + pickle.dumps((DELIVERIES, [tuple(d) for d in deliveries]), _PICKLE)
 
 
 def decode_deliveries(obj, mine: Callable[[object], bool]) -> list[tuple[object, list]]:

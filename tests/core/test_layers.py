@@ -23,11 +23,14 @@ LAYERS = (
     # which build runs (compiled or pure); every package imports it first
     ("smp.core", 0),
     ("smp.wire", 1),
+    ("smp.wire.protocol", 1),  # the named control, peer and state frames: codec and frames below
     ("smp.ports", 2),
     ("schedulers", 3),
     ("dispatcher", 3),
+    ("dispatcher.queue", 3),  # the queue's policy: no socket, no process (tests/dispatcher_queue)
     ("smp.emulator", 4),
     ("smp.backend", 4),
+    ("smp.sim", 4),  # the simulator: schedulers' and dispatcher's engine in one process
     ("smp.app", 5),
     ("smp.__main__", 5),
     ("smp", 5),  # the package's own __init__: the public names

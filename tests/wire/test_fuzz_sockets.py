@@ -33,8 +33,10 @@ import smp
 from schedulers.worker import Worker
 from smp import Atom as A
 from smp.core.errors import ProtocolError
-from smp.core.terms import Pid
+from smp.core.state import NIL, Snapshot
+from smp.core.terms import Pid, Port
 from smp.wire import codec
+from smp.wire import protocol as W
 from smp.wire.codec import WIRE_VERSION
 from smp.wire.curve import InsecureWarning
 
@@ -217,8 +219,12 @@ BAD_INGEST = st.one_of(
             batch([run_item()], sched="1"),
             pickle.dumps(("b", WIRE_VERSION, 1, "items")),
             pickle.dumps(("b", WIRE_VERSION, 1)),
-            pickle.dumps(("fin", 2, 0)),
-            pickle.dumps(("fin", 1)),
+            pickle.dumps(("fin", 1, 0)),  # a fin carries its codec byte
+            P(("fin", 2, 0)),
+            P(("fin", 1)),
+            P(("fin", 1, -1)),
+            P(("fin", True, 0)),
+            P(("b", WIRE_VERSION, 1, [])),  # a batch does not
             pickle.dumps(("z", 1, [])),
             pickle.dumps([1, 2, 3]),
             pickle.dumps(("b", WIRE_VERSION, 1, [Evil()])),
@@ -233,7 +239,7 @@ GOOD_INGEST = st.sampled_from(
         batch([run_item()]),
         batch([("e", "spawn", P1)]),
         batch([run_item()], sched=2),
-        pickle.dumps(("fin", 1, 0)),
+        P(("fin", 1, 0)),
     ]
 )
 
@@ -592,6 +598,143 @@ def test_decoders_refuse_or_return_data(raw):
     with pytest.raises(ProtocolError, match="only the authenticated controller"):
         codec.loads_frame(b"D" + raw)
     assert not os.path.exists(MARKER)
+
+
+#: Terms a frame field may hold: right and wrong types, pids and ports of
+#: scheduler 1 and 2 (of 2), the atoms some fields take, a snapshot, a body.
+SNAP = Snapshot(1, NIL, 0, False, NIL, NIL, 0, 0, 0, False, False, NIL, False, False, False, False)
+field = st.recursive(
+    st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(-3, 2**33),
+        st.floats(allow_nan=True),
+        st.text(max_size=8),
+        st.binary(max_size=8),
+        st.sampled_from(
+            [P1, P2, FLOAT_PID, Port(1), Port(2), Port(3), A("badarg"), A("undefined"), SNAP]
+        ),
+        st.just(pinger),
+        st.just(ValueError("x")),
+    ),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4),
+        st.lists(inner, max_size=4).map(tuple),
+        st.dictionaries(st.one_of(st.integers(0, 3), st.just(A("a"))), inner, max_size=3),
+    ),
+    max_leaves=6,
+)
+
+
+def _loaded(rec):
+    """A record's frame as a receiver loads it."""
+    enc = rec.encode()
+    return codec.loads_frame(enc, funs="loaded", state=True) if type(enc) is bytes else enc
+
+
+#: Each decoder, the context it is given where its frames arrive (scheduler
+#: 1 receiving from scheduler 2, the controller from scheduler 1), and a
+#: frame it accepts, which the fuzzer changes.
+SIGS = [
+    W.Msg(P1, (A("ping"), 1), [1, A("l"), 2, P2, 3]),
+    W.Spawn(P1, pinger, (P1, 2), P2, (1, P2)),
+    W.Link(P1, P2, (1, Port(1))),
+    W.Unlink(P1, P2),
+    W.Exit(P1, P2, A("x"), True, None),
+    W.PortCmd(Port(1), P2, b"d", False),
+    W.PortReply(P1, A("badarg")),
+    W.TraceFlag(P1, 1, True),
+]
+BODIES = [
+    W.Snap(SNAP),
+    W.Dead([P1]),
+    W.Tracers([P2]),
+    W.Registry({A("a"): P1}),
+    W.TracerPorts([Port(1)]),
+    W.PubHeartbeat(),
+    W.PubHello(),
+]
+VALID = [
+    (W.Hello, (), W.Hello(None, "tcp://h:1", 10, "h", b"k")),
+    (W.Welcome, (), W.Welcome(1, 2, {1: ("e", None)}, [b"k"], 5, True, {"in": {}})),
+    (W.Refused, (), W.Refused("no")),
+    (W.Ready, (), W.Ready(1, 10)),
+    (W.Request, (True,), W.Request(1, "status", (P1, [1]))),
+    (W.Request, (False,), W.Request(None, "spawn", (pinger, (), False))),
+    (W.Reply, (), W.Reply(1, True, [P1])),
+    (W.Reply, (), W.Reply(1, False, ValueError("x"))),
+    (W.Rpc, (), W.Rpc(P1, ("bif", "whereis", [A("a")]))),
+    (W.Bye, (1,), W.Bye(1, {"made": 1})),
+    (W.Heartbeat, (1,), W.Heartbeat(1)),
+    (W.Fin, (1,), W.Fin(1, 3)),
+    (W.FinAck, (), W.FinAck()),
+    (W.Peer, (2, 1, 2), W.Peer(2, SIGS, 4)),
+    *((type(g), (2, 1, 2), g) for g in SIGS),
+    *((type(b), (), b) for b in BODIES),
+    *((W.Publication, (), W.Publication(1, 2, b)) for b in BODIES),
+]
+VALID = [(cls, ctx, _loaded(rec)) for cls, ctx, rec in VALID]
+DECODERS = sorted({(cls, ctx) for cls, ctx, _ in VALID}, key=repr)
+
+
+def _changed(obj, path: list, value, how: str):
+    """``obj`` with one change at ``path`` (indexes, taken modulo the length,
+    into nested tuples and lists): a field replaced, dropped or added."""
+    if type(obj) not in (tuple, list) or not obj:
+        return value
+    i = path[0] % len(obj)
+    inner = obj[i]
+    if len(path) > 1 and type(inner) in (tuple, list) and inner:
+        new = [*obj[:i], _changed(inner, path[1:], value, how), *obj[i + 1 :]]
+    elif how == "set":
+        new = [*obj[:i], value, *obj[i + 1 :]]
+    elif how == "drop":
+        new = [*obj[:i], *obj[i + 1 :]]
+    else:
+        new = [*obj[:i], value, *obj[i:]]
+    return type(obj)(new)
+
+
+#: A frame a peer could send: one a decoder accepts with a change, or any term.
+near_valid = st.builds(
+    lambda v, path, value, how: (v[0], v[1], _changed(v[2], path, value, how)),
+    st.sampled_from(VALID),
+    st.lists(st.integers(0, 9), min_size=1, max_size=3),
+    field,
+    st.sampled_from(["set", "drop", "add"]),
+)
+
+
+def _decode_or_refuse(cls, ctx, obj):
+    """``cls.decode``: a record of ``cls`` that decodes again from its own
+    encoding, or ``ProtocolError``; never another exception.  True: a record."""
+    try:
+        rec = cls.decode(obj, *ctx)
+    except ProtocolError:
+        return False
+    assert type(rec) is cls
+    again = cls.decode(_loaded(rec), *ctx)
+    assert type(again) is cls and repr(again) == repr(rec)
+    return True
+
+
+@pytest.mark.parametrize("cls,ctx,obj", VALID, ids=lambda x: getattr(x, "__name__", ""))
+def test_every_protocol_decoder_takes_its_frame(cls, ctx, obj):
+    assert _decode_or_refuse(cls, ctx, obj)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+@given(case=st.one_of(near_valid, field.map(lambda f: (None, (), f))))
+def test_every_protocol_decoder_returns_a_record_or_refuses(case):
+    _cls, _ctx, obj = case
+    for cls, ctx in DECODERS:
+        _decode_or_refuse(cls, ctx, obj)
+    for decode in (W.frame_kind, W.decode_state_body, lambda o: W.decode_signal(o, 2, 1, 2)):
+        try:
+            decode(obj)
+        except ProtocolError:
+            pass
+    W.describe_signal(obj)  # a log line for anything
 
 
 def test_frames_larger_than_the_limit_are_refused(monkeypatch):
