@@ -63,7 +63,14 @@ class TracePoints:
         """``write_sys_msg_to_port``: external term format into the port."""
 
         self.stats.made(type_)
-        heavy = tp.write(encode(msg))
+        try:
+            data = encode(msg)
+        except (TypeError, ValueError):
+            # not a term, or nested past the encoder's depth limit: never
+            # written, counted as the dispatcher counts it
+            self.stats.dropped(type_, "not_a_term")
+            return False
+        heavy = tp.write(data)
         self.stats.delivered(type_)
         return heavy
 

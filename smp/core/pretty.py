@@ -13,6 +13,14 @@ device writes byte for byte.
 ``~s``, ``~w``, ``~n``, ``~~``): each ``~p`` starts at the column the text
 before it leaves, as ``io_lib_format`` computes it, and breaks lines there.
 
+Every printer here prints a term of any depth (an explicit stack takes over
+from recursion 100 levels down, and io_lib_pretty's layout functions run as
+generators off Python's stack) and integers of any size (``int_text``, not
+``str``, which refuses more than 4300 digits).  ``clip_term(term, n)`` cuts a
+term that would print in more than about ``n`` characters, marking what it
+left out with ``...`` as ``~P`` does; ``smp-emu read`` prints every term
+through it (``--max-print``).
+
 Pids, ports and refs of other nodes print with the number the *reading* node
 has for that node (``<N.X.Y>``): a real node prints the index of the node
 name's atom in its atom table, which only that node knows.  ``NodeNumbers``
@@ -48,6 +56,11 @@ __all__ = [
     "erl_float",
     "NodeNumbers",
     "erts_atom",
+    "int_text",
+    "clip_term",
+    "ELIDED",
+    "ClippedBinary",
+    "ClippedMap",
 ]
 
 
@@ -208,6 +221,74 @@ def _write_fun(t) -> str:
     return f"fun {erts_atom(t.module)}:{erts_atom(t.function)}/{t.arity}"
 
 
+# ------------------------------------------------------------------ integers
+
+#: below this many bits ``str`` converts (Python refuses ints of over 4300
+#: digits, about 14,280 bits, by default)
+_STR_BITS = 12_000
+
+
+def int_text(i: int) -> str:
+    """``integer_to_list(I)``: every digit of an integer of any size, as OTP
+    prints it, without changing Python's global int-to-str digit limit
+    (``str`` refuses ints of over 4300 digits)."""
+    return _int_text(i)
+
+
+def _int_text(i: int) -> str:
+    if i.bit_length() < _STR_BITS:
+        return str(i)
+    if i < 0:
+        return "-" + _int_text(-i)
+    # split at 10**k, k about half the digits: each half is converted alone
+    k = (i.bit_length() * 30103 // 100000) // 2
+    hi, lo = divmod(i, 10**k)
+    return _int_text(hi) + _int_text(lo).rjust(k, "0")
+
+
+# ------------------------------------------------------------------ cut-short terms
+
+
+class _Elided:
+    """``...``: where :func:`clip_term` cut a term short (``~P``'s mark)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "..."
+
+
+#: the mark of what :func:`clip_term` left out; it prints as ``...``
+ELIDED = _Elided()
+
+
+class ClippedBinary:
+    """The first bytes of a binary :func:`clip_term` cut short; it prints as
+    ``~P`` prints a binary its depth cut: ``<<1,2,...>>``, ``<<"ab"...>>``."""
+
+    __slots__ = ("data", "size")
+
+    def __init__(self, data: bytes, size: int) -> None:
+        self.data = data  # the bytes kept
+        self.size = size  # the size of the whole binary, in bytes
+
+    def __repr__(self) -> str:
+        return _w1(self, _node_name)
+
+
+class ClippedMap:
+    """A map :func:`clip_term` cut short: the pairs kept (in the map's order),
+    printed as ``#{K => V,...}``."""
+
+    __slots__ = ("pairs",)
+
+    def __init__(self, pairs: list) -> None:
+        self.pairs = pairs
+
+    def __repr__(self) -> str:
+        return _w1(self, _node_name)
+
+
 # ------------------------------------------------------------------ io_lib:write (atomic terms)
 
 
@@ -225,11 +306,13 @@ def _write_string(codes) -> str:
 def _write_atomic(t, nn: Callable) -> str:
     tp = type(t)
     if tp is int:
-        return str(t)
+        return _int_text(t)
     if tp is float:
         return erl_float(t)
     if tp is Atom:
         return quote_atom(t.name)
+    if tp is _Elided:
+        return "..."
     if tp is Pid:
         return f"<{nn(t.node, t.creation)}.{t.number}.{t.serial}>"
     if tp is Port:
@@ -251,30 +334,89 @@ def _write_atomic(t, nn: Callable) -> str:
 
 
 # ------------------------------------------------------------------ io_lib_pretty
+# _pp and its helpers return their text as nested lists of strings (iolists).
 # The intermediate format: tuples (kind, length, ...):
 #   ("a", len, text)                 anything written as one string
 #   ("l", len, [elements], tail)     a list (tail is None or the improper tail)
 #   ("t", len, [elements], tagged)   a tuple
 #   ("m", len, [pairs])              a map; pairs are ("p", len, key, value)
+#                                    (and ("a", 3, "...") last in a cut map)
 #   ("b", len, [tokens])             a binary that is not a string: "1", ",", "2", ...
 
 
-def _bin_tokens(data: bytes, size: Optional[int] = None) -> list:
-    toks: list = []
+#
+# Every walk over a term or over this format recurses while it is less than
+# _SHALLOW levels deep (every real trace message) and goes on with an
+# explicit stack below that, and io_lib_pretty's layout functions (_pp, _cind
+# and theirs) are generators run by _run, one frame each on a list: printing
+# a term as deep as the decoder's max_depth needs no Python recursion.
+
+_SHALLOW = 100
+
+_BYTE_TEXT = [str(i) for i in range(256)]
+
+
+def _bin_tokens(data: bytes, size: Optional[int] = None, more: bool = False) -> list:
     full = len(data) if size is None else size // 8
-    for i in range(full):
-        if toks:
-            toks.append(",")
-        toks.append(str(data[i]))
+    toks: list = [","] * (2 * full - 1) if full else []
+    toks[0::2] = [_BYTE_TEXT[b] for b in data[:full]]
     if size is not None and size % 8:
         bits = size % 8
         if toks:
             toks.append(",")
         toks += [str(data[-1] >> (8 - bits)), ":", str(bits)]
+    if more:  # ~P's cut binary: <<1,2,...>>
+        toks += [",", "..."] if toks else ["..."]
     return toks
 
 
-def _plen(t, nn: Callable):
+def _binary_if(t) -> tuple:
+    if type(t) is BitString:
+        toks = _bin_tokens(t.data, t.size)
+        return ("b", 4 + sum(map(len, toks)), toks)
+    more = type(t) is ClippedBinary
+    if more:
+        t = t.data
+    else:
+        t = bytes(t)
+    if not t and not more:
+        return ("a", 4, "<<>>")
+    if t and _printable_latin1(t):
+        s = "<<" + _write_string(t) + ("...>>" if more else ">>")
+        return ("a", len(s), s)
+    toks = _bin_tokens(t, None, more)
+    return ("b", 4 + sum(map(len, toks)), toks)
+
+
+def _tuple_if(t: tuple, elems: list) -> tuple:
+    return (
+        "t",
+        1 + len(elems) + sum([e[1] for e in elems]),
+        elems,
+        type(t[0]) is Atom and len(t) > 1,
+    )
+
+
+def _list_if(elems: list, tail) -> tuple:
+    if tail is None:
+        return ("l", 1 + len(elems) + sum([e[1] for e in elems]), elems, None)
+    return ("l", 2 + len(elems) + sum([e[1] for e in elems]) + tail[1], elems, tail)
+
+
+def _map_if(kvs: list, more: bool) -> tuple:
+    """A map's format from its keys' and values' formats, k0, v0, k1, ..."""
+    pairs: list = [
+        ("p", kp[1] + 4 + vp[1], kp, vp) for kp, vp in zip(kvs[0::2], kvs[1::2], strict=True)
+    ]
+    if more:
+        pairs.append(("a", 3, "..."))
+    return ("m", 2 + len(pairs) + sum([p[1] for p in pairs]), pairs)
+
+
+_BINARIES = (bytes, bytearray, memoryview, BitString, ClippedBinary)
+
+
+def _plen(t, nn: Callable, d: int = 0):
     tp = type(t)
     if tp is Atom:
         s = quote_atom(t.name)
@@ -282,90 +424,209 @@ def _plen(t, nn: Callable):
     if tp is tuple:
         if not t:
             return ("a", 2, "{}")
-        elems = [_plen(e, nn) for e in t]
-        return (
-            "t",
-            1 + len(elems) + sum([e[1] for e in elems]),
-            elems,
-            type(t[0]) is Atom and len(t) > 1,
-        )
+        if d > _SHALLOW:
+            return _plen_deep(t, nn)
+        return _tuple_if(t, [_plen(e, nn, d + 1) for e in t])
     if tp is list:
         if not t:
             return ("a", 2, "[]")
         if _printable_latin1(t):
             s = _write_string(t)
             return ("a", len(s), s)
-        elems = [_plen(e, nn) for e in t]
-        return ("l", 1 + len(elems) + sum([e[1] for e in elems]), elems, None)
+        if d > _SHALLOW:
+            return _plen_deep(t, nn)
+        return _list_if([_plen(e, nn, d + 1) for e in t], None)
     if tp is ImproperList:
-        elems = [_plen(e, nn) for e in t.elements]
-        tail = _plen(t.tail, nn)
-        return ("l", 2 + len(elems) + sum([e[1] for e in elems]) + tail[1], elems, tail)
-    if tp is Map:
-        if not t:
+        if d > _SHALLOW:
+            return _plen_deep(t, nn)
+        return _list_if([_plen(e, nn, d + 1) for e in t.elements], _plen(t.tail, nn, d + 1))
+    if tp is Map or tp is ClippedMap:
+        if not t and tp is Map:
             return ("a", 3, "#{}")
-        pairs = []
-        for k, v in t.items():
-            kp, vp = _plen(k, nn), _plen(v, nn)
-            pairs.append(("p", kp[1] + 4 + vp[1], kp, vp))
-        return ("m", 2 + len(pairs) + sum([p[1] for p in pairs]), pairs)
-    if tp is bytes or tp is bytearray or tp is memoryview:
-        t = bytes(t)
-        if not t:
-            return ("a", 4, "<<>>")
-        if _printable_latin1(t):
-            s = "<<" + _write_string(t) + ">>"
-            return ("a", len(s), s)
-        toks = _bin_tokens(t)
-        return ("b", 4 + sum(map(len, toks)), toks)
-    if tp is BitString:
-        toks = _bin_tokens(t.data, t.size)
-        return ("b", 4 + sum(map(len, toks)), toks)
+        if d > _SHALLOW:
+            return _plen_deep(t, nn)
+        items = t._items if tp is Map else t.pairs
+        kvs = [_plen(x, nn, d + 1) for kv in items for x in kv]
+        return _map_if(kvs, tp is ClippedMap)
+    if tp in _BINARIES:
+        return _binary_if(t)
     s = _write_atomic(t, nn)
     return ("a", len(s), s)
 
 
-def _write(If) -> str:
+class _Build:
+    """On _plen_deep's stack: build a compound term's format from the formats
+    of its ``n`` parts, the last ``n`` results."""
+
+    __slots__ = ("term", "n")
+
+    def __init__(self, term, n: int) -> None:
+        self.term, self.n = term, n
+
+
+def _plen_deep(t, nn: Callable):
+    """``_plen`` with an explicit stack."""
+    res: list = []
+    todo: list = [t]
+    while todo:
+        x = todo.pop()
+        tp = type(x)
+        if tp is _Build:
+            parts = res[len(res) - x.n :]
+            del res[len(res) - x.n :]
+            term = x.term
+            ttp = type(term)
+            if ttp is tuple:
+                res.append(_tuple_if(term, parts))
+            elif ttp is list:
+                res.append(_list_if(parts, None))
+            elif ttp is ImproperList:
+                res.append(_list_if(parts[:-1], parts[-1]))
+            else:
+                res.append(_map_if(parts, ttp is ClippedMap))
+            continue
+        if tp is tuple and x:
+            todo.append(_Build(x, len(x)))
+            todo.extend(reversed(x))
+        elif tp is list and x and not _printable_latin1(x):
+            todo.append(_Build(x, len(x)))
+            todo.extend(reversed(x))
+        elif tp is ImproperList:
+            todo.append(_Build(x, len(x.elements) + 1))
+            todo.append(x.tail)
+            todo.extend(reversed(x.elements))
+        elif (tp is Map and x) or tp is ClippedMap:
+            items = x._items if tp is Map else x.pairs
+            todo.append(_Build(x, 2 * len(items)))
+            for k, v in reversed(items):
+                todo.append(v)
+                todo.append(k)
+        else:
+            res.append(_plen(x, nn))  # nothing in it to recurse into
+    return res[0]
+
+
+def _write(If, d: int = 0) -> str:
     k = If[0]
     if k == "a":
         return If[2]
+    if d > _SHALLOW:
+        return _write_deep(If)
+    d += 1
     if k == "t":
-        return "{" + ",".join([_write(e) for e in If[2]]) + "}"
+        return "{" + ",".join([_write(e, d) for e in If[2]]) + "}"
     if k == "l":
-        s = "[" + ",".join([_write(e) for e in If[2]])
+        s = "[" + ",".join([_write(e, d) for e in If[2]])
         if If[3] is not None:
-            s += "|" + _write(If[3])
+            s += "|" + _write(If[3], d)
         return s + "]"
     if k == "m":
-        return "#{" + ",".join([_write(p) for p in If[2]]) + "}"
+        return "#{" + ",".join([_write(p, d) for p in If[2]]) + "}"
     if k == "p":
-        return _write(If[2]) + " => " + _write(If[3])
+        return _write(If[2], d) + " => " + _write(If[3], d)
     return "<<" + "".join(If[2]) + ">>"
+
+
+def _write_deep(If) -> str:
+    """``_write`` with an explicit stack: each entry is a format or a ``str``
+    to write as it is."""
+    out: list = []
+    todo: list = [If]
+    while todo:
+        x = todo.pop()
+        if type(x) is str:
+            out.append(x)
+            continue
+        k = x[0]
+        if k == "a":
+            out.append(x[2])
+        elif k == "b":
+            out.append("<<" + "".join(x[2]) + ">>")
+        elif k == "p":
+            todo += [x[3], " => ", x[2]]
+        else:
+            if k == "t":
+                out.append("{")
+                todo.append("}")
+            elif k == "m":
+                out.append("#{")
+                todo.append("}")
+            else:
+                out.append("[")
+                todo.append("]")
+                if x[3] is not None:
+                    todo += [x[3], "|"]
+            elems = x[2]
+            for i in range(len(elems) - 1, -1, -1):
+                todo.append(elems[i])
+                if i:
+                    todo.append(",")
+    return "".join(out)
 
 
 class _NoGood(Exception):
     pass
 
 
-def _pp(If, col, ll, m, tind, ind, ld, w) -> str:
+def _run(gen):
+    """Run a generator of the layout functions to its value: each ``yield g``
+    is a call of the generator ``g``, whose value (or exception) goes back
+    into the one that yielded it.  The calls are frames on a list, not on
+    Python's stack."""
+    stack = [gen]
+    value = None
+    exc: Optional[BaseException] = None
+    while True:
+        g = stack[-1]
+        try:
+            if exc is None:
+                sub = g.send(value)
+            else:
+                e, exc = exc, None
+                sub = g.throw(e)
+        except StopIteration as stop:
+            stack.pop()
+            if not stack:
+                return stop.value
+            value = stop.value
+            continue
+        except _NoGood as e:
+            stack.pop()
+            if not stack:
+                raise
+            exc = e
+            continue
+        stack.append(sub)
+        value = None
+
+
+def _pp(If, col, ll, m, tind, ind, ld, w):
     n = If[1]
     if n < ll - col - ld and n + w + ld <= m:
         return _write(If)
     k = If[0]
     if k == "l":
-        return "[" + _pp_list(If[2], If[3], col + 1, ll, m, tind, " " + ind, ld, "|", w + 1) + "]"
+        return [
+            "[",
+            (yield _pp_list(If[2], If[3], col + 1, ll, m, tind, " " + ind, ld, "|", w + 1)),
+            "]",
+        ]
     if k == "t":
         if If[3]:
-            return "{" + _pp_tag_tuple(If[2], col, ll, m, tind, ind, ld, w + 1) + "}"
-        return "{" + _pp_list(If[2], None, col + 1, ll, m, tind, " " + ind, ld, ",", w + 1) + "}"
+            return ["{", (yield _pp_tag_tuple(If[2], col, ll, m, tind, ind, ld, w + 1)), "}"]
+        return [
+            "{",
+            (yield _pp_list(If[2], None, col + 1, ll, m, tind, " " + ind, ld, ",", w + 1)),
+            "}",
+        ]
     if k == "m":
-        return "#{" + _pp_map(If[2], col + 2, ll, m, tind, "  " + ind, ld, w + 1) + "}"
+        return ["#{", (yield _pp_map(If[2], col + 2, ll, m, tind, "  " + ind, ld, w + 1)), "}"]
     if k == "b":
         return _pp_binary(If[2], col + 2, ll, m, "  " + ind, ld, w)
     return If[2]
 
 
-def _pp_tag_tuple(elems, col, ll, m, tind, ind, ld, w) -> str:
+def _pp_tag_tuple(elems, col, ll, m, tind, ind, ld, w):
     tag = elems[0]
     tlen = tag[1]
     tag_ind = tlen + 2
@@ -373,27 +634,32 @@ def _pp_tag_tuple(elems, col, ll, m, tind, ind, ld, w) -> str:
     if tind > 0 and tag_ind > tind:
         col1 = col + tind
         indent = " " * tind + ind
-        return tag[2] + _pp_tail(elems, 1, None, col1, tcol, ll, m, tind, indent, ld, ",", w + tlen)
+        return [
+            tag[2],
+            (yield _pp_tail(elems, 1, None, col1, tcol, ll, m, tind, indent, ld, ",", w + tlen)),
+        ]
     indent = " " * tag_ind + ind
-    return (
-        tag[2] + "," + _pp_list(elems[1:], None, tcol, ll, m, tind, indent, ld, ",", w + tlen + 1)
-    )
+    return [
+        tag[2],
+        ",",
+        (yield _pp_list(elems[1:], None, tcol, ll, m, tind, indent, ld, ",", w + tlen + 1)),
+    ]
 
 
 def _last_depth(more: bool, ld: int) -> int:
     return 0 if more else ld + 1
 
 
-def _pp_map(pairs, col, ll, m, tind, ind, ld, w) -> str:
-    ps, pw = _pp_pair(pairs[0], col, ll, m, tind, ind, _last_depth(len(pairs) > 1, ld), w)
-    return ps + _pp_pairs_tail(pairs, 1, col, col + pw, ll, m, tind, ind, ld, pw)
+def _pp_map(pairs, col, ll, m, tind, ind, ld, w):
+    ps, pw = yield _pp_pair(pairs[0], col, ll, m, tind, ind, _last_depth(len(pairs) > 1, ld), w)
+    return [ps, (yield _pp_pairs_tail(pairs, 1, col, col + pw, ll, m, tind, ind, ld, pw))]
 
 
 def _atm_pair(p) -> bool:
-    return p[2][0] == "a" and p[3][0] == "a"
+    return p[0] == "p" and p[2][0] == "a" and p[3][0] == "a"
 
 
-def _pp_pairs_tail(pairs, i, col0, col, ll, m, tind, ind, ld, w) -> str:
+def _pp_pairs_tail(pairs, i, col0, col, ll, m, tind, ind, ld, w):
     out = []
     n = len(pairs)
     while i < n:
@@ -407,34 +673,39 @@ def _pp_pairs_tail(pairs, i, col0, col, ll, m, tind, ind, ld, w) -> str:
             col += elen
             w += elen
         else:
-            ps, pw = _pp_pair(p, col0, ll, m, tind, ind, ld1, 0)
-            out.append(",\n" + ind + ps)
+            ps, pw = yield _pp_pair(p, col0, ll, m, tind, ind, ld1, 0)
+            out += (",\n", ind, ps)
             col = col0 + pw
             w = pw
         i += 1
-    return "".join(out)
+    return out
 
 
 def _pp_pair(p, col, ll, m, tind, ind0, ld, w):
     n = p[1]
+    if p[0] == "a":  # the "..." of a cut map
+        return p[2], n
     if n < ll - col - ld and n + w + ld <= m:
         return _write(p), (n if _atm_pair(p) else ll)
     i = tind if tind > 0 else 4
     ind = " " * i + ind0
-    return (
-        _pp(p[2], col, ll, m, tind, ind0, ld, w)
-        + " =>\n"
-        + ind
-        + _pp(p[3], col + i, ll, m, tind, ind, ld, 0)
-    ), ll
+    return [
+        (yield _pp(p[2], col, ll, m, tind, ind0, ld, w)),
+        " =>\n",
+        ind,
+        (yield _pp(p[3], col + i, ll, m, tind, ind, ld, 0)),
+    ], ll
 
 
-def _pp_list(elems, tail, col0, ll, m, tind, ind, ld, sep, w) -> str:
-    es, we = _pp_element(elems[0], col0, ll, m, tind, ind, _last_depth(len(elems) > 1, ld), w)
-    return es + _pp_tail(elems, 1, tail, col0, col0 + we, ll, m, tind, ind, ld, sep, w + we)
+def _pp_list(elems, tail, col0, ll, m, tind, ind, ld, sep, w):
+    es, we = yield _pp_element(elems[0], col0, ll, m, tind, ind, _last_depth(len(elems) > 1, ld), w)
+    return [
+        es,
+        (yield _pp_tail(elems, 1, tail, col0, col0 + we, ll, m, tind, ind, ld, sep, w + we)),
+    ]
 
 
-def _pp_tail(elems, i, tail, col0, col, ll, m, tind, ind, ld, sep, w) -> str:
+def _pp_tail(elems, i, tail, col0, col, ll, m, tind, ind, ld, sep, w):
     out = []
     n = len(elems)
     while i < n:
@@ -449,8 +720,8 @@ def _pp_tail(elems, i, tail, col0, col, ll, m, tind, ind, ld, sep, w) -> str:
             col += elen
             w += elen
         else:
-            es, we = _pp_element(e, col0, ll, m, tind, ind, ld1, 0)
-            out.append(",\n" + ind + es)
+            es, we = yield _pp_element(e, col0, ll, m, tind, ind, ld1, 0)
+            out += (",\n", ind, es)
             col = col0 + we
             w = we
         i += 1
@@ -459,15 +730,15 @@ def _pp_tail(elems, i, tail, col0, col, ll, m, tind, ind, ld, sep, w) -> str:
         if n + 1 < ll - col - (ld + 1) and n + 1 + w + (ld + 1) <= m and tail[0] == "a":
             out.append(sep + _write(tail))
         else:
-            out.append(sep + "\n" + ind + _pp(tail, col0, ll, m, tind, ind, ld + 1, 0))
-    return "".join(out)
+            out += (sep, "\n", ind, (yield _pp(tail, col0, ll, m, tind, ind, ld + 1, 0)))
+    return out
 
 
 def _pp_element(e, col, ll, m, tind, ind, ld, w):
     n = e[1]
     if n < ll - col - ld and n + w + ld <= m and e[0] == "a":
         return _write(e), n
-    return _pp(e, col, ll, m, tind, ind, ld, w), ll
+    return (yield _pp(e, col, ll, m, tind, ind, ld, w)), ll
 
 
 def _pp_binary(toks, col, ll, m, ind, ld, w) -> str:
@@ -504,42 +775,42 @@ def _pp_binary(toks, col, ll, m, ind, ld, w) -> str:
     return "".join(out)
 
 
-def _cind(If, col, ll, m, ind, ld, w) -> int:
+def _cind(If, col, ll, m, ind, ld, w):
     n = If[1]
     if n < ll - col - ld and n + w + ld <= m:
         return ind
     k = If[0]
     if k == "l":
-        return _cind_list(If[2], If[3], col + 1, ll, m, ind, ld, w + 1)
+        return (yield _cind_list(If[2], If[3], col + 1, ll, m, ind, ld, w + 1))
     if k == "t":
         if If[3]:
-            return _cind_tag_tuple(If[2], col, ll, m, ind, ld, w + 1)
-        return _cind_list(If[2], None, col + 1, ll, m, ind, ld, w + 1)
+            return (yield _cind_tag_tuple(If[2], col, ll, m, ind, ld, w + 1))
+        return (yield _cind_list(If[2], None, col + 1, ll, m, ind, ld, w + 1))
     if k == "m":
-        return _cind_map(If[2], col + 2, ll, m, ind, ld, w + 2)
+        return (yield _cind_map(If[2], col + 2, ll, m, ind, ld, w + 2))
     return ind
 
 
-def _cind_tag_tuple(elems, col, ll, m, ind, ld, w) -> int:
+def _cind_tag_tuple(elems, col, ll, m, ind, ld, w):
     tlen = elems[0][1]
     tag_ind = tlen + 2
     tcol = col + tag_ind
     if ind > 0 and tag_ind > ind:
         col1 = col + ind
         if m + col1 <= ll or col1 <= ll // 2:
-            return _cind_tail(elems, 1, None, col1, tcol, ll, m, ind, ld, w + tlen)
+            return (yield _cind_tail(elems, 1, None, col1, tcol, ll, m, ind, ld, w + tlen))
         raise _NoGood
     if m + tcol < ll or tcol < ll // 2:
-        return _cind_list(elems[1:], None, tcol, ll, m, ind, ld, w + tlen + 1)
+        return (yield _cind_list(elems[1:], None, tcol, ll, m, ind, ld, w + tlen + 1))
     raise _NoGood
 
 
-def _cind_map(pairs, col, ll, m, ind, ld, w) -> int:
-    pw = _cind_pair(pairs[0], col, ll, m, ind, _last_depth(len(pairs) > 1, ld), w)
-    return _cind_pairs_tail(pairs, 1, col, col + pw, ll, m, ind, ld, w + pw)
+def _cind_map(pairs, col, ll, m, ind, ld, w):
+    pw = yield _cind_pair(pairs[0], col, ll, m, ind, _last_depth(len(pairs) > 1, ld), w)
+    return (yield _cind_pairs_tail(pairs, 1, col, col + pw, ll, m, ind, ld, w + pw))
 
 
-def _cind_pairs_tail(pairs, i, col0, col, ll, m, ind, ld, w) -> int:
+def _cind_pairs_tail(pairs, i, col0, col, ll, m, ind, ld, w):
     n = len(pairs)
     while i < n:
         p = pairs[i]
@@ -551,29 +822,31 @@ def _cind_pairs_tail(pairs, i, col0, col, ll, m, ind, ld, w) -> int:
             col += elen
             w += elen
         else:
-            pw = _cind_pair(p, col0, ll, m, ind, ld1, 0)
+            pw = yield _cind_pair(p, col0, ll, m, ind, ld1, 0)
             col = col0 + pw
             w = pw
         i += 1
     return ind
 
 
-def _cind_pair(p, col, ll, m, ind, ld, w) -> int:
+def _cind_pair(p, col, ll, m, ind, ld, w):
     n = p[1]
+    if p[0] == "a":  # the "..." of a cut map
+        return n
     if n < ll - col - ld and n + w + ld <= m:
         return n if _atm_pair(p) else ll
-    _cind(p[2], col, ll, m, ind, ld, w)
+    yield _cind(p[2], col, ll, m, ind, ld, w)
     i = ind if ind > 0 else 4
-    _cind(p[3], col + i, ll, m, ind, ld, 0)
+    yield _cind(p[3], col + i, ll, m, ind, ld, 0)
     return ll
 
 
-def _cind_list(elems, tail, col0, ll, m, ind, ld, w) -> int:
-    we = _cind_element(elems[0], col0, ll, m, ind, _last_depth(len(elems) > 1, ld), w)
-    return _cind_tail(elems, 1, tail, col0, col0 + we, ll, m, ind, ld, w + we)
+def _cind_list(elems, tail, col0, ll, m, ind, ld, w):
+    we = yield _cind_element(elems[0], col0, ll, m, ind, _last_depth(len(elems) > 1, ld), w)
+    return (yield _cind_tail(elems, 1, tail, col0, col0 + we, ll, m, ind, ld, w + we))
 
 
-def _cind_tail(elems, i, tail, col0, col, ll, m, ind, ld, w) -> int:
+def _cind_tail(elems, i, tail, col0, col, ll, m, ind, ld, w):
     n = len(elems)
     while i < n:
         e = elems[i]
@@ -586,7 +859,7 @@ def _cind_tail(elems, i, tail, col0, col, ll, m, ind, ld, w) -> int:
             col += elen
             w += elen
         else:
-            we = _cind_element(e, col0, ll, m, ind, ld1, 0)
+            we = yield _cind_element(e, col0, ll, m, ind, ld1, 0)
             col = col0 + we
             w = we
         i += 1
@@ -594,19 +867,19 @@ def _cind_tail(elems, i, tail, col0, col, ll, m, ind, ld, w) -> int:
         n = tail[1]
         if n + 1 < ll - col - (ld + 1) and n + 1 + w + (ld + 1) <= m and tail[0] == "a":
             return ind
-        return _cind(tail, col, ll, m, ind, ld + 1, 0)
+        return (yield _cind(tail, col, ll, m, ind, ld + 1, 0))
     return ind
 
 
-def _cind_element(e, col, ll, m, ind, ld, w) -> int:
+def _cind_element(e, col, ll, m, ind, ld, w):
     n = e[1]
     if n < ll - col - ld and n + w + ld <= m and e[0] == "a":
         return n
-    _cind(e, col, ll, m, ind, ld, w)
+    yield _cind(e, col, ll, m, ind, ld, w)
     return ll
 
 
-_COMPOUND = (tuple, list, ImproperList, Map, bytes, bytearray, memoryview, BitString)
+_COMPOUND = (tuple, list, ImproperList, Map, ClippedMap) + _BINARIES
 
 
 def pformat(
@@ -615,7 +888,8 @@ def pformat(
     """``io_lib_pretty:print(Term, [{column, Column}, {line_length, LineLength}])``
     with ``~p``'s options (latin-1, strings, no limits).  ``nodes`` gives the
     number printed for another node's ids (a :class:`NodeNumbers`); by default
-    the node's name is printed in its place."""
+    the node's name is printed in its place.  A term of any depth prints (no
+    Python recursion); a term :func:`clip_term` cut short shows ``...``."""
     nn = nodes or _node_name
     if column <= 0:
         column = 1
@@ -631,17 +905,34 @@ def pformat(
     tind = 1
     for i in (-1, 4):
         try:
-            tind = _cind(If, column, line_length, m, i, 0, 0)
+            tind = _run(_cind(If, column, line_length, m, i, 0, 0))
             break
         except _NoGood:
             continue
-    return _pp(If, column, line_length, m, tind, " " * (column - 1), 0, 0)
+    return _flatten(_run(_pp(If, column, line_length, m, tind, " " * (column - 1), 0, 0)))
+
+
+def _flatten(iolist) -> str:
+    """The text of nested lists of strings (the layout functions build their
+    text as lists, as io_lib_pretty builds iolists: no piece is copied until
+    this joins them all, once)."""
+    if type(iolist) is str:
+        return iolist
+    out: list = []
+    todo = [iolist]
+    while todo:
+        x = todo.pop()
+        if type(x) is str:
+            out.append(x)
+        else:
+            todo.extend(reversed(x))
+    return "".join(out)
 
 
 _atom_text: dict = {}
 
 
-def _w1(t, nn) -> str:
+def _w1(t, nn, d: int = 0) -> str:
     """The one-line text of ``t`` (what ``_write(_plen(t))`` gives, faster)."""
     tp = type(t)
     if tp is Atom:
@@ -650,26 +941,94 @@ def _w1(t, nn) -> str:
             s = _atom_text[t] = quote_atom(t.name)
         return s
     if tp is tuple:
-        return "{" + ",".join([_w1(e, nn) for e in t]) + "}"
+        if d > _SHALLOW:
+            return _line_deep(t, nn, True)
+        return "{" + ",".join([_w1(e, nn, d + 1) for e in t]) + "}"
     if tp is int:
-        return str(t)
+        return _int_text(t)
     if tp is list:
         if not t:
             return "[]"
         if _printable_latin1(t):
             return _write_string(t)
-        return "[" + ",".join([_w1(e, nn) for e in t]) + "]"
+        if d > _SHALLOW:
+            return _line_deep(t, nn, True)
+        return "[" + ",".join([_w1(e, nn, d + 1) for e in t]) + "]"
     if tp is Pid:
         return f"<{nn(t.node, t.creation)}.{t.number}.{t.serial}>"
     if tp is ImproperList:
-        return "[" + ",".join([_w1(e, nn) for e in t.elements]) + "|" + _w1(t.tail, nn) + "]"
-    if tp is Map:
-        if not t:
-            return "#{}"
-        return "#{" + ",".join([_w1(k, nn) + " => " + _w1(v, nn) for k, v in t.items()]) + "}"
-    if tp is bytes or tp is bytearray or tp is memoryview or tp is BitString:
-        return _write(_plen(t, nn))
+        if d > _SHALLOW:
+            return _line_deep(t, nn, True)
+        return (
+            "["
+            + ",".join([_w1(e, nn, d + 1) for e in t.elements])
+            + "|"
+            + _w1(t.tail, nn, d + 1)
+            + "]"
+        )
+    if tp is Map or tp is ClippedMap:
+        if d > _SHALLOW:
+            return _line_deep(t, nn, True)
+        items = t._items if tp is Map else t.pairs
+        more = ",..." if tp is ClippedMap else ""
+        if not items:
+            return "#{...}" if more else "#{}"
+        return (
+            "#{"
+            + ",".join([_w1(k, nn, d + 1) + " => " + _w1(v, nn, d + 1) for k, v in items])
+            + more
+            + "}"
+        )
+    if tp in _BINARIES:
+        return _write(_binary_if(t))
     return _write_atomic(t, nn)
+
+
+def _line_deep(t, nn, strings: bool) -> str:
+    """The one-line text of ``t`` with an explicit stack: ``~p``'s
+    (``strings``: printable lists as strings) or ``~w``'s.  Each entry is a
+    ``(True, text)`` to write or a ``(False, term)`` to write out."""
+    leaf = (lambda x: _w1(x, nn)) if strings else (lambda x: _write_w(x, nn))
+    out: list = []
+    todo: list = [(False, t)]
+
+    def parts(elements, sep):  # the elements in order, sep between them
+        for i in range(len(elements) - 1, -1, -1):
+            todo.append((False, elements[i]))
+            if i:
+                todo.append((True, sep))
+
+    while todo:
+        lit, x = todo.pop()
+        if lit:
+            out.append(x)
+            continue
+        tp = type(x)
+        if tp is tuple and x:
+            out.append("{")
+            todo.append((True, "}"))
+            parts(x, ",")
+        elif tp is list and x and not (strings and _printable_latin1(x)):
+            out.append("[")
+            todo.append((True, "]"))
+            parts(x, ",")
+        elif tp is ImproperList:
+            out.append("[")
+            todo += [(True, "]"), (False, x.tail), (True, "|")]
+            parts(x.elements, ",")
+        elif (tp is Map and x) or tp is ClippedMap:
+            out.append("#{")
+            items = x._items if tp is Map else x.pairs
+            todo.append((True, ",...}" if tp is ClippedMap and items else "}"))
+            if tp is ClippedMap and not items:
+                todo.append((True, "..."))
+            for i in range(len(items) - 1, -1, -1):
+                todo += [(False, items[i][1]), (True, " => "), (False, items[i][0])]
+                if i:
+                    todo.append((True, ","))
+        else:
+            out.append(leaf(x))  # nothing in it to recurse into
+    return "".join(out)
 
 
 def write_one_line(term: Any, nodes: Optional[Callable] = None) -> str:
@@ -694,6 +1053,148 @@ def _term_repr(self) -> str:
 
 for _cls in (BitString, Fun, ExportFun, Map, ImproperList):
     _cls.__repr__ = _term_repr
+
+
+# ------------------------------------------------------------------ clip_term
+
+
+def _digits(i: int) -> int:
+    """At least the number of characters ``i`` prints as (a sign and digits)."""
+    return i.bit_length() * 30103 // 100000 + 2
+
+
+def _cost(x, depth: int) -> int:
+    """About how many characters ``x`` adds to a printed term, its elements
+    not counted, the comma before it counted; a compound term counts its
+    depth, the indentation ``~p`` may put before each of its lines."""
+    tp = type(x)
+    if tp is tuple or tp is list or tp is ImproperList or tp is Map:
+        if tp is list and x and _printable_latin1(x):
+            return 4 * len(x) + 3
+        return 4 + depth
+    if tp is Atom:
+        return 3 * len(x.name) + 3  # the longest escapes of a quoted atom
+    if tp is int:
+        return _digits(x) + 1
+    if tp is bytes or tp is bytearray or tp is memoryview:
+        return 4 * len(x) + 5
+    if tp is BitString:
+        return 4 * len(x.data) + 9
+    if tp is Ref:
+        return 17 + 11 * len(x.ids)
+    return 41  # a float, pid, port or fun
+
+
+def _elements(x) -> Optional[list]:
+    """The terms ``x`` holds in print order (a map's keys and values
+    alternate, an improper list's tail is last), or None if it holds none
+    that clip_term looks into."""
+    tp = type(x)
+    if tp is tuple:
+        return list(x)
+    if tp is list:
+        return None if _printable_latin1(x) else x
+    if tp is ImproperList:
+        return [*x.elements, x.tail]
+    if tp is Map:
+        return [e for kv in x._items for e in kv]
+    return None
+
+
+def clip_term(term: Any, max_chars: int) -> Any:
+    """``term`` itself when it prints in about ``max_chars`` characters or
+    fewer (``~p`` with its indentation; an estimate, on the high side), else
+    a copy cut short where that budget runs out, as Erlang's ``~P`` cuts a
+    term at its depth: the rest of a tuple or a list is ``...``
+    (``{a,b,...}``, ``[1,2|...]``), the rest of a binary or a string too
+    (``<<1,2,...>>``, ``<<"ab"...>>``, a :class:`ClippedBinary`;
+    ``[104,105|...]``), a map keeps its first pairs (a :class:`ClippedMap`,
+    ``#{a => 1,...}``), and a term that does not fit at all, such as an integer
+    of more digits than the budget left, is ``...`` as a whole.  The cost is
+    linear in ``max_chars``, whatever the size of ``term``."""
+    # pass 1: is the whole term within the budget?  (stops once it is not)
+    left = max_chars
+    todo: list = [(term, 0)]
+    while todo:
+        x, depth = todo.pop()
+        left -= _cost(x, depth)
+        if left < 0:
+            return _clip(term, max_chars)
+        elements = _elements(x)
+        if elements:
+            todo.extend([(e, depth + 1) for e in elements])
+    return term
+
+
+def _partial(x, left: int):
+    """What of a binary or a string fits in ``left`` characters (None: not
+    one)."""
+    tp = type(x)
+    keep = max((left - 5) // 4, 0)
+    if tp is bytes or tp is bytearray or tp is memoryview:
+        return ClippedBinary(bytes(x[:keep]), len(x))
+    if tp is list and x and _printable_latin1(x):
+        return ImproperList(x[:keep], ELIDED) if keep else [ELIDED]
+    return None
+
+
+def _cut(x, parts: list, more: bool):
+    """The copy of compound ``x`` from its kept ``parts``; ``more``: the
+    rest of it was left out."""
+    tp = type(x)
+    if tp is tuple:
+        return tuple(parts) + ((ELIDED,) if more else ())
+    if tp is Map:
+        if len(parts) % 2:
+            parts.pop()  # a key without its value
+        pairs = list(zip(parts[0::2], parts[1::2], strict=True))
+        return ClippedMap(pairs) if more else Map(pairs)
+    if not more:
+        return parts if tp is list else ImproperList(parts[:-1], parts[-1])
+    if tp is ImproperList and len(parts) > len(x.elements):
+        parts.pop()  # the tail, cut itself: [a,b|...]
+    return ImproperList(parts, ELIDED) if parts else [ELIDED]
+
+
+def _clip(term: Any, max_chars: int) -> Any:
+    """clip_term's copy: the terms in print order while the budget lasts.
+    Each open compound term is a frame ``[term, elements, next, parts,
+    depth, more]`` on a list."""
+    left = max_chars - _cost(term, 0)
+    elements = _elements(term)
+    if left < 0 or not elements:
+        return (_partial(term, max_chars) or ELIDED) if left < 0 else term
+    stack: list = [[term, elements, 0, [], 0, False]]
+    while True:
+        fr = stack[-1]
+        x, elements, i, parts, depth, _ = fr
+        if i < len(elements) and left <= 0:
+            fr[5] = True  # the budget ran out: the rest is "..."
+            i = fr[2] = len(elements)
+        if i == len(elements):
+            value = _cut(x, parts, fr[5])
+            stack.pop()
+            if not stack:
+                return value
+            stack[-1][3].append(value)
+            continue
+        e = elements[i]
+        fr[2] = i + 1
+        cost = _cost(e, depth + 1)
+        if cost <= left:
+            left -= cost
+            sub = _elements(e)
+            if sub:
+                stack.append([e, sub, 0, [], depth + 1, False])
+            else:
+                parts.append(e)
+            continue
+        part = _partial(e, left)
+        if part is not None:
+            parts.append(part)
+        else:
+            fr[5] = True
+        left = 0
 
 
 # ------------------------------------------------------------------ io_lib:format
@@ -746,30 +1247,40 @@ def fmt(format: str, args, nodes: Optional[Callable] = None) -> str:
     return "".join(out)
 
 
-def _write_w(term, nodes) -> str:
+def _write_w(term, nodes, d: int = 0) -> str:
     """``~w``: ``io_lib:write/1`` (no string detection)."""
     nn = nodes or _node_name
     tp = type(term)
+    if d > _SHALLOW and tp in (tuple, list, ImproperList, Map, ClippedMap):
+        return _line_deep(term, nn, False)
+    d += 1
     if tp is tuple:
-        return "{" + ",".join([_write_w(e, nn) for e in term]) + "}"
+        return "{" + ",".join([_write_w(e, nn, d) for e in term]) + "}"
     if tp is list:
-        return "[" + ",".join([_write_w(e, nn) for e in term]) + "]"
+        return "[" + ",".join([_write_w(e, nn, d) for e in term]) + "]"
     if tp is ImproperList:
         return (
             "["
-            + ",".join([_write_w(e, nn) for e in term.elements])
+            + ",".join([_write_w(e, nn, d) for e in term.elements])
             + "|"
-            + _write_w(term.tail, nn)
+            + _write_w(term.tail, nn, d)
             + "]"
         )
-    if tp is Map:
+    if tp is Map or tp is ClippedMap:
+        items = term._items if tp is Map else term.pairs
+        more = ",..." if tp is ClippedMap else ""
+        if not items:
+            return "#{...}" if more else "#{}"
         return (
             "#{"
-            + ",".join([_write_w(k, nn) + " => " + _write_w(v, nn) for k, v in term.items()])
+            + ",".join([_write_w(k, nn, d) + " => " + _write_w(v, nn, d) for k, v in items])
+            + more
             + "}"
         )
     if tp is bytes or tp is bytearray or tp is memoryview:
-        return "<<" + ",".join(map(str, bytes(term))) + ">>"
+        return "<<" + ",".join([_BYTE_TEXT[b] for b in bytes(term)]) + ">>"
+    if tp is ClippedBinary:
+        return "<<" + "".join(_bin_tokens(term.data, None, True)) + ">>"
     if tp is BitString:
         return "<<" + "".join(_bin_tokens(term.data, term.size)) + ">>"
     return _write_atomic(term, nn)

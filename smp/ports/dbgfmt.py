@@ -22,12 +22,20 @@ the order this process first prints them.
 
 from __future__ import annotations
 
+import json
 from typing import Any, Optional
 
-from smp.core.pretty import NodeNumbers, fmt
+from smp.core.pretty import ELIDED, ClippedBinary, ClippedMap, NodeNumbers, fmt, int_text
 from smp.core.terms import Atom, BitString, ImproperList, Map, Pid, Port, Ref
 
-__all__ = ["format_dbg", "ffunc", "NodeNumbers", "term_to_json"]
+__all__ = [
+    "format_dbg",
+    "ffunc",
+    "NodeNumbers",
+    "term_to_json",
+    "term_to_json_text",
+    "json_record",
+]
 
 _TRACE = Atom("trace")
 _TRACE_TS = Atom("trace_ts")
@@ -74,9 +82,12 @@ def ffunc(mfa: Any, nodes: Optional[NodeNumbers] = None) -> str:
 def _ftup(trace: tuple, index: int, size: int, nodes) -> str:
     # ftup(Trace, Index, Size): elements Index..Size (1-based), each "~p "
     # but the last; Index > Size crashes dhandler (element/2 of a missing one)
-    if index == size:
-        return fmt("~p", [trace[index - 1]], nodes)
-    return fmt("~p ", [trace[index - 1]], nodes) + _ftup(trace, index + 1, size, nodes)
+    if index > size:
+        raise IndexError(index)
+    return "".join(
+        [fmt("~p ", [trace[i - 1]], nodes) for i in range(index, size)]
+        + [fmt("~p", [trace[size - 1]], nodes)]
+    )
 
 
 def _dhandler1(trace: tuple, size: int, ts, nodes) -> str:
@@ -150,24 +161,159 @@ def format_dbg(term: Any, nodes: Optional[NodeNumbers] = None) -> str:
     return ""
 
 
-def term_to_json(t: Any):
-    """A JSON value for an Erlang term: atoms as strings, tuples as {"tuple": [...]}."""
-    if type(t) is Atom:
+def _json_leaf(t: Any):
+    """The JSON value of a term that holds no other, or None for one that
+    does (a tuple, list, improper list, map or cut map)."""
+    tp = type(t)
+    if tp is Atom:
         return t.name
-    if type(t) in (Pid, Port, Ref):
+    if tp is Pid or tp is Port or tp is Ref:
         return repr(t)
-    if type(t) is tuple:
-        return {"tuple": [term_to_json(x) for x in t]}
-    if type(t) is list:
-        return [term_to_json(x) for x in t]
-    if type(t) is ImproperList:
-        return {"improper": [term_to_json(x) for x in t.elements], "tail": term_to_json(t.tail)}
-    if type(t) is bytes:
+    if tp is bytes:
         return {"binary": t.hex()}
-    if type(t) is Map:
-        return {"map": [[term_to_json(k), term_to_json(v)] for k, v in t.items()]}
-    if type(t) is BitString:
+    if tp is BitString:
         return {"bits": t.data.hex(), "size": t.size}
-    if t is None or type(t) in (int, float, str, bool):
+    if tp is ClippedBinary:
+        return {"binary": t.data.hex(), "size": t.size, "elided": True}
+    if t is ELIDED:
+        return {"elided": True}
+    if tp in (tuple, list, ImproperList, Map, ClippedMap):
+        return None
+    if t is None or tp in (int, float, str, bool):
         return t
     return repr(t)
+
+
+def _json_parts(t: Any):
+    """``(open, parts, close)``: a compound term's JSON text is ``open``, the
+    JSON of its parts (terms, or lists of two terms written as ``[k, v]``)
+    separated by ``", "``, and ``close``."""
+    tp = type(t)
+    if tp is tuple:
+        return '{"tuple": [', list(t), "]}"
+    if tp is list:
+        return "[", t, "]"
+    if tp is ImproperList:
+        return '{"improper": [', list(t.elements), '], "tail": ', [t.tail], "}"
+    items = t._items if tp is Map else t.pairs
+    return (
+        '{"map": [',
+        [list(kv) for kv in items],
+        ('], "elided": true}' if tp is ClippedMap else "]}"),
+    )
+
+
+def term_to_json_text(t: Any) -> str:
+    """The JSON text of :func:`term_to_json` ``(t)`` as ``json.dumps`` writes
+    it, for a term of any depth (no recursion, where ``json.dumps`` of a
+    deeply nested value raises ``RecursionError``); integers of any size are
+    written with all their digits."""
+    out: list = []
+    # entries: a term, or a str written as it is, or a _Pair: [k, v]
+    todo: list = [t]
+    dumps = json.dumps
+    while todo:
+        x = todo.pop()
+        tx = type(x)
+        if tx is str:
+            out.append(x)
+            continue
+        if tx is _Pair:
+            todo += ["]", x.v, ", ", x.k]
+            out.append("[")
+            continue
+        if tx is int:
+            out.append(int_text(x))
+            continue
+        leaf = _json_leaf(x)
+        if leaf is not None or tx not in (tuple, list, ImproperList, Map, ClippedMap):
+            out.append(dumps(leaf))
+            continue
+        parts = _json_parts(x)
+        if tx is ImproperList:
+            opening, elements, middle, tail, close = parts
+            todo += [close, tail[0], middle]
+        else:
+            opening, elements, close = parts
+            todo.append(close)
+        pairs = tx is Map or tx is ClippedMap
+        for i in range(len(elements) - 1, -1, -1):
+            e = elements[i]
+            todo.append(_Pair(e[0], e[1]) if pairs else e)
+            if i:
+                todo.append(", ")
+        out.append(opening)
+    return "".join(out)
+
+
+class _Pair:
+    __slots__ = ("k", "v")
+
+    def __init__(self, k, v) -> None:
+        self.k, self.v = k, v
+
+
+def json_record(rec: dict) -> str:
+    """``json.dumps(rec)`` with ``rec["term"]`` (a term) written as
+    :func:`term_to_json_text` writes it: one line of ``smp-emu read
+    --format json``, for a term of any depth."""
+    return (
+        "{"
+        + ", ".join(
+            json.dumps(k) + ": " + (term_to_json_text(v) if k == "term" else json.dumps(v))
+            for k, v in rec.items()
+        )
+        + "}"
+    )
+
+
+def term_to_json(t: Any):
+    """A JSON value for an Erlang term: atoms as strings, tuples as
+    ``{"tuple": [...]}``, lists as lists, improper lists as ``{"improper":
+    [...], "tail": T}``, binaries as ``{"binary": HEX}``, maps as ``{"map":
+    [[K, V], ...]}``; what :func:`smp.core.pretty.clip_term` cut is marked
+    ``"elided": true``.  Built without recursion (``json.dumps`` of a very deep
+    result still recurses: :func:`term_to_json_text` writes the text)."""
+    leaf = _json_leaf(t)
+    if leaf is not None or type(t) not in (tuple, list, ImproperList, Map, ClippedMap):
+        return leaf
+    res: list = []
+    todo: list = [(t, False)]
+    while todo:
+        x, built = todo.pop()
+        tx = type(x)
+        if built:
+            if tx is ImproperList:
+                tail = res.pop()
+                n = len(x.elements)
+                value = {"improper": res[len(res) - n :], "tail": tail}
+            elif tx is tuple or tx is list:
+                n = len(x)
+                value = res[len(res) - n :]
+                value = {"tuple": value} if tx is tuple else value
+            else:
+                items = x._items if tx is Map else x.pairs
+                n = 2 * len(items)
+                flat = res[len(res) - n :]
+                value = {"map": [list(kv) for kv in zip(flat[0::2], flat[1::2], strict=True)]}
+                if tx is ClippedMap:
+                    value["elided"] = True
+            del res[len(res) - n :]
+            res.append(value)
+            continue
+        leaf = _json_leaf(x)
+        if leaf is not None or tx not in (tuple, list, ImproperList, Map, ClippedMap):
+            res.append(leaf)
+            continue
+        todo.append((x, True))
+        if tx is ImproperList:
+            todo.append((x.tail, False))
+            todo.extend((e, False) for e in reversed(x.elements))
+        elif tx is tuple or tx is list:
+            todo.extend((e, False) for e in reversed(x))
+        else:
+            items = x._items if tx is Map else x.pairs
+            for k, v in reversed(items):
+                todo.append((v, False))
+                todo.append((k, False))
+    return res[0]

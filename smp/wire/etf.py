@@ -33,6 +33,15 @@ in this project), as are ``str`` (use ``Atom``, ``charlist`` or ``bytes``) and
 offending value for anything it cannot represent (including out-of-range
 pid/port/ref fields and nan/inf).
 
+Neither direction recurses in Python: the decoder keeps each compound term
+it is filling as a frame on a list, and the encoder goes on with an explicit
+stack below 64 levels.  Both refuse a term nested deeper than ``max_depth``
+(:mod:`smp.wire.limits`, 10,000 levels: ``encode`` raises ``ValueError``,
+``decode`` a ``DecodeError``), so what one writes the other reads; a
+compressed term whose header announces more than ``max_inflate`` bytes is a
+``DecodeError`` before anything is inflated, and inflation never goes past
+what the header announces.
+
 Decoding errors raise :class:`smp.core.errors.DecodeError` whose ``offset`` is the
 byte offset in ``data`` of the offending byte (for a compressed term, the
 offset inside the decompressed payload, as the message says).  ``FUN_EXT``
@@ -52,6 +61,7 @@ from typing import Any
 
 from smp.core.errors import DecodeError
 from smp.core.terms import Atom, BitString, ExportFun, Fun, ImproperList, Map, Pid, Port, Ref
+from smp.wire.limits import MAX_DEPTH, MAX_INFLATE
 
 __all__ = ["encode", "decode", "decode_prefix", "VERSION"]
 
@@ -166,10 +176,25 @@ def _unencodable(t: Any) -> str:
 _INT_ONLY = {int}
 
 
-def _make_encoder(minor: int, old_ids: bool):
+#: how deep the encoder recurses before it goes on with an explicit stack
+_SHALLOW = 64
+
+
+class _FunEnd:
+    """On the deep encoder's stack: a fun's size word, at ``at`` in the
+    output, is to be written once its body is."""
+
+    __slots__ = ("at",)
+
+    def __init__(self, at: int) -> None:
+        self.at = at
+
+
+def _make_encoder(minor: int, old_ids: bool, max_depth: int = MAX_DEPTH):
     """An encoder writing what term_to_binary(T, [{minor_version, Minor}])
     writes on OTP 25 (old_ids: PID_EXT, PORT_EXT and (NEW_)REFERENCE_EXT, as
-    nodes before OTP 23 wrote them)."""
+    nodes before OTP 23 wrote them); a term nested deeper than ``max_depth``
+    is a ``ValueError``."""
     atom_cache: dict = {}
     # a pid keeps the default encoding only (its node atom's encoding
     # depends on the minor version)
@@ -279,7 +304,11 @@ def _make_encoder(minor: int, old_ids: bool):
             out += b"F"
             out += _pack_d(t)
 
-    def enc_improper(t: ImproperList, out: bytearray) -> None:
+    # The compound terms.  Each takes ``d``, the number of compound terms
+    # around it; below _SHALLOW levels they recurse (the fast path of every
+    # real term), deeper ones are written by enc_deep, without recursion.
+
+    def improper_parts(t: ImproperList):
         elements = t.elements
         tail = t.tail
         # [1|[2|3]] is [1,2|3]: flatten nested improper tails as Erlang would.
@@ -290,17 +319,24 @@ def _make_encoder(minor: int, old_ids: bool):
                 tail = tail.tail
         if type(tail) is list:  # cannot happen via the constructor, but be safe
             raise TypeError(f"improper list tail is a list: {t!r}")
+        return elements, tail
+
+    def enc_improper(t: ImproperList, out: bytearray, d: int) -> None:
+        elements, tail = improper_parts(t)
         out += b"l"
         out += _pack_I(len(elements))
+        d += 1
         for e in elements:
-            enc(e, out)
-        enc(tail, out)
+            enc(e, out, d)
+        enc(tail, out, d)
 
-    def enc_list(t: list, out: bytearray) -> None:
+    def list_head(t: list, out: bytearray) -> bool:
+        """Write a list that is NIL or a STRING_EXT (True), or the header
+        of its LIST_EXT (False: the elements and NIL are to follow)."""
         n = len(t)
         if n == 0:
             out += _NIL
-            return
+            return True
         if n < 65536:
             try:
                 raw = bytes(t)
@@ -310,40 +346,108 @@ def _make_encoder(minor: int, old_ids: bool):
                 out += b"k"
                 out += _S_H.pack(n)
                 out += raw
-                return
+                return True
         out += b"l"
         out += _pack_I(n)
+        return False
+
+    def enc_list(t: list, out: bytearray, d: int) -> None:
+        if list_head(t, out):
+            return
+        d += 1
         for e in t:
-            enc(e, out)
+            enc(e, out, d)
         out += _NIL
 
-    def enc_map(t: Map, out: bytearray) -> None:
+    def enc_map(t: Map, out: bytearray, d: int) -> None:
         items = t._items
         out += b"t"
         out += _pack_I(len(items))
+        d += 1
         for k, v in items:
-            enc(k, out)
-            enc(v, out)
+            enc(k, out, d)
+            enc(v, out, d)
 
-    def enc_fun(t: Fun, out: bytearray) -> None:
-        body = bytearray()
+    def fun_head(t: Fun) -> bytes:
         try:
-            body += struct.pack(">B16sII", t.arity, t.uniq, t.index, len(t.free))
+            head = struct.pack(">B16sII", t.arity, t.uniq, t.index, len(t.free))
         except struct.error:
             raise TypeError(
                 f"fun fields out of range: arity={t.arity!r}, index={t.index!r}"
             ) from None
-        enc(t.module, body)
-        enc(t.old_index, body)
-        enc(t.old_uniq, body)
         if type(t.pid) is not Pid:
             raise TypeError(f"the pid of a fun must be a Pid, not {t.pid!r}")
-        enc(t.pid, body)
+        return head
+
+    def enc_fun(t: Fun, out: bytearray, d: int) -> None:
+        body = bytearray(fun_head(t))
+        d += 1
+        enc(t.module, body, d)
+        enc(t.old_index, body, d)
+        enc(t.old_uniq, body, d)
+        enc(t.pid, body, d)
         for e in t.free:
-            enc(e, body)
+            enc(e, body, d)
         out += b"p"
         out += _pack_I(len(body) + 4)
         out += body
+
+    def enc_deep(t: Any, out: bytearray, d: int) -> None:
+        """Write ``t``, ``d`` levels deep, with an explicit stack."""
+        stack: list = [(t, d)]
+        pop = stack.pop
+        push = stack.append
+        while stack:
+            t, d = pop()
+            tp = type(t)
+            if tp is _FunEnd:  # the fun whose size word is at t.at is done
+                out[t.at : t.at + 4] = _pack_I(len(out) - t.at)
+                continue
+            if tp is tuple or tp is Map:
+                if not t:  # no elements: no level, as the decoder counts
+                    out += _SMALL_TUPLE[0] if tp is tuple else b"t\0\0\0\0"
+                    continue
+            elif tp not in compound:
+                enc(t, out, d)  # not compound: no recursion
+                continue
+            elif tp is list and list_head(t, out):
+                continue
+            if d >= max_depth:
+                raise ValueError(
+                    f"term nested deeper than {max_depth} levels (over the max_depth "
+                    f"limit): not encoded"
+                )
+            d += 1
+            if tp is tuple:
+                n = len(t)
+                if n < 256:
+                    out += _SMALL_TUPLE[n]
+                else:
+                    out += b"i"
+                    out += _pack_I(n)
+                children = list(t)
+            elif tp is list:
+                push(([], d))
+                children = t
+            elif tp is ImproperList:
+                elements, tail = improper_parts(t)
+                out += b"l"
+                out += _pack_I(len(elements))
+                push((tail, d))
+                children = elements
+            elif tp is Map:
+                out += b"t"
+                out += _pack_I(len(t._items))
+                children = [x for kv in t._items for x in kv]
+            else:  # Fun
+                head = fun_head(t)
+                out += b"p"
+                push((_FunEnd(len(out)), d))
+                out += b"\0\0\0\0"
+                out += head
+                children = [t.module, t.old_index, t.old_uniq, t.pid, *t.free]
+            for e in reversed(children):
+                push((e, d))
 
     def enc_export(t: ExportFun, out: bytearray) -> None:
         out += b"q"
@@ -352,23 +456,20 @@ def _make_encoder(minor: int, old_ids: bool):
         out += _SMALL_INT[t.arity]
 
     dispatch = {
-        list: enc_list,
         float: enc_float,
         bytes: _enc_binary,
         bytearray: _enc_binary,
         memoryview: _enc_binary,
         Port: enc_port,
         Ref: enc_ref,
-        ImproperList: enc_improper,
-        Map: enc_map,
         BitString: _enc_bits,
-        Fun: enc_fun,
         ExportFun: enc_export,
     }
     if not pid_cached:
         dispatch[Pid] = enc_pid
+    compound = {list: enc_list, ImproperList: enc_improper, Map: enc_map, Fun: enc_fun}
 
-    def enc(t: Any, out: bytearray) -> None:
+    def enc(t: Any, out: bytearray, d: int = 0) -> None:
         tp = type(t)
         if tp is Atom:
             try:
@@ -376,6 +477,9 @@ def _make_encoder(minor: int, old_ids: bool):
             except KeyError:
                 out += atom_bytes(t)
         elif tp is tuple:
+            if d >= _SHALLOW:
+                enc_deep(t, out, d)
+                return
             n = len(t)
             if n < 256:
                 out += _SMALL_TUPLE[n]
@@ -391,7 +495,7 @@ def _make_encoder(minor: int, old_ids: bool):
                 elif te is Pid and pid_cached and e._etf is not None:
                     out += e._etf
                 else:
-                    enc(e, out)
+                    enc(e, out, d + 1)
         elif tp is int:
             if 0 <= t < 256:
                 out += _SMALL_INT[t]
@@ -410,9 +514,16 @@ def _make_encoder(minor: int, old_ids: bool):
             out += b
         else:
             f = dispatch.get(tp)
+            if f is not None:
+                f(t, out)
+                return
+            f = compound.get(tp)
             if f is None:
                 raise TypeError(_unencodable(t))
-            f(t, out)
+            if d >= _SHALLOW:
+                enc_deep(t, out, d)
+            else:
+                f(t, out, d)
 
     return enc
 
@@ -448,7 +559,9 @@ def encode(term: Any, *, minor_version: int = 2, compressed=False, old_ids: bool
     0..3, pid numbers below 2**15 and serials below 2**13, port numbers below
     2**28, refs of up to 3 words whose first is below 2**18.
 
-    Raises ``TypeError`` naming the value for anything not representable.
+    Raises ``TypeError`` naming the value for anything not representable,
+    and ``ValueError`` for a term nested deeper than the ``max_depth`` of
+    :mod:`smp.wire.limits` (which ``decode`` would refuse).
     """
     out = bytearray(b"\x83")
     if minor_version == 2 and not old_ids:
@@ -501,19 +614,12 @@ _TAG_NAMES = {
 }
 
 
-def _node_at(data: bytes, pos: int, n: int):
-    """Decode the node atom of a pid/port/ref; returns (atom, pos)."""
-    node, pos = _dec(data, pos, n)
-    if type(node) is not Atom:
-        raise DecodeError("node of a pid/port/reference is not an atom", pos)
-    return node, pos
+_ATOM_TAGS = frozenset((SMALL_ATOM_UTF8_EXT, SMALL_ATOM_EXT, ATOM_UTF8_EXT, ATOM_EXT))
 
 
-def _dec(data: bytes, pos: int, n: int):
-    """Decode one term at ``pos``; return ``(term, next_pos)``."""
-    if pos >= n:
-        raise _truncated("tag byte", pos)
-    tag = data[pos]
+def _leaf(data: bytes, pos: int, n: int, tag: int):
+    """Decode the term at ``pos`` whose tag is ``tag``, one that holds no
+    other term; return ``(term, next_pos)``."""
     p = pos + 1
     if tag == SMALL_ATOM_UTF8_EXT or tag == SMALL_ATOM_EXT:
         if p >= n:
@@ -526,36 +632,6 @@ def _dec(data: bytes, pos: int, n: int):
         if p >= n:
             raise _truncated("SMALL_INTEGER_EXT", p)
         return data[p], p + 1
-    if tag == SMALL_TUPLE_EXT or tag == LARGE_TUPLE_EXT:
-        if tag == SMALL_TUPLE_EXT:
-            if p >= n:
-                raise _truncated("tuple arity", p)
-            arity = data[p]
-            p += 1
-        else:
-            if p + 4 > n:
-                raise _truncated("tuple arity", p)
-            arity = _S_I.unpack_from(data, p)[0]
-            p += 4
-        if p + arity > n:
-            raise _truncated(f"tuple of arity {arity}", p)
-        items = []
-        append = items.append
-        for _ in range(arity):
-            e, p = _dec(data, p, n)
-            append(e)
-        return tuple(items), p
-    if tag == NEW_PID_EXT or tag == PID_EXT:
-        node, p = _node_at(data, p, n)
-        if tag == NEW_PID_EXT:
-            if p + 12 > n:
-                raise _truncated("NEW_PID_EXT", p)
-            num, ser, cre = _S_III.unpack_from(data, p)
-            return Pid(num, ser, node, cre), p + 12
-        if p + 9 > n:
-            raise _truncated("PID_EXT", p)
-        num, ser = _S_II.unpack_from(data, p)
-        return Pid(num, ser, node, data[p + 8]), p + 9
     if tag == INTEGER_EXT:
         if p + 4 > n:
             raise _truncated("INTEGER_EXT", p)
@@ -576,32 +652,6 @@ def _dec(data: bytes, pos: int, n: int):
         if end > n:
             raise _truncated("STRING_EXT characters", p + 2)
         return list(data[p + 2 : end]), end
-    if tag == LIST_EXT:
-        if p + 4 > n:
-            raise _truncated("list length", p)
-        length = _S_I.unpack_from(data, p)[0]
-        p += 4
-        if p + length + 1 > n:
-            raise _truncated(f"list of length {length}", p)
-        items = []
-        append = items.append
-        for _ in range(length):
-            e, p = _dec(data, p, n)
-            append(e)
-        if p < n and data[p] == NIL_EXT:
-            return items, p + 1
-        tail_at = p
-        tail, p = _dec(data, p, n)
-        ttype = type(tail)
-        if ttype is list:
-            items.extend(tail)
-            return items, p
-        if ttype is ImproperList:
-            items.extend(tail.elements)
-            tail = tail.tail
-        if not items:
-            raise DecodeError("LIST_EXT with no elements and a non-list tail", tail_at)
-        return ImproperList(items, tail), p
     if tag == BINARY_EXT:
         if p + 4 > n:
             raise _truncated("binary length", p)
@@ -633,57 +683,6 @@ def _dec(data: bytes, pos: int, n: int):
             raise _truncated("big integer digits", p)
         v = int.from_bytes(data[p:end], "little")
         return (-v if sign else v), end
-    if tag == NEW_PORT_EXT or tag == PORT_EXT or tag == V4_PORT_EXT:
-        node, p = _node_at(data, p, n)
-        if tag == NEW_PORT_EXT:
-            if p + 8 > n:
-                raise _truncated("NEW_PORT_EXT", p)
-            num, cre = _S_II.unpack_from(data, p)
-            return Port(num, node, cre), p + 8
-        if tag == V4_PORT_EXT:
-            if p + 12 > n:
-                raise _truncated("V4_PORT_EXT", p)
-            num, cre = _S_QI.unpack_from(data, p)
-            return Port(num, node, cre), p + 12
-        if p + 5 > n:
-            raise _truncated("PORT_EXT", p)
-        return Port(_S_I.unpack_from(data, p)[0], node, data[p + 4]), p + 5
-    if tag == NEWER_REFERENCE_EXT or tag == NEW_REFERENCE_EXT:
-        if p + 2 > n:
-            raise _truncated("reference length", p)
-        count = _S_H.unpack_from(data, p)[0]
-        if count == 0:
-            raise DecodeError("reference with no id words", p)
-        node, p = _node_at(data, p + 2, n)
-        csize = 4 if tag == NEWER_REFERENCE_EXT else 1
-        end = p + csize + 4 * count
-        if end > n:
-            raise _truncated("reference body", p)
-        cre = _S_I.unpack_from(data, p)[0] if csize == 4 else data[p]
-        ids = struct.unpack_from(">%dI" % count, data, p + csize)
-        return Ref(ids, node, cre), end
-    if tag == REFERENCE_EXT:
-        node, p = _node_at(data, p, n)
-        if p + 5 > n:
-            raise _truncated("REFERENCE_EXT", p)
-        return Ref((_S_I.unpack_from(data, p)[0],), node, data[p + 4]), p + 5
-    if tag == MAP_EXT:
-        if p + 4 > n:
-            raise _truncated("map arity", p)
-        arity = _S_I.unpack_from(data, p)[0]
-        p += 4
-        if p + 2 * arity > n:
-            raise _truncated(f"map of {arity} pairs", p)
-        pairs = []
-        append = pairs.append
-        for _ in range(arity):
-            k, p = _dec(data, p, n)
-            v, p = _dec(data, p, n)
-            append((k, v))
-        m = Map(pairs)
-        if len(m) != arity:
-            raise DecodeError("map with a repeated key", pos)
-        return m, p
     if tag == BIT_BINARY_EXT:
         if p + 5 > n:
             raise _truncated("bit string header", p)
@@ -700,44 +699,6 @@ def _dec(data: bytes, pos: int, n: int):
         if bits == 8:
             return raw, end
         return BitString(raw, 8 * (size - 1) + bits), end
-    if tag == NEW_FUN_EXT:
-        if p + 29 > n:
-            raise _truncated("NEW_FUN_EXT header", p)
-        size, arity, uniq, index, nfree = _S_FUN.unpack_from(data, p)
-        end = p + size
-        if end > n:
-            raise _truncated("NEW_FUN_EXT", p)
-        q = p + 29
-        module, q = _dec(data, q, end)
-        old_index, q = _dec(data, q, end)
-        old_uniq, q = _dec(data, q, end)
-        pid, q = _dec(data, q, end)
-        if (
-            type(module) is not Atom
-            or type(old_index) is not int
-            or type(old_uniq) is not int
-            or type(pid) is not Pid
-        ):
-            raise DecodeError("bad NEW_FUN_EXT (module, old index, old uniq or pid)", p + 29)
-        free = []
-        for _ in range(nfree):
-            e, q = _dec(data, q, end)
-            free.append(e)
-        if q != end:
-            raise DecodeError(f"NEW_FUN_EXT size {size} does not match its contents", p)
-        return Fun(module, arity, uniq, index, old_index, old_uniq, pid, free), end
-    if tag == EXPORT_EXT:
-        module, q = _dec(data, p, n)
-        function, q = _dec(data, q, n)
-        arity, q = _dec(data, q, n)
-        if (
-            type(module) is not Atom
-            or type(function) is not Atom
-            or type(arity) is not int
-            or not 0 <= arity <= 255
-        ):
-            raise DecodeError("bad EXPORT_EXT (module, function or arity)", p)
-        return ExportFun(module, function, arity), q
     if tag == FLOAT_EXT:
         end = p + 31
         if end > n:
@@ -753,7 +714,269 @@ def _dec(data: bytes, pos: int, n: int):
     raise DecodeError(f"unknown term tag {tag}", pos)
 
 
-def _decode_at(data: bytes, offset: int):
+def _id_body(data: bytes, p: int, n: int, tag: int, node, count: int):
+    """The fields after the node atom of a pid, port or reference at ``p``."""
+    if type(node) is not Atom:
+        raise DecodeError("node of a pid/port/reference is not an atom", p)
+    if tag == NEW_PID_EXT:
+        if p + 12 > n:
+            raise _truncated("NEW_PID_EXT", p)
+        num, ser, cre = _S_III.unpack_from(data, p)
+        return Pid(num, ser, node, cre), p + 12
+    if tag == PID_EXT:
+        if p + 9 > n:
+            raise _truncated("PID_EXT", p)
+        num, ser = _S_II.unpack_from(data, p)
+        return Pid(num, ser, node, data[p + 8]), p + 9
+    if tag == NEW_PORT_EXT:
+        if p + 8 > n:
+            raise _truncated("NEW_PORT_EXT", p)
+        num, cre = _S_II.unpack_from(data, p)
+        return Port(num, node, cre), p + 8
+    if tag == V4_PORT_EXT:
+        if p + 12 > n:
+            raise _truncated("V4_PORT_EXT", p)
+        num, cre = _S_QI.unpack_from(data, p)
+        return Port(num, node, cre), p + 12
+    if tag == PORT_EXT:
+        if p + 5 > n:
+            raise _truncated("PORT_EXT", p)
+        return Port(_S_I.unpack_from(data, p)[0], node, data[p + 4]), p + 5
+    if tag == REFERENCE_EXT:
+        if p + 5 > n:
+            raise _truncated("REFERENCE_EXT", p)
+        return Ref((_S_I.unpack_from(data, p)[0],), node, data[p + 4]), p + 5
+    # NEWER_REFERENCE_EXT / NEW_REFERENCE_EXT
+    csize = 4 if tag == NEWER_REFERENCE_EXT else 1
+    end = p + csize + 4 * count
+    if end > n:
+        raise _truncated("reference body", p)
+    cre = _S_I.unpack_from(data, p)[0] if csize == 4 else data[p]
+    ids = struct.unpack_from(">%dI" % count, data, p + csize)
+    return Ref(ids, node, cre), end
+
+
+_ID_TAGS = frozenset(
+    (NEW_PID_EXT, PID_EXT, NEW_PORT_EXT, PORT_EXT, V4_PORT_EXT, REFERENCE_EXT)
+    + (NEWER_REFERENCE_EXT, NEW_REFERENCE_EXT)
+)
+
+
+def _export_inline(data: bytes, p: int, n: int):
+    """The usual ``EXPORT_EXT`` at ``p`` (two atoms, a small integer), which
+    is no level of nesting: ``(fun, next_pos)``, or None for any other."""
+    if p < n and data[p] in _ATOM_TAGS:
+        module, q = _leaf(data, p, n, data[p])
+        if q < n and data[q] in _ATOM_TAGS:
+            function, q = _leaf(data, q, n, data[q])
+            if q + 1 < n and data[q] == SMALL_INTEGER_EXT:
+                return ExportFun(module, function, data[q + 1]), q + 2
+    return None
+
+
+# The kinds of an open compound term on the decoder's stack.  A frame is a
+# list [kind, items, left, a, b]: ``left`` terms still to come into ``items``.
+_K_TUPLE, _K_LIST, _K_TAIL, _K_MAP, _K_ID, _K_FUN, _K_EXPORT = range(7)
+
+
+def _too_deep(max_depth: int, at: int) -> DecodeError:
+    return DecodeError(f"term nested deeper than {max_depth} levels (over the max_depth limit)", at)
+
+
+def _dec(data: bytes, pos: int, n: int, max_depth: int = MAX_DEPTH):
+    """Decode one term at ``pos``; return ``(term, next_pos)``.
+
+    Iterative: each compound term whose elements are being decoded is a frame
+    on an explicit stack, never a Python call, so the nesting a term may have
+    is ``max_depth`` (a ``DecodeError`` beyond it), not Python's recursion
+    limit."""
+    stack: list = []
+    push = stack.append
+    while True:
+        # ---- one term at pos: a leaf gives ``value``; a compound term
+        # with elements opens a frame and goes on with its first element
+        if pos >= n:
+            raise _truncated("tag byte", pos)
+        tag = data[pos]
+        p = pos + 1
+        if tag == SMALL_ATOM_UTF8_EXT and p < n and p + 1 + data[p] <= n:
+            end = p + 1 + data[p]
+            raw = data[p + 1 : end]
+            value = _utf8_atoms.get(raw)
+            if value is None:
+                value = _mk_atom(raw, True, p + 1)
+            pos = end
+        elif tag == SMALL_INTEGER_EXT and p < n:
+            value = data[p]
+            pos = p + 1
+        elif tag == SMALL_TUPLE_EXT or tag == LARGE_TUPLE_EXT:
+            if tag == SMALL_TUPLE_EXT:
+                if p >= n:
+                    raise _truncated("tuple arity", p)
+                arity = data[p]
+                p += 1
+            else:
+                if p + 4 > n:
+                    raise _truncated("tuple arity", p)
+                arity = _S_I.unpack_from(data, p)[0]
+                p += 4
+            if p + arity > n:
+                raise _truncated(f"tuple of arity {arity}", p)
+            if arity:
+                if len(stack) >= max_depth:
+                    raise _too_deep(max_depth, pos)
+                push([_K_TUPLE, [], arity, 0, 0])
+                pos = p
+                continue
+            value = ()
+            pos = p
+        elif tag == LIST_EXT:
+            if p + 4 > n:
+                raise _truncated("list length", p)
+            length = _S_I.unpack_from(data, p)[0]
+            p += 4
+            if p + length + 1 > n:
+                raise _truncated(f"list of length {length}", p)
+            if length or data[p] != NIL_EXT:
+                if len(stack) >= max_depth:
+                    raise _too_deep(max_depth, pos)
+                # no elements: only the tail is to come
+                push([_K_LIST, [], length, 0, 0] if length else [_K_TAIL, [], 1, p, 0])
+                pos = p
+                continue
+            value = []
+            pos = p + 1
+        elif tag == MAP_EXT:
+            if p + 4 > n:
+                raise _truncated("map arity", p)
+            arity = _S_I.unpack_from(data, p)[0]
+            p += 4
+            if p + 2 * arity > n:
+                raise _truncated(f"map of {arity} pairs", p)
+            if arity:
+                if len(stack) >= max_depth:
+                    raise _too_deep(max_depth, pos)
+                push([_K_MAP, [], 2 * arity, pos, 0])
+                pos = p
+                continue
+            value = Map([])
+            pos = p
+        elif tag in _ID_TAGS:
+            count = 0
+            if tag == NEWER_REFERENCE_EXT or tag == NEW_REFERENCE_EXT:
+                if p + 2 > n:
+                    raise _truncated("reference length", p)
+                count = _S_H.unpack_from(data, p)[0]
+                if count == 0:
+                    raise DecodeError("reference with no id words", p)
+                p += 2
+            if p < n and data[p] in _ATOM_TAGS:
+                node, p = _leaf(data, p, n, data[p])
+                value, pos = _id_body(data, p, n, tag, node, count)
+            else:  # not an atom: decoded as a term, then refused
+                if len(stack) >= max_depth:
+                    raise _too_deep(max_depth, pos)
+                push([_K_ID, [], 1, tag, count])
+                pos = p
+                continue
+        elif tag == NEW_FUN_EXT:
+            if p + 29 > n:
+                raise _truncated("NEW_FUN_EXT header", p)
+            header = _S_FUN.unpack_from(data, p)
+            end = p + header[0]
+            if end > n:
+                raise _truncated("NEW_FUN_EXT", p)
+            if len(stack) >= max_depth:
+                raise _too_deep(max_depth, pos)
+            # a: where the fun's body starts and ends, b: the header and the
+            # end the outer terms are bounded by
+            push([_K_FUN, [], 4 + header[4], (p, end), (header, n)])
+            n = end
+            pos = p + 29
+            continue
+        elif tag == EXPORT_EXT:
+            done = _export_inline(data, p, n)
+            if done is None:
+                if len(stack) >= max_depth:
+                    raise _too_deep(max_depth, pos)
+                push([_K_EXPORT, [], 3, p, 0])
+                pos = p
+                continue
+            value, pos = done
+        else:
+            value, pos = _leaf(data, pos, n, tag)
+        # ---- hand ``value`` to the innermost open term; each one it
+        # completes is in turn the value handed to the one around it
+        while stack:
+            fr = stack[-1]
+            fr[1].append(value)
+            fr[2] -= 1
+            if fr[2]:
+                break
+            kind = fr[0]
+            items = fr[1]
+            if kind == _K_TUPLE:
+                value = tuple(items)
+            elif kind == _K_LIST:
+                if pos < n and data[pos] == NIL_EXT:
+                    value = items
+                    pos += 1
+                else:  # the tail, one more term
+                    fr[0], fr[2], fr[3] = _K_TAIL, 1, pos
+                    break
+            elif kind == _K_TAIL:
+                tail = items.pop()
+                ttype = type(tail)
+                if ttype is list:
+                    items.extend(tail)
+                    value = items
+                else:
+                    if ttype is ImproperList:
+                        items.extend(tail.elements)
+                        tail = tail.tail
+                    if not items:
+                        raise DecodeError("LIST_EXT with no elements and a non-list tail", fr[3])
+                    value = ImproperList(items, tail)
+            elif kind == _K_MAP:
+                m = Map(list(zip(items[0::2], items[1::2], strict=True)))
+                if 2 * len(m) != len(items):
+                    raise DecodeError("map with a repeated key", fr[3])
+                value = m
+            elif kind == _K_ID:
+                value, pos = _id_body(data, pos, n, fr[3], items[0], fr[4])
+            elif kind == _K_FUN:
+                (p, end), (header, outer_n) = fr[3], fr[4]
+                size, arity, uniq, index, _ = header
+                module, old_index, old_uniq, pid = items[:4]
+                if (
+                    type(module) is not Atom
+                    or type(old_index) is not int
+                    or type(old_uniq) is not int
+                    or type(pid) is not Pid
+                ):
+                    raise DecodeError(
+                        "bad NEW_FUN_EXT (module, old index, old uniq or pid)", p + 29
+                    )
+                if pos != end:
+                    raise DecodeError(f"NEW_FUN_EXT size {size} does not match its contents", p)
+                value = Fun(module, arity, uniq, index, old_index, old_uniq, pid, items[4:])
+                n = outer_n
+            else:  # _K_EXPORT
+                module, function, arity = items
+                if (
+                    type(module) is not Atom
+                    or type(function) is not Atom
+                    or type(arity) is not int
+                    or not 0 <= arity <= 255
+                ):
+                    raise DecodeError("bad EXPORT_EXT (module, function or arity)", fr[3])
+                value = ExportFun(module, function, arity)
+            stack.pop()
+        else:
+            return value, pos
+
+
+def _decode_at(data: bytes, offset: int, max_depth: int, max_inflate: int):
     n = len(data)
     if offset >= n:
         raise DecodeError("empty input: expected version byte 131", offset)
@@ -764,9 +987,15 @@ def _decode_at(data: bytes, offset: int):
         if p + 5 > n:
             raise _truncated("compressed term header", p + 1)
         size = _S_I.unpack_from(data, p + 1)[0]
+        if size > max_inflate:
+            raise DecodeError(
+                f"compressed term would inflate to {size} bytes, over the max_inflate "
+                f"limit of {max_inflate} bytes",
+                p + 1,
+            )
         d = zlib.decompressobj()
         try:
-            inner = d.decompress(data[p + 5 :], size + 1)
+            inner = d.decompress(memoryview(data)[p + 5 :], size + 1)
         except zlib.error as e:
             raise DecodeError(f"bad zlib data in compressed term ({e})", p + 5) from None
         if len(inner) != size:
@@ -776,7 +1005,7 @@ def _decode_at(data: bytes, offset: int):
         if not d.eof:
             raise DecodeError("truncated zlib stream in compressed term", p + 5)
         try:
-            term, q = _dec(inner, 0, size)
+            term, q = _dec(inner, 0, size, max_depth)
         except DecodeError as e:
             raise DecodeError(
                 f"in compressed term (offset is inside the inflated data): {e.args[0]}", None
@@ -786,33 +1015,33 @@ def _decode_at(data: bytes, offset: int):
                 "trailing bytes inside compressed term (offset inside the inflated data)", q
             )
         return term, n - len(d.unused_data)
-    return _dec(data, p, n)
+    return _dec(data, p, n, max_depth)
 
 
-def decode_prefix(data, offset: int = 0):
+def decode_prefix(
+    data, offset: int = 0, *, max_depth: int = MAX_DEPTH, max_inflate: int = MAX_INFLATE
+):
     """Decode the term whose version byte (131) is at ``data[offset]``.
 
     Returns ``(term, next_offset)``; bytes after the term are left alone, so a
     stream of concatenated ``term_to_binary`` outputs can be read in a loop.
     The version byte is required (this reads what ``encode`` writes).
     Offsets in a ``DecodeError`` are relative to the start of ``data``.
+    ``max_depth`` and ``max_inflate`` are the limits of
+    :mod:`smp.wire.limits`: a deeper term, or a compressed one announcing a
+    larger inflated size, is a ``DecodeError`` naming the limit.
     """
     if type(data) is not bytes:
         data = bytes(data)
-    try:
-        return _decode_at(data, offset)
-    except RecursionError:
-        raise DecodeError("term nested too deeply", offset) from None
+    return _decode_at(data, offset, max_depth, max_inflate)
 
 
-def decode(data) -> Any:
-    """Decode one complete external term; all of ``data`` must be consumed."""
+def decode(data, *, max_depth: int = MAX_DEPTH, max_inflate: int = MAX_INFLATE) -> Any:
+    """Decode one complete external term; all of ``data`` must be consumed.
+    ``max_depth`` and ``max_inflate`` as for :func:`decode_prefix`."""
     if type(data) is not bytes:
         data = bytes(data)
-    try:
-        term, pos = _decode_at(data, 0)
-    except RecursionError:
-        raise DecodeError("term nested too deeply", 0) from None
+    term, pos = _decode_at(data, 0, max_depth, max_inflate)
     if pos != len(data):
         raise DecodeError(f"{len(data) - pos} trailing bytes after the term", pos)
     return term

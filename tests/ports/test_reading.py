@@ -8,6 +8,7 @@ import json
 import os
 import queue
 import signal
+import struct
 import subprocess
 import sys
 import threading
@@ -327,3 +328,66 @@ def test_ties_and_untimestamped_messages_merge_as_ttb_format_merges_them(tmp_pat
     theirs, _ = ttb_format(tmp_path, [fa, fb, fc], [])
     assert theirs.count(b"\n") == 14
     assert smp_emu_read([fa, fb, fc], {}, "--no-mark") == theirs
+
+
+# ---------------------------------------------------------------- bounded reading
+
+
+def _chunked(data: bytes, size: int):
+    """A read_chunk over ``data`` in ``size``-byte chunks, as a socket gives them."""
+    view = memoryview(data)
+    pos = [0]
+
+    def read_chunk():
+        p = pos[0]
+        pos[0] = p + size
+        return bytes(view[p : p + size])
+
+    return read_chunk
+
+
+def test_reader_buffering_is_linear_in_the_frame_size():
+    # a frame read in small chunks: re-copying the buffer on every chunk
+    # (buf = buf[pos:] + chunk) costs frame_size**2 / chunk; appending to
+    # one buffer costs frame_size
+    from smp.ports.reader import _frames
+
+    def seconds(n: int) -> float:
+        body = b"\x83m" + struct.pack(">I", n) + bytes(n)
+        data = b"\0" + struct.pack(">I", len(body)) + body
+        t0 = time.perf_counter()
+        (term,) = list(_frames(_chunked(data, 16 * 1024), "mem"))
+        took = time.perf_counter() - t0
+        assert len(term) == n
+        return took
+
+    small = min(seconds(2 << 20) for _ in range(3))
+    big = min(seconds(32 << 20) for _ in range(2))
+    # 16 times the bytes: linear is ~16x; quadratic would be ~256x
+    assert big < 64 * small + 0.5, (small, big)
+    assert big < 10.0, big
+
+
+def test_frames_over_max_frame_are_refused_at_the_header():
+    from smp.ports.reader import read_frames
+    from smp.wire.limits import Limits
+
+    body = encode((A.trace, Pid(1), A.foo, bytes(5000)))
+    data = b"\1" + struct.pack(">I", 7) + b"\0" + struct.pack(">I", len(body)) + body
+    assert len(list(read_frames(data))) == 2
+    with pytest.raises(smp.DecodeError, match="max_frame") as e:
+        list(read_frames(data, "x", Limits(max_frame=1000)))
+    assert e.value.offset == 5  # the header of the second frame
+
+
+def test_merge_key_compares_as_term_order_at_any_depth():
+    def deep(n, leaf):
+        t = leaf
+        for _ in range(n):
+            t = [t, 1]
+        return t
+
+    a = (A.trace_ts, Pid(1), A.foo, deep(5000, 1))
+    b = (A.trace_ts, Pid(1), A.foo, deep(5000, 2))
+    assert merge_key(a) < merge_key(b)
+    assert merge_key((A.trace_ts, Pid(1), A.foo, (1, 2, 3))) < merge_key(a)  # tuple < list

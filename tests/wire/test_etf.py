@@ -517,3 +517,57 @@ def test_every_kind_round_trips_through_a_node_byte_for_byte(tmp_path_factory, o
             assert exact(back, term), (v, term, back)
             if not old_ids or not v:
                 assert encode(term, **v) == b, (v, term)
+
+
+# ---------------------------------------------------------------- limits (smp.wire.limits)
+
+
+def _nest(depth, kind):
+    t = A.x
+    for i in range(depth):
+        k = kind if kind != "mix" else "tlmi"[i % 4]
+        t = {"t": (t,), "l": [t, 1], "m": Map([(1, t)]), "i": ImproperList([t], A.z)}[k]
+    return t
+
+
+@pytest.mark.parametrize("kind", ["t", "l", "m", "i", "mix"])
+def test_depth_limit_is_the_same_for_encoder_and_decoder(kind):
+    from smp.wire.limits import MAX_DEPTH
+
+    ok = encode(_nest(MAX_DEPTH, kind))
+    assert encode(decode(ok)) == ok  # (== on the terms would recurse)
+    with pytest.raises(ValueError, match="max_depth"):
+        encode(_nest(MAX_DEPTH + 1, kind))
+    with pytest.raises(DecodeError, match="max_depth"):
+        decode(ok, max_depth=MAX_DEPTH - 1)
+
+
+def test_a_too_deep_term_names_the_limit_and_the_offset():
+    data = b"\x83" + b"h\x01" * 20_000 + b"a\x01"
+    with pytest.raises(DecodeError) as e:
+        decode(data)
+    assert e.value.offset == 1 + 2 * 10_000  # the tuple that would be one too many
+    assert "max_depth" in str(e.value)
+    assert decode(data, max_depth=20_000) is not None
+
+
+def test_a_compressed_term_over_max_inflate_is_refused_before_inflating():
+    blob = encode(bytes(1 << 20), compressed=True)
+    assert decode(blob) == bytes(1 << 20)
+    with pytest.raises(DecodeError, match="max_inflate") as e:
+        decode(blob, max_inflate=1000)
+    assert e.value.offset == 2
+    # a lying header: inflation stops one byte past what it says
+    lie = blob[:2] + struct.pack(">I", 100) + blob[6:]
+    with pytest.raises(DecodeError, match="header says 100"):
+        decode(lie)
+
+
+def test_an_export_fun_or_pid_deep_in_a_term_is_no_extra_level():
+    from smp.wire.limits import MAX_DEPTH
+
+    for leaf in (ExportFun(A.m, A.f, 2), Pid(1, 0, Atom("a@b"), 3), Port(5, Atom("a@b"), 1)):
+        t = leaf
+        for _ in range(MAX_DEPTH):
+            t = (t,)
+        assert encode(decode(encode(t))) == encode(t)
