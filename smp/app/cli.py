@@ -29,7 +29,7 @@ from dispatcher.replay import BadRecord, NotAJournal, format_listing, queue_list
 from dispatcher.replay import replay as do_replay
 from smp.app.cluster import run_schedulers
 from smp.app.compare import check_invariants, compare_runs, journal_messages, same_work
-from smp.app.exitcodes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
+from smp.app.exitcodes import EXIT_BROKEN_PIPE, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
 from smp.app.limits import parse_limit, trip_note
 from smp.app.report import ResultFileError, load_result, render_report
 from smp.app.scenario import (
@@ -39,6 +39,7 @@ from smp.app.scenario import (
     load_scenario,
     match_spec_from,
 )
+from smp.app.schema import SCHEMA_KINDS, list_examples, render_schema
 from smp.app.workloads import SetupTimeout, duration_note, execute, fault_notes
 from smp.core.errors import BadArg, DecodeError, ScenarioError, SmpError
 from smp.core.matchspec import compile_match_spec
@@ -850,7 +851,8 @@ def _read_size(ctx, param, value):
     "--wrap",
     "wrap_suffix",
     help="read a wrap log: SOURCE is the file name before the counter, this the "
-    "suffix after it (NAME0.SUFFIX, NAME1.SUFFIX, ...); a SOURCE written "
+    "suffix after it (NAME0SUFFIX, NAME1SUFFIX, ...: --wrap .trc reads NAME0.trc, "
+    "NAME1.trc, ...); a SOURCE written "
     "NAME*SUFFIX (quoted) is a wrap log too, as ttb names them",
 )
 @click.option(
@@ -989,6 +991,8 @@ def read(
         else:
             for i, term in merge_traces(srcs, timeout=timeout, limits=limits):
                 writer("", clip_term(term, max_print), sources[i] if mark else None)
+    except BrokenPipeError:
+        _stdout_gone()
     except (DecodeError, OSError, ValueError) as e:
         click.echo(f"smp-emu: {_clip_text(str(e))}", err=True)
         sys.exit(EXIT_USAGE)
@@ -1056,7 +1060,7 @@ def _read_source(source: str, wrap_suffix, wrap_count: int):
 )
 def report(result, output):
     """Write a self-contained HTML report from a saved result: the JSON of
-    run --json, stress --json or compare --json.  It shows throughput, queue
+    run --json, stress --json, compare --json or explore --json.  It shows throughput, queue
     depth and drops over time, the latency histogram, the scheduler timeline
     (when the scenario profiles schedulers, as the profile example does) and
     the totals; a compare draws both modes on the same axes and lists the
@@ -1438,11 +1442,45 @@ from smp.app.explore import explore_command as _explore_command  # noqa: E402
 cli.add_command(_explore_command)
 
 
+@cli.command(epilog="\b\nExample:\n  smp-emu schema run\n  smp-emu schema explore")
+@click.argument("kind", type=click.Choice(SCHEMA_KINDS), default="run")
+def schema(kind):
+    """Print every key of a scenario file: for run, stress and compare
+    (``run``) or for explore (``explore``), with its type, default, allowed
+    values and meaning.  The same table checks the files and makes the
+    documentation's reference pages."""
+    click.echo(render_schema(kind), nl=False)
+
+
+@cli.command(epilog="\b\nExample:\n  smp-emu examples\n  smp-emu run churn")
+def examples():
+    """List the shipped example scenarios, one line each: those run, stress
+    and compare take by name, then those explore takes."""
+    for kind, title in (("run", "run, stress, compare"), ("explore", "explore")):
+        click.echo(f"{title}:")
+        names = list_examples(kind)
+        width = max((len(n) for n, _ in names), default=0)
+        for name, line in names:
+            click.echo(f"  {name:<{width}}  {line}")
+
+
+def _stdout_gone() -> None:
+    """The reader of stdout went away (``| head``): no more output and no
+    message, exit 141 as a program killed by SIGPIPE would.  stdout is
+    pointed at /dev/null so the interpreter's own flush at exit cannot fail
+    again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    sys.exit(EXIT_BROKEN_PIPE)
+
+
 def main(argv=None) -> None:
     try:
         cli.main(args=argv, prog_name="smp-emu", standalone_mode=True)
     except KeyboardInterrupt:
         sys.exit(EXIT_INTERRUPTED)
+    except BrokenPipeError:
+        _stdout_gone()
     except (OSError, SmpError) as e:  # an error no command handled: one line
         click.echo(f"smp-emu: {e}", err=True)
         sys.exit(EXIT_FAILED if type(e) is SmpError else EXIT_USAGE)

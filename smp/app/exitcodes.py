@@ -13,11 +13,14 @@ code  name                   meaning
                              argument, a bad scenario or result file
 130   ``EXIT_INTERRUPTED``   interrupted (Ctrl-C, 128 + SIGINT): the run
                              stops cleanly and what was measured is printed
+141   ``EXIT_BROKEN_PIPE``   the reader of standard output went away
+                             (``smp-emu read F | head``; 128 + SIGPIPE):
+                             nothing more is printed, no message
 ====  =====================  ==============================================
 """
 
 from __future__ import annotations
 
-__all__ = ["EXIT_FAILED", "EXIT_USAGE", "EXIT_INTERRUPTED"]
+__all__ = ["EXIT_FAILED", "EXIT_USAGE", "EXIT_INTERRUPTED", "EXIT_BROKEN_PIPE"]
 
-EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 1, 2, 130
+EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = 1, 2, 130, 141

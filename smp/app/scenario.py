@@ -807,8 +807,15 @@ def load_scenario(path: str | os.PathLike | None) -> dict:
     if path is None:
         return parse_scenario(default_scenario_text(), "<default scenario>")
     p = os.fspath(path)
-    if not os.path.exists(p) and p in example_names():
-        p = example_path(p)
+    if not os.path.exists(p):
+        names = example_names()
+        if p in names:
+            p = example_path(p)
+        elif os.sep not in p and not p.endswith(".toml"):
+            raise ScenarioError(
+                f"{p}: no such scenario file or example; the examples are "
+                f"{', '.join(names)} (smp-emu examples)"
+            )
     return parse_scenario(_decode(read_file(p), p), p)
 
 
