@@ -1,0 +1,40 @@
+"""A deterministic simulator of the SMP build and an explorer of its orders.
+
+``explore(setup, schedulers=N)`` runs a workload (``setup(vm)`` spawns
+processes and sets tracing through ``SimVM``, the emulator's API) on N
+logical schedulers and the dispatcher in this one process, with the engine
+the real emulator runs, and explores every order the SMP build allows up to
+equivalence (Source-DPOR with sleep sets).  ``replay(setup, schedule)``
+runs one order again from its schedule string.
+
+Layers: ``deps`` (the dependency relation), ``world`` (the simulated build),
+``vm`` (the setup facade), ``dpor`` (the exploration tree and the brute
+force), ``outcome`` (outcomes and invariants), ``explorer`` (the API),
+``report`` (text for people), ``catalogue`` (known races as workloads).
+"""
+
+from .explorer import (
+    Execution,
+    Explorer,
+    ExploreResult,
+    OutcomeGroup,
+    brute_force,
+    explore,
+    replay,
+)
+from .outcome import Outcome
+from .vm import SimVM
+from .world import SimError
+
+__all__ = [
+    "explore",
+    "replay",
+    "brute_force",
+    "Explorer",
+    "ExploreResult",
+    "Execution",
+    "OutcomeGroup",
+    "Outcome",
+    "SimVM",
+    "SimError",
+]

@@ -1,0 +1,328 @@
+"""The dependency relation of the simulated SMP build, written down once.
+
+Runs in the explorer's process.  The simulator (``smp.sim.world``) records
+for every event it executes a *footprint*: the shared objects the event read
+and wrote, and the items it produced for, or consumed from, another thread
+(a batch, a queued message, a signal, a publication, a BIF request).  Two
+events are dependent when one writes an object the other reads or writes
+(a *conflict*: the two orders may differ in outcome, so the explorer may
+have to try both) or when one consumes what the other produced (a *cause*:
+only one order exists).  Everything the explorer (``smp.sim.dpor``), the
+brute-force check of the tests and the reports know about dependency comes
+from ``dependent``, ``conflicting`` and ``explain`` below.
+
+The objects, named after the seed's shared data:
+
+* ``("node", k)``: scheduler ``k``'s run queue, processes, mailboxes and
+  replica of the tracer state.  One loop runs it (one scheduler thread in
+  the seed), so every event on it is ordered against every other.
+* ``("proc", pid)``: a process's mailbox and liveness as its scheduler sees
+  them.  Every event on a scheduler also writes ``("node", k)``, except a
+  message reaching a collector nobody traces: its receive is invisible, so
+  that arrival touches the collector alone.
+* ``("queue",)``: the tail of ``sys_message_queue`` with the clock and the
+  active-scheduler count taken under ``smq_mtx`` when a message is queued.
+* ``("alive", pid)``: the dispatcher's process-table entry of ``pid`` (alive,
+  carries ``F_TRACER``).
+* ``("reg", name)``: a registered name (``error_logger`` for ERRLGR).
+* ``("state", group)``: a group of the ``sys_trace_rwmtx`` state: ``seq``
+  (``system_seq_tracer``), ``monitor``, ``profile`` (with
+  ``active_sched``), ``default`` (default tracer and flags).
+* ``("replica", k, pid)``: whether scheduler ``k``'s replica holds ``pid``
+  as dead or as a tracer (``Node.is_alive`` / ``is_tracer`` for a pid of
+  another scheduler read it; the dead and tracer publications write it).
+* ``("pub", k)``: the order of the publications scheduler ``k``'s replica
+  takes.
+
+``RULES`` names every pair of event kinds that can conflict on an object,
+with the seed's reason; ``explain`` gives that reason for a race, and the
+tests check that every conflict an exploration meets is one of them.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from smp.core.messages import SYS_MSG_TYPE_SEQTRACE, SYS_MSG_TYPE_SYSMON, SYS_MSG_TYPE_SYSPROF
+
+__all__ = [
+    "Event",
+    "Rule",
+    "RULES",
+    "KINDS",
+    "dependent",
+    "conflicting",
+    "causal",
+    "explain",
+    "STATE_GROUPS",
+    "group_of_type",
+    "group_of_state_op",
+]
+
+#: The kinds of events, each one step of one thread of the simulated build.
+KINDS = ("slice", "arrive", "publish", "bif", "ingest", "dispatch")
+
+
+class Event(NamedTuple):
+    """One executed step: its thread (``S1``, ``I2``, ``D``, ``A0>2``, ``P1``,
+    ``R<0.81.0>``), its kind, its footprint and what it did, in words."""
+
+    thread: str
+    kind: str
+    reads: frozenset
+    writes: frozenset
+    produces: frozenset
+    consumes: frozenset
+    label: str
+
+
+class Rule(NamedTuple):
+    kinds: frozenset  # one or two event kinds
+    obj: str  # the first element of the object
+    reason: str
+
+
+def _r(a: str, b: str, obj: str, reason: str) -> Rule:
+    return Rule(frozenset((a, b)), obj, reason)
+
+
+_NODE_KINDS = ("slice", "arrive", "publish", "bif")
+
+#: Every pair of event kinds that conflict, on which object, and why (the seed).
+RULES: tuple[Rule, ...] = (
+    *(
+        _r(
+            a,
+            b,
+            "node",
+            "one scheduler thread runs its processes, takes signals and deliveries into "
+            "their mailboxes and applies replica updates one at a time: two sends to one "
+            "mailbox, a message and the slice that receives it, a dead-tracer notice and "
+            "erts_check_my_tracer_proc at schedule-in all depend on the order",
+        )
+        for i, a in enumerate(_NODE_KINDS)
+        for b in _NODE_KINDS[i:]
+    ),
+    *(
+        _r(
+            a,
+            b,
+            "proc",
+            "two messages into one mailbox (erts_queue_message): a collector's received "
+            "list is in arrival order; and its exit against a message reaching it",
+        )
+        for i, a in enumerate(_NODE_KINDS)
+        for b in _NODE_KINDS[i:]
+    ),
+    _r(
+        "ingest",
+        "ingest",
+        "queue",
+        "enqueue_sys_msg takes smq_mtx: the queue order, each message's timestamp and "
+        "the active-scheduler count profile_scheduler reports are fixed in that order",
+    ),
+    _r(
+        "ingest",
+        "bif",
+        "queue",
+        "erts_queue_error_logger_message from a BIF is queued under smq_mtx among the "
+        "schedulers' messages",
+    ),
+    _r(
+        "ingest",
+        "dispatch",
+        "alive",
+        "a tracer's death (or its tracer mark) and every message addressed to it: "
+        "sys_msg_dispatcher_func checks the receiver alive and ERTS_TRACE_FLG_TRACER "
+        "when it takes the message, not when the message was made",
+    ),
+    _r(
+        "ingest",
+        "dispatch",
+        "reg",
+        "ERRLGR messages go to whatever is registered as error_logger when dispatched; "
+        "an exiting process unregisters its name",
+    ),
+    _r(
+        "ingest",
+        "dispatch",
+        "state",
+        "erts_trace_check_exiting resets the seq tracer, monitor or profiler that exits, "
+        "which SEQTRACE/SYSMON/SYSPROF messages read at dispatch",
+    ),
+    _r(
+        "ingest",
+        "bif",
+        "state",
+        "a process exiting while it is the seq tracer, monitor or profiler resets it "
+        "(exiting_reset) against a BIF setting or reading it; profile_scheduler's "
+        "active count against erts_system_profile_setup_active_schedulers",
+    ),
+    _r(
+        "ingest",
+        "bif",
+        "alive",
+        "a BIF checks its tracer against the process table (erts_set_system_seq_tracer "
+        "refuses a dead one) while the tracer's exit is being recorded",
+    ),
+    _r(
+        "dispatch",
+        "bif",
+        "state",
+        "the seq tracer and SEQTRACE messages (the monitor and SYSMON, the profiler and "
+        "SYSPROF): a BIF takes sys_trace_rwmtx for writing between two dispatches, and "
+        "sys_msg_disp_failure resets the receiver a BIF may have just replaced",
+    ),
+    _r(
+        "dispatch",
+        "bif",
+        "alive",
+        "a BIF marks a tracer (F_TRACER) that a queued TRACE message is checked against",
+    ),
+    _r(
+        "dispatch",
+        "dispatch",
+        "state",
+        "one dispatcher thread: its decisions are in queue order",
+    ),
+    _r(
+        "ingest",
+        "ingest",
+        "alive",
+        "process-table events of two schedulers on one pid (its spawn and its exit)",
+    ),
+    _r(
+        "ingest",
+        "ingest",
+        "reg",
+        "two schedulers' unregister events on one name",
+    ),
+    _r(
+        "ingest",
+        "ingest",
+        "state",
+        "two exiting processes reset one group of the tracer state",
+    ),
+    _r(
+        "bif",
+        "bif",
+        "state",
+        "two BIFs take sys_trace_rwmtx for writing: the last one wins",
+    ),
+    _r(
+        "bif",
+        "bif",
+        "alive",
+        "two BIFs on one process-table entry",
+    ),
+    _r(
+        "bif",
+        "bif",
+        "reg",
+        "two BIFs on one registered name",
+    ),
+    _r(
+        "bif",
+        "dispatch",
+        "reg",
+        "register/unregister of error_logger between ERRLGR dispatches",
+    ),
+    _r(
+        "bif",
+        "ingest",
+        "reg",
+        "a BIF's register against an exiting process's unregister",
+    ),
+    *(
+        _r(
+            "publish",
+            b,
+            "replica",
+            "a dead-pid notice or tracer mark reaches scheduler k's replica, which a send "
+            "(is_alive on a remote pid) or erts_check_my_tracer_proc at schedule-in reads",
+        )
+        for b in ("slice", "arrive", "bif")
+    ),
+    *(
+        _r(
+            a,
+            b,
+            "pub",
+            "the dispatcher publishes state changes, dead pids and tracer marks in the "
+            "order it makes them; a replica applies them in that order",
+        )
+        for a, b in (("ingest", "ingest"), ("ingest", "dispatch"), ("dispatch", "dispatch"))
+    ),
+)
+
+_BY_KEY = {(r.kinds, r.obj): r for r in RULES}
+
+#: The groups of ``smp.core.state.Snapshot`` fields, as the dispatcher reads them.
+STATE_GROUPS = {
+    "default_tracer": "default",
+    "default_trace_flags": "default",
+    "default_cpu_timestamp": "default",
+    "system_seq_tracer": "seq",
+    "system_monitor": "monitor",
+    "long_gc": "monitor",
+    "long_schedule": "monitor",
+    "large_heap": "monitor",
+    "busy_port": "monitor",
+    "busy_dist_port": "monitor",
+    "system_profile": "profile",
+    "profile_scheduler": "profile",
+    "profile_runnable_procs": "profile",
+    "profile_runnable_ports": "profile",
+    "profile_exclusive": "profile",
+}
+
+_TYPE_GROUP = {
+    SYS_MSG_TYPE_SEQTRACE: "seq",
+    SYS_MSG_TYPE_SYSMON: "monitor",
+    SYS_MSG_TYPE_SYSPROF: "profile",
+}
+
+
+def group_of_type(type_: int) -> str | None:
+    """The state group a dispatch of a message of ``type_`` reads (its receiver
+    is looked up now: the seq tracer, the monitor, the profiler), or None."""
+    return _TYPE_GROUP.get(type_)
+
+
+def group_of_state_op(op: str) -> str:
+    """The state group a BIF's ``bk_state`` operation touches."""
+    if "seq_tracer" in op:
+        return "seq"
+    if "monitor" in op:
+        return "monitor"
+    if "profile" in op:
+        return "profile"
+    return "default"
+
+
+def causal(a: Event, b: Event) -> bool:
+    """One consumed what the other produced: only one order exists."""
+    return not (a.produces.isdisjoint(b.consumes) and b.produces.isdisjoint(a.consumes))
+
+
+def conflicting(a: Event, b: Event) -> bool:
+    """One writes what the other reads or writes: both orders exist and may differ."""
+    aw, bw = a.writes, b.writes
+    return not (aw.isdisjoint(bw) and aw.isdisjoint(b.reads) and bw.isdisjoint(a.reads))
+
+
+def dependent(a: Event, b: Event) -> bool:
+    """Events of one thread, or with a conflict or a cause between them."""
+    return a.thread == b.thread or conflicting(a, b) or causal(a, b)
+
+
+def explain(a: Event, b: Event) -> list[str]:
+    """The seed's reasons for the conflicts between ``a`` and ``b``, one per
+    object they share; an object no rule covers says so (the tests fail on it)."""
+    shared = (a.writes & (b.writes | b.reads)) | (b.writes & a.reads)
+    out = []
+    for obj in sorted(shared, key=repr):
+        rule = _BY_KEY.get((frozenset((a.kind, b.kind)), obj[0]))
+        what = " ".join(str(x) for x in obj)
+        out.append(f"{what}: {rule.reason}" if rule else f"{what}: no rule for {a.kind}/{b.kind}")
+    return out

@@ -1,0 +1,280 @@
+"""Stateless exploration of the simulated SMP build: Source-DPOR with sleep
+sets (Abdulla, Aronis, Jonsson, Sagonas, POPL 2014, Algorithm 1), and the
+brute force it is checked against.
+
+Runs in the explorer's process.  An execution is re-run from a fresh world
+for every schedule (coroutines cannot be copied), replaying the prefix the
+exploration tree holds and extending it with the first thread, in
+``thread_order``, that is enabled and not asleep.  After each execution the
+races between its new events and everything before them are found with a
+happens-before relation built from the footprints (``smp.sim.deps``): for
+each race ``e ⋖ e'`` the initials of ``notdep(e, E).e'`` are checked
+against the backtrack set before ``e``, and one is added when none is there.
+Sleep sets keep two complete executions from being equivalent; an
+execution whose every enabled thread is asleep is *sleep-set blocked* and
+counted apart (optimal DPOR's wakeup trees would avoid them; not done).
+
+A happens-before edge comes from an event's own thread, from a conflict on
+an object (the last writer and the readers since, per object, suffice: any
+earlier access is ordered before them), and from a cause (an item's
+producer).  Only conflicts make races: a cause has one order.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+from .deps import Event, dependent, explain
+from .world import World, thread_order
+
+__all__ = ["Tree", "happens_before", "races", "all_executions", "mazurkiewicz_key"]
+
+
+class Branch:
+    """One position of the exploration tree (the state before an event)."""
+
+    __slots__ = ("enabled", "sleep", "backtrack", "done", "chosen", "event", "why")
+
+    def __init__(self, enabled: list, sleep: dict, chosen: str):
+        self.enabled = enabled
+        self.sleep = sleep  # thread -> the event it would do (asleep on entry)
+        self.backtrack = [chosen]
+        self.done: dict = {}  # threads explored here -> their event
+        self.chosen = chosen
+        self.event: Event | None = None
+        self.why: dict = {}  # thread -> (event index, race event index, labels) that added it
+
+
+def happens_before(events: list[Event]) -> tuple[list[int], list[list[int]], list[list[int]]]:
+    """For each event: the bitmask of the events that happen before it, its
+    direct predecessors (its thread's last event, the frontier of each
+    object it touches, the producers of what it consumes), and among them
+    the conflicting ones of other threads (race candidates)."""
+    hb: list[int] = []
+    preds: list[list[int]] = []
+    cands: list[list[int]] = []
+    last_w: dict = {}
+    reads: dict = {}
+    producer: dict = {}
+    last_of: dict = {}
+    for j, e in enumerate(events):
+        direct = set()
+        conflict = set()
+        t = last_of.get(e.thread)
+        if t is not None:
+            direct.add(t)
+        for o in e.reads:
+            i = last_w.get(o)
+            if i is not None:
+                conflict.add(i)
+        for o in e.writes:
+            i = last_w.get(o)
+            if i is not None:
+                conflict.add(i)
+            rs = reads.get(o)
+            if rs:
+                conflict.update(rs)
+        cause = set()
+        for item in e.consumes:
+            i = producer.get(item)
+            if i is not None:
+                cause.add(i)
+        direct |= conflict
+        direct |= cause
+        m = 0
+        for i in direct:
+            m |= hb[i] | (1 << i)
+        hb.append(m)
+        preds.append(sorted(direct))
+        cands.append(sorted(i for i in conflict if i not in cause and events[i].thread != e.thread))
+        # the frontier after e
+        last_of[e.thread] = j
+        for o in e.writes:
+            last_w[o] = j
+            reads.pop(o, None)
+        for o in e.reads:
+            if o not in e.writes:
+                reads.setdefault(o, []).append(j)
+        for item in e.produces:
+            producer[item] = j
+    return hb, preds, cands
+
+
+def races(events: list[Event], start: int = 0):
+    """Yield ``(i, j, initials)`` for each race ``events[i] ⋖ events[j]`` with
+    ``j >= start``: the threads that can start ``notdep(e_i).e_j`` from the
+    state before ``e_i``."""
+    hb, preds, cands = happens_before(events)
+    for j in range(start, len(events)):
+        if not cands[j]:
+            continue
+        covered = 0
+        for k in preds[j]:
+            covered |= hb[k]
+        for i in cands[j]:
+            if (covered >> i) & 1:
+                continue
+            # v = notdep(e_i, E).e_j: the events after e_i not after it, then e_j
+            v = [k for k in range(i + 1, j) if not (hb[k] >> i) & 1]
+            v.append(j)
+            vmask = 0
+            initials = []
+            for k in v:
+                if not hb[k] & vmask:
+                    th = events[k].thread
+                    if th not in initials:
+                        initials.append(th)
+                vmask |= 1 << k
+            yield i, j, initials
+
+
+class Tree:
+    """The exploration state: the branches of the current execution's path."""
+
+    def __init__(self, new_world: Callable[[], World], max_events: int = 5000):
+        self.new_world = new_world
+        self.max_events = max_events
+        self.stack: list[Branch] = []
+        self.first_new = 0
+        self.finished = False
+
+    def execute(self) -> tuple[World, str]:
+        """Run the next execution: replay the path, extend it.  Returns the
+        world and how it ended: ``complete``, ``blocked`` (sleep set) or
+        ``cut`` (``max_events``)."""
+        w = self.new_world()
+        stack = self.stack
+        for b in stack[self.first_new :]:
+            b.event = None
+        for b in stack:
+            b.event = w.step(b.chosen)
+        while True:
+            en = w.enabled()
+            if not en:
+                return w, "complete"
+            if stack:
+                parent = stack[-1]
+                pe = parent.event
+                sleep = {
+                    t: e
+                    for src in (parent.sleep, parent.done)
+                    for t, e in src.items()
+                    if t != parent.chosen and not dependent(e, pe)
+                }
+            else:
+                sleep = {}
+            avail = [t for t in en if t not in sleep]
+            if not avail:
+                return w, "blocked"
+            if len(stack) >= self.max_events:
+                return w, "cut"
+            b = Branch(en, sleep, avail[0])
+            stack.append(b)
+            b.event = w.step(b.chosen)
+
+    def add_races(self) -> int:
+        """Plan the reversal of every race the new events are in; returns how
+        many branches were added."""
+        stack = self.stack
+        events = [b.event for b in stack]
+        added = 0
+        for i, j, initials in races(events, self.first_new):
+            b = stack[i]
+            if any(t in b.backtrack for t in initials):
+                continue
+            q = events[j].thread if events[j].thread in initials else initials[0]
+            if q not in b.enabled:
+                q = next((t for t in initials if t in b.enabled), None)
+                if q is None:
+                    continue
+            b.backtrack.append(q)
+            b.why[q] = (i, j, events[i].label, events[j].label, explain(events[i], events[j]))
+            added += 1
+        return added
+
+    def branching(self) -> float:
+        """The product of the branches known along the path (Knuth's estimator
+        of the tree's leaves, taken along the path explored last)."""
+        p = 1.0
+        for b in self.stack:
+            p *= max(1, len([t for t in b.backtrack if t not in b.sleep]))
+        return p
+
+    def advance(self) -> bool:
+        """Move to the next branch to explore; False when none is left."""
+        stack = self.stack
+        while stack:
+            b = stack[-1]
+            b.done[b.chosen] = b.event
+            nxt = next((t for t in b.backtrack if t not in b.done and t not in b.sleep), None)
+            if nxt is not None:
+                b.chosen = nxt
+                self.first_new = len(stack) - 1
+                return True
+            stack.pop()
+        self.finished = True
+        return False
+
+    def schedule(self) -> str:
+        return " ".join(b.chosen for b in self.stack)
+
+    def why(self) -> list[tuple]:
+        """The races that made this execution's branches, root first."""
+        return [b.why[b.chosen] for b in self.stack if b.chosen in b.why]
+
+
+def mazurkiewicz_key(events: list[Event]) -> frozenset:
+    """The execution's Mazurkiewicz trace: its events (by thread and index in
+    the thread) and the order of every dependent pair."""
+    ids = []
+    count: dict = {}
+    for e in events:
+        n = count.get(e.thread, 0)
+        count[e.thread] = n + 1
+        ids.append((e.thread, n))
+    pairs = set(ids)
+    for j, b in enumerate(events):
+        for i in range(j):
+            a = events[i]
+            if a.thread != b.thread and dependent(a, b):
+                pairs.add((ids[i], ids[j]))
+    return frozenset(pairs)
+
+
+def all_executions(
+    new_world: Callable[[], World], limit: int = 200_000, deadline: float | None = None
+):
+    """Every interleaving, by brute force (each re-run from a fresh world):
+    yields ``(schedule, world)`` for each complete execution; stops after
+    ``limit`` of them or at ``deadline`` (``time.monotonic()``)."""
+    choices: list[int] = []  # index into the enabled list at each step
+    widths: list[int] = []
+    n = 0
+    while True:
+        w = new_world()
+        path = []
+        depth = 0
+        while True:
+            en = w.enabled()
+            if not en:
+                break
+            if depth == len(choices):
+                choices.append(0)
+                widths.append(len(en))
+            en.sort(key=thread_order)
+            t = en[choices[depth]]
+            path.append(t)
+            w.step(t)
+            depth += 1
+        yield " ".join(path), w
+        n += 1
+        if n >= limit or (deadline is not None and time.monotonic() > deadline):
+            return
+        del choices[depth:], widths[depth:]
+        while choices and choices[-1] + 1 >= widths[-1]:
+            choices.pop()
+            widths.pop()
+        if not choices:
+            return
+        choices[-1] += 1

@@ -1,0 +1,194 @@
+"""What one simulated execution came to, as plain data, and the invariants
+every execution must keep.
+
+Runs in the explorer's process, after an execution ends.  An ``Outcome``
+names processes by role (``P1``, ``P1.2``, ``T``...) rather than pid, and
+leaves timestamps out, so two executions that differ only in pid numbers
+or in the microseconds the queue gave are one outcome.  It holds the fate
+of every system message (``delivered`` to its receiver, ``arrived_dead``,
+or ``dropped`` with the reason ``sys_msg_dispatcher_func`` gives), what
+each collector received in order, and the invariants broken:
+
+* counts balance: made == delivered + dropped, nothing left queued, every
+  message with a fate and every drop reason one of ``DROP_REASONS``;
+* per-tracee order at each receiver: the messages about one sender arrive
+  in the order they were made (only per-sender order is promised);
+* no process blocked forever (a collector or a ``keep=True`` process is a
+  server and may wait);
+* the user's predicates over the outcome.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+
+from schedulers.process import EXITED
+from smp.core.dispatch import DROP_REASONS
+from smp.core.pretty import format_term
+
+from .world import TYPE_NAMES, mid_text
+
+__all__ = ["Outcome", "outcome_of", "nonsmp_outcome_of", "Namer"]
+
+_PID = re.compile(r"<\d+\.\d+\.\d+>")
+_TS = re.compile(r"\{\d+,\d+,\d+\}")
+
+
+def _format(t, ts: bool) -> str:
+    s = format_term(t)
+    return _TS.sub("Ts", s) if ts else s
+
+
+@lru_cache(maxsize=4096)
+def _formatted(t, ts: bool) -> str:
+    """``_format``, remembered: executions repeat the same terms."""
+    return _format(t, ts)
+
+
+class Namer:
+    """Terms as text with pids as roles and timestamps as ``Ts``."""
+
+    def __init__(self, names: dict):
+        self.by_text = {repr(p): n for p, n in names.items()}
+
+    def pid(self, pid) -> str:
+        return self.by_text.get(repr(pid), repr(pid))
+
+    def term(self, t, ts: bool = False) -> str:
+        try:
+            s = _formatted(t, ts)
+        except TypeError:  # a term with a list in it is no dict key
+            s = _format(t, ts)
+        return _PID.sub(lambda m: self.by_text.get(m.group(0), m.group(0)), s)
+
+    def text(self, s: str) -> str:
+        """Event text: each pid as role and pid (``T<0.83.0>``)."""
+        return _PID.sub(lambda m: self.by_text.get(m.group(0), "") + m.group(0), s)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One class of executions: the fate of each message, what each
+    collector got, the invariants broken (all text, sorted where order is
+    not part of the outcome)."""
+
+    fates: tuple  # ((message, fate), ...) sorted
+    received: tuple  # ((role, (message, ...)), ...) sorted by role
+    violations: tuple  # (text, ...)
+
+    def as_dict(self) -> dict:
+        return {
+            "fates": [list(f) for f in self.fates],
+            "received": {r: list(ms) for r, ms in self.received},
+            "violations": list(self.violations),
+        }
+
+
+def _message_label(namer: Namer, info) -> str:
+    type_, from_, to, body, _k = info
+    from_text = "" if from_ is None else f" {namer.pid(from_)}"
+    to_text = "" if to is None else f" -> {namer.pid(to)}"
+    return f"{TYPE_NAMES[type_]}{from_text}{to_text} {namer.term(body)}"
+
+
+def _fate_text(namer: Namer, fate) -> str:
+    if fate is None:
+        return "no fate"
+    if fate[0] == "dropped":
+        return f"dropped {fate[1]} ({namer.pid(fate[2])})"
+    return f"{fate[0]} {namer.pid(fate[1])}"
+
+
+def _received(world, namer: Namer) -> tuple:
+    out = []
+    for p in world.all_procs():
+        if p.kept is not None:
+            out.append((namer.pid(p.pid), tuple(namer.term(m, ts=True) for m in p.kept)))
+    out.sort()
+    return tuple(out)
+
+
+def _blocked(world, namer: Namer) -> list[str]:
+    return [
+        f"{namer.pid(p.pid)} ({p.pid!r}) blocked forever ({p.status})"
+        for p in world.all_procs()
+        if p.status != EXITED and p.pid not in world.servers
+    ]
+
+
+def _user_checks(outcome: Outcome, checks) -> list[str]:
+    out = []
+    for check in checks:
+        try:
+            r = check(outcome)
+        except Exception as e:  # a predicate that fails is a broken check
+            r = f"raised {type(e).__name__}: {e}"
+        if r is True or r is None:
+            continue
+        name = getattr(check, "__name__", repr(check))
+        out.append(f"check {name} failed" + (f": {r}" if isinstance(r, str) else ""))
+    return out
+
+
+def outcome_of(world, checks=(), blocked_ok: bool = False) -> Outcome:
+    """The outcome of a finished smp execution."""
+    namer = Namer(world.names)
+    violations: list[str] = []
+    made = len(world.msgs)
+    if world.queue:
+        violations.append(f"{len(world.queue)} message(s) still queued")
+    if made != world.delivered + world.dropped + len(world.queue):
+        violations.append(
+            f"counts do not balance: made {made} != delivered {world.delivered} "
+            f"+ dropped {world.dropped}"
+        )
+    labels: dict = {}
+    fates = []
+    for mid in sorted(world.msgs):
+        info = world.msgs[mid]
+        fate = world.fates.get(mid)
+        label = _message_label(namer, info)
+        n = labels[label] = labels.get(label, 0) + 1
+        if n > 1:
+            label = f"{label} #{n}"
+        if fate is None:
+            violations.append(f"{mid_text(mid)} {label} has no fate")
+        elif fate[0] == "dropped" and fate[1] not in DROP_REASONS:
+            violations.append(f"{mid_text(mid)} dropped for an unnamed reason {fate[1]!r}")
+        fates.append((label, _fate_text(namer, fate)))
+    fates.sort()
+    msgs = world.msgs
+    for receiver, mids in world.arrivals.items():
+        last: dict = {}
+        for mid in mids:
+            sender = msgs[mid][1]
+            if sender in last and last[sender] > mid:
+                violations.append(
+                    f"{namer.pid(receiver)} got {mid_text(mid)} from {namer.pid(sender)} "
+                    f"after {mid_text(last[sender])}, made later"
+                )
+            last[sender] = mid
+    if not blocked_ok:
+        violations += _blocked(world, namer)
+    received = _received(world, namer)
+    out = Outcome(tuple(fates), received, tuple(violations))
+    user = _user_checks(out, checks)
+    if user:
+        out = Outcome(out.fates, out.received, out.violations + tuple(user))
+    return out
+
+
+def nonsmp_outcome_of(world, checks=(), blocked_ok: bool = False) -> Outcome:
+    """The outcome of the nonsmp run: what each collector got; its messages
+    are decided when made (``suppressed`` ones were never made)."""
+    namer = Namer(world.names)
+    st = world.node.stats.as_dict()
+    violations = [] if blocked_ok else _blocked(world, namer)
+    fates = tuple(sorted((f"{k}", f"{v}") for k, v in st.items() if k in ("made", "suppressed")))
+    out = Outcome(fates, _received(world, namer), tuple(violations))
+    user = _user_checks(out, checks)
+    if user:
+        out = Outcome(out.fates, out.received, out.violations + tuple(user))
+    return out

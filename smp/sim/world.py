@@ -1,0 +1,908 @@
+"""The SMP build in one OS process: N scheduler ``Node``s, the dispatcher's
+queue, table and tracer state, and the transport between them, stepped one
+event at a time by whoever picks the next thread.
+
+Runs in the explorer's process; no sockets, no processes, no threads.  The
+engine objects are the real ones: ``schedulers.engine.Node`` (with the trace
+points of ``erl_trace.c``), ``dispatcher.table.PidTable``,
+``smp.core.state.TracerState`` and ``smp.core.dispatch.resolve`` /
+``disp_failure``.  Only the transport is simulated, and it is cut where
+the real one lets the order vary.  Each place is a *thread* whose next step
+the explorer may choose:
+
+* ``S<k>``: scheduler ``k`` runs its next time slice (``run_some(1)``); the
+  system messages and process-table events it made leave as one batch
+  (``enqueue_sys_msg``), its signals to other schedulers go on their
+  channels, its BIF calls to the controller;
+* ``I<k>``: the dispatcher takes scheduler ``k``'s next batch into the queue
+  (timestamps and the active count, table events, publications), once every
+  batch of a peer that caused it is in (``Worker.after``);
+* ``D``: the dispatcher decides the next queued message (``resolve``);
+* ``A<i>><k>``: the next signal from scheduler ``i`` (``0``: a delivery from
+  the dispatcher) arrives at scheduler ``k``;
+* ``P<k>``: scheduler ``k``'s replica takes the next publication (a state
+  snapshot, dead pids, tracer marks, the registry);
+* ``R<pid>``: the controller serves the BIF ``pid`` called; the change is
+  made with every replica updated at once, as the seed's BIFs block every
+  scheduler while they change the tracer state.
+
+A collector nobody traces or profiles is *passive*: its first slice runs at
+the end of setup and a message reaching it only joins its kept list (its
+receive is invisible to every tracer), so it takes no turns of its own.
+Every channel is FIFO, as a ZeroMQ socket pair is.  Each step returns an
+``Event`` with its footprint (``smp.sim.deps``); given the same choices the
+world makes the same events, so a schedule is a list of thread names.
+Timers never fire: ``receive`` with a timeout waits as if the time never
+came (the explorer reports a process left waiting).
+"""
+
+from __future__ import annotations
+
+import inspect
+import io
+from collections import deque
+
+from dispatcher.table import PidTable
+from schedulers.backend import LocalBackend
+from schedulers.engine import Node
+from schedulers.process import EXITED, RPC, SUSPENDED, WAITING, Op, Tokened
+from smp.core import messages as M
+from smp.core.bifs import call_bif
+from smp.core.clock import Clock, us_to_ts
+from smp.core.dispatch import DELIVER_PID, DELIVER_PORT, disp_failure, resolve
+from smp.core.errors import BadArg, SmpError
+from smp.core.placement import pid_owner
+from smp.core.state import NIL, TracerState, apply_state_op
+from smp.core.stats import Stats
+from smp.core.terms import Atom, Pid, Port, Ref
+
+from .deps import STATE_GROUPS, Event, group_of_state_op, group_of_type
+
+__all__ = ["World", "NonsmpWorld", "SimError", "collector", "thread_order", "mid_text"]
+
+am_active = Atom("active")
+QUEUE = ("queue",)
+_BASE_US = 1_700_000_000_000_000  # a plausible now() for the first timestamp
+
+
+class SimError(SmpError):
+    """A workload or schedule the simulator cannot run as given."""
+
+
+async def collector(proc):
+    """A process that receives forever; the simulator keeps what it receives."""
+    while True:
+        await proc.receive()
+
+
+class SimClock(Clock):
+    """``GET_NOW`` as a counter: the same choices give the same timestamps."""
+
+    __slots__ = ()
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.last = _BASE_US
+
+    def now_us(self) -> int:
+        self.last += 1
+        return self.last
+
+
+class _Table(PidTable):
+    """The dispatcher's process table, recording what each event reads and writes."""
+
+    def __init__(self, world):
+        super().__init__()
+        self.world = world
+
+    def is_alive(self, pid) -> bool:
+        self.world.fp_r.add(("alive", pid))
+        return pid in self.alive
+
+    def is_tracer(self, pid) -> bool:
+        self.world.fp_r.add(("alive", pid))
+        return pid in self.tracers and pid in self.alive
+
+    def whereis(self, name):
+        self.world.fp_r.add(("reg", name))
+        pid = self.registry.get(name)
+        if type(pid) is Pid:
+            self.world.fp_r.add(("alive", pid))
+        return super().whereis(name)
+
+    def is_valid_tracer_port(self, port) -> bool:
+        return False  # ports are not simulated
+
+    def spawned(self, pid) -> None:
+        self.world.fp_w.add(("alive", pid))
+        super().spawned(pid)
+
+    def exited(self, pid) -> list:
+        self.world.fp_w.add(("alive", pid))
+        names = super().exited(pid)
+        for n in names:
+            self.world.fp_w.add(("reg", n))
+        return names
+
+    def mark_tracer(self, pid) -> None:
+        self.world.fp_w.add(("alive", pid))
+        super().mark_tracer(pid)
+
+    def register(self, name, pid) -> bool:
+        self.world.fp_w.add(("reg", name))
+        self.world.fp_r.add(("alive", pid))
+        return super().register(name, pid)
+
+    def unregister(self, name) -> bool:
+        self.world.fp_w.add(("reg", name))
+        return super().unregister(name)
+
+
+class _Transport:
+    """``schedulers.engine.Transport`` of a simulated scheduler: collects what
+    the node hands on; the world moves it after each of the node's events."""
+
+    def __init__(self, world, k: int, stats: Stats):
+        self.world, self.k, self.stats = world, k, stats
+        self.sys_made = self.sys_items = 0
+        self.out: list = []  # messages (mid first, a tuple) and table events (kind first)
+        self.peer_out: list = []
+        self.ctl_out: list = []
+
+    def sys(self, type_: int, from_, to, msg, ts_kind: int) -> None:
+        mid = self.world.new_message(type_, from_, to, msg, self.k)
+        self.out.append((mid, type_, from_, to, msg, ts_kind))
+        self.stats.made(type_)
+        self.sys_made += 1
+        self.sys_items += 1
+
+    def count_made(self) -> None:
+        pass  # counted in sys()
+
+    def table_event(self, ev: tuple) -> None:
+        self.out.append(ev)
+        self.sys_items += 1
+
+    def peer(self, owner: int, signal_) -> None:
+        self.peer_out.append((owner, signal_))
+
+    def has_output(self) -> bool:
+        return bool(self.out)
+
+    def take_batch(self) -> list:
+        out, self.out = self.out, []
+        return out
+
+    async def rpc(self, p, *request):
+        self.ctl_out.append((p.pid, request))
+        result = await Op(RPC)
+        if isinstance(result, BaseException):
+            raise result
+        return result
+
+
+class _SimNode(Node):
+    """A scheduler whose timers never fire and whose spawns are named."""
+
+    def __init__(self, world, *a, **kw):
+        super().__init__(*a, **kw)
+        self.world = world
+        self.clock = SimClock()
+
+    def fire_timers(self) -> None:
+        pass
+
+    # the replica of dead pids and tracer marks, read per pid (smp.sim.deps "replica")
+    def is_alive(self, pid) -> bool:
+        if type(pid) is Pid and pid_owner(pid, self.nsched) != self.sched_id:
+            self.world.fp_r.add(("replica", self.sched_id, pid))
+        return super().is_alive(pid)
+
+    def is_tracer(self, pid) -> bool:
+        if type(pid) is Pid and pid_owner(pid, self.nsched) != self.sched_id:
+            self.world.fp_r.add(("replica", self.sched_id, pid))
+        return super().is_tracer(pid)
+
+    # a collector nobody traces is passive: its receive is invisible, so a
+    # message only joins its kept list and it never enters the run queue
+    def _make_runnable(self, p) -> None:
+        if (
+            p.status == WAITING
+            and p.pid in self.world.collectors
+            and p.tracer is NIL
+            and p.pending_exit is None
+            and not self.state.profile_runnable_procs
+            and not any(type(e) is Tokened for e in p.mailbox)
+        ):
+            p.mailbox.clear()
+            return
+        super()._make_runnable(p)
+
+    def _queue_message(self, t, msg, token, trace_recv=False) -> None:
+        self.world.fp_w.add(("proc", t.pid))
+        super()._queue_message(t, msg, token, trace_recv)
+
+    def deliver_sys_run(self, to, bodies: list) -> None:
+        self.world.fp_w.add(("proc", to))
+        super().deliver_sys_run(to, bodies)
+
+    def op_spawn(self, parent, fun, args, link=False, scheduler=None):
+        pid = super().op_spawn(parent, fun, args, link=link, scheduler=scheduler)
+        self.world.name_child(parent.pid, pid)
+        return pid
+
+
+def _handle_signal(node: Node, sig) -> None:
+    """A signal from a peer scheduler, as ``schedulers.worker.Worker.handle_signal``."""
+    k = sig[0]
+    if k == "msg":
+        node.deliver_remote(sig[1], sig[2], sig[3])
+    elif k == "spawn":
+        _, pid, fun, args, link_to, inherit = sig
+        node.spawn_local(pid, fun, args, None, link_to, inherit)
+    elif k == "link":
+        t = node.procs.get(sig[1])
+        if t is None:
+            node.transport.peer(
+                pid_owner(sig[2], node.nsched), ("exit", sig[2], sig[1], Atom("noproc"), True, None)
+            )
+        else:
+            node.link_arrived(t, sig[2], sig[3])
+    elif k == "unlink":
+        t = node.procs.get(sig[1])
+        if t is not None:
+            node.unlink_arrived(t, sig[2])
+    elif k == "trace_flag":
+        node.set_trace_flag(sig[1], sig[2], sig[3])
+    elif k == "exit":
+        _, to, from_, reason, link, token = sig
+        t = node.procs.get(to)
+        if t is not None:
+            node.exit_signal_arrived(t, from_, reason, link, token)
+    else:
+        raise SimError(f"the simulator does not carry {k} signals (ports are not simulated)")
+
+
+def mid_text(mid: tuple) -> str:
+    """A message's name in reports: ``m2.3``, the third made on scheduler 2."""
+    return "m%d.%d" % mid
+
+
+def thread_order(name: str) -> tuple:
+    """The canonical order of threads: schedulers, arrivals, BIFs, replicas,
+    ingest, dispatch (the default schedule runs processes first)."""
+    return ("SARPID".index(name[0]), len(name), name)
+
+
+class _Base:
+    """What the two worlds share: names of processes and the setup facade's
+    bookkeeping."""
+
+    smp = True
+
+    def __init__(self, nsched: int):
+        self.nsched = nsched
+        self.names: dict = {}
+        self.children: dict = {}
+        self.servers: set = set()  # collectors and kept processes: they may wait forever
+        self.collectors: set = set()  # spawned with spawn_collector
+        self.top = 0
+        self.fp_r: set = set()
+        self.fp_w: set = set()
+        self.fp_p: set = set()
+        self.fp_c: set = set()
+
+    def name_child(self, parent, pid) -> None:
+        n = self.children.get(parent, 0) + 1
+        self.children[parent] = n
+        self.names[pid] = f"{self.names.get(parent, repr(parent))}.{n}"
+
+    def dispose(self) -> None:
+        """Close every process body (a world is dropped after its execution;
+        a body never started would warn that it was never awaited)."""
+        for p in list(self.all_procs()):
+            if p.coro is not None:
+                p.coro.close()
+
+    def name_top(self, pid, name: str | None) -> None:
+        self.top += 1
+        self.names[pid] = name or f"P{self.top}"
+
+
+class World(_Base):
+    """The simulated SMP build.  ``enabled()`` lists the threads that can
+    step; ``step(thread)`` runs one and returns its ``Event``."""
+
+    def __init__(self, nsched: int = 2, reductions: int = 200):
+        if nsched < 1:
+            raise BadArg("schedulers must be >= 1")
+        super().__init__(nsched)
+        self.atomic = True  # setup: every change reaches every replica at once
+        self.table = _Table(self)
+        self.state = TracerState(liveness=self.table, on_change=self._on_state_change)
+        self._snap = self.state.snapshot()
+        self.clock = SimClock()
+        self.queue: deque = deque()
+        self.stderr: list[str] = []
+        self.transports = [None]
+        self.nodes: list = [None]
+        for k in range(1, nsched + 1):
+            stats = Stats()
+            t = _Transport(self, k, stats)
+            self.transports.append(t)
+            self.nodes.append(
+                _SimNode(
+                    self,
+                    k,
+                    nsched,
+                    smp=True,
+                    reductions=reductions,
+                    transport=t,
+                    stderr=io.StringIO(),
+                    stats=stats,
+                )
+            )
+        r = range(nsched + 1)
+        self.ing: list = [deque() for _ in r]  # batches on their way to the queue
+        self.ing_sent = [0 for _ in r]
+        self.ingested = [0 for _ in r]
+        self.after = [[0] * (nsched + 1) for _ in r]
+        self.chans: dict = {}  # (from, to) -> deque of (seq, payload, batches sent)
+        self.chan_sent: dict = {}
+        self.pubs: list = [deque() for _ in r]
+        self.pub_sent = [0 for _ in r]
+        self.rpcs: dict = {}  # pid -> (seq, request)
+        self.rpc_sent: dict = {}
+        self.refs = 0
+        # what happened to the messages
+        # mid: (scheduler, n), numbered by its maker (the controller is 0), so
+        # events on different schedulers commute with their numbers
+        self.msgs: dict = {}  # mid -> (type, from, to, body, scheduler)
+        self.made_by = [0] * (nsched + 1)
+        self.fates: dict = {}  # mid -> ("delivered"|"arrived_dead", receiver) | ("dropped", reason, receiver)
+        self.arrivals: dict = {}  # receiver -> [mid, ...] in arrival order
+        self.delivered = 0
+        self.dropped = 0
+        self.trace: list[Event] = []
+        self.backend = SimBackend(self)
+        self._names_S = ["S%d" % k for k in r]
+        self._names_I = ["I%d" % k for k in r]
+        self._names_P = ["P%d" % k for k in r]
+
+    # ------------------------------------------------------------ bookkeeping
+    def new_message(self, type_, from_, to, msg, k) -> tuple:
+        self.made_by[k] += 1
+        mid = (k, self.made_by[k])
+        self.msgs[mid] = (type_, from_, to, msg, k)
+        return mid
+
+    def owner(self, pid) -> int:
+        return pid_owner(pid, self.nsched)
+
+    def _on_state_change(self, snap) -> None:
+        old, self._snap = self._snap, snap
+        for f, g in STATE_GROUPS.items():
+            if getattr(old, f) != getattr(snap, f):
+                self.fp_w.add(("state", g))
+        if self.atomic:
+            for k in range(1, self.nsched + 1):
+                self.nodes[k].apply_snapshot(snap)
+                self.fp_w.add(("node", k))
+        else:
+            self._pub_all(("snap", snap))
+
+    def _pub_all(self, item) -> None:
+        for k in range(1, self.nsched + 1):
+            self.pub_sent[k] += 1
+            self.pubs[k].append((self.pub_sent[k], item))
+            self.fp_w.add(("pub", k))
+            self.fp_p.add(("pubitem", k, self.pub_sent[k]))
+
+    def _flush(self, k: int) -> None:
+        """What node ``k``'s event made leaves it: the batch, the signals (with
+        the count of batches sent before them), the BIF requests."""
+        t = self.transports[k]
+        if t.out:
+            n = self.ing_sent[k] = self.ing_sent[k] + 1
+            self.ing[k].append((n, tuple(self.after[k]), t.out))
+            t.out = []
+            self.fp_p.add(("batch", k, n))
+        if t.peer_out:
+            nb = self.ing_sent[k]
+            for owner, sig in t.peer_out:
+                key = (k, owner)
+                seq = self.chan_sent[key] = self.chan_sent.get(key, 0) + 1
+                q = self.chans.get(key)
+                if q is None:
+                    q = self.chans[key] = deque()
+                q.append((seq, sig, nb))
+                self.fp_p.add(("sig", k, owner, seq))
+            t.peer_out = []
+        if t.ctl_out:
+            for pid, req in t.ctl_out:
+                seq = self.rpc_sent[pid] = self.rpc_sent.get(pid, 0) + 1
+                self.rpcs[pid] = (seq, req)
+                self.fp_p.add(("rpc", pid, seq))
+            t.ctl_out = []
+
+    # ------------------------------------------------------------ the threads
+    def enabled(self) -> list[str]:
+        out = [self._names_S[k] for k in range(1, self.nsched + 1) if self.nodes[k].runq]
+        for key in sorted(self.chans):
+            if self.chans[key]:
+                out.append("A%d>%d" % key)
+        for pid in self.rpcs:
+            out.append("R" + repr(pid))
+        for k in range(1, self.nsched + 1):
+            if self.pubs[k]:
+                out.append(self._names_P[k])
+        for k in range(1, self.nsched + 1):
+            if self.ing[k] and self._after_ok(k):
+                out.append(self._names_I[k])
+        if self.queue:
+            out.append("D")
+        return out
+
+    def _after_ok(self, k: int) -> bool:
+        after = self.ing[k][0][1]
+        ingested = self.ingested
+        for i in range(1, self.nsched + 1):
+            if i != k and ingested[i] < after[i]:
+                return False
+        return True
+
+    def step(self, thread: str) -> Event:
+        self.fp_r, self.fp_w, self.fp_p, self.fp_c = set(), set(), set(), set()
+        self.atomic = False
+        c = thread[0]
+        try:
+            if c == "S":
+                kind, label = "slice", self._slice(int(thread[1:]))
+            elif c == "D":
+                kind, label = "dispatch", self._dispatch()
+            elif c == "I":
+                kind, label = "ingest", self._ingest(int(thread[1:]))
+            elif c == "A":
+                i, k = thread[1:].split(">")
+                kind, label = "arrive", self._arrive(int(i), int(k))
+            elif c == "P":
+                kind, label = "publish", self._publish(int(thread[1:]))
+            elif c == "R":
+                kind, label = "bif", self._serve(thread[1:])
+            else:
+                raise SimError(f"no thread {thread!r}")
+        except (IndexError, KeyError, ValueError):
+            raise SimError(f"thread {thread} cannot step now") from None
+        ev = Event(
+            thread,
+            kind,
+            frozenset(self.fp_r),
+            frozenset(self.fp_w),
+            frozenset(self.fp_p),
+            frozenset(self.fp_c),
+            label,
+        )
+        self.trace.append(ev)
+        return ev
+
+    def _slice(self, k: int) -> str:
+        node = self.nodes[k]
+        if not node.runq:
+            raise SimError(f"scheduler {k} has nothing to run")
+        self.fp_w.add(("node", k))
+        p = node.runq[0]
+        self.fp_w.add(("proc", p.pid))
+        node.run_some(1)
+        self._flush(k)
+        return f"scheduler {k} runs {p.pid!r}" + (
+            f" ({p.status})" if p.status in (EXITED, SUSPENDED) else ""
+        )
+
+    def _ingest(self, k: int) -> str:
+        n, after, items = self.ing[k].popleft()
+        self.fp_c.add(("batch", k, n))
+        for i in range(1, self.nsched + 1):
+            if i != k and after[i]:
+                self.fp_c.add(("ingested", i, after[i]))
+        self.ingested[k] = n
+        self.fp_p.add(("ingested", k, n))
+        table, state = self.table, self.state
+        dead, tracers, reg, what = [], [], False, []
+        for item in items:
+            if type(item[0]) is tuple:  # a message: its mid first
+                mid, type_, from_, to, msg, ts_kind = item
+                self.fp_w.add(QUEUE)
+                ts = active = 0
+                if ts_kind:
+                    ts = self.clock.now_us()
+                if ts_kind == M.TS_SCHED:
+                    state.active_sched += 1 if to is am_active else -1
+                    active = state.active_sched
+                    to = NIL
+                    self.fp_w.add(("state", "active"))
+                self.queue.append((mid, type_, from_, to, msg, ts_kind, ts, active))
+                self.fp_p.add(("msg", mid))
+                what.append(mid_text(mid))
+                continue
+            ev, subject = item[0], item[1]
+            what.append(f"{ev} {subject!r}")
+            if ev == "spawn":
+                table.spawned(subject)
+            elif ev == "exit":
+                reg |= bool(table.exited(subject))
+                dead.append(subject)
+                state.trace_check_exiting(subject, smp=True)
+            elif ev == "tracer":
+                table.mark_tracer(subject)
+                tracers.append(subject)
+            elif ev == "unregister":
+                table.unregister(item[1])
+                reg = True
+        if dead:
+            self._pub_all(("dead", dead))
+        if tracers:
+            self._pub_all(("tracer", tracers))
+        if reg:
+            self._pub_all(("reg", dict(table.registry)))
+        return f"queue takes batch {n} of scheduler {k}: " + ", ".join(what)
+
+    def _dispatch(self) -> str:
+        mid, type_, from_, to, msg, ts_kind, ts, active = self.queue.popleft()
+        self.fp_c.add(("msg", mid))
+        g = group_of_type(type_)
+        if g is not None:
+            self.fp_r.add(("state", g))
+        d = resolve(type_, from_, to, self.state, self.table)
+        if d.action == DELIVER_PID:
+            term = M.complete(msg, ts_kind, us_to_ts(ts), active) if ts_kind else msg
+            owner = self.owner(d.receiver)
+            key = (0, owner)
+            seq = self.chan_sent[key] = self.chan_sent.get(key, 0) + 1
+            q = self.chans.get(key)
+            if q is None:
+                q = self.chans[key] = deque()
+            q.append((seq, (mid, d.receiver, term), 0))
+            self.fp_p.add(("sig", 0, owner, seq))
+            self.fates[mid] = ("delivered", d.receiver)
+            self.delivered += 1
+            return (
+                f"dispatch {mid_text(mid)} {_TYPES[type_]} {from_!r} -> {d.receiver!r}: delivered"
+            )
+        if d.action == DELIVER_PORT:
+            raise SimError("ports are not simulated")
+        if d.failure:
+            disp_failure(
+                M.SysMsg(type_, from_, to, msg, ts_kind), d.receiver, self.state, self.stderr.append
+            )
+        self.fates[mid] = ("dropped", d.reason, d.receiver)
+        self.dropped += 1
+        return f"dispatch {mid_text(mid)} {_TYPES[type_]} {from_!r} -> {d.receiver!r}: dropped {d.reason}"
+
+    def _arrive(self, i: int, k: int) -> str:
+        seq, payload, nb = self.chans[(i, k)].popleft()
+        self.fp_c.add(("sig", i, k, seq))
+        node = self.nodes[k]
+        target = node.procs.get(payload[1])
+        if not (
+            (i == 0 or payload[0] == "msg")
+            and target is not None
+            and target.pid in self.collectors
+            and target.status == WAITING
+            and target.tracer is NIL
+            and (i == 0 or payload[3] is None)
+        ):
+            self.fp_w.add(("node", k))
+        if i == 0:
+            mid, to, term = payload
+            p = node.procs.get(to)
+            if p is None or p.status == EXITED:
+                self.fates[mid] = ("arrived_dead", to)
+                label = f"{mid_text(mid)} reaches {to!r}, which is dead"
+            else:
+                self.arrivals.setdefault(to, []).append(mid)
+                label = f"{mid_text(mid)} reaches {to!r}"
+            node.deliver_sys_run(to, [term])
+        else:
+            if nb > self.after[k][i]:
+                self.after[k][i] = nb
+            _handle_signal(node, payload)
+            label = f"{payload[0]} signal from scheduler {i} reaches {payload[1]!r}"
+        t = self.transports[k]
+        if t.out or t.peer_out or t.ctl_out:
+            self.fp_w.add(("node", k))  # its output joins node k's ordered streams
+        self._flush(k)
+        return label
+
+    def _publish(self, k: int) -> str:
+        seq, (kind, data) = self.pubs[k].popleft()
+        self.fp_c.add(("pubitem", k, seq))
+        node = self.nodes[k]
+        if kind == "snap":
+            self.fp_w.add(("node", k))
+            node.apply_snapshot(data)
+            return f"scheduler {k}'s replica takes state version {data.version}"
+        if kind in ("dead", "tracer"):
+            # read only by is_alive / is_tracer of a pid of another scheduler
+            for pid in data:
+                self.fp_w.add(("replica", k, pid))
+            if kind == "dead":
+                node.dead_remote.update(data)
+            else:
+                node.remote_tracers.update(data)
+        elif kind == "reg":
+            self.fp_w.add(("node", k))
+            node.registry = dict(data)
+        return f"scheduler {k}'s replica takes {kind} {data!r}"
+
+    def _serve(self, pid_text: str) -> str:
+        pid = next(p for p in self.rpcs if repr(p) == pid_text)
+        seq, req = self.rpcs.pop(pid)
+        self.fp_c.add(("rpc", pid, seq))
+        k = self.owner(pid)
+        self.fp_w.add(("node", k))
+        self.atomic = True
+        try:
+            value = self.serve_request(pid, req)
+        except BadArg as e:
+            value = e
+        self.atomic = False
+        node = self.nodes[k]
+        p = node.procs.get(pid)
+        if p is not None and p.status == SUSPENDED and p.pending_exit is None:
+            p.resume = value
+            node._make_runnable(p)
+        for j in range(1, self.nsched + 1):
+            self._flush(j)
+        what = req[1] if req[0] == "bif" else req[0]
+        return f"controller serves {what} for {pid!r}"
+
+    def serve_request(self, caller, req):
+        """The controller's side of a process's BIF (``Emulator._serve_rpcs``)."""
+        kind = req[0]
+        if kind == "bif":
+            return call_bif(self.backend, caller, req[1], req[2])
+        if kind == "register":
+            return self.register(req[1], req[2])
+        if kind == "unregister":
+            ok = self.table.unregister(req[1])
+            if ok:
+                for k in range(1, self.nsched + 1):
+                    self.fp_w.add(("node", k))
+                    self.nodes[k].unset_reg(req[1], req[2])
+            return ok
+        raise BadArg(f"unknown request {kind!r}")
+
+    # ------------------------------------------------------------ setup (SimVM)
+    def settle(self) -> None:
+        """Between runs: every batch ingested, every publication applied and
+        every signal delivered, no process run (the emulator's paused state)."""
+        self.atomic = True
+        for k in range(1, self.nsched + 1):
+            self._flush(k)
+        while True:
+            busy = False
+            for k in range(1, self.nsched + 1):
+                while self.ing[k]:
+                    self.atomic = False
+                    self._ingest(k)
+                    busy = True
+                while self.pubs[k]:
+                    self._publish(k)
+                    busy = True
+            for key in sorted(self.chans):
+                while self.chans[key] and key[0] != 0:
+                    self._arrive(*key)
+                    busy = True
+            if not busy:
+                break
+        self.atomic = True
+        self.fp_r, self.fp_w, self.fp_p, self.fp_c = set(), set(), set(), set()
+
+    def spawn(self, k: int, fun, args, keep: bool, name: str | None) -> Pid:
+        node = self.nodes[k]
+        pid = node.new_pid()
+        node.spawn_local(pid, fun, args, kept=keep)
+        self.name_top(pid, name)
+        if keep:
+            self.servers.add(pid)
+        if fun is collector:
+            self.collectors.add(pid)
+        return pid  # its spawn event reaches the table at the next settle()
+
+    def start_collectors(self) -> None:
+        """End of setup: a collector nobody traces runs its first slice now
+        (to its receive: nothing any tracer or replica can see), so it never
+        takes a turn in the exploration."""
+        for pid in sorted(self.collectors, key=repr):
+            node = self.nodes[self.owner(pid)]
+            p = node.procs.get(pid)
+            if (
+                p is None
+                or p.tracer is not NIL
+                or not p.in_runq
+                or node.state.profile_scheduler
+                or node.state.profile_runnable_procs
+            ):
+                continue
+            node.runq.remove(p)
+            p.in_runq = False
+            node._run_slice(p)
+        self.settle()
+
+    def bif(self, name: str, *args):
+        self.settle()  # the table knows every spawn first (_sync_dispatcher)
+        r = call_bif(self.backend, None, name, args)
+        self.settle()
+        return r
+
+    def register(self, name, pid) -> bool:
+        self.settle()
+        if type(pid) is not Pid or not self.nodes[self.owner(pid)].is_alive(pid):
+            return False
+        if not self.table.register(name, pid):
+            return False
+        for k in range(1, self.nsched + 1):
+            self.fp_w.add(("node", k))
+            self.nodes[k].set_reg(name, pid)
+        return True
+
+    def exit(self, pid, reason) -> None:
+        self.nodes[self.owner(pid)].kill_from_outside(pid, reason)
+        self.settle()
+
+    def define(self, key: tuple, fn) -> None:
+        for k in range(1, self.nsched + 1):
+            self.nodes[k].functions[key] = fn
+
+    def proc(self, pid):
+        return self.nodes[self.owner(pid)].procs.get(pid)
+
+    def all_procs(self):
+        for k in range(1, self.nsched + 1):
+            yield from self.nodes[k].procs.values()
+
+
+_TYPES = {
+    M.SYS_MSG_TYPE_TRACE: "TRACE",
+    M.SYS_MSG_TYPE_SEQTRACE: "SEQTRACE",
+    M.SYS_MSG_TYPE_SYSMON: "SYSMON",
+    M.SYS_MSG_TYPE_ERRLGR: "ERRLGR",
+    M.SYS_MSG_TYPE_PROC_MSG: "PROC_MSG",
+    M.SYS_MSG_TYPE_SYSPROF: "SYSPROF",
+}
+TYPE_NAMES = _TYPES
+
+
+class SimBackend:
+    """``smp.core.bifs.Backend`` for the simulated controller, as
+    ``smp.backend.SmpBackend`` asks the schedulers and the dispatcher; each
+    call records what it touches for the event that serves the BIF."""
+
+    def __init__(self, world: World):
+        self.w = world
+
+    def _node(self, k: int, write: bool = True):
+        self.w.fp_w.add(("node", k))
+        return self.w.nodes[k]
+
+    def bk_is_alive(self, pid) -> bool:
+        if type(pid) is not Pid:
+            return False
+        return self._node(self.w.owner(pid)).is_alive(pid)
+
+    def bk_valid_tracer_port(self, port) -> bool:
+        return False
+
+    def bk_trace_apply(self, spec, how, bits, tracer) -> int:
+        w = self.w
+        if type(spec) is Pid:
+            return self._node(w.owner(spec)).set_trace_local(spec, how, bits, tracer)
+        if type(spec) is Port:
+            raise BadArg("ports are not simulated")
+        return sum(
+            self._node(k).set_trace_local(spec, how, bits, tracer) for k in range(1, w.nsched + 1)
+        )
+
+    def bk_mark_tracer(self, tracer) -> None:
+        self._node(self.w.owner(tracer)).mark_tracer(tracer)
+
+    def bk_state(self, op: str, *args):
+        g = group_of_state_op(op)
+        self.w.fp_r.add(("state", g))
+        if op == "set_system_profile":
+            self.w.fp_w.add(("state", "active"))
+        return apply_state_op(self.w.state, op, args)
+
+    def bk_trace_info(self, what, item):
+        if type(what) is not Pid:
+            return Atom("undefined")
+        return self._node(self.w.owner(what)).trace_info_local(what, item)
+
+    def bk_trace_info_func(self, mfa, key):
+        return self._node(1).trace_info_func_local(mfa, key)
+
+    def bk_pattern(self, mfa, ms, kind, meta_tracer, enable) -> int:
+        source = None if ms is None else ms.source
+        counts = [
+            self._node(k).set_pattern_local(mfa, source, kind, meta_tracer, enable)
+            for k in range(1, self.w.nsched + 1)
+        ]
+        return counts[0]
+
+    def bk_active_schedulers(self) -> int:
+        w = self.w
+        return sum(1 for k in range(1, w.nsched + 1) if self._node(k).runq)
+
+    def bk_make_ref(self):
+        self.w.refs += 1
+        return Ref((self.w.refs, 0, 0))
+
+    def bk_error_logger(self, caller, text: str) -> None:
+        w = self.w
+        msg = M.error_logger_str(text, None if caller is None else Pid(0))
+        from_ = NIL if caller is None else caller
+        mid = w.new_message(M.SYS_MSG_TYPE_ERRLGR, from_, NIL, msg, 0)
+        w.queue.append((mid, M.SYS_MSG_TYPE_ERRLGR, from_, NIL, msg, M.TS_NONE, 0, 0))
+        w.fp_w.add(QUEUE)
+        w.fp_p.add(("msg", mid))
+
+    def bk_trace_delivered(self, caller, what, ref):
+        raise BadArg("trace_delivered is not simulated")
+
+
+class NonsmpWorld(_Base):
+    """The nonsmp build: one ``Node`` without a dispatcher, run in its one
+    order (every message decided when it is made)."""
+
+    smp = False
+
+    def __init__(self, reductions: int = 200):
+        super().__init__(1)
+        self.node = _SimNode(self, 1, 1, smp=False, reductions=reductions, stderr=io.StringIO())
+
+    def spawn(self, k: int, fun, args, keep: bool, name: str | None) -> Pid:
+        pid = self.node.new_pid()
+        self.node.spawn_local(pid, fun, args, kept=keep)
+        self.name_top(pid, name)
+        if keep:
+            self.servers.add(pid)
+        if fun is collector:
+            self.collectors.add(pid)
+        return pid
+
+    def bif(self, name: str, *args):
+        return call_bif(LocalBackend(self.node), None, name, args)
+
+    def register(self, name, pid) -> bool:
+        try:
+            self.node.register(name, pid)
+        except SmpError:
+            return False
+        return True
+
+    def exit(self, pid, reason) -> None:
+        self.node.kill_from_outside(pid, reason)
+
+    def define(self, key: tuple, fn) -> None:
+        self.node.functions[key] = fn
+
+    def proc(self, pid):
+        return self.node.procs.get(pid)
+
+    def all_procs(self):
+        yield from self.node.procs.values()
+
+    def run(self, max_slices: int = 100_000) -> int:
+        """Run until no process can; returns the slices run."""
+        n = 0
+        node = self.node
+        while node.runq and n < max_slices:
+            node.run_some(1)
+            n += 1
+        return n
+
+
+def check_body(fun) -> None:
+    if not inspect.iscoroutinefunction(fun):
+        raise BadArg(f"process body must be an async def function, not {fun!r}")

@@ -1,0 +1,110 @@
+"""Source-DPOR explores one execution per Mazurkiewicz trace.
+
+For small generated workloads (seeded random), every interleaving of the
+simulated SMP build is enumerated by brute force and canonicalised by its
+happens-before relation under ``smp.sim.deps``; the number of distinct
+classes must equal the number of complete executions the explorer runs,
+with none sleep-set blocked beyond what it reports, and the outcomes found
+both ways must agree.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from smp.core.terms import Atom
+from smp.sim import Explorer, brute_force, replay
+from smp.sim.dpor import all_executions, mazurkiewicz_key
+from smp.sim.explorer import _world_factory
+from smp.sim.outcome import outcome_of
+
+LIMIT = 350  # interleavings a generated workload may have (brute force cost)
+
+
+async def worker(proc, plan, to):
+    for step in plan:
+        if step == "send":
+            await proc.send(to, Atom("hello"))
+        elif step == "seqsend":
+            await proc.seq_trace("label", 7)
+            await proc.seq_trace("send", True)
+            await proc.send(to, Atom("hi"))
+        elif step == "kill":
+            await proc.exit(to, Atom("kill"))
+        elif step == "seq":
+            await proc.bif("set_system_seq_tracer", to)
+
+
+def _program(rng: random.Random):
+    nsched = rng.choice([1, 2])
+    flags = rng.choice([["send"], ["procs"], ["send", "timestamp"], ["running"]])
+    steps = ["send", "kill", "seq", "seqsend"]
+    plan = [rng.choice(steps) for _ in range(rng.randint(1, 3 - nsched))]
+    places = [rng.randint(1, nsched) for _ in range(3)]
+    other = rng.choice([None, "kill", "seq"]) if nsched == 1 else None
+    seq_tracer = rng.random() < 0.5
+
+    def setup(vm):
+        t = vm.spawn_collector(scheduler=places[0], name="T")
+        p = vm.spawn(worker, plan, t, scheduler=places[1], name="P")
+        if other:
+            vm.spawn(worker, [other], t, scheduler=places[2], name="K")
+        vm.trace(p, True, flags, tracer=t)
+        if seq_tracer:
+            vm.set_system_seq_tracer(t)
+
+    return setup, nsched, f"n={nsched} {flags} {plan} at {places} other={other} seq={seq_tracer}"
+
+
+def _programs(count: int, seed: int = 24):
+    rng = random.Random(seed)
+    out = []
+    tries = 0
+    while len(out) < count and tries < 400:
+        tries += 1
+        setup, nsched, desc = _program(rng)
+        bf = brute_force(setup, nsched, limit=LIMIT)
+        if bf["interleavings"] >= LIMIT:
+            continue
+        out.append((setup, nsched, desc, bf))
+    return out
+
+
+PROGRAMS = _programs(22)
+
+
+def test_the_generator_gives_enough_programs_with_races():
+    assert len(PROGRAMS) >= 20
+    assert sum(1 for *_, bf in PROGRAMS if bf["traces"] > 1) >= 10
+    assert sum(1 for *_, bf in PROGRAMS if bf["outcomes"] > 1) >= 3
+
+
+@pytest.mark.parametrize("i", range(len(PROGRAMS)))
+def test_explored_executions_equal_mazurkiewicz_traces(i):
+    setup, nsched, desc, bf = PROGRAMS[i]
+    r = Explorer(setup, schedulers=nsched, nonsmp=False, blocked_ok=True).run()
+    assert r.exhausted, desc
+    assert r.executions == bf["traces"], (desc, r.executions, r.blocked, bf)
+    assert len(r.outcomes) == bf["outcomes"], desc
+
+
+def test_every_explored_schedule_replays_to_its_outcome():
+    setup, nsched, desc, _ = max(PROGRAMS, key=lambda x: x[3]["outcomes"])
+    r = Explorer(setup, schedulers=nsched, nonsmp=False, blocked_ok=True).run()
+    assert len(r.outcomes) > 1
+    for g in r.outcomes:
+        again = replay(setup, g.first.schedule, schedulers=nsched, blocked_ok=True)
+        assert again.outcome == g.outcome, desc
+        assert again.schedule == g.first.schedule
+
+
+def test_equivalent_interleavings_have_one_key_and_one_outcome():
+    setup, nsched, desc, bf = max(PROGRAMS, key=lambda x: x[3]["interleavings"])
+    by_key: dict = {}
+    for _s, w in all_executions(_world_factory(setup, nsched, 200), LIMIT):
+        by_key.setdefault(mazurkiewicz_key(w.trace), set()).add(outcome_of(w, (), True))
+        w.dispose()
+    assert len(by_key) == bf["traces"]
+    assert all(len(outcomes) == 1 for outcomes in by_key.values()), desc

@@ -1,0 +1,201 @@
+"""The explorer's API: bounds that cut the search and say so, user
+predicates, the built-in invariants, replay, the report, and the
+dependency relation itself (independent events commute; every conflict has
+the seed's reason)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from smp.core.terms import Atom
+from smp.sim import Explorer, SimError, explore, replay
+from smp.sim.catalogue import CATALOGUE, by_name
+from smp.sim.deps import RULES, conflicting, dependent, explain
+from smp.sim.dpor import all_executions
+from smp.sim.explorer import _world_factory
+from smp.sim.outcome import outcome_of
+from smp.sim.report import format_report, two_digits
+
+ROOT = Path(__file__).resolve().parents[2]
+SEQ = by_name("seq_tracer_replaced")
+KILLED = by_name("tracer_killed_with_messages_queued")
+
+
+def test_an_execution_bound_cuts_the_search_and_says_so():
+    r = Explorer(SEQ.setup, schedulers=2, max_executions=2).run()
+    assert r.executions == 2 and not r.exhausted
+    assert r.cut_by == ["executions"]
+    assert r.estimate >= 2
+    assert "cut by executions" in format_report(r)
+
+
+def test_a_time_budget_cuts_the_search_and_says_so():
+    r = Explorer(SEQ.setup, schedulers=2, time_budget=0.0).run()
+    assert r.executions == 1 and r.cut_by == ["time"]
+
+
+def test_user_predicates_are_checked_on_every_outcome():
+    def t1_gets_everything(outcome):
+        got = dict(outcome.received)["T1"]
+        return len(got) == 2 or f"T1 got {len(got)}"
+
+    r = explore(SEQ.setup, schedulers=2, checks=[t1_gets_everything])
+    bad = [v for g in r.violations for v in g.outcome.violations]
+    assert len(r.violations) == 2  # T1 got one, or none
+    assert "check t1_gets_everything failed: T1 got 0" in bad
+    assert r.nonsmp.violations == ()
+
+
+async def _waits_forever(proc):
+    await proc.receive()
+
+
+def test_a_process_blocked_forever_is_a_violation():
+    def setup(vm):
+        vm.spawn(_waits_forever, scheduler=2, name="W")
+
+    r = explore(setup, schedulers=2)
+    assert [g.outcome.violations for g in r.outcomes] == [(r.outcomes[0].outcome.violations[0],)]
+    assert "W (<" in r.outcomes[0].outcome.violations[0]
+    assert "blocked forever" in r.outcomes[0].outcome.violations[0]
+    assert explore(setup, schedulers=2, blocked_ok=True).violations == []
+
+
+def test_a_schedule_that_cannot_run_is_refused_with_the_step():
+    with pytest.raises(SimError, match=r"step 1: D cannot step now"):
+        replay(SEQ.setup, "D", schedulers=2)
+
+
+def test_a_short_schedule_is_completed_in_the_default_order():
+    full = replay(SEQ.setup, "", schedulers=2)
+    again = replay(SEQ.setup, " ".join(full.schedule.split()[:3]), schedulers=2)
+    assert again.schedule == full.schedule and again.outcome == full.outcome
+
+
+def test_the_report_names_roles_pids_races_and_schedules():
+    r = explore(KILLED.setup, schedulers=2)
+    text = format_report(r)
+    assert text.count("Schedule: ") == len(r.outcomes)
+    assert "Race pairs that made the explorer try it" in text
+    assert "T<0." in text and "dropped receiver_dead" in text
+    assert "nonsmp (one order" in text
+    assert two_digits(1234.5) == "1200" and two_digits(3.14159) == "3.1"
+
+
+def _executions(race, limit=300):
+    for sched, w in all_executions(_world_factory(race.setup, race.schedulers, 200), limit):
+        yield sched, w
+        w.dispose()
+
+
+@pytest.mark.parametrize("race", [CATALOGUE[i] for i in (0, 1, 3)], ids=lambda r: r.name)
+def test_every_conflict_met_has_a_rule_with_the_seeds_reason(race):
+    seen = set()
+    for _s, w in _executions(race, 200):
+        ev = w.trace
+        for j, b in enumerate(ev):
+            for a in ev[:j]:
+                if a.thread != b.thread and conflicting(a, b):
+                    for reason in explain(a, b):
+                        assert "no rule" not in reason, (a, b)
+                    seen.add(frozenset((a.kind, b.kind)))
+    assert seen  # the workloads do race
+    kinds = {r.kinds for r in RULES}
+    assert seen <= kinds | {frozenset((k,)) for k in ("slice", "ingest", "dispatch")}
+
+
+@pytest.mark.parametrize("race", CATALOGUE, ids=lambda r: r.name)
+def test_adjacent_independent_events_commute(race):
+    """Swap every adjacent pair of independent events of one execution and
+    replay: the same events (footprints included) and the same outcome."""
+    first = replay(race.setup, "", schedulers=race.schedulers)
+    w0 = _world_factory(race.setup, race.schedulers, 200)()
+    for t in first.schedule.split():
+        w0.step(t)
+    events = w0.trace
+    base = sorted(events)
+    swapped = 0
+    for i in range(len(events) - 1):
+        a, b = events[i], events[i + 1]
+        if dependent(a, b):
+            continue
+        steps = first.schedule.split()
+        steps[i], steps[i + 1] = steps[i + 1], steps[i]
+        w = _world_factory(race.setup, race.schedulers, 200)()
+        for t in steps:
+            w.step(t)
+        assert sorted(w.trace) == base
+        assert outcome_of(w) == outcome_of(w0)
+        w.dispose()
+        swapped += 1
+    w0.dispose()
+    assert swapped > 0
+
+
+def _project_imports(path: Path) -> set[str]:
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            out.add(node.module or "")
+        elif isinstance(node, ast.ImportFrom):
+            out.add("." * node.level + (node.module or ""))
+    return out
+
+
+def test_the_simulator_pulls_in_no_socket_or_process_library():
+    """Every module smp.sim reaches (smp.sim, then the project modules it
+    imports, transitively) imports neither zmq nor multiprocess nor psutil."""
+    forbidden = {"zmq", "multiprocess", "multiprocessing", "psutil", "socket", "subprocess"}
+    todo = [ROOT / "smp" / "sim" / p.name for p in sorted((ROOT / "smp" / "sim").glob("*.py"))]
+    seen: set[Path] = set()
+    bad = []
+    while todo:
+        path = todo.pop()
+        if path in seen:
+            continue
+        seen.add(path)
+        for mod in _project_imports(path):
+            if mod.startswith("."):
+                base = path.parent
+                for _ in range(len(mod) - len(mod.lstrip(".")) - 1):
+                    base = base.parent
+                rest = mod.lstrip(".")
+                target = base.joinpath(*rest.split(".")) if rest else base / "__init__"
+            elif mod.split(".")[0] in ("smp", "schedulers", "dispatcher"):
+                target = ROOT.joinpath(*mod.split("."))
+            else:
+                if mod.split(".")[0] in forbidden:
+                    bad.append(f"{path.relative_to(ROOT)} imports {mod}")
+                continue
+            for cand in (target.with_suffix(".py"), target / "__init__.py"):
+                if (
+                    cand.exists()
+                    and cand.name != "__init__.py"
+                    or (cand.name == "__init__.py" and cand.exists() and cand.parent.name != "smp")
+                ):
+                    todo.append(cand)
+    assert any(p.name == "engine.py" for p in seen) and any(p.name == "table.py" for p in seen)
+    assert bad == []
+
+
+async def _sender(proc, to):
+    await proc.send(to, Atom("x"))
+
+
+def test_the_setup_facade_refuses_what_the_emulator_refuses():
+    def bad_place(vm):
+        vm.spawn(_sender, None, scheduler=3)
+
+    with pytest.raises(Exception, match=r"scheduler must be in 1\.\.2, not 3"):
+        explore(bad_place, schedulers=2)
+
+    def not_async(vm):
+        vm.spawn(print)
+
+    with pytest.raises(Exception, match="must be an async def function"):
+        explore(not_async, schedulers=2)

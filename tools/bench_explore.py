@@ -1,0 +1,93 @@
+#!/usr/bin/env python
+"""Benchmark of the explorer (``smp.sim``): prints executions per second and
+events per execution on small workloads, and how many executions the
+explorer runs against every interleaving the brute force enumerates.  It
+asserts nothing: the target (1,000 executions/s for executions of up to 50
+events, one core) is printed next to the figures for reading.  Rates are given per wall
+second and per CPU second of this process (``time.process_time``), which
+a machine busy with other work disturbs less.
+
+    python tools/bench_explore.py [--brute-seconds S] [--repeat N] [--json FILE]
+
+Workloads: the catalogue's races (``smp.sim.catalogue``): a tracer killed with
+messages queued, the seq tracer replaced, a tracee exiting while its messages
+wait, running in/out pairs at one tracer.  The brute force stops after
+``--brute-seconds`` per workload; a count it did not finish is printed as
+``>= N``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+
+from smp.sim import Explorer, brute_force
+from smp.sim.catalogue import CATALOGUE
+
+TARGET = 1000.0  # executions/s, executions of up to 50 events
+
+
+def _explore_rate(race, repeat: int) -> dict:
+    best = None
+    for _ in range(repeat):
+        t0, c0 = time.perf_counter(), time.process_time()
+        r = Explorer(race.setup, schedulers=race.schedulers, nonsmp=False).run()
+        dt, dc = time.perf_counter() - t0, time.process_time() - c0
+        if best is None or dc < best[1]:
+            best = (dt, dc, r)
+    dt, dc, r = best
+    runs = r.executions + r.blocked
+    return {
+        "executions": r.executions,
+        "blocked": r.blocked,
+        "outcomes": len(r.outcomes),
+        "events_per_execution": r.events / max(1, runs),
+        "seconds": dt,
+        "cpu_seconds": dc,
+        "executions_per_s": runs / dt,
+        "executions_per_cpu_s": runs / dc,
+        "events_per_cpu_s": r.events / dc,
+    }
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--brute-seconds", type=float, default=20.0)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args(argv)
+    rows = []
+    print(f"target: {TARGET:,.0f} executions/s for executions of up to 50 events, one core")
+    print(
+        f"load average: {', '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs"
+    )
+    print(
+        f"{'workload':40} {'explored':>8} {'blocked':>7} {'outcomes':>8} {'ev/exec':>7} "
+        f"{'exec/s':>7} {'exec/cpu-s':>10} {'ev/cpu-s':>8} {'all interleavings':>17} {'traces':>6}"
+    )
+    for race in CATALOGUE:
+        row = {"workload": race.name, **_explore_rate(race, args.repeat)}
+        t0 = time.perf_counter()
+        bf = brute_force(race.setup, race.schedulers, time_budget=args.brute_seconds)
+        done = time.perf_counter() - t0 < args.brute_seconds
+        row["interleavings"] = bf["interleavings"]
+        row["interleavings_complete"] = done
+        row["traces_seen"] = bf["traces"]
+        rows.append(row)
+        inter = f"{'' if done else '>= '}{bf['interleavings']:,}"
+        print(
+            f"{race.name:40} {row['executions']:>8} {row['blocked']:>7} {row['outcomes']:>8} "
+            f"{row['events_per_execution']:>7.1f} {row['executions_per_s']:>7,.0f} "
+            f"{row['executions_per_cpu_s']:>10,.0f} {row['events_per_cpu_s']:>8,.0f} "
+            f"{inter:>17} {bf['traces']:>6}"
+        )
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
