@@ -1,7 +1,7 @@
 """The examples in the documentation run, and print what the pages show.
 
-Every fenced block of ``docs/**/*.md`` (the README draft included) that is
-an example is run:
+Every fenced block of ``docs/**/*.md`` and of ``README.md`` that is an
+example is run:
 
 * a ``console`` block (or ``sh``/``bash`` with ``$ `` prompts): each ``$ ``
   line is a shell command, run in one fresh directory per page, in page
@@ -39,7 +39,8 @@ from smp.wire.etf import encode
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
-PAGES = sorted(DOCS.rglob("*.md"))
+README = ROOT / "README.md"
+PAGES = sorted(DOCS.rglob("*.md")) + [README]
 SHELLS = ("console", "sh", "shell", "bash")
 _FENCE = re.compile(r"^```([\w-]*)[^\n]*\n(.*?)^```\s*$", re.MULTILINE | re.DOTALL)
 _EXIT = re.compile(r"#\s*exit\s+(\d+)\s*$")
@@ -104,7 +105,7 @@ def _run(command: str, cwd: Path) -> tuple[int, str]:
 
 
 def _page_id(page: Path) -> str:
-    return str(page.relative_to(DOCS))
+    return "README.md" if page == README else str(page.relative_to(DOCS))
 
 
 def _is_example(lang: str, body: str) -> bool:
@@ -170,15 +171,14 @@ def test_output_rule_matches_and_refuses():
     assert _commands("$ one\nout\n$ two # exit 2\n") == [("one", ["out"]), ("two # exit 2", [])]
 
 
-def test_readme_draft_is_short_and_its_links_resolve():
-    draft = DOCS / "README_draft.md"
-    text = draft.read_text("utf-8")
+def test_readme_is_short_and_its_links_resolve():
+    text = README.read_text("utf-8")
     assert len(text.splitlines()) <= 250
     links = re.findall(r"\]\(([^)#]+)\)", text)
     assert links
     for link in links:
         if "://" not in link:
-            # the draft becomes the repository's README: links are from the root
+            # the repository's front page: links are from the root
             assert (ROOT / link).exists(), link
 
 
@@ -186,5 +186,5 @@ def test_every_docs_page_is_in_the_site():
     nav = (ROOT / "mkdocs.yml").read_text("utf-8")
     for page in PAGES:
         rel = _page_id(page)
-        if rel != "README_draft.md":
+        if rel != "README.md":
             assert rel in nav, f"{rel} is not in mkdocs.yml's nav"
