@@ -53,28 +53,64 @@ def run_capped(
     env: dict | None = None,
     cwd: str | None = None,
 ) -> Capped:
-    """Run ``argv`` under ``cap`` bytes of address space; raise on timeout."""
+    """Run ``argv`` under ``cap`` bytes of address space; raise on timeout.
+
+    The peak RSS is this child's own (``os.wait4``), not the largest of
+    every child the test process has waited for."""
+    import threading
     import time
 
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     t0 = time.monotonic()
-    r = subprocess.run(
+    p = subprocess.Popen(
         argv,
-        input=stdin,
-        capture_output=True,
-        timeout=timeout,
+        stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         preexec_fn=_limit(cap),
         env={**os.environ, **(env or {})},
         cwd=cwd,
     )
-    took = time.monotonic() - t0
-    after = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    got: dict = {}
+
+    def drain(name: str, stream) -> None:
+        got[name] = stream.read()
+        stream.close()
+
+    def feed() -> None:
+        try:
+            p.stdin.write(stdin)
+            p.stdin.close()
+        except BrokenPipeError:
+            pass
+
+    def reap() -> None:
+        _pid, status, usage = os.wait4(p.pid, 0)
+        got["status"], got["usage"] = status, usage
+
+    threads = [
+        threading.Thread(target=drain, args=("out", p.stdout)),
+        threading.Thread(target=drain, args=("err", p.stderr)),
+        threading.Thread(target=reap),
+    ]
+    if stdin is not None:
+        threads.append(threading.Thread(target=feed))
+    for t in threads:
+        t.start()
+    threads[2].join(timeout)
+    if threads[2].is_alive():
+        p.kill()
+        for t in threads:
+            t.join()
+        raise subprocess.TimeoutExpired(argv, timeout)
+    for t in threads:
+        t.join()
+    p.returncode = os.waitstatus_to_exitcode(got["status"])
     return Capped(
-        r.returncode,
-        r.stdout.decode("utf-8", "replace"),
-        r.stderr.decode("utf-8", "replace"),
-        took,
-        max(after, before),
+        p.returncode,
+        got["out"].decode("utf-8", "replace"),
+        got["err"].decode("utf-8", "replace"),
+        time.monotonic() - t0,
+        got["usage"].ru_maxrss,
     )
 
 
