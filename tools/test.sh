@@ -27,6 +27,7 @@ python3 -m pip install -q -e '.[test]'
 # lint and format with the project's configuration (pyproject.toml [tool.ruff])
 python3 -m ruff check .
 python3 -m ruff format --check .
+python3 -m mypy --strict smp/core smp/wire
 # the docs site builds offline, with no broken link or missing reference
 site=$(mktemp -d)
 NO_MKDOCS_2_WARNING=1 python3 -m mkdocs build --strict -q -d "$site"

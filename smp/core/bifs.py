@@ -9,14 +9,15 @@ bad argument raises ``BadArg`` with a message naming the bad part.
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from collections.abc import Iterable
+from typing import Any, Callable, Protocol
 
 from smp.core.errors import BadArg
 from smp.core.flags import flags_to_list, parse_trace_flags
-from smp.core.matchspec import compile_match_spec
+from smp.core.matchspec import MatchSpec, compile_match_spec
 from smp.core.pretty import format_term
 from smp.core.state import FALSE, NIL, UNDEFINED
-from smp.core.terms import Atom, Pid, Port
+from smp.core.terms import Atom, Pid, Port, Ref, Term
 
 __all__ = ["Backend", "call_bif", "BIF_NAMES", "ALREADY_TRACED"]
 
@@ -34,19 +35,22 @@ _WILD = Atom("_")
 class Backend(Protocol):
     def bk_is_alive(self, pid: Pid) -> bool: ...
     def bk_valid_tracer_port(self, port: Port) -> bool: ...
-    def bk_trace_apply(self, spec, how: bool, bits: int, tracer) -> int: ...
+    def bk_trace_apply(self, spec: Term, how: bool, bits: int, tracer: object) -> int: ...
     def bk_mark_tracer(self, tracer: Pid) -> None: ...
-    def bk_state(self, op: str, *args) -> Any: ...
-    def bk_trace_info(self, what, item: str) -> Any: ...
-    def bk_trace_info_func(self, mfa: tuple, key) -> Any: ...
-    def bk_pattern(self, mfa, ms, kind: str, meta_tracer, enable: bool) -> int: ...
+    # what the state operation ``op`` (smp.core.state.STATE_OPS) returns
+    def bk_state(self, op: str, *args: object) -> Any: ...
+    def bk_trace_info(self, what: Term, item: str) -> Term: ...
+    def bk_trace_info_func(self, mfa: tuple[Term, ...], key: Term) -> Term: ...
+    def bk_pattern(
+        self, mfa: Term, ms: MatchSpec | None, kind: str, meta_tracer: object, enable: bool
+    ) -> int: ...
     def bk_active_schedulers(self) -> int: ...
-    def bk_trace_delivered(self, caller, what, ref) -> Any: ...
-    def bk_make_ref(self): ...
-    def bk_error_logger(self, caller, text: str) -> None: ...
+    def bk_trace_delivered(self, caller: Pid | None, what: Term, ref: Ref) -> Term: ...
+    def bk_make_ref(self) -> Ref: ...
+    def bk_error_logger(self, caller: Pid | None, text: str) -> None: ...
 
 
-def _bool(v, what: str) -> bool:
+def _bool(v: Term, what: str) -> bool:
     if v is True or v is am_true:
         return True
     if v is False or v is am_false:
@@ -54,14 +58,14 @@ def _bool(v, what: str) -> bool:
     raise BadArg(f"{what} must be true or false, not {_show(v)}")
 
 
-def _show(v) -> str:
+def _show(v: object) -> str:
     try:
         return format_term(v)
     except TypeError:
         return repr(v)
 
 
-def _check_tracer(bk: Backend, tracer) -> None:
+def _check_tracer(bk: Backend, tracer: object) -> None:
     if type(tracer) is Pid:
         if not bk.bk_is_alive(tracer):
             raise BadArg(f"tracer {tracer!r} is not alive")
@@ -78,7 +82,7 @@ ALREADY_TRACED = -1
 _ONE_TRACER = "** can only have one tracer per process\n"
 
 
-def bif_trace(bk: Backend, caller, pid_spec, how, flags) -> int:
+def bif_trace(bk: Backend, caller: Pid | None, pid_spec: Term, how: Term, flags: Term) -> int:
     """``erlang:trace(PidSpec, How, FlagList)`` as 17.x ``trace_3``.
 
     The tracer (``{tracer, T}``, else the caller) must be a live process or a
@@ -137,12 +141,12 @@ MAX_SMALL = (1 << 59) - 1
 MIN_SMALL = -(1 << 59)
 
 
-def is_small(v) -> bool:
+def is_small(v: Term) -> bool:
     """``is_small``: an integer that fits a 64-bit emulator's immediate."""
     return type(v) is int and MIN_SMALL <= v <= MAX_SMALL
 
 
-def bif_trace_info(bk: Backend, caller, what, item):
+def bif_trace_info(bk: Backend, caller: Pid | None, what: Term, item: Term) -> Term:
     """``erlang:trace_info(What, Item)`` as 17.x ``trace_info_2``.
 
     ``What`` is ``on_load`` (``trace_info_on_load``), an atom or a pid
@@ -179,7 +183,9 @@ def bif_trace_info(bk: Backend, caller, what, item):
     return r
 
 
-def bif_trace_pattern(bk: Backend, caller, mfa, match_spec, flags=()) -> int:
+def bif_trace_pattern(
+    bk: Backend, caller: Pid | None, mfa: Term, match_spec: Term, flags: Term = ()
+) -> int:
     """``erlang:trace_pattern(MFA, MatchSpec, FlagList)``."""
     if type(mfa) is not tuple or len(mfa) != 3:
         raise BadArg(f"trace_pattern needs {{Module, Function, Arity}}, not {_show(mfa)}")
@@ -218,7 +224,7 @@ def bif_trace_pattern(bk: Backend, caller, mfa, match_spec, flags=()) -> int:
     return bk.bk_pattern(mfa, ms, kind, meta_tracer, enable)
 
 
-def bif_set_system_seq_tracer(bk: Backend, caller, tracer):
+def bif_set_system_seq_tracer(bk: Backend, caller: Pid | None, tracer: Term) -> Term:
     """``seq_trace:set_system_tracer/1`` (``erts_set_system_seq_tracer``)."""
     if tracer is False:
         tracer = FALSE
@@ -230,11 +236,11 @@ def bif_set_system_seq_tracer(bk: Backend, caller, tracer):
     return old
 
 
-def bif_get_system_seq_tracer(bk: Backend, caller):
+def bif_get_system_seq_tracer(bk: Backend, caller: Pid | None) -> Term:
     return bk.bk_state("get_system_seq_tracer")
 
 
-def bif_system_monitor(bk: Backend, caller, *args):
+def bif_system_monitor(bk: Backend, caller: Pid | None, *args: Term) -> Term:
     """``erlang:system_monitor/0,1,2`` with erl_bif_info.c's clamping."""
     if not args:
         return bk.bk_state("system_monitor_get")
@@ -250,7 +256,7 @@ def bif_system_monitor(bk: Backend, caller, *args):
     raise BadArg("system_monitor takes 0, 1 or 2 arguments")
 
 
-def _system_monitor(bk: Backend, monitor, options):
+def _system_monitor(bk: Backend, monitor: Term, options: Term) -> Term:
     if monitor is UNDEFINED or options == []:
         prev = bk.bk_state("system_monitor_get")
         bk.bk_state("system_monitor_clear")
@@ -291,7 +297,7 @@ def _system_monitor(bk: Backend, monitor, options):
     return prev
 
 
-def bif_system_profile(bk: Backend, caller, *args):
+def bif_system_profile(bk: Backend, caller: Pid | None, *args: Term) -> Term:
     """``erlang:system_profile/0,2``."""
     if not args:
         return bk.bk_state("system_profile_get")
@@ -336,7 +342,7 @@ def bif_system_profile(bk: Backend, caller, *args):
     return prev
 
 
-def bif_trace_delivered(bk: Backend, caller, what):
+def bif_trace_delivered(bk: Backend, caller: Pid | None, what: Term) -> Term:
     """``erlang:trace_delivered(Tracee)``: returns a ref; ``{trace_delivered,
     Tracee, Ref}`` reaches the caller once everything traced before is delivered."""
     if what is not am_all and type(what) is not Pid:
@@ -345,7 +351,7 @@ def bif_trace_delivered(bk: Backend, caller, what):
     return bk.bk_trace_delivered(caller, what, ref)
 
 
-BIF_NAMES = {
+BIF_NAMES: dict[str, Callable[..., Term]] = {
     "trace": bif_trace,
     "trace_info": bif_trace_info,
     "trace_pattern": bif_trace_pattern,
@@ -357,7 +363,7 @@ BIF_NAMES = {
 }
 
 
-def call_bif(bk: Backend, caller, name: str, args) -> Any:
+def call_bif(bk: Backend, caller: Pid | None, name: str, args: Iterable[Term]) -> Term:
     fn = BIF_NAMES.get(name)
     if fn is None:
         raise BadArg(f"unknown BIF {name!r} (known: {', '.join(sorted(BIF_NAMES))})")

@@ -10,6 +10,7 @@ same rules are unit-tested directly and serve every transport.
 from __future__ import annotations
 
 import sys
+from collections.abc import Collection
 from typing import Callable, NamedTuple, Protocol
 
 from smp.core.messages import (
@@ -24,7 +25,7 @@ from smp.core.messages import (
 from smp.core.placement import pid_owner
 from smp.core.pretty import format_term
 from smp.core.state import NIL, TracerState
-from smp.core.terms import Atom, Pid, Port
+from smp.core.terms import Atom, Pid, Port, Term
 
 __all__ = [
     "ProcTable",
@@ -61,7 +62,7 @@ DROP_REASONS = (
 class ProcTable(Protocol):
     def is_alive(self, pid: Pid) -> bool: ...
     def is_tracer(self, pid: Pid) -> bool: ...
-    def whereis(self, name: Atom): ...
+    def whereis(self, name: Atom) -> object: ...
     def is_valid_tracer_port(self, port: Port) -> bool: ...
 
 
@@ -73,11 +74,17 @@ class Decision(NamedTuple):
 
 
 #: Decision(DELIVER_PID, receiver) for receivers seen lately (immutable, so shared).
-_DELIVER_PID: dict = {}
+_DELIVER_PID: dict[Pid, Decision] = {}
 
 
 def resolve(
-    type_: int, from_, to, state: TracerState, table: ProcTable, lost=(), nsched: int = 1
+    type_: int,
+    from_: object,
+    to: object,
+    state: TracerState,
+    table: ProcTable,
+    lost: Collection[int] = (),
+    nsched: int = 1,
 ) -> Decision:
     """Pick the receiver and decide, as ``sys_msg_dispatcher_func`` does.
 
@@ -117,8 +124,9 @@ def resolve(
     else:
         receiver = NIL
 
-    rt = type(receiver)
-    if rt is Pid:
+    # type(receiver) twice, not kept in a local: mypy narrows receiver by
+    # the test on its own type only
+    if type(receiver) is Pid:
         alive = table.is_alive(receiver)
         if alive and t == SYS_MSG_TYPE_TRACE and not table.is_tracer(receiver):
             return Decision(DROP, receiver, "not_tracer", True)
@@ -132,14 +140,14 @@ def resolve(
                 _DELIVER_PID.clear()
             d = _DELIVER_PID[receiver] = Decision(DELIVER_PID, receiver)
         return d
-    if rt is Port:
+    if type(receiver) is Port:
         if not table.is_valid_tracer_port(receiver):
             return Decision(DROP, receiver, "port_closed", True)
         return Decision(DELIVER_PORT, receiver)
     return Decision(DROP, receiver, "no_receiver", True)
 
 
-def format_error_logger_failure(msg) -> str:
+def format_error_logger_failure(msg: Term) -> str:
     """The stderr line ``sys_msg_disp_failure`` prints for an undeliverable
     error-logger message.  The seed falls through to a tuple access after
     printing "unexpected" for a non-tuple; here it prints once and stops."""
@@ -155,7 +163,7 @@ def format_error_logger_failure(msg) -> str:
 
 
 def disp_failure(
-    m: SysMsg, receiver, state: TracerState, write: Callable[[str], object] | None = None
+    m: SysMsg, receiver: object, state: TracerState, write: Callable[[str], object] | None = None
 ) -> None:
     """``sys_msg_disp_failure``: the side effects of a failed delivery."""
     t = m.type

@@ -9,6 +9,7 @@ turned into ``exception_from`` trace messages and exit reasons.
 from __future__ import annotations
 
 from smp.core.pretty import format_term
+from smp.core.terms import Term
 
 __all__ = [
     "SmpError",
@@ -18,6 +19,8 @@ __all__ = [
     "DecodeError",
     "SchedulerLost",
     "DispatcherLost",
+    "PeerGone",
+    "Unanswered",
     "TracePortError",
     "ProtocolError",
     "ScenarioError",
@@ -52,6 +55,21 @@ class StartupError(SmpError):
     """A scheduler or the dispatcher did not start (or died at start-up)."""
 
 
+class PeerGone(SmpError):
+    """A peer process (a scheduler, the dispatcher) was gone while a request
+    to it waited; the controller's supervision makes it ``SchedulerLost`` or
+    ``DispatcherLost``."""
+
+
+class Unanswered(SmpError):
+    """A peer did not answer a request by its deadline; ``capped`` when that
+    deadline was ``run()``'s time bound rather than the request's own."""
+
+    def __init__(self, who: str, cmd: str, timeout: float, capped: bool = False):
+        super().__init__(f"{who} did not answer {cmd!r} within {timeout:g} s")
+        self.who, self.cmd, self.timeout, self.capped = who, cmd, timeout, capped
+
+
 class DecodeError(SmpError, ValueError):
     """Bytes that are not a valid external-term-format term or trace frame.
 
@@ -80,7 +98,7 @@ class ErlangException(Exception):
 
     erlang_class: str = ""
 
-    def __init__(self, reason):
+    def __init__(self, reason: Term) -> None:
         super().__init__(reason)
         self.reason = reason
 

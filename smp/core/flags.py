@@ -8,7 +8,7 @@ word per tracee, as the VM does, so that the seed's tests (``IS_TRACED_FL``,
 from __future__ import annotations
 
 from smp.core.errors import BadArg
-from smp.core.terms import Atom
+from smp.core.terms import Atom, Term
 
 __all__ = [
     "F_TRACE_SEND",
@@ -109,7 +109,7 @@ CPU_TIMESTAMP = "cpu_timestamp"
 OTP18_TIMESTAMPS = ("monotonic_timestamp", "strict_monotonic_timestamp")
 
 
-def _name(flag) -> str:
+def _name(flag: Term) -> str:
     if type(flag) is Atom:
         return flag.name
     if isinstance(flag, str):
@@ -117,7 +117,7 @@ def _name(flag) -> str:
     raise BadArg(f"trace flag must be an atom, not {flag!r}")
 
 
-def parse_trace_flags(flags) -> tuple[int, bool, object]:
+def parse_trace_flags(flags: Term) -> tuple[int, bool, object]:
     """Parse an ``erlang:trace/3`` flag list.
 
     Returns ``(bits, cpu_timestamp, tracer)`` where ``tracer`` is the value of
@@ -154,7 +154,7 @@ def parse_trace_flags(flags) -> tuple[int, bool, object]:
     return bits, cpu_ts, tracer
 
 
-def flag_bit(flag) -> int | None:
+def flag_bit(flag: Term) -> int | None:
     """The bit of one tracee flag atom (``erts_trace_flag2bit``), or None."""
     name = flag.name if type(flag) is Atom else flag
     return _BY_NAME.get(name) if isinstance(name, str) else None

@@ -35,11 +35,22 @@ this module holds no process and no socket.
 from __future__ import annotations
 
 import operator
-from typing import NamedTuple, Protocol
+from typing import Callable, NamedTuple, Protocol
 
 from smp.core.errors import BadArg
 from smp.core.pretty import format_term
-from smp.core.terms import Atom, BitString, ExportFun, Fun, ImproperList, Map, Pid, Port, Ref
+from smp.core.terms import (
+    Atom,
+    BitString,
+    ExportFun,
+    Fun,
+    ImproperList,
+    Map,
+    Pid,
+    Port,
+    Ref,
+    Term,
+)
 from smp.core.termtext import parse_term
 
 __all__ = [
@@ -77,11 +88,11 @@ class MatchContext(Protocol):
 
     pid: Pid
 
-    def ms_caller(self): ...  # {M, F, A} or 'undefined'
-    def ms_display(self, term) -> None: ...
+    def ms_caller(self) -> Term: ...  # {M, F, A} or 'undefined'
+    def ms_display(self, term: Term) -> None: ...
     def ms_process_dump(self) -> bytes: ...
-    def ms_seq_token(self): ...  # the token tuple or []
-    def ms_set_trace_flag(self, pid, flag: Atom, on: bool) -> bool: ...
+    def ms_seq_token(self) -> Term: ...  # the token tuple or []
+    def ms_set_trace_flag(self, pid: Pid, flag: Atom, on: bool) -> bool: ...
 
 
 class _Fail(Exception):
@@ -94,11 +105,11 @@ class MatchResult(NamedTuple):
     silent: bool | None  # None: unchanged
 
 
-def _is_var(t) -> bool:
+def _is_var(t: Term) -> bool:
     return type(t) is Atom and t.name.startswith("$") and t.name[1:].isdigit()
 
 
-def _match(pat, val, binds: dict) -> bool:
+def _match(pat: Term, val: Term, binds: dict[Atom, Term]) -> bool:
     if pat is _WILD:
         return True
     if _is_var(pat):
@@ -123,7 +134,7 @@ def _match(pat, val, binds: dict) -> bool:
 
 
 # ---------------------------------------------------------------- guard functions
-def _bool(v) -> bool:
+def _bool(v: Term) -> bool:
     if v is _TRUE:
         return True
     if v is _FALSE:
@@ -135,25 +146,25 @@ def _atom_of(b: bool) -> Atom:
     return _TRUE if b else _FALSE
 
 
-def _num(v):
-    if type(v) in (int, float):
+def _num(v: Term) -> int | float:
+    if type(v) is int or type(v) is float:
         return v
     raise _Fail("badarith")
 
 
-def _int(v):
+def _int(v: Term) -> int:
     if type(v) is int:
         return v
     raise _Fail("badarith")
 
 
-def _element(n, t):
+def _element(n: Term, t: Term) -> Term:
     if type(n) is not int or type(t) is not tuple or not 1 <= n <= len(t):
         raise _Fail("badarg")
     return t[n - 1]
 
 
-def _hd(x):
+def _hd(x: Term) -> Term:
     if type(x) is list and x:
         return x[0]
     if type(x) is ImproperList:
@@ -161,7 +172,7 @@ def _hd(x):
     raise _Fail("badarg")
 
 
-def _tl(x):
+def _tl(x: Term) -> Term:
     if type(x) is list and x:
         return x[1:]
     if type(x) is ImproperList:
@@ -170,14 +181,14 @@ def _tl(x):
     raise _Fail("badarg")
 
 
-def _size(x):
+def _size(x: Term) -> int:
     if type(x) in (tuple, bytes):
         return len(x)
     raise _Fail("badarg")
 
 
-def _typed(kind, fn):
-    def f(x):
+def _typed(kind: type, fn: Callable[[Term], Term]) -> Callable[[Term], Term]:
+    def f(x: Term) -> Term:
         if type(x) is not kind:
             raise _Fail("badarg")
         return fn(x)
@@ -185,26 +196,26 @@ def _typed(kind, fn):
     return f
 
 
-def _div(a, b):
-    a, b = _int(a), _int(b)
-    if b == 0:
+def _div(a: Term, b: Term) -> int:
+    x, y = _int(a), _int(b)
+    if y == 0:
         raise _Fail("badarith")
-    q = abs(a) // abs(b)
-    return q if (a >= 0) == (b >= 0) else -q
+    q = abs(x) // abs(y)
+    return q if (x >= 0) == (y >= 0) else -q
 
 
-def _rem(a, b):
+def _rem(a: Term, b: Term) -> int:
     return _int(a) - _div(a, b) * _int(b)
 
 
-def _fdiv(a, b):
-    a, b = _num(a), _num(b)
-    if b == 0:
+def _fdiv(a: Term, b: Term) -> float:
+    x, y = _num(a), _num(b)
+    if y == 0:
         raise _Fail("badarith")
-    return a / b
+    return x / y
 
 
-def _is_record(t, name, size):
+def _is_record(t: Term, name: Term, size: Term) -> Atom:
     return _atom_of(
         type(t) is tuple
         and type(name) is Atom
@@ -215,8 +226,8 @@ def _is_record(t, name, size):
     )
 
 
-def _cmp(op):
-    def f(a, b):
+def _cmp(op: Callable[[Term, Term], bool]) -> Callable[[Term, Term], Atom]:
+    def f(a: Term, b: Term) -> Atom:
         try:
             return _atom_of(op(a, b))
         except TypeError:
@@ -225,11 +236,11 @@ def _cmp(op):
     return f
 
 
-def _exact_eq(a, b):
+def _exact_eq(a: Term, b: Term) -> Atom:
     return _atom_of(type(a) is type(b) and a == b)
 
 
-_TYPE_TESTS = {
+_TYPE_TESTS: dict[str, type] = {
     "is_atom": Atom,
     "is_integer": int,
     "is_float": float,
@@ -242,7 +253,7 @@ _TYPE_TESTS = {
 }
 
 # name -> (arity, function of the evaluated arguments)
-_GUARD_FUNS: dict[str, tuple[int, object]] = {
+_GUARD_FUNS: dict[str, tuple[int, Callable[..., Term]]] = {
     **{
         n: (1, (lambda kind: lambda x: _atom_of(type(x) is kind))(k))
         for n, k in _TYPE_TESTS.items()
@@ -281,10 +292,10 @@ _GUARD_FUNS: dict[str, tuple[int, object]] = {
     "bor": (2, lambda a, b: _int(a) | _int(b)),
     "bxor": (2, lambda a, b: _int(a) ^ _int(b)),
 }
-_UNARY_MINUS = (1, lambda x: -_num(x))
+_UNARY_MINUS: tuple[int, Callable[[Term], Term]] = (1, lambda x: -_num(x))
 
 # body-only functions: name -> allowed arities
-_BODY_FUNS = {
+_BODY_FUNS: dict[str, tuple[int, ...]] = {
     "message": (1,),
     "return_trace": (0,),
     "exception_trace": (0,),
@@ -298,13 +309,13 @@ _BODY_FUNS = {
     "disable_trace": (1, 2),
 }
 # usable in guards and bodies, but need the process
-_PROC_FUNS = {"self": (0,), "node": (0,)}
+_PROC_FUNS: dict[str, tuple[int, ...]] = {"self": (0,), "node": (0,)}
 
 
 class _Clause(NamedTuple):
-    head: object
-    guards: list
-    body: list
+    head: Term
+    guards: list[Term]
+    body: list[Term]
 
 
 class _Run:
@@ -312,13 +323,13 @@ class _Run:
 
     __slots__ = ("binds", "args", "ctx", "pam", "flags", "silent")
 
-    def __init__(self, binds, args, ctx):
+    def __init__(self, binds: dict[Atom, Term], args: list[Term], ctx: MatchContext | None) -> None:
         self.binds, self.args, self.ctx = binds, args, ctx
         self.pam: object = True
         self.flags = 0
-        self.silent = None
+        self.silent: bool | None = None
 
-    def value(self, e, in_body: bool):
+    def value(self, e: Term, in_body: bool) -> Term:
         if type(e) is Atom:
             if e is _ALL_ARGS:
                 return self.args
@@ -348,7 +359,7 @@ class _Run:
             return _atom_of(_bool(vals[0]) or _bool(vals[1]))
         return _GUARD_FUNS[name][1](*vals)
 
-    def action(self, name: str, vals: list):
+    def action(self, name: str, vals: list[Term]) -> Term:
         ctx = self.ctx
         if name == "message":
             v = vals[0]
@@ -395,16 +406,16 @@ class _Run:
 class MatchSpec:
     """A compiled match spec."""
 
-    def __init__(self, clauses: list[_Clause], source):
+    def __init__(self, clauses: list[_Clause], source: Term) -> None:
         self.clauses = clauses
         self.source = source
 
     def __repr__(self) -> str:
         return f"MatchSpec({format_term(self.source)})"
 
-    def run(self, args: list, ctx: MatchContext | None = None) -> MatchResult | None:
+    def run(self, args: list[Term], ctx: MatchContext | None = None) -> MatchResult | None:
         for c in self.clauses:
-            binds: dict = {}
+            binds: dict[Atom, Term] = {}
             if c.head is not _WILD and not _match(c.head, args, binds):
                 continue
             r = _Run(binds, args, ctx)
@@ -436,11 +447,11 @@ MAX_BYTES = 16 * 1024 * 1024
 _ATOMIC = (Atom, int, Pid, Port, Ref, Fun, ExportFun)
 
 
-def _not_a_term(t, budget: list) -> str | None:
+def _not_a_term(t: Term, budget: list[int]) -> str | None:
     """Why ``t`` is not an Erlang term this emulator takes in a match spec,
     or None.  Iterative, so no nesting reaches Python's recursion limit;
     ``budget`` is ``[terms left, bytes left]``, shared by a whole match spec."""
-    stack = [(t, 1)]
+    stack: list[tuple[Term, int]] = [(t, 1)]
     while stack:
         x, depth = stack.pop()
         budget[0] -= 1
@@ -484,12 +495,12 @@ def _clip(text: str, n: int = 60) -> str:
     return text if len(text) <= n else text[: n - 3] + "..."
 
 
-def _show(t) -> str:
+def _show(t: Term) -> str:
     """``t`` for an error message: checked to be a term first, and cut short."""
     return _clip(format_term(t), 120)
 
 
-def _head_vars(pat, out: set) -> None:
+def _head_vars(pat: Term, out: set[Atom]) -> None:
     if _is_var(pat):
         out.add(pat)
     elif type(pat) in (tuple, list):
@@ -497,7 +508,7 @@ def _head_vars(pat, out: set) -> None:
             _head_vars(p, out)
 
 
-def _check_expr(e, bound: set, in_body: bool, where: str) -> None:
+def _check_expr(e: Term, bound: set[Atom], in_body: bool, where: str) -> None:
     """Refuse, naming it, anything ``db_match_compile`` would not take."""
     if type(e) is Atom:
         if _is_var(e) and e not in bound:
@@ -549,7 +560,7 @@ def _check_expr(e, bound: set, in_body: bool, where: str) -> None:
         _check_expr(x, bound, in_body, where)
 
 
-def compile_match_spec(ms) -> MatchSpec | None:
+def compile_match_spec(ms: Term) -> MatchSpec | None:
     """Check and compile ``ms``; ``True``/``False``/``[]`` mean "no match spec".
 
     ``ms`` may be a term or Erlang text (``"[{'_',[],[{return_trace}]}]"``) or
@@ -568,7 +579,7 @@ def compile_match_spec(ms) -> MatchSpec | None:
         return None
     if type(ms) is not list:
         raise BadArg(f"match spec must be a list of {{Head, Guards, Body}}, not {ms!r}")
-    clauses = []
+    clauses: list[_Clause] = []
     budget = [MAX_TERMS, MAX_BYTES]
     for i, c in enumerate(ms):
         where = f"match spec clause {i + 1}"
@@ -580,7 +591,7 @@ def compile_match_spec(ms) -> MatchSpec | None:
         why = _not_a_term(head, budget)
         if why is not None:
             raise BadArg(f"{where}, head: {why}")
-        bound: set = set()
+        bound: set[Atom] = set()
         _head_vars(head, bound)
         if type(guards) is not list:
             raise BadArg(f"{where}: guards must be a list")

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from smp.core.pretty import format_term
-from smp.core.terms import Atom
+from smp.core.terms import Atom, Pid, Port, Term
 
 __all__ = [
     "SYS_MSG_TYPE_UNDEFINED",
@@ -85,6 +85,11 @@ TYPE_NAMES = {
 
 TS_NONE, TS_PATCH, TS_APPEND, TS_SCHED = 0, 1, 2, 3
 
+#: A trace message: a tuple of terms (``{trace, Pid, What, ...}``)
+_Msg = tuple[Term, ...]
+#: An ``{MegaSecs, Secs, MicroSecs}`` timestamp (:mod:`smp.core.clock`)
+_Ts = tuple[int, int, int]
+
 SEQ_TRACE_SEND = 1
 SEQ_TRACE_RECEIVE = 2
 SEQ_TRACE_PRINT = 4
@@ -116,16 +121,16 @@ class SysMsg(NamedTuple):
     type: int
     from_: object
     to: object
-    msg: tuple
+    msg: _Msg
     ts_kind: int = TS_NONE
 
 
-def patch_ts(msg: tuple, ts: tuple) -> tuple:
+def patch_ts(msg: _Msg, ts: _Ts) -> _Msg:
     """``patch_ts``: ``{trace, ...}`` becomes ``{trace_ts, ..., Ts}``."""
     return (am_trace_ts,) + msg[1:] + (ts,)
 
 
-def complete(msg: tuple, ts_kind: int, ts: tuple | None, active: int = 0) -> tuple:
+def complete(msg: _Msg, ts_kind: int, ts: _Ts | None, active: int = 0) -> _Msg:
     """Finish a message with what the queue gave it (timestamp, active count)."""
     if ts_kind == TS_NONE:
         return msg
@@ -137,22 +142,24 @@ def complete(msg: tuple, ts_kind: int, ts: tuple | None, active: int = 0) -> tup
 
 
 # -- TRACE ---------------------------------------------------------------------
-def trace_sched(pid, what: Atom, mfa, sched_id: int | None = None) -> tuple:
+def trace_sched(pid: Pid, what: Atom, mfa: Term, sched_id: int | None = None) -> _Msg:
     """``trace_sched_aux``: ``{trace, Pid, in|out|..., [SchedId,] MFA|0}``."""
     if sched_id is None:
         return (am_trace, pid, what, mfa)
     return (am_trace, pid, what, sched_id, mfa)
 
 
-def trace_send(pid, operation: Atom, msg, to) -> tuple:
+def trace_send(pid: Pid, operation: Atom, msg: Term, to: Term) -> _Msg:
     return (am_trace, pid, operation, msg, to)
 
 
-def trace_receive(pid, msg) -> tuple:
+def trace_receive(pid: Pid, msg: Term) -> _Msg:
     return (am_trace, pid, am_receive, msg)
 
 
-def erts_call_trace(pid, mod: Atom, func: Atom, args_or_arity, pam_result=True) -> tuple:
+def erts_call_trace(
+    pid: Pid, mod: Atom, func: Atom, args_or_arity: Term, pam_result: object = True
+) -> _Msg:
     """``{trace, Pid, call, {M,F,Args|Arity}[, PamResult]}``; ``pam_result`` is
     ``True`` (Python) when the match spec gave ``true`` (no extra element)."""
     m = (am_trace, pid, am_call, (mod, func, args_or_arity))
@@ -161,23 +168,23 @@ def erts_call_trace(pid, mod: Atom, func: Atom, args_or_arity, pam_result=True) 
     return m + (pam_result,)
 
 
-def erts_trace_return(pid, mfa: tuple, value) -> tuple:
+def erts_trace_return(pid: Pid, mfa: _Msg, value: Term) -> _Msg:
     return (am_trace, pid, am_return_from, mfa, value)
 
 
-def erts_trace_exception(pid, mfa: tuple, cls: Atom, value) -> tuple:
+def erts_trace_exception(pid: Pid, mfa: _Msg, cls: Atom, value: Term) -> _Msg:
     return (am_trace, pid, am_exception_from, mfa, (cls, value))
 
 
-def erts_trace_return_to(pid, mfa) -> tuple:
+def erts_trace_return_to(pid: Pid, mfa: Term) -> _Msg:
     return (am_trace, pid, am_return_to, mfa)
 
 
-def trace_proc(pid, what: Atom, data) -> tuple:
+def trace_proc(pid: Pid, what: Atom, data: Term) -> _Msg:
     return (am_trace, pid, what, data)
 
 
-def trace_proc_spawn(parent, child, mod: Atom, func: Atom, args: list) -> tuple:
+def trace_proc_spawn(parent: Pid, child: Pid, mod: Atom, func: Atom, args: list[Term]) -> _Msg:
     return (am_trace, parent, am_spawn, child, (mod, func, args))
 
 
@@ -199,26 +206,28 @@ GC_TAGS = tuple(
 )
 
 
-def trace_gc(pid, what: Atom, values: tuple) -> tuple:
+def trace_gc(pid: Pid, what: Atom, values: tuple[int, ...]) -> _Msg:
     """``trace_gc``: the 11 ``{Tag, Value}`` items in the seed's order."""
     return (am_trace, pid, what, [(t, v) for t, v in zip(GC_TAGS, values, strict=False)])
 
 
-def trace_port_open(calling_pid, port, drv_name: Atom) -> tuple:
+def trace_port_open(calling_pid: Pid, port: Port, drv_name: Atom) -> _Msg:
     return (am_trace, calling_pid, am_open, port, drv_name)
 
 
-def trace_port(port, what: Atom, data) -> tuple:
+def trace_port(port: Port, what: Atom, data: Term) -> _Msg:
     return (am_trace, port, what, data)
 
 
-def trace_sched_ports_where(port, what: Atom, where, sched_id: int | None = None) -> tuple:
+def trace_sched_ports_where(
+    port: Port, what: Atom, where: Term, sched_id: int | None = None
+) -> _Msg:
     if sched_id is None:
         return (am_trace, port, what, where)
     return (am_trace, port, what, sched_id, where)
 
 
-def do_send_schedfix(pid, ts_out: tuple, ts_in: tuple) -> tuple[tuple, tuple]:
+def do_send_schedfix(pid: Pid, ts_out: _Ts, ts_in: _Ts) -> tuple[_Msg, _Msg]:
     """``do_send_schedfix_to_port``: the fake ``out``/``in`` pair."""
     return ((am_trace_ts, pid, am_out, 0, ts_out), (am_trace_ts, pid, am_in, 0, ts_in))
 
@@ -228,8 +237,15 @@ _SEQ_TYPE = {SEQ_TRACE_SEND: am_send, SEQ_TRACE_RECEIVE: am_receive, SEQ_TRACE_P
 
 
 def seq_trace_output_generic(
-    label, seq_type: int, lastcnt: int, serial: int, sender, receiver, msg, exitfrom=None
-) -> tuple:
+    label: Term,
+    seq_type: int,
+    lastcnt: int,
+    serial: int,
+    sender: Term,
+    receiver: Term,
+    msg: Term,
+    exitfrom: Term = None,
+) -> _Msg:
     """``{seq_trace, Label, {Type, {Lastcnt, Serial}, From, To, Msg}}``;
     with ``exitfrom`` the message is wrapped as ``{'EXIT', From, Msg}``."""
     if exitfrom is not None:
@@ -238,7 +254,7 @@ def seq_trace_output_generic(
 
 
 # -- SYSMON --------------------------------------------------------------------
-def monitor_long_gc(pid, time: int, sizes: tuple) -> tuple:
+def monitor_long_gc(pid: Pid, time: int, sizes: tuple[int, ...]) -> _Msg:
     """``sizes`` = (old_heap_block_size, heap_block_size, mbuf_size, stack_size,
     old_heap_size, heap_size)."""
     tags = (
@@ -258,7 +274,7 @@ def monitor_long_gc(pid, time: int, sizes: tuple) -> tuple:
     )
 
 
-def monitor_large_heap(pid, sizes: tuple) -> tuple:
+def monitor_large_heap(pid: Pid, sizes: tuple[int, ...]) -> _Msg:
     tags = (
         "old_heap_block_size",
         "heap_block_size",
@@ -270,7 +286,7 @@ def monitor_large_heap(pid, sizes: tuple) -> tuple:
     return (am_monitor, pid, am_large_heap, [(_a(t), v) for t, v in zip(tags, sizes, strict=False)])
 
 
-def monitor_long_schedule_proc(pid, in_mfa, out_mfa, time: int) -> tuple:
+def monitor_long_schedule_proc(pid: Pid, in_mfa: Term, out_mfa: Term, time: int) -> _Msg:
     undefined = _a("undefined")
     return (
         am_monitor,
@@ -284,29 +300,29 @@ def monitor_long_schedule_proc(pid, in_mfa, out_mfa, time: int) -> tuple:
     )
 
 
-def monitor_long_schedule_port(port, op: Atom, time: int) -> tuple:
+def monitor_long_schedule_port(port: Port, op: Atom, time: int) -> _Msg:
     return (am_monitor, port, am_long_schedule, [(am_timeout, time), (am_port_op, op)])
 
 
-def monitor_generic(pid, what: Atom, spec) -> tuple:
+def monitor_generic(pid: Pid, what: Atom, spec: Term) -> _Msg:
     return (am_monitor, pid, what, spec)
 
 
 # -- SYSPROF -------------------------------------------------------------------
-def profile_scheduler(scheduler_id: int, state: Atom) -> tuple:
+def profile_scheduler(scheduler_id: int, state: Atom) -> _Msg:
     """Completed with ``TS_SCHED``: the count and timestamp come from the queue."""
     return (am_profile, am_scheduler, scheduler_id, state)
 
 
-def profile_scheduler_q(scheduler_id: int, state: Atom, no_schedulers: int, ts: tuple) -> tuple:
+def profile_scheduler_q(scheduler_id: int, state: Atom, no_schedulers: int, ts: _Ts) -> _Msg:
     return (am_profile, am_scheduler, scheduler_id, state, no_schedulers, ts)
 
 
-def profile_runnable_proc(pid, status: Atom, where) -> tuple:
+def profile_runnable_proc(pid: Pid, status: Atom, where: Term) -> _Msg:
     return (am_profile, pid, status, where)
 
 
-def profile_runnable_port(port, status: Atom) -> tuple:
+def profile_runnable_port(port: Port, status: Atom) -> _Msg:
     return (am_profile, port, status, 0)
 
 
@@ -315,7 +331,7 @@ _S_N = [ord(c) for c in "~s~n"]
 am_emulator, am_noproc = Atom("emulator"), Atom("noproc")
 
 
-def error_logger_str(text: str, group_leader=None) -> tuple:
+def error_logger_str(text: str, group_leader: Term = None) -> _Msg:
     """``erts_send_error_to_logger_str`` (utils.c ``do_send_to_logger``):
     ``{notify, {error, GL, {emulator, "~s~n", [Text]}}}``, ``GL`` the
     caller's group leader (``noproc`` when there is none)."""
@@ -323,7 +339,7 @@ def error_logger_str(text: str, group_leader=None) -> tuple:
     return (am_notify, (am_error, gl, (am_emulator, _S_N, [[ord(c) for c in text]])))
 
 
-def error_logger_report(pid, reason, group_leader) -> tuple:
+def error_logger_report(pid: Pid, reason: Term, group_leader: Term) -> _Msg:
     """The crash report of a process that ended with an uncaught error or
     throw, as 17.x beam_emu.c ``terminate_proc`` makes it: the text
     ``Error in process <Pid> with exit value: <Reason>`` (``%T``, the

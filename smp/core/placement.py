@@ -30,7 +30,7 @@ def port_owner(port: Port, nsched: int) -> int:
     return port.number % (nsched + 1)
 
 
-def owner(x, nsched: int) -> int:
+def owner(x: object, nsched: int) -> int:
     """``pid_owner`` or ``port_owner``; ValueError for anything else."""
     if type(x) is Pid:
         return pid_owner(x, nsched)

@@ -31,7 +31,8 @@ the order they are first printed.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+from collections.abc import Generator, Iterable, Mapping
+from typing import Any, Callable, Optional, TypeVar
 
 from smp.core.terms import (
     LOCAL_NODE,
@@ -44,6 +45,7 @@ from smp.core.terms import (
     Pid,
     Port,
     Ref,
+    Term,
     _string_char,
     quote_atom,
 )
@@ -152,7 +154,7 @@ def erts_atom(atom: Atom) -> str:
     if not raw:
         return "''"
     n = len(raw)
-    at = lambda i: raw[i] if i < n else 0  # noqa: E731
+    at: Callable[[int], int] = lambda i: raw[i] if i < n else 0  # noqa: E731
     quote = not _is_lower(_latin1_char(raw[0], at(1)))
     if not quote:
         for i in range(1, n):
@@ -160,7 +162,7 @@ def erts_atom(atom: Atom) -> str:
             if not _is_alnum(lc) and lc != 95:
                 quote = True
                 break
-    out = []
+    out: list[str] = []
     i = 0
     while i < n:
         c = raw[i]
@@ -192,10 +194,10 @@ class NodeNumbers:
     gets the next free number from 1 on, the first time it is printed.
     """
 
-    def __init__(self, known: Optional[dict] = None):
-        self.numbers: dict = {}
+    def __init__(self, known: Optional[Mapping[Atom, int] | Mapping[str, int]] = None) -> None:
+        self.numbers: dict[Atom, int] = {}
         for k, v in (known or {}).items():
-            self.numbers[k if type(k) is Atom else Atom(k)] = int(v)
+            self.numbers[k if isinstance(k, Atom) else Atom(k)] = int(v)
         self._next = 1
 
     def __call__(self, node: Atom, creation: int) -> str:
@@ -215,8 +217,8 @@ def _node_name(node: Atom, creation: int) -> str:
     return "0" if node is LOCAL_NODE else node.name
 
 
-def _write_fun(t) -> str:
-    if type(t) is Fun:
+def _write_fun(t: Fun | ExportFun) -> str:
+    if isinstance(t, Fun):
         return f"#Fun<{t.module.name.encode('utf-8').decode('latin-1')}.{t.old_index}.{t.old_uniq}>"
     return f"fun {erts_atom(t.module)}:{erts_atom(t.function)}/{t.arity}"
 
@@ -268,6 +270,9 @@ class ClippedBinary:
 
     __slots__ = ("data", "size")
 
+    data: bytes
+    size: int
+
     def __init__(self, data: bytes, size: int) -> None:
         self.data = data  # the bytes kept
         self.size = size  # the size of the whole binary, in bytes
@@ -281,8 +286,9 @@ class ClippedMap:
     printed as ``#{K => V,...}``."""
 
     __slots__ = ("pairs",)
+    pairs: list[tuple[Term, Term]]
 
-    def __init__(self, pairs: list) -> None:
+    def __init__(self, pairs: list[tuple[Term, Term]]) -> None:
         self.pairs = pairs
 
     def __repr__(self) -> str:
@@ -292,18 +298,18 @@ class ClippedMap:
 # ------------------------------------------------------------------ io_lib:write (atomic terms)
 
 
-def _printable_latin1(codes) -> bool:
+def _printable_latin1(codes: Iterable[Term]) -> bool:
     for c in codes:
         if type(c) is not int or not (32 <= c <= 126 or 160 <= c <= 255 or 8 <= c <= 13 or c == 27):
             return False
     return True
 
 
-def _write_string(codes) -> str:
+def _write_string(codes: Iterable[int]) -> str:
     return '"' + "".join([_string_char(c, 34) for c in codes]) + '"'
 
 
-def _write_atomic(t, nn: Callable) -> str:
+def _write_atomic(t: Term, nn: NodeNamer) -> str:
     tp = type(t)
     if tp is int:
         return _int_text(t)
@@ -353,12 +359,35 @@ def _write_atomic(t, nn: Callable) -> str:
 
 _SHALLOW = 100
 
+#: A term's intermediate format (above): a kind, a length, then items whose
+#: types depend on the kind (a text, formats, tokens, a flag); mypy cannot
+#: narrow a tuple's items by its first one, so they are ``Any``.
+_Format = tuple[str, int, *tuple[Any, ...]]
+
+#: Text as nested lists of strings (an iolist)
+_IoList = str | list["_IoList"]
+
+_S = TypeVar("_S")
+_R = TypeVar("_R")
+
+#: A layout function's frame, run by :func:`_run`: it yields the frames it
+#: calls (``_Frame``s, ``Any`` here: a type alias cannot refer to itself
+#: through a ``Generator``'s type arguments) and is sent back each one's
+#: value, ``_S``, returning ``_R``.  A frame that calls frames returning
+#: values of different types (an iolist, or an iolist and its width) is sent
+#: ``Any``: a ``Generator`` type cannot tie the value sent to what was yielded.
+_Frame = Generator[Any, _S, _R]
+
+#: Prints the node part of another node's pid, port or ref
+#: (:class:`NodeNumbers`, or the node's name)
+NodeNamer = Callable[[Atom, int], str]
+
 _BYTE_TEXT = [str(i) for i in range(256)]
 
 
-def _bin_tokens(data: bytes, size: Optional[int] = None, more: bool = False) -> list:
+def _bin_tokens(data: bytes, size: Optional[int] = None, more: bool = False) -> list[str]:
     full = len(data) if size is None else size // 8
-    toks: list = [","] * (2 * full - 1) if full else []
+    toks: list[str] = [","] * (2 * full - 1) if full else []
     toks[0::2] = [_BYTE_TEXT[b] for b in data[:full]]
     if size is not None and size % 8:
         bits = size % 8
@@ -370,7 +399,7 @@ def _bin_tokens(data: bytes, size: Optional[int] = None, more: bool = False) -> 
     return toks
 
 
-def _binary_if(t) -> tuple:
+def _binary_if(t: Term) -> _Format:
     if type(t) is BitString:
         toks = _bin_tokens(t.data, t.size)
         return ("b", 4 + sum(map(len, toks)), toks)
@@ -388,7 +417,7 @@ def _binary_if(t) -> tuple:
     return ("b", 4 + sum(map(len, toks)), toks)
 
 
-def _tuple_if(t: tuple, elems: list) -> tuple:
+def _tuple_if(t: tuple[Term, ...], elems: list[_Format]) -> _Format:
     return (
         "t",
         1 + len(elems) + sum([e[1] for e in elems]),
@@ -397,15 +426,15 @@ def _tuple_if(t: tuple, elems: list) -> tuple:
     )
 
 
-def _list_if(elems: list, tail) -> tuple:
+def _list_if(elems: list[_Format], tail: _Format | None) -> _Format:
     if tail is None:
         return ("l", 1 + len(elems) + sum([e[1] for e in elems]), elems, None)
     return ("l", 2 + len(elems) + sum([e[1] for e in elems]) + tail[1], elems, tail)
 
 
-def _map_if(kvs: list, more: bool) -> tuple:
+def _map_if(kvs: list[_Format], more: bool) -> _Format:
     """A map's format from its keys' and values' formats, k0, v0, k1, ..."""
-    pairs: list = [
+    pairs: list[_Format] = [
         ("p", kp[1] + 4 + vp[1], kp, vp) for kp, vp in zip(kvs[0::2], kvs[1::2], strict=True)
     ]
     if more:
@@ -416,7 +445,7 @@ def _map_if(kvs: list, more: bool) -> tuple:
 _BINARIES = (bytes, bytearray, memoryview, BitString, ClippedBinary)
 
 
-def _plen(t, nn: Callable, d: int = 0):
+def _plen(t: Term, nn: NodeNamer, d: int = 0) -> _Format:
     tp = type(t)
     if tp is Atom:
         s = quote_atom(t.name)
@@ -460,14 +489,14 @@ class _Build:
 
     __slots__ = ("term", "n")
 
-    def __init__(self, term, n: int) -> None:
+    def __init__(self, term: Term, n: int) -> None:
         self.term, self.n = term, n
 
 
-def _plen_deep(t, nn: Callable):
+def _plen_deep(t: Term, nn: NodeNamer) -> _Format:
     """``_plen`` with an explicit stack."""
-    res: list = []
-    todo: list = [t]
+    res: list[_Format] = []
+    todo: list[Term] = [t]
     while todo:
         x = todo.pop()
         tp = type(x)
@@ -506,10 +535,11 @@ def _plen_deep(t, nn: Callable):
     return res[0]
 
 
-def _write(If, d: int = 0) -> str:
+def _write(If: _Format, d: int = 0) -> str:
     k = If[0]
     if k == "a":
-        return If[2]
+        text: str = If[2]
+        return text
     if d > _SHALLOW:
         return _write_deep(If)
     d += 1
@@ -527,11 +557,11 @@ def _write(If, d: int = 0) -> str:
     return "<<" + "".join(If[2]) + ">>"
 
 
-def _write_deep(If) -> str:
+def _write_deep(If: _Format) -> str:
     """``_write`` with an explicit stack: each entry is a format or a ``str``
     to write as it is."""
-    out: list = []
-    todo: list = [If]
+    out: list[str] = []
+    todo: list[_Format | str] = [If]
     while todo:
         x = todo.pop()
         if type(x) is str:
@@ -568,12 +598,12 @@ class _NoGood(Exception):
     pass
 
 
-def _run(gen):
+def _run(gen: _Frame[Any, _R]) -> _R:
     """Run a generator of the layout functions to its value: each ``yield g``
     is a call of the generator ``g``, whose value (or exception) goes back
     into the one that yielded it.  The calls are frames on a list, not on
     Python's stack."""
-    stack = [gen]
+    stack: list[_Frame[Any, Any]] = [gen]
     value = None
     exc: Optional[BaseException] = None
     while True:
@@ -587,7 +617,8 @@ def _run(gen):
         except StopIteration as stop:
             stack.pop()
             if not stack:
-                return stop.value
+                result: _R = stop.value
+                return result
             value = stop.value
             continue
         except _NoGood as e:
@@ -600,7 +631,9 @@ def _run(gen):
         value = None
 
 
-def _pp(If, col, ll, m, tind, ind, ld, w):
+def _pp(
+    If: _Format, col: int, ll: int, m: int, tind: int, ind: str, ld: int, w: int
+) -> _Frame[_IoList, _IoList]:
     n = If[1]
     if n < ll - col - ld and n + w + ld <= m:
         return _write(If)
@@ -623,10 +656,13 @@ def _pp(If, col, ll, m, tind, ind, ld, w):
         return ["#{", (yield _pp_map(If[2], col + 2, ll, m, tind, "  " + ind, ld, w + 1)), "}"]
     if k == "b":
         return _pp_binary(If[2], col + 2, ll, m, "  " + ind, ld, w)
-    return If[2]
+    text: str = If[2]
+    return text
 
 
-def _pp_tag_tuple(elems, col, ll, m, tind, ind, ld, w):
+def _pp_tag_tuple(
+    elems: list[_Format], col: int, ll: int, m: int, tind: int, ind: str, ld: int, w: int
+) -> _Frame[_IoList, _IoList]:
     tag = elems[0]
     tlen = tag[1]
     tag_ind = tlen + 2
@@ -650,17 +686,30 @@ def _last_depth(more: bool, ld: int) -> int:
     return 0 if more else ld + 1
 
 
-def _pp_map(pairs, col, ll, m, tind, ind, ld, w):
+def _pp_map(
+    pairs: list[_Format], col: int, ll: int, m: int, tind: int, ind: str, ld: int, w: int
+) -> _Frame[Any, _IoList]:
     ps, pw = yield _pp_pair(pairs[0], col, ll, m, tind, ind, _last_depth(len(pairs) > 1, ld), w)
     return [ps, (yield _pp_pairs_tail(pairs, 1, col, col + pw, ll, m, tind, ind, ld, pw))]
 
 
-def _atm_pair(p) -> bool:
+def _atm_pair(p: _Format) -> bool:
     return p[0] == "p" and p[2][0] == "a" and p[3][0] == "a"
 
 
-def _pp_pairs_tail(pairs, i, col0, col, ll, m, tind, ind, ld, w):
-    out = []
+def _pp_pairs_tail(
+    pairs: list[_Format],
+    i: int,
+    col0: int,
+    col: int,
+    ll: int,
+    m: int,
+    tind: int,
+    ind: str,
+    ld: int,
+    w: int,
+) -> _Frame[tuple[_IoList, int], _IoList]:
+    out: list[_IoList] = []
     n = len(pairs)
     while i < n:
         p = pairs[i]
@@ -681,7 +730,9 @@ def _pp_pairs_tail(pairs, i, col0, col, ll, m, tind, ind, ld, w):
     return out
 
 
-def _pp_pair(p, col, ll, m, tind, ind0, ld, w):
+def _pp_pair(
+    p: _Format, col: int, ll: int, m: int, tind: int, ind0: str, ld: int, w: int
+) -> _Frame[_IoList, tuple[_IoList, int]]:
     n = p[1]
     if p[0] == "a":  # the "..." of a cut map
         return p[2], n
@@ -697,7 +748,18 @@ def _pp_pair(p, col, ll, m, tind, ind0, ld, w):
     ], ll
 
 
-def _pp_list(elems, tail, col0, ll, m, tind, ind, ld, sep, w):
+def _pp_list(
+    elems: list[_Format],
+    tail: _Format | None,
+    col0: int,
+    ll: int,
+    m: int,
+    tind: int,
+    ind: str,
+    ld: int,
+    sep: str,
+    w: int,
+) -> _Frame[Any, _IoList]:
     es, we = yield _pp_element(elems[0], col0, ll, m, tind, ind, _last_depth(len(elems) > 1, ld), w)
     return [
         es,
@@ -705,8 +767,21 @@ def _pp_list(elems, tail, col0, ll, m, tind, ind, ld, sep, w):
     ]
 
 
-def _pp_tail(elems, i, tail, col0, col, ll, m, tind, ind, ld, sep, w):
-    out = []
+def _pp_tail(
+    elems: list[_Format],
+    i: int,
+    tail: _Format | None,
+    col0: int,
+    col: int,
+    ll: int,
+    m: int,
+    tind: int,
+    ind: str,
+    ld: int,
+    sep: str,
+    w: int,
+) -> _Frame[Any, _IoList]:
+    out: list[_IoList] = []
     n = len(elems)
     while i < n:
         e = elems[i]
@@ -734,14 +809,16 @@ def _pp_tail(elems, i, tail, col0, col, ll, m, tind, ind, ld, sep, w):
     return out
 
 
-def _pp_element(e, col, ll, m, tind, ind, ld, w):
+def _pp_element(
+    e: _Format, col: int, ll: int, m: int, tind: int, ind: str, ld: int, w: int
+) -> _Frame[_IoList, tuple[_IoList, int]]:
     n = e[1]
     if n < ll - col - ld and n + w + ld <= m and e[0] == "a":
         return _write(e), n
     return (yield _pp(e, col, ll, m, tind, ind, ld, w)), ll
 
 
-def _pp_binary(toks, col, ll, m, ind, ld, w) -> str:
+def _pp_binary(toks: list[str], col: int, ll: int, m: int, ind: str, ld: int, w: int) -> str:
     n0 = max(8, min(ll - col, m - 4 - w) - ld)
     n = n0
     out = ["<<"]
@@ -775,7 +852,7 @@ def _pp_binary(toks, col, ll, m, ind, ld, w) -> str:
     return "".join(out)
 
 
-def _cind(If, col, ll, m, ind, ld, w):
+def _cind(If: _Format, col: int, ll: int, m: int, ind: int, ld: int, w: int) -> _Frame[int, int]:
     n = If[1]
     if n < ll - col - ld and n + w + ld <= m:
         return ind
@@ -791,7 +868,9 @@ def _cind(If, col, ll, m, ind, ld, w):
     return ind
 
 
-def _cind_tag_tuple(elems, col, ll, m, ind, ld, w):
+def _cind_tag_tuple(
+    elems: list[_Format], col: int, ll: int, m: int, ind: int, ld: int, w: int
+) -> _Frame[int, int]:
     tlen = elems[0][1]
     tag_ind = tlen + 2
     tcol = col + tag_ind
@@ -805,12 +884,24 @@ def _cind_tag_tuple(elems, col, ll, m, ind, ld, w):
     raise _NoGood
 
 
-def _cind_map(pairs, col, ll, m, ind, ld, w):
+def _cind_map(
+    pairs: list[_Format], col: int, ll: int, m: int, ind: int, ld: int, w: int
+) -> _Frame[int, int]:
     pw = yield _cind_pair(pairs[0], col, ll, m, ind, _last_depth(len(pairs) > 1, ld), w)
     return (yield _cind_pairs_tail(pairs, 1, col, col + pw, ll, m, ind, ld, w + pw))
 
 
-def _cind_pairs_tail(pairs, i, col0, col, ll, m, ind, ld, w):
+def _cind_pairs_tail(
+    pairs: list[_Format],
+    i: int,
+    col0: int,
+    col: int,
+    ll: int,
+    m: int,
+    ind: int,
+    ld: int,
+    w: int,
+) -> _Frame[int, int]:
     n = len(pairs)
     while i < n:
         p = pairs[i]
@@ -829,7 +920,9 @@ def _cind_pairs_tail(pairs, i, col0, col, ll, m, ind, ld, w):
     return ind
 
 
-def _cind_pair(p, col, ll, m, ind, ld, w):
+def _cind_pair(
+    p: _Format, col: int, ll: int, m: int, ind: int, ld: int, w: int
+) -> _Frame[int, int]:
     n = p[1]
     if p[0] == "a":  # the "..." of a cut map
         return n
@@ -841,12 +934,32 @@ def _cind_pair(p, col, ll, m, ind, ld, w):
     return ll
 
 
-def _cind_list(elems, tail, col0, ll, m, ind, ld, w):
+def _cind_list(
+    elems: list[_Format],
+    tail: _Format | None,
+    col0: int,
+    ll: int,
+    m: int,
+    ind: int,
+    ld: int,
+    w: int,
+) -> _Frame[int, int]:
     we = yield _cind_element(elems[0], col0, ll, m, ind, _last_depth(len(elems) > 1, ld), w)
     return (yield _cind_tail(elems, 1, tail, col0, col0 + we, ll, m, ind, ld, w + we))
 
 
-def _cind_tail(elems, i, tail, col0, col, ll, m, ind, ld, w):
+def _cind_tail(
+    elems: list[_Format],
+    i: int,
+    tail: _Format | None,
+    col0: int,
+    col: int,
+    ll: int,
+    m: int,
+    ind: int,
+    ld: int,
+    w: int,
+) -> _Frame[int, int]:
     n = len(elems)
     while i < n:
         e = elems[i]
@@ -871,7 +984,9 @@ def _cind_tail(elems, i, tail, col0, col, ll, m, ind, ld, w):
     return ind
 
 
-def _cind_element(e, col, ll, m, ind, ld, w):
+def _cind_element(
+    e: _Format, col: int, ll: int, m: int, ind: int, ld: int, w: int
+) -> _Frame[int, int]:
     n = e[1]
     if n < ll - col - ld and n + w + ld <= m and e[0] == "a":
         return n
@@ -883,7 +998,7 @@ _COMPOUND = (tuple, list, ImproperList, Map, ClippedMap) + _BINARIES
 
 
 def pformat(
-    term: Any, column: int = 1, line_length: int = 80, nodes: Optional[Callable] = None
+    term: Term, column: int = 1, line_length: int = 80, nodes: Optional[NodeNamer] = None
 ) -> str:
     """``io_lib_pretty:print(Term, [{column, Column}, {line_length, LineLength}])``
     with ``~p``'s options (latin-1, strings, no limits).  ``nodes`` gives the
@@ -912,13 +1027,13 @@ def pformat(
     return _flatten(_run(_pp(If, column, line_length, m, tind, " " * (column - 1), 0, 0)))
 
 
-def _flatten(iolist) -> str:
+def _flatten(iolist: _IoList) -> str:
     """The text of nested lists of strings (the layout functions build their
     text as lists, as io_lib_pretty builds iolists: no piece is copied until
     this joins them all, once)."""
     if type(iolist) is str:
         return iolist
-    out: list = []
+    out: list[str] = []
     todo = [iolist]
     while todo:
         x = todo.pop()
@@ -929,10 +1044,10 @@ def _flatten(iolist) -> str:
     return "".join(out)
 
 
-_atom_text: dict = {}
+_atom_text: dict[Atom, str] = {}
 
 
-def _w1(t, nn, d: int = 0) -> str:
+def _w1(t: Term, nn: NodeNamer, d: int = 0) -> str:
     """The one-line text of ``t`` (what ``_write(_plen(t))`` gives, faster)."""
     tp = type(t)
     if tp is Atom:
@@ -984,15 +1099,16 @@ def _w1(t, nn, d: int = 0) -> str:
     return _write_atomic(t, nn)
 
 
-def _line_deep(t, nn, strings: bool) -> str:
+def _line_deep(t: Term, nn: NodeNamer, strings: bool) -> str:
     """The one-line text of ``t`` with an explicit stack: ``~p``'s
     (``strings``: printable lists as strings) or ``~w``'s.  Each entry is a
     ``(True, text)`` to write or a ``(False, term)`` to write out."""
-    leaf = (lambda x: _w1(x, nn)) if strings else (lambda x: _write_w(x, nn))
-    out: list = []
-    todo: list = [(False, t)]
+    leaf: Callable[[Term], str] = (lambda x: _w1(x, nn)) if strings else (lambda x: _write_w(x, nn))
+    out: list[str] = []
+    todo: list[tuple[bool, Term]] = [(False, t)]
 
-    def parts(elements, sep):  # the elements in order, sep between them
+    def parts(elements: list[Term] | tuple[Term, ...], sep: str) -> None:
+        # the elements in order, sep between them
         for i in range(len(elements) - 1, -1, -1):
             todo.append((False, elements[i]))
             if i:
@@ -1031,12 +1147,12 @@ def _line_deep(t, nn, strings: bool) -> str:
     return "".join(out)
 
 
-def write_one_line(term: Any, nodes: Optional[Callable] = None) -> str:
+def write_one_line(term: Term, nodes: Optional[NodeNamer] = None) -> str:
     """``~p`` on one line (``io_lib_pretty`` with line length 0)."""
     return _w1(term, nodes or _node_name)
 
 
-def format_term(term: Any) -> str:
+def format_term(term: Term) -> str:
     """Return ``term`` in Erlang syntax, on one line, as ``~p`` prints it
     (OTP 25, latin-1 rules).  Other nodes' pids, ports and refs show the node
     name where a node would show its number for that node (``<a@b.5.0>``)."""
@@ -1047,12 +1163,14 @@ def format_term(term: Any) -> str:
 # cannot import this module (this module needs its types), so the reprs are
 # installed here; smp/core/__init__.py imports this module, so they are in
 # place whenever anything of the core is.
-def _term_repr(self) -> str:
+def _term_repr(self: Term) -> str:
     return _w1(self, _node_name)
 
 
 for _cls in (BitString, Fun, ExportFun, Map, ImproperList):
-    _cls.__repr__ = _term_repr
+    # a method put on the class after it is made (the comment above says
+    # why), which mypy does not allow on a class it knows
+    _cls.__repr__ = _term_repr  # type: ignore[method-assign]
 
 
 # ------------------------------------------------------------------ clip_term
@@ -1063,7 +1181,7 @@ def _digits(i: int) -> int:
     return i.bit_length() * 30103 // 100000 + 2
 
 
-def _cost(x, depth: int) -> int:
+def _cost(x: Term, depth: int) -> int:
     """About how many characters ``x`` adds to a printed term, its elements
     not counted, the comma before it counted; a compound term counts its
     depth, the indentation ``~p`` may put before each of its lines."""
@@ -1085,7 +1203,7 @@ def _cost(x, depth: int) -> int:
     return 41  # a float, pid, port or fun
 
 
-def _elements(x) -> Optional[list]:
+def _elements(x: Term) -> Optional[list[Term]]:
     """The terms ``x`` holds in print order (a map's keys and values
     alternate, an improper list's tail is last), or None if it holds none
     that clip_term looks into."""
@@ -1101,7 +1219,7 @@ def _elements(x) -> Optional[list]:
     return None
 
 
-def clip_term(term: Any, max_chars: int) -> Any:
+def clip_term(term: Term, max_chars: int) -> Term:
     """``term`` itself when it prints in about ``max_chars`` characters or
     fewer (``~p`` with its indentation; an estimate, on the high side), else
     a copy cut short where that budget runs out, as Erlang's ``~P`` cuts a
@@ -1114,7 +1232,7 @@ def clip_term(term: Any, max_chars: int) -> Any:
     linear in ``max_chars``, whatever the size of ``term``."""
     # pass 1: is the whole term within the budget?  (stops once it is not)
     left = max_chars
-    todo: list = [(term, 0)]
+    todo: list[tuple[Term, int]] = [(term, 0)]
     while todo:
         x, depth = todo.pop()
         left -= _cost(x, depth)
@@ -1126,7 +1244,7 @@ def clip_term(term: Any, max_chars: int) -> Any:
     return term
 
 
-def _partial(x, left: int):
+def _partial(x: Term, left: int) -> Term:
     """What of a binary or a string fits in ``left`` characters (None: not
     one)."""
     tp = type(x)
@@ -1138,7 +1256,7 @@ def _partial(x, left: int):
     return None
 
 
-def _cut(x, parts: list, more: bool):
+def _cut(x: Term, parts: list[Term], more: bool) -> Term:
     """The copy of compound ``x`` from its kept ``parts``; ``more``: the
     rest of it was left out."""
     tp = type(x)
@@ -1156,7 +1274,7 @@ def _cut(x, parts: list, more: bool):
     return ImproperList(parts, ELIDED) if parts else [ELIDED]
 
 
-def _clip(term: Any, max_chars: int) -> Any:
+def _clip(term: Term, max_chars: int) -> Term:
     """clip_term's copy: the terms in print order while the budget lasts.
     Each open compound term is a frame ``[term, elements, next, parts,
     depth, more]`` on a list."""
@@ -1164,7 +1282,9 @@ def _clip(term: Any, max_chars: int) -> Any:
     elements = _elements(term)
     if left < 0 or not elements:
         return (_partial(term, max_chars) or ELIDED) if left < 0 else term
-    stack: list = [[term, elements, 0, [], 0, False]]
+    # a frame's items are of several types (mypy cannot type a list's items
+    # by position): each frame is a list[Any]
+    stack: list[list[Any]] = [[term, elements, 0, [], 0, False]]
     while True:
         fr = stack[-1]
         x, elements, i, parts, depth, _ = fr
@@ -1211,10 +1331,10 @@ def _indentation(s: str, i: int) -> int:
     return i
 
 
-def fmt(format: str, args, nodes: Optional[Callable] = None) -> str:
+def fmt(format: str, args: Iterable[Term], nodes: Optional[NodeNamer] = None) -> str:
     """``io_lib:format(Format, Args)`` for the controls ``~p``, ``~w``, ``~s``
     (a ``str`` argument), ``~n`` and ``~~``."""
-    out = []
+    out: list[str] = []
     col = 0
     it = iter(args)
     i = 0
@@ -1247,7 +1367,7 @@ def fmt(format: str, args, nodes: Optional[Callable] = None) -> str:
     return "".join(out)
 
 
-def _write_w(term, nodes, d: int = 0) -> str:
+def _write_w(term: Term, nodes: Optional[NodeNamer], d: int = 0) -> str:
     """``~w``: ``io_lib:write/1`` (no string detection)."""
     nn = nodes or _node_name
     tp = type(term)

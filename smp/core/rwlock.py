@@ -8,6 +8,7 @@ the state for every message.
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
 
 __all__ = ["RWLock"]
@@ -48,7 +49,7 @@ class RWLock:
             self._cond.notify_all()
 
     @contextmanager
-    def read(self):
+    def read(self) -> Iterator[None]:
         self.acquire_read()
         try:
             yield
@@ -56,7 +57,7 @@ class RWLock:
             self.release_read()
 
     @contextmanager
-    def write(self):
+    def write(self) -> Iterator[None]:
         self.acquire_write()
         try:
             yield

@@ -63,7 +63,7 @@ class Snapshot:
     profile_runnable_ports: bool
     profile_exclusive: bool
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[type[Snapshot], tuple[object, ...]]:
         # by its fields, so a decoder builds it with a plain call (smp.wire.codec)
         return (Snapshot, tuple(getattr(self, f) for f in self.__slots__))
 
@@ -94,7 +94,7 @@ class TracerState:
     on_change: Callable[[Snapshot], None] | None = None
 
     # -- helpers -----------------------------------------------------------
-    def _is_valid_tracer(self, tracer) -> bool:
+    def _is_valid_tracer(self, tracer: object) -> bool:
         if type(tracer) is Pid:
             return self.liveness.is_alive(tracer)
         if type(tracer) is Port:
@@ -140,7 +140,7 @@ class TracerState:
             return self._snapshot()
 
     # -- seq tracer ---------------------------------------------------------
-    def set_system_seq_tracer(self, new):
+    def set_system_seq_tracer(self, new: object) -> object:
         """``erts_set_system_seq_tracer``: returns the old tracer, or None when
         ``new`` is not a valid tracer (the BIF then raises badarg)."""
         if new is not FALSE and not self._is_valid_tracer(new):
@@ -151,7 +151,7 @@ class TracerState:
             self._changed()
         return old
 
-    def get_system_seq_tracer(self):
+    def get_system_seq_tracer(self) -> object:
         with self.lock.read():
             return self.system_seq_tracer
 
@@ -168,7 +168,11 @@ class TracerState:
         return self.default_trace_flags, self.default_tracer
 
     def change_default_tracing(
-        self, setflags: bool, flags: int | None, tracer=..., cpu_timestamp: bool | None = None
+        self,
+        setflags: bool,
+        flags: int | None,
+        tracer: object = ...,
+        cpu_timestamp: bool | None = None,
     ) -> tuple[int, object]:
         """``erts_change_default_tracing``."""
         with self.lock.write():
@@ -199,12 +203,12 @@ class TracerState:
     # -- system monitor ----------------------------------------------------
     def set_system_monitor(
         self,
-        monitor,
-        long_gc=0,
-        long_schedule=0,
-        large_heap=0,
-        busy_port=False,
-        busy_dist_port=False,
+        monitor: object,
+        long_gc: int = 0,
+        long_schedule: int = 0,
+        large_heap: int = 0,
+        busy_port: bool = False,
+        busy_dist_port: bool = False,
     ) -> None:
         with self.lock.write():
             self.system_monitor = monitor
@@ -212,7 +216,7 @@ class TracerState:
             self.busy_port, self.busy_dist_port = busy_port, busy_dist_port
             self._changed()
 
-    def get_system_monitor(self):
+    def get_system_monitor(self) -> object:
         with self.lock.read():
             return self.system_monitor
 
@@ -220,13 +224,13 @@ class TracerState:
         """``erts_system_monitor_clear``."""
         self.set_system_monitor(NIL)
 
-    def system_monitor_get(self):
+    def system_monitor_get(self) -> Atom | tuple[object, list[Atom | tuple[Atom, int]]]:
         """``system_monitor/0``'s value: ``undefined`` or ``{Pid, Options}``
         with the options in erl_bif_info.c's order (built by CONS, so reversed)."""
         with self.lock.read():
             if self.system_monitor is NIL:
                 return UNDEFINED
-            res: list = []
+            res: list[Atom | tuple[Atom, int]] = []
             if self.long_gc:
                 res.insert(0, (Atom("long_gc"), self.long_gc))
             if self.long_schedule:
@@ -251,12 +255,12 @@ class TracerState:
     # -- system profile ----------------------------------------------------
     def set_system_profile(
         self,
-        profiler,
-        scheduler=False,
-        runnable_procs=False,
-        runnable_ports=False,
-        exclusive=False,
-        active_schedulers=None,
+        profiler: object,
+        scheduler: bool = False,
+        runnable_procs: bool = False,
+        runnable_ports: bool = False,
+        exclusive: bool = False,
+        active_schedulers: int | None = None,
     ) -> None:
         with self.lock.write():
             self.system_profile = profiler
@@ -269,7 +273,7 @@ class TracerState:
             self.profile_exclusive = exclusive
             self._changed()
 
-    def get_system_profile(self):
+    def get_system_profile(self) -> object:
         with self.lock.read():
             return self.system_profile
 
@@ -277,12 +281,12 @@ class TracerState:
         """``erts_system_profile_clear``."""
         self.set_system_profile(NIL)
 
-    def system_profile_get(self):
+    def system_profile_get(self) -> Atom | tuple[object, list[Atom]]:
         """``system_profile/0``'s value, options in erl_bif_trace.c's order."""
         with self.lock.read():
             if self.system_profile is NIL:
                 return UNDEFINED
-            res: list = []
+            res: list[Atom] = []
             if self.profile_runnable_ports:
                 res.insert(0, Atom("runnable_ports"))
             if self.profile_runnable_procs:
@@ -302,7 +306,7 @@ class TracerState:
         )
 
     # -- exits -------------------------------------------------------------
-    def exiting_reset(self, exiting, smp: bool) -> None:
+    def exiting_reset(self, exiting: object, smp: bool) -> None:
         """``exiting_reset``: a process (or port) that is part of the state exits."""
         with self.lock.write():
             if exiting == self.default_tracer:
@@ -333,7 +337,7 @@ class TracerState:
         self.profile_scheduler = self.profile_runnable_procs = False
         self.profile_runnable_ports = self.profile_exclusive = False
 
-    def trace_check_exiting(self, exiting, smp: bool) -> bool:
+    def trace_check_exiting(self, exiting: object, smp: bool) -> bool:
         """``erts_trace_check_exiting``: reset if ``exiting`` is part of the state."""
         with self.lock.read():
             reset = exiting is not NIL and exiting in (
@@ -347,14 +351,14 @@ class TracerState:
         return reset
 
     # -- sys_msg_disp_failure side effects -----------------------------------
-    def seq_tracer_failed(self, receiver) -> None:
+    def seq_tracer_failed(self, receiver: object) -> None:
         """Reset the seq tracer if it has not changed."""
         with self.lock.write():
             if self.system_seq_tracer == receiver:
                 self.system_seq_tracer = FALSE
                 self._changed()
 
-    def monitor_failed(self, receiver) -> bool:
+    def monitor_failed(self, receiver: object) -> bool:
         """SYSMON branch of ``sys_msg_disp_failure``; True when it cleared."""
         with self.lock.write():
             if receiver is NIL and not self.monitor_enabled():
@@ -365,7 +369,7 @@ class TracerState:
                 return True
             return False
 
-    def profile_failed(self, receiver) -> bool:
+    def profile_failed(self, receiver: object) -> bool:
         """SYSPROF branch of ``sys_msg_disp_failure``; True when it cleared."""
         with self.lock.write():
             if receiver is NIL and not self.profile_enabled():
@@ -379,7 +383,7 @@ class TracerState:
 
 #: The tracer-state operations the trace BIFs ask for (``bk_state`` in
 #: ``smp.core.bifs``), the only ones a frame may name.
-STATE_OPS: dict[str, Callable] = {
+STATE_OPS: dict[str, Callable[..., object]] = {
     "change_default_tracing": TracerState.change_default_tracing,
     "get_default_tracing": TracerState.get_default_tracing,
     "set_system_seq_tracer": TracerState.set_system_seq_tracer,
@@ -397,7 +401,7 @@ STATE_READS = frozenset(
 )
 
 
-def apply_state_op(state: TracerState, op, args) -> object:
+def apply_state_op(state: TracerState, op: object, args: object) -> object:
     """Run the state operation ``op`` a frame names; ``BadArg`` for a name
     not in ``STATE_OPS`` or arguments that do not fit it."""
     fn = STATE_OPS.get(op) if type(op) is str else None

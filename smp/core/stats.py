@@ -11,26 +11,33 @@ modes show).
 from __future__ import annotations
 
 from collections import Counter
+from typing import Any
 
 from smp.core.messages import TYPE_NAMES
 
-__all__ = ["Stats", "totals", "by_type", "by_reason"]
+__all__ = ["Stats", "StatsDict", "totals", "by_type", "by_reason"]
+
+#: A statistics report: counts, and counts by type or reason, by name (values
+#: of several shapes, read by key, as JSON would hold them)
+StatsDict = dict[str, Any]
 
 
-def by_type(c: Counter) -> dict:
+def by_type(c: Counter[int]) -> dict[str, int]:
     """{type name: count} from a Counter keyed by message type."""
     return {TYPE_NAMES[t]: n for t, n in sorted(c.items())}
 
 
-def by_reason(c: Counter) -> dict:
+def by_reason(c: Counter[tuple[int, str]]) -> dict[str, dict[str, int]]:
     """{reason: {type name: count}} from a Counter keyed by (type, reason)."""
-    out: dict = {}
+    out: dict[str, dict[str, int]] = {}
     for (t, r), n in sorted(c.items()):
         out.setdefault(r, {})[TYPE_NAMES[t]] = n
     return out
 
 
-def totals(made: Counter, delivered: Counter, dropped: Counter, queued: int) -> dict:
+def totals(
+    made: Counter[int], delivered: Counter[int], dropped: Counter[tuple[int, str]], queued: int
+) -> StatsDict:
     """The counts every ``statistics()`` reports, with made = delivered +
     dropped + queued when nothing is lost."""
     return {
@@ -59,10 +66,10 @@ class Stats:
     )
 
     def __init__(self) -> None:
-        self._made: Counter = Counter()
-        self._delivered: Counter = Counter()
-        self._dropped: Counter = Counter()
-        self._suppressed: Counter = Counter()
+        self._made: Counter[int] = Counter()
+        self._delivered: Counter[int] = Counter()
+        self._dropped: Counter[tuple[int, str]] = Counter()
+        self._suppressed: Counter[tuple[int, str]] = Counter()
         self.fake_schedule_pairs = 0
         self.messages_sent = 0
         self.messages_to_dead = 0
@@ -82,7 +89,7 @@ class Stats:
     def suppressed(self, t: int, reason: str) -> None:
         self._suppressed[(t, reason)] += 1
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> StatsDict:
         return {
             **totals(self._made, self._delivered, self._dropped, 0),
             "suppressed": sum(self._suppressed.values()),

@@ -32,9 +32,10 @@ from __future__ import annotations
 
 import sys
 import threading
+from collections.abc import Iterable, Iterator
 from itertools import compress, repeat
 from operator import eq
-from typing import Any
+from typing import Any, TypeVar
 
 __all__ = [
     "Atom",
@@ -56,7 +57,20 @@ __all__ = [
     "ATOMS",
     "PIDS",
     "sweep_interned",
+    "Term",
 ]
+
+#: Any Erlang term: an :class:`Atom`, ``int``, ``float``, ``bytes``, ``tuple``,
+#: ``list``, :class:`Pid`, :class:`Map`, ... (the table above).  Terms are left
+#: untyped on purpose: a term is a Python value of one of many unrelated types
+#: (and a tuple or a list holds terms of any kinds), decoded from the wire or
+#: written in a scenario, and the code tells them apart at run time by
+#: ``type(term) is ...``; a union of the kinds would make every use of a term
+#: a cast, so a term is ``Any`` under this name, which says what it is.
+Term = Any
+
+_K = TypeVar("_K")
+_V = TypeVar("_V")
 
 
 # ---------------------------------------------------------------- interning
@@ -87,7 +101,7 @@ _SWEEP_MIN = 1 << 16
 _intern_lock = threading.RLock()
 
 
-def _counts(table: dict) -> list:
+def _counts(table: dict[_K, _V]) -> list[int]:
     """The reference count of each value of ``table`` (C calls only)."""
     return list(map(sys.getrefcount, table.values()))
 
@@ -104,7 +118,7 @@ def _calibrate() -> tuple[int, int]:
 _ONLY_TABLE, _ONLY_POPPED = _calibrate()
 
 
-def _sweep(table: dict) -> int:
+def _sweep(table: dict[_K, _V]) -> int:
     """Drop the entries of ``table`` nothing else refers to (hold
     ``_intern_lock``); returns how many were dropped."""
     unused = list(compress(table.keys(), map(eq, _counts(table), repeat(_ONLY_TABLE))))
@@ -127,7 +141,7 @@ _next_sweep = [_SWEEP_MIN, _SWEEP_MIN]
 _ATOMS, _PIDS = 0, 1
 
 
-def _sweep_grown(table: dict, which: int) -> None:
+def _sweep_grown(table: dict[_K, _V], which: int) -> None:
     """``table`` reached its next sweep (hold ``_intern_lock``)."""
     _sweep(table)
     _next_sweep[which] = max(_SWEEP_MIN, 2 * len(table))
@@ -150,6 +164,7 @@ class Atom:
     (one nothing refers to any more is dropped from the table: see above)."""
 
     __slots__ = ("name", "__weakref__")
+    name: str
     _table: dict[str, "Atom"] = {}
 
     def __new__(cls, name: str) -> "Atom":
@@ -171,13 +186,13 @@ class Atom:
                 table[name] = self
             return self
 
-    def __setattr__(self, key, value):
+    def __setattr__(self, key: str, value: object) -> None:
         raise AttributeError("Atom is immutable")
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[type[Atom], tuple[str]]:
         return (Atom, (self.name,))
 
-    def __eq__(self, other):
+    def __eq__(self, other: object) -> bool:
         return self is other
 
     # Interned, equal only to itself: the identity hash agrees with ``==``
@@ -187,7 +202,7 @@ class Atom:
     # across runs: a str hash is salted per process).
     __hash__ = object.__hash__
 
-    def __lt__(self, other):
+    def __lt__(self, other: object) -> bool:
         return _order_key(self) < _order_key(other)
 
     def __repr__(self) -> str:
@@ -200,15 +215,15 @@ LOCAL_NODE = Atom("nonode@nohost")
 
 
 class _Id:
-    __slots__ = ()
+    __slots__: tuple[str, ...] = ()
 
-    def __setattr__(self, key, value):
+    def __setattr__(self, key: str, value: object) -> None:
         raise AttributeError(f"{type(self).__name__} is immutable")
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[type[_Id], tuple[object, ...]]:
         return (type(self), tuple(getattr(self, s) for s in self.__slots__))
 
-    def __lt__(self, other):
+    def __lt__(self, other: object) -> bool:
         return _order_key(self) < _order_key(other)
 
 
@@ -221,9 +236,16 @@ class Pid(_Id):
 
     # _etf: the external format of this pid once encoded (smp.wire.etf fills it)
     __slots__ = ("number", "serial", "node", "creation", "_etf")
-    _cache: dict = {}
+    number: int
+    serial: int
+    node: Atom
+    creation: int
+    _etf: bytes | None
+    _cache: dict[tuple[int, int, Atom, int], Pid] = {}
 
-    def __new__(cls, number: int, serial: int = 0, node: Atom = LOCAL_NODE, creation: int = 0):
+    def __new__(
+        cls, number: int, serial: int = 0, node: Atom = LOCAL_NODE, creation: int = 0
+    ) -> Pid:
         key = (number, serial, node, creation)
         self = cls._cache.get(key)
         if self is not None:
@@ -243,12 +265,12 @@ class Pid(_Id):
                 cache[key] = self
         return self
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[type[Pid], tuple[int | Atom, ...]]:
         if self.node is LOCAL_NODE and self.creation == 0:
             return (Pid, (self.number, self.serial))
         return (Pid, (self.number, self.serial, self.node, self.creation))
 
-    def __eq__(self, other):
+    def __eq__(self, other: object) -> bool:
         return self is other or (
             type(other) is Pid
             and self.number == other.number
@@ -273,21 +295,24 @@ class Pid(_Id):
 #: The interned atoms by name and pids by ``(number, serial, node, creation)``,
 #: for a decoder's lookup without a call (``Atom()`` and ``Pid()`` fill them;
 #: read them, never write them: an entry nothing else refers to may go).
-ATOMS: dict = Atom._table
-PIDS: dict = Pid._cache
+ATOMS: dict[str, Atom] = Atom._table
+PIDS: dict[tuple[int, int, Atom, int], Pid] = Pid._cache
 
 
 class Port(_Id):
     """An Erlang port identifier."""
 
     __slots__ = ("number", "node", "creation")
+    number: int
+    node: Atom
+    creation: int
 
-    def __init__(self, number: int, node: Atom = LOCAL_NODE, creation: int = 0):
+    def __init__(self, number: int, node: Atom = LOCAL_NODE, creation: int = 0) -> None:
         object.__setattr__(self, "number", number)
         object.__setattr__(self, "node", node)
         object.__setattr__(self, "creation", creation)
 
-    def __eq__(self, other):
+    def __eq__(self, other: object) -> bool:
         return (
             type(other) is Port
             and self.number == other.number
@@ -295,7 +320,7 @@ class Port(_Id):
             and self.creation == other.creation
         )
 
-    def __hash__(self):
+    def __hash__(self) -> int:
         return hash(("port", self.number))
 
     def __repr__(self) -> str:
@@ -309,13 +334,16 @@ class Ref(_Id):
     """An Erlang reference; ``ids`` are the (up to 3) id words, low word first."""
 
     __slots__ = ("ids", "node", "creation")
+    ids: tuple[int, ...]
+    node: Atom
+    creation: int
 
-    def __init__(self, ids: tuple[int, ...], node: Atom = LOCAL_NODE, creation: int = 0):
+    def __init__(self, ids: Iterable[int], node: Atom = LOCAL_NODE, creation: int = 0) -> None:
         object.__setattr__(self, "ids", tuple(ids))
         object.__setattr__(self, "node", node)
         object.__setattr__(self, "creation", creation)
 
-    def __eq__(self, other):
+    def __eq__(self, other: object) -> bool:
         return (
             type(other) is Ref
             and self.ids == other.ids
@@ -323,7 +351,7 @@ class Ref(_Id):
             and self.creation == other.creation
         )
 
-    def __hash__(self):
+    def __hash__(self) -> int:
         return hash(("ref",) + self.ids)
 
     def __repr__(self) -> str:
@@ -343,8 +371,10 @@ class BitString:
     """
 
     __slots__ = ("data", "size")
+    data: bytes
+    size: int
 
-    def __init__(self, data, size: int):
+    def __init__(self, data: bytes | bytearray | memoryview | Iterable[int], size: int) -> None:
         data = bytes(data)
         if type(size) is not int or size < 0:
             raise ValueError(f"bit string size must be an int >= 0, not {size!r}")
@@ -361,10 +391,10 @@ class BitString:
         object.__setattr__(self, "data", data)
         object.__setattr__(self, "size", size)
 
-    def __setattr__(self, key, value):
+    def __setattr__(self, key: str, value: object) -> None:
         raise AttributeError("BitString is immutable")
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[type[BitString], tuple[bytes, int]]:
         return (BitString, (self.data, self.size))
 
     @property
@@ -372,13 +402,13 @@ class BitString:
         """The number of bits used in the last byte (1..7)."""
         return self.size % 8
 
-    def __eq__(self, other):
+    def __eq__(self, other: object) -> bool:
         return type(other) is BitString and self.size == other.size and self.data == other.data
 
-    def __hash__(self):
+    def __hash__(self) -> int:
         return hash(("bits", self.size, self.data))
 
-    def __lt__(self, other):
+    def __lt__(self, other: object) -> bool:
         return _order_key(self) < _order_key(other)
 
     # __repr__: Erlang syntax, installed by smp.core.pretty (which needs
@@ -395,6 +425,14 @@ class Fun:
     """
 
     __slots__ = ("module", "arity", "uniq", "index", "old_index", "old_uniq", "pid", "free")
+    module: Atom
+    arity: int
+    uniq: bytes
+    index: int
+    old_index: int
+    old_uniq: int
+    pid: Pid
+    free: tuple[Term, ...]
 
     def __init__(
         self,
@@ -405,14 +443,13 @@ class Fun:
         old_index: int,
         old_uniq: int,
         pid: "Pid",
-        free=(),
-    ):
+        free: Iterable[Term] = (),
+    ) -> None:
         uniq = bytes(uniq)
         if len(uniq) != 16:
             raise ValueError(f"fun uniq must be 16 bytes, not {len(uniq)}")
-        for name, v in (("module", module),):
-            if type(v) is not Atom:
-                raise TypeError(f"fun {name} must be an Atom, not {v!r}")
+        if type(module) is not Atom:
+            raise TypeError(f"fun module must be an Atom, not {module!r}")
         for name, v in (
             ("arity", arity),
             ("index", index),
@@ -431,21 +468,21 @@ class Fun:
         setattr_(self, "pid", pid)
         setattr_(self, "free", tuple(free))
 
-    def __setattr__(self, key, value):
+    def __setattr__(self, key: str, value: object) -> None:
         raise AttributeError("Fun is immutable")
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[type[Fun], tuple[object, ...]]:
         return (Fun, tuple(getattr(self, s) for s in self.__slots__))
 
-    def __eq__(self, other):
+    def __eq__(self, other: object) -> bool:
         return type(other) is Fun and all(
             getattr(self, s) == getattr(other, s) for s in self.__slots__
         )
 
-    def __hash__(self):
+    def __hash__(self) -> int:
         return hash(("fun", self.module, self.index, self.uniq, self.old_uniq))
 
-    def __lt__(self, other):
+    def __lt__(self, other: object) -> bool:
         return _order_key(self) < _order_key(other)
 
     # __repr__: Erlang syntax, installed by smp.core.pretty (which needs
@@ -456,8 +493,11 @@ class ExportFun:
     """An external fun, ``fun Module:Function/Arity`` (``EXPORT_EXT``)."""
 
     __slots__ = ("module", "function", "arity")
+    module: Atom
+    function: Atom
+    arity: int
 
-    def __init__(self, module: Atom, function: Atom, arity: int):
+    def __init__(self, module: Atom, function: Atom, arity: int) -> None:
         if type(module) is not Atom or type(function) is not Atom:
             raise TypeError(f"fun {module!r}:{function!r}: module and function must be Atoms")
         if type(arity) is not int or not 0 <= arity <= 255:
@@ -466,13 +506,13 @@ class ExportFun:
         object.__setattr__(self, "function", function)
         object.__setattr__(self, "arity", arity)
 
-    def __setattr__(self, key, value):
+    def __setattr__(self, key: str, value: object) -> None:
         raise AttributeError("ExportFun is immutable")
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[type[ExportFun], tuple[Atom, Atom, int]]:
         return (ExportFun, (self.module, self.function, self.arity))
 
-    def __eq__(self, other):
+    def __eq__(self, other: object) -> bool:
         return (
             type(other) is ExportFun
             and self.module is other.module
@@ -480,17 +520,17 @@ class ExportFun:
             and self.arity == other.arity
         )
 
-    def __hash__(self):
+    def __hash__(self) -> int:
         return hash(("export", self.module, self.function, self.arity))
 
-    def __lt__(self, other):
+    def __lt__(self, other: object) -> bool:
         return _order_key(self) < _order_key(other)
 
     # __repr__: Erlang syntax, installed by smp.core.pretty (which needs
     # this module's types, so this module cannot import it)
 
 
-def _ekey(t):
+def _ekey(t: Term) -> object:
     """A hashable key that is equal for two terms exactly when Erlang's ``=:=``
     (OTP 25) says they are equal: ``1`` and ``1.0`` differ, lists are keys."""
     tp = type(t)
@@ -536,11 +576,13 @@ class Map:
     """
 
     __slots__ = ("_items", "_index")
+    _items: tuple[tuple[Term, Term], ...]
+    _index: dict[object, int]
 
-    def __init__(self, items=()):
+    def __init__(self, items: dict[Term, Term] | Map | Iterable[tuple[Term, Term]] = ()) -> None:
         if isinstance(items, (dict, Map)):
             items = items.items()
-        index: dict = {}
+        index: dict[object, tuple[Term, Term]] = {}
         for k, v in items:
             index[_ekey(k)] = (k, v)
         pairs = list(index.values())
@@ -549,43 +591,43 @@ class Map:
         object.__setattr__(self, "_items", tuple(pairs))
         object.__setattr__(self, "_index", {_ekey(k): i for i, (k, _) in enumerate(pairs)})
 
-    def __setattr__(self, key, value):
+    def __setattr__(self, key: str, value: object) -> None:
         raise AttributeError("Map is immutable")
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[type[Map], tuple[list[tuple[Term, Term]]]]:
         return (Map, (list(self._items),))
 
     def __len__(self) -> int:
         return len(self._items)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Term]:
         return (k for k, _ in self._items)
 
-    def __contains__(self, key) -> bool:
+    def __contains__(self, key: Term) -> bool:
         try:
             return _ekey(key) in self._index
         except TypeError:
             return False
 
-    def __getitem__(self, key):
+    def __getitem__(self, key: Term) -> Term:
         return self._items[self._index[_ekey(key)]][1]
 
-    def get(self, key, default=None):
+    def get(self, key: Term, default: Term = None) -> Term:
         try:
             return self[key]
         except (KeyError, TypeError):
             return default
 
-    def items(self):
+    def items(self) -> list[tuple[Term, Term]]:
         return list(self._items)
 
-    def keys(self):
+    def keys(self) -> list[Term]:
         return [k for k, _ in self._items]
 
-    def values(self):
+    def values(self) -> list[Term]:
         return [v for _, v in self._items]
 
-    def __eq__(self, other):
+    def __eq__(self, other: object) -> bool:
         if type(other) is not Map or len(other) != len(self):
             return False
         idx = other._index
@@ -595,10 +637,10 @@ class Map:
                 return False
         return True
 
-    def __hash__(self):
+    def __hash__(self) -> int:
         return hash(("map",) + tuple(self._index))
 
-    def __lt__(self, other):
+    def __lt__(self, other: object) -> bool:
         return _order_key(self) < _order_key(other)
 
     # __repr__: Erlang syntax, installed by smp.core.pretty (which needs
@@ -609,8 +651,10 @@ class ImproperList:
     """A list whose tail is not ``[]``: ``[1, 2 | tail]``."""
 
     __slots__ = ("elements", "tail")
+    elements: list[Term]
+    tail: Term
 
-    def __init__(self, elements, tail):
+    def __init__(self, elements: Iterable[Term], tail: Term) -> None:
         if isinstance(tail, list):
             raise ValueError("tail of an improper list must not be a list")
         if not elements:
@@ -618,17 +662,20 @@ class ImproperList:
         self.elements = list(elements)
         self.tail = tail
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[type[ImproperList], tuple[list[Term], Term]]:
         return (ImproperList, (self.elements, self.tail))
 
-    def __eq__(self, other):
+    def __eq__(self, other: object) -> bool:
         return (
             type(other) is ImproperList
             and self.elements == other.elements
             and self.tail == other.tail
         )
 
-    __hash__ = None
+    # unhashable, as a Python list (its elements can change): mypy has no
+    # other spelling for "no __hash__" than overriding object's method with None
+    # (typeshed declares list's the same way)
+    __hash__ = None  # type: ignore[assignment]
 
     # __repr__: Erlang syntax, installed by smp.core.pretty (which needs
     # this module's types, so this module cannot import it)
@@ -657,7 +704,7 @@ class _AtomFactory:
 A = _AtomFactory()
 
 
-def is_atom(term: Any) -> bool:
+def is_atom(term: Term) -> bool:
     return type(term) is Atom
 
 
@@ -730,7 +777,7 @@ def _bits(data: bytes, size: int) -> str:
     return "".join([format(b, "08b") for b in data])[:size]
 
 
-def _order_key(term: Any, exact: bool = False):
+def _order_key(term: Term, exact: bool = False) -> tuple[object, ...]:
     """A key that sorts as Erlang's term order; ``exact`` gives the order of
     map keys (``=:=``: all integers before all floats)."""
     t = type(term)
@@ -777,6 +824,6 @@ def _order_key(term: Any, exact: bool = False):
     raise TypeError(f"not an Erlang term: {term!r}")
 
 
-def term_order_key(term: Any):
+def term_order_key(term: Term) -> tuple[object, ...]:
     """A sort key for Erlang's term order: ``sorted(terms, key=term_order_key)``."""
     return _order_key(term)

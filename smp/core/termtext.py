@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import re
 
-from smp.core.terms import Atom, ImproperList
+from smp.core.terms import Atom, ImproperList, Term
 
 __all__ = ["parse_term", "MAX_DEPTH", "MAX_ATOM"]
 
@@ -35,7 +35,7 @@ _TOKEN = re.compile(
 )
 
 
-def parse_term(text: str):
+def parse_term(text: str) -> Term:
     """Parse Erlang term text (atoms, numbers, strings, tuples, lists) into terms.
 
     ``'$1'`` and ``'_'`` stay atoms, as match specs need them.  Raises
@@ -55,18 +55,19 @@ def parse_term(text: str):
                 break
             raise ValueError(f"cannot read term at offset {pos}: {text[pos : pos + 10]!r}")
         kind = m.lastgroup
+        assert kind is not None  # every alternative of _TOKEN is a named group
         toks.append((kind, m.group(kind), m.start(kind)))
         pos = m.end()
     i = 0
 
-    def take():
+    def take() -> tuple[str, str, int]:
         nonlocal i
         if i >= len(toks):
             raise ValueError("term ends too early")
         i += 1
         return toks[i - 1]
 
-    def term(depth):
+    def term(depth: int) -> Term:
         kind, tok, at = take()
         if kind == "num":
             return _number(tok, at)
@@ -83,20 +84,21 @@ def parse_term(text: str):
         if tok in "{[" and depth >= MAX_DEPTH:
             raise ValueError(f"tuples and lists nested deeper than {MAX_DEPTH} (offset {at})")
         if tok == "{":
-            items = seq("}", depth + 1)
+            items, _ = seq("}", depth + 1)
             return tuple(items)
         if tok == "[":
             items, tail = seq("]", depth + 1, allow_tail=True)
             return items if tail is None else ImproperList(items, tail)
         raise ValueError(f"unexpected {tok!r} at offset {at}")
 
-    def seq(close, depth, allow_tail=False):
+    def seq(close: str, depth: int, allow_tail: bool = False) -> tuple[list[Term], Term]:
+        # the items and the tail (None: a proper list, or a tuple)
         nonlocal i
-        items: list = []
-        tail = None
+        items: list[Term] = []
+        tail: Term = None
         if i < len(toks) and toks[i][1] == close:
             i += 1
-            return (items, None) if allow_tail else items
+            return items, None
         while True:
             items.append(term(depth))
             kind, tok, at = take()
@@ -107,7 +109,7 @@ def parse_term(text: str):
                 kind, tok, at = take()
             if tok != close:
                 raise ValueError(f"expected {close!r} at offset {at}, found {tok!r}")
-            return (items, tail) if allow_tail else items
+            return items, tail
 
     t = term(0)
     if i != len(toks):
@@ -115,7 +117,7 @@ def parse_term(text: str):
     return t
 
 
-def _number(tok: str, at: int):
+def _number(tok: str, at: int) -> int | float:
     try:
         v = float(tok) if "." in tok else int(tok)
     except ValueError:  # more digits than int() reads

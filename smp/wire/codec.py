@@ -34,6 +34,8 @@ import pathlib
 import pickle
 import sys
 import types
+from collections.abc import Callable, Coroutine
+from typing import IO, Any, NoReturn, cast
 
 from smp.core.errors import BadArg, Error, ProtocolError, SmpError
 from smp.core.state import Snapshot
@@ -50,6 +52,7 @@ from smp.core.terms import (
     Pid,
     Port,
     Ref,
+    Term,
 )
 
 __all__ = [
@@ -81,6 +84,12 @@ MAX_RUN = 1_000_000  # messages in one run
 _PICKLE = pickle.HIGHEST_PROTOCOL
 _LIMIT = 1 << 32
 
+#: What a decoder returns: terms and the emulator's own data (commands,
+#: replies, snapshots, exceptions), as the sender built them.  Which it is
+#: depends on the frame, which its reader checks at run time, as it checks a
+#: term: ``Any`` under this name, as :data:`smp.core.terms.Term`.
+Decoded = Any
+
 
 class Unencodable(BadArg):
     """A value that cannot travel as data (a closure, an object of a class no
@@ -90,19 +99,19 @@ class Unencodable(BadArg):
 # ---------------------------------------------------------------- checking constructors
 
 
-def _u32(x, what: str) -> int:
+def _u32(x: object, what: str) -> int:
     if type(x) is not int or not 0 <= x < _LIMIT:
         raise ProtocolError(f"{what} must be an integer in 0..2**32-1, not {x!r}")
     return x
 
 
-def _node(node) -> Atom:
+def _node(node: object) -> Atom:
     if type(node) is not Atom:
         raise ProtocolError(f"node must be an atom, not {node!r}")
     return node
 
 
-def _atom(name=None, *rest):
+def _atom(name: object = None, *rest: object) -> Atom:
     a = ATOMS.get(name) if type(name) is str and not rest else None
     if a is not None:  # an atom that exists already: the commonest case
         return a
@@ -111,7 +120,9 @@ def _atom(name=None, *rest):
     return Atom(name)
 
 
-def _pid(number=None, serial=0, node=LOCAL_NODE, creation=0):
+def _pid(
+    number: object = None, serial: object = 0, node: object = LOCAL_NODE, creation: object = 0
+) -> Pid:
     # the checks _u32 and _node make, written out for the commonest case, and
     # the interned pid found without a call
     if (
@@ -133,11 +144,11 @@ def _pid(number=None, serial=0, node=LOCAL_NODE, creation=0):
     )
 
 
-def _port(number=None, node=LOCAL_NODE, creation=0):
+def _port(number: object = None, node: object = LOCAL_NODE, creation: object = 0) -> Port:
     return Port(_u32(number, "port number"), _node(node), _u32(creation, "port creation"))
 
 
-def _ref(ids=None, node=LOCAL_NODE, creation=0):
+def _ref(ids: object = None, node: object = LOCAL_NODE, creation: object = 0) -> Ref:
     if type(ids) is not tuple or not 1 <= len(ids) <= 5:
         raise ProtocolError(f"ref ids must be a tuple of 1 to 5 integers, not {ids!r}")
     for i in ids:
@@ -145,13 +156,13 @@ def _ref(ids=None, node=LOCAL_NODE, creation=0):
     return Ref(ids, _node(node), _u32(creation, "ref creation"))
 
 
-def _improper(elements=None, tail=None):
+def _improper(elements: object = None, tail: object = None) -> ImproperList:
     if type(elements) is not list or not elements or type(tail) is list:
         raise ProtocolError("improper list must be a non-empty list and a tail that is not a list")
     return ImproperList(elements, tail)
 
 
-def _bits(data=None, size=None):
+def _bits(data: object = None, size: object = None) -> BitString:
     if type(data) is not bytes or type(size) is not int:
         raise ProtocolError("bit string must be built from bytes and a bit count")
     try:
@@ -160,15 +171,22 @@ def _bits(data=None, size=None):
         raise ProtocolError(f"bit string: {e}") from None
 
 
-def _map(pairs=None):
+def _map(pairs: object = None) -> Map:
     if type(pairs) is not list or not all(type(kv) is tuple and len(kv) == 2 for kv in pairs):
         raise ProtocolError("map must be built from a list of (key, value) pairs")
     return Map(pairs)
 
 
 def _funterm(
-    module=None, arity=None, uniq=None, index=None, old_index=None, old_uniq=None, pid=None, free=()
-):
+    module: Term = None,
+    arity: Term = None,
+    uniq: Term = None,
+    index: Term = None,
+    old_index: Term = None,
+    old_uniq: Term = None,
+    pid: Term = None,
+    free: Term = (),
+) -> Fun:
     if type(uniq) is not bytes or type(pid) is not Pid or type(free) is not tuple:
         raise ProtocolError("fun must carry 16 bytes of uniq, a pid and a tuple of free values")
     try:
@@ -177,26 +195,26 @@ def _funterm(
         raise ProtocolError(f"fun: {e}") from None
 
 
-def _export(module=None, function=None, arity=None):
+def _export(module: Term = None, function: Term = None, arity: Term = None) -> ExportFun:
     try:
         return ExportFun(module, function, arity)
     except (TypeError, ValueError) as e:
         raise ProtocolError(f"external fun: {e}") from None
 
 
-def _counter(mapping=None):
+def _counter(mapping: object = None) -> collections.Counter[object]:
     if mapping is not None and type(mapping) is not dict:
         raise ProtocolError("Counter must be built from a dict")
     return collections.Counter(mapping or {})
 
 
-def _path(*parts):
+def _path(*parts: object) -> pathlib.PurePosixPath:
     if not all(type(p) is str for p in parts):
         raise ProtocolError("path parts must be str")
-    return pathlib.PurePosixPath(*parts)
+    return pathlib.PurePosixPath(*cast("tuple[str, ...]", parts))  # checked just above
 
 
-def _fun(module, qualname):
+def _fun(module: str, qualname: str) -> NoReturn:
     """The marker of a function reference; decoders resolve it instead."""
     raise ProtocolError(f"function reference {module}:{qualname} where none may be")
 
@@ -209,12 +227,15 @@ class _Fixed:
     __slots__ = ()
 
 
-def _fixed(f) -> _Fixed:
-    return type(f"_{f.__name__}", (_Fixed,), {"__slots__": (), "__call__": staticmethod(f)})()
+def _fixed(f: Callable[..., object]) -> _Fixed:
+    cls: type[_Fixed] = type(
+        f"_{f.__name__}", (_Fixed,), {"__slots__": (), "__call__": staticmethod(f)}
+    )
+    return cls()
 
 
 #: Term classes: what message bodies and batches may contain.
-TERMS = {
+TERMS: dict[tuple[str, str], _Fixed] = {
     ("smp.core.terms", "Atom"): _fixed(_atom),
     ("smp.core.terms", "Pid"): _fixed(_pid),
     ("smp.core.terms", "Port"): _fixed(_port),
@@ -226,7 +247,7 @@ TERMS = {
     ("smp.core.terms", "ExportFun"): _fixed(_export),
 }
 #: Terms and the emulator's own data: replies, commands, state publications.
-DATA = {
+DATA: dict[tuple[str, str], object] = {
     **TERMS,
     ("builtins", "set"): set,
     ("builtins", "frozenset"): frozenset,
@@ -236,15 +257,18 @@ DATA = {
     ("pathlib", "PurePosixPath"): _fixed(_path),
 }
 #: Data and the dispatcher's state snapshots (its publications and replies).
-STATE = {**DATA, ("smp.core.state", "Snapshot"): _fixed(Snapshot)}
-_EXCEPTION_MODULES = {
+STATE: dict[tuple[str, str], object] = {
+    **DATA,
+    ("smp.core.state", "Snapshot"): _fixed(Snapshot),
+}
+_EXCEPTION_MODULES: dict[str, types.ModuleType] = {
     "builtins": __import__("builtins"),
     "smp.core.errors": sys.modules[SmpError.__module__],
 }
-_EXCEPTIONS: dict = {}
+_EXCEPTIONS: dict[tuple[str, str], _Fixed] = {}
 
 
-def _exception(module: str, name: str):
+def _exception(module: str, name: str) -> _Fixed | None:
     """The constructor of an exception class a reply may carry."""
     f = _EXCEPTIONS.get((module, name))
     if f is None:
@@ -255,7 +279,7 @@ def _exception(module: str, name: str):
     return f
 
 
-def _exception_class(module: str, name: str):
+def _exception_class(module: str, name: str) -> type[Exception] | None:
     """An exception class of the builtins or of ``smp.core.errors`` (replies carry
     them); never a ``BaseException`` that is not an ``Exception``."""
     mod = _EXCEPTION_MODULES.get(module)
@@ -273,14 +297,16 @@ class Unresolved:
     process body it makes a process that crashes with ``undef``, as spawning
     a function that does not exist does in the VM."""
 
-    def __init__(self, module: str, qualname: str, why: str):
+    __name__: str
+
+    def __init__(self, module: str, qualname: str, why: str) -> None:
         self.__module__, self.__qualname__, self.why = module, qualname, why
         self.__name__ = qualname.rsplit(".", 1)[-1]
 
-    def __call__(self, proc, *args):
+    def __call__(self, proc: object, *args: Term) -> Coroutine[Any, Any, NoReturn]:
         return self._undef(args)
 
-    async def _undef(self, args):
+    async def _undef(self, args: tuple[Term, ...]) -> NoReturn:
 
         raise Error(
             (
@@ -300,7 +326,7 @@ class Unresolved:
         return f"<unresolved {self.__module__}:{self.__qualname__}: {self.why}>"
 
 
-def _resolve(module: str, qualname: str, may_import: bool):
+def _resolve(module: object, qualname: object, may_import: bool) -> types.FunctionType | Unresolved:
     if (
         type(module) is not str
         or type(qualname) is not str
@@ -316,7 +342,7 @@ def _resolve(module: str, qualname: str, may_import: bool):
             mod = importlib.import_module(module)
         except Exception as e:
             return Unresolved(module, qualname, f"cannot import it: {type(e).__name__}: {e}")
-    obj = mod
+    obj: object = mod
     for part in qualname.split("."):
         obj = getattr(obj, part, None)
     if obj is None:
@@ -328,25 +354,39 @@ def _resolve(module: str, qualname: str, may_import: bool):
     return obj
 
 
-def _resolve_loaded(module=None, qualname=None):
+def _resolve_loaded(
+    module: object = None, qualname: object = None
+) -> types.FunctionType | Unresolved:
     return _resolve(module, qualname, False)
 
 
-def _resolve_import(module=None, qualname=None):
+def _resolve_import(
+    module: object = None, qualname: object = None
+) -> types.FunctionType | Unresolved:
     return _resolve(module, qualname, True)
 
 
-_FUNS = {None: None, "loaded": _fixed(_resolve_loaded), "import": _fixed(_resolve_import)}
+_FUNS: dict[str | None, _Fixed | None] = {
+    None: None,
+    "loaded": _fixed(_resolve_loaded),
+    "import": _fixed(_resolve_import),
+}
 
 
 class _Unpickler(pickle.Unpickler):
-    def __init__(self, file, classes: dict, funs, exceptions: bool):
+    def __init__(
+        self,
+        file: IO[bytes],
+        classes: dict[tuple[str, str], object],
+        funs: _Fixed | None,
+        exceptions: bool,
+    ) -> None:
         super().__init__(file)
         self._classes = classes
         self._funs = funs
         self._exceptions = exceptions
 
-    def find_class(self, module, name):
+    def find_class(self, module: str, name: str) -> object:
         f = self._classes.get((module, name))
         if f is not None:
             return f
@@ -358,31 +398,31 @@ class _Unpickler(pickle.Unpickler):
                 return f
         raise ProtocolError(f"frame refers to {module}.{name}, which no frame may contain")
 
-    def persistent_load(self, pid):
+    def persistent_load(self, pid: object) -> NoReturn:
         raise ProtocolError("frame has a persistent id")
 
 
 class _TermUnpickler(pickle.Unpickler):
     """The hot path: message bodies and batches (terms only)."""
 
-    def find_class(self, module, name):
+    def find_class(self, module: str, name: str) -> object:
         f = TERMS.get((module, name))
         if f is not None:
             return f
         raise ProtocolError(f"frame refers to {module}.{name}, which no frame may contain")
 
-    def persistent_load(self, pid):
+    def persistent_load(self, pid: object) -> NoReturn:
         raise ProtocolError("frame has a persistent id")
 
 
-def _size(raw) -> None:
+def _size(raw: object) -> None:
     if type(raw) is not bytes:
         raise ProtocolError(f"frame is {type(raw).__name__}, not bytes")
     if len(raw) > MAX_FRAME:
         raise ProtocolError(f"frame of {len(raw)} bytes is larger than {MAX_FRAME}")
 
 
-def loads_terms(raw: bytes):
+def loads_terms(raw: bytes) -> Term:
     """Decode a frame that holds terms only (batches, message bodies)."""
     _size(raw)
     try:
@@ -393,14 +433,16 @@ def loads_terms(raw: bytes):
         raise ProtocolError(f"undecodable frame: {type(e).__name__}: {e}") from None
 
 
-def load_record(f):
+def load_record(f: IO[bytes]) -> Decoded:
     """One pickle read from the file ``f`` (a dispatcher journal: a file is
     data from outside too), decoded as the dispatcher's frames are; raises
     ``EOFError`` at the end of the file."""
     return _Unpickler(f, STATE, None, False).load()
 
 
-def loads(raw: bytes, *, funs: str | None = None, exceptions: bool = True, state: bool = False):
+def loads(
+    raw: bytes, *, funs: str | None = None, exceptions: bool = True, state: bool = False
+) -> Decoded:
     """Decode a data frame: terms, a few builtin and library classes,
     exceptions (``exceptions=False``: none), state snapshots (``state``: the
     dispatcher's frames), and function references where ``funs`` allows
@@ -414,7 +456,7 @@ def loads(raw: bytes, *, funs: str | None = None, exceptions: bool = True, state
         raise ProtocolError(f"undecodable frame: {type(e).__name__}: {e}") from None
 
 
-def run_bodies(blob, n, ts_kind) -> list:
+def run_bodies(blob: object, n: int, ts_kind: int) -> list[Term]:
     """The checked bodies of a run of ``n`` system messages: terms only, ``n``
     of them, each a tuple when the queue completes it with a timestamp.  The
     dispatcher checks a run with this before it counts, the receiving
@@ -434,16 +476,19 @@ def run_bodies(blob, n, ts_kind) -> list:
 # ---------------------------------------------------------------- encoding
 
 
-def fun_ref(f) -> tuple[str, str] | None:
+def fun_ref(f: object) -> tuple[str, str] | None:
     """``(module, qualname)`` when ``f`` is an ``async def`` function a decoder
     can find again by that name; None otherwise (a closure, a lambda)."""
     if type(f) is not types.FunctionType or not inspect.iscoroutinefunction(f):
         return None
-    module, qualname = getattr(f, "__module__", None), getattr(f, "__qualname__", "")
-    mod = sys.modules.get(module) if type(module) is str else None
+    module: object = getattr(f, "__module__", None)
+    qualname: str = getattr(f, "__qualname__", "")
+    if type(module) is not str:
+        return None
+    mod = sys.modules.get(module)
     if mod is None or "<" in qualname:
         return None
-    obj = mod
+    obj: object = mod
     for part in qualname.split("."):
         obj = getattr(obj, part, None)
     return (module, qualname) if obj is f else None
@@ -471,11 +516,15 @@ _PLAIN = frozenset(
 
 
 class _Pickler(pickle.Pickler):
-    def reducer_override(self, obj):
+    # a reduce value (a constructor and its arguments), or NotImplemented for
+    # pickle's own way with obj: Any, as typeshed's NotImplemented is (mypy
+    # takes returning it from a function of any other return type for Any)
+    def reducer_override(self, obj: object) -> Any:
         t = type(obj)
         if t in _PLAIN:
             return NotImplemented
-        if t is type and (
+        # type(obj), not t: mypy narrows obj by a test on its own type only
+        if type(obj) is type and (
             obj in _PLAIN
             or (issubclass(obj, Exception) and _exception_class(obj.__module__, obj.__name__))
         ):
@@ -500,7 +549,7 @@ class _Pickler(pickle.Pickler):
         )
 
 
-def dumps(obj) -> bytes:
+def dumps(obj: object) -> bytes:
     """Encode data for ``loads``: functions as references, exceptions of
     other modules as ``SmpError`` naming them; ``Unencodable`` for what no
     decoder would build."""
@@ -512,7 +561,7 @@ def dumps(obj) -> bytes:
     return f.getvalue()
 
 
-def dumps_frame(obj, code_ok: bool = False) -> bytes:
+def dumps_frame(obj: object, code_ok: bool = False) -> bytes:
     """A frame with a leading codec byte: ``P`` data (``dumps``), or, only
     when ``code_ok`` (the controller's channel to a scheduler, authenticated),
     ``D`` dill for a value that carries code (a closure to spawn)."""
@@ -523,10 +572,13 @@ def dumps_frame(obj, code_ok: bool = False) -> bytes:
             raise
     import dill  # heavy, and only for closures on an authenticated channel
 
-    return b"D" + dill.dumps(obj)
+    code: bytes = dill.dumps(obj)
+    return b"D" + code
 
 
-def loads_frame(raw: bytes, *, code_ok: bool = False, funs: str | None = None, state: bool = False):
+def loads_frame(
+    raw: bytes, *, code_ok: bool = False, funs: str | None = None, state: bool = False
+) -> Decoded:
     """The inverse of ``dumps_frame``.  A ``D`` frame (code) is decoded only
     when ``code_ok``: the channel is authenticated as the controller."""
     if type(raw) is not bytes:

@@ -29,7 +29,9 @@ import ipaddress
 import os
 import stat
 import threading
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any, TypedDict
 
 import zmq
 import zmq.auth
@@ -64,7 +66,7 @@ class Authenticator:
     """A ZAP handler for one context: allows the public keys in ``allowed``
     and counts every refusal.  Runs a thread in the process that binds."""
 
-    def __init__(self, ctx: zmq.Context, allowed=()):
+    def __init__(self, ctx: zmq.Context[zmq.Socket[Any]], allowed: Iterable[bytes] = ()) -> None:
         self.allowed: set[bytes] = set(allowed)
         self.denied = 0
         self._lock = threading.Lock()
@@ -72,11 +74,11 @@ class Authenticator:
         self._auth.start()
         self._auth.configure_curve_callback(domain="*", credentials_provider=self)
 
-    def allow(self, keys) -> None:
+    def allow(self, keys: Iterable[bytes | str]) -> None:
         with self._lock:
             self.allowed.update(k if isinstance(k, bytes) else k.encode() for k in keys)
 
-    def callback(self, domain, key: bytes) -> bool:
+    def callback(self, domain: str, key: bytes) -> bool:
         with self._lock:
             ok = key in self.allowed
             if not ok:
@@ -158,7 +160,16 @@ def is_loopback(endpoint: str) -> bool:
         return False
 
 
-def server_security(keys_dir: str) -> dict:
+class Security(TypedDict):
+    """A process's CURVE keys and, where it binds, the keys it lets in."""
+
+    public: bytes
+    secret: bytes
+    server_public: bytes
+    allowed: set[bytes]
+
+
+def server_security(keys_dir: str) -> Security:
     """The controller host's security: ``keys_dir`` holds ``server.key_secret``
     and ``authorized/`` with the public keys of the schedulers allowed in."""
     public, secret = load_keys(os.path.join(keys_dir, "server.key_secret"))
@@ -167,7 +178,7 @@ def server_security(keys_dir: str) -> dict:
     return {"public": public, "secret": secret, "server_public": public, "allowed": allowed}
 
 
-def ephemeral_security() -> dict:
+def ephemeral_security() -> Security:
     """CURVE for tcp endpoints with every scheduler on this host: a server key
     pair made for this run alone (no key files), allowed by itself only."""
     public, secret = zmq.curve_keypair()
@@ -181,7 +192,9 @@ def new_routing_id() -> bytes:
     return b"\x01" + os.urandom(15)
 
 
-def recv_from(sock, secure: bool, flags: int = 0) -> tuple[bytes, list, str | None]:
+def recv_from(
+    sock: zmq.Socket[bytes], secure: bool, flags: int = 0
+) -> tuple[bytes, list[bytes], str | None]:
     """One message from a ROUTER socket: the sender's routing id, the other
     parts, and (``secure``) the CURVE user id the authenticator gave the
     sender's connection: its public key, which it cannot choose."""
@@ -189,10 +202,12 @@ def recv_from(sock, secure: bool, flags: int = 0) -> tuple[bytes, list, str | No
         parts = sock.recv_multipart(flags)
         return parts[0], parts[1:], None
     frames = sock.recv_multipart(flags, copy=False)
-    user = None
+    user: str | None = None
     if len(frames) > 1:
         try:
-            user = frames[1].get("User-Id")
+            # pyzmq types a property got by name as int | str: a metadata
+            # property (User-Id) is a str, which its stub cannot tell
+            user = frames[1].get("User-Id")  # type: ignore[assignment]
         except zmq.ZMQError:
             user = None
     return frames[0].bytes, [f.bytes for f in frames[1:]], user
@@ -215,7 +230,9 @@ def owner_only_dir(path: str | None) -> bool:
     return stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o077
 
 
-def curve_client(sock, security, server_key=None) -> None:
+def curve_client(
+    sock: zmq.Socket[Any], security: Security | None, server_key: bytes | None = None
+) -> None:
     """Make ``sock`` a CURVE client of the controller's server key (or of
     ``server_key``: a peer's own) when security is on (``security`` None: off)."""
     if not security:
@@ -225,7 +242,7 @@ def curve_client(sock, security, server_key=None) -> None:
     sock.curve_serverkey = server_key or security["server_public"]
 
 
-def curve_server(sock, security) -> None:
+def curve_server(sock: zmq.Socket[Any], security: Security | None) -> None:
     """Make ``sock`` a CURVE server with this process's own key when security
     is on.  Who may connect is the ``Authenticator``'s business."""
     if not security:

@@ -57,10 +57,21 @@ from __future__ import annotations
 import math
 import struct
 import zlib
-from typing import Any
+from typing import Any, Callable, Protocol
 
 from smp.core.errors import DecodeError
-from smp.core.terms import Atom, BitString, ExportFun, Fun, ImproperList, Map, Pid, Port, Ref
+from smp.core.terms import (
+    Atom,
+    BitString,
+    ExportFun,
+    Fun,
+    ImproperList,
+    Map,
+    Pid,
+    Port,
+    Ref,
+    Term,
+)
 from smp.wire.limits import MAX_DEPTH, MAX_INFLATE
 
 __all__ = ["encode", "decode", "decode_prefix", "VERSION"]
@@ -122,7 +133,7 @@ _NIL = bytes((NIL_EXT,))
 # ---------------------------------------------------------------- encoding
 
 
-def _node_check(node) -> None:
+def _node_check(node: object) -> None:
     if type(node) is not Atom:
         raise TypeError(f"node of a pid/port/ref must be an Atom, not {node!r}")
 
@@ -141,7 +152,7 @@ def _enc_big(t: int, out: bytearray) -> None:
     out += digits
 
 
-def _enc_binary(t, out: bytearray) -> None:
+def _enc_binary(t: bytes | bytearray | memoryview, out: bytearray) -> None:
     n = len(t) if type(t) is not memoryview else t.nbytes
     if n >= 0x100000000:
         raise TypeError(f"binary of {n} bytes is too large for BINARY_EXT")
@@ -160,7 +171,7 @@ def _enc_bits(t: BitString, out: bytearray) -> None:
     out += data
 
 
-def _unencodable(t: Any) -> str:
+def _unencodable(t: object) -> str:
     if type(t) is bool:
         return (
             f"a Python bool ({t!r}) is not an Erlang term: "
@@ -190,12 +201,18 @@ class _FunEnd:
         self.at = at
 
 
-def _make_encoder(minor: int, old_ids: bool, max_depth: int = MAX_DEPTH):
+class _Encoder(Protocol):
+    """An encoder: writes ``t``, ``d`` compound terms deep, at the end of ``out``."""
+
+    def __call__(self, t: Term, out: bytearray, d: int = 0) -> None: ...
+
+
+def _make_encoder(minor: int, old_ids: bool, max_depth: int = MAX_DEPTH) -> _Encoder:
     """An encoder writing what term_to_binary(T, [{minor_version, Minor}])
     writes on OTP 25 (old_ids: PID_EXT, PORT_EXT and (NEW_)REFERENCE_EXT, as
     nodes before OTP 23 wrote them); a term nested deeper than ``max_depth``
     is a ``ValueError``."""
-    atom_cache: dict = {}
+    atom_cache: dict[Atom, bytes] = {}
     # a pid keeps the default encoding only (its node atom's encoding
     # depends on the minor version)
     pid_cached = minor == 2 and not old_ids
@@ -219,7 +236,7 @@ def _make_encoder(minor: int, old_ids: bool, max_depth: int = MAX_DEPTH):
         atom_cache[a] = enc
         return enc
 
-    def node_bytes(node) -> bytes:
+    def node_bytes(node: Atom) -> bytes:
         try:
             return atom_cache[node]
         except KeyError:
@@ -308,7 +325,7 @@ def _make_encoder(minor: int, old_ids: bool, max_depth: int = MAX_DEPTH):
     # around it; below _SHALLOW levels they recurse (the fast path of every
     # real term), deeper ones are written by enc_deep, without recursion.
 
-    def improper_parts(t: ImproperList):
+    def improper_parts(t: ImproperList) -> tuple[list[Term], Term]:
         elements = t.elements
         tail = t.tail
         # [1|[2|3]] is [1,2|3]: flatten nested improper tails as Erlang would.
@@ -330,7 +347,7 @@ def _make_encoder(minor: int, old_ids: bool, max_depth: int = MAX_DEPTH):
             enc(e, out, d)
         enc(tail, out, d)
 
-    def list_head(t: list, out: bytearray) -> bool:
+    def list_head(t: list[Term], out: bytearray) -> bool:
         """Write a list that is NIL or a STRING_EXT (True), or the header
         of its LIST_EXT (False: the elements and NIL are to follow)."""
         n = len(t)
@@ -338,6 +355,7 @@ def _make_encoder(minor: int, old_ids: bool, max_depth: int = MAX_DEPTH):
             out += _NIL
             return True
         if n < 65536:
+            raw: bytes | None
             try:
                 raw = bytes(t)
             except (TypeError, ValueError):
@@ -351,7 +369,7 @@ def _make_encoder(minor: int, old_ids: bool, max_depth: int = MAX_DEPTH):
         out += _pack_I(n)
         return False
 
-    def enc_list(t: list, out: bytearray, d: int) -> None:
+    def enc_list(t: list[Term], out: bytearray, d: int) -> None:
         if list_head(t, out):
             return
         d += 1
@@ -392,9 +410,9 @@ def _make_encoder(minor: int, old_ids: bool, max_depth: int = MAX_DEPTH):
         out += _pack_I(len(body) + 4)
         out += body
 
-    def enc_deep(t: Any, out: bytearray, d: int) -> None:
+    def enc_deep(t: Term, out: bytearray, d: int) -> None:
         """Write ``t``, ``d`` levels deep, with an explicit stack."""
-        stack: list = [(t, d)]
+        stack: list[tuple[Term, int]] = [(t, d)]
         pop = stack.pop
         push = stack.append
         while stack:
@@ -455,7 +473,9 @@ def _make_encoder(minor: int, old_ids: bool, max_depth: int = MAX_DEPTH):
         enc(t.function, out)
         out += _SMALL_INT[t.arity]
 
-    dispatch = {
+    # the encoders of the leaves and of the compound terms by the type they
+    # take (a dict cannot tie each value's argument type to its key: Term)
+    dispatch: dict[type, Callable[[Term, bytearray], None]] = {
         float: enc_float,
         bytes: _enc_binary,
         bytearray: _enc_binary,
@@ -467,9 +487,14 @@ def _make_encoder(minor: int, old_ids: bool, max_depth: int = MAX_DEPTH):
     }
     if not pid_cached:
         dispatch[Pid] = enc_pid
-    compound = {list: enc_list, ImproperList: enc_improper, Map: enc_map, Fun: enc_fun}
+    compound: dict[type, Callable[[Term, bytearray, int], None]] = {
+        list: enc_list,
+        ImproperList: enc_improper,
+        Map: enc_map,
+        Fun: enc_fun,
+    }
 
-    def enc(t: Any, out: bytearray, d: int = 0) -> None:
+    def enc(t: Term, out: bytearray, d: int = 0) -> None:
         tp = type(t)
         if tp is Atom:
             try:
@@ -517,21 +542,21 @@ def _make_encoder(minor: int, old_ids: bool, max_depth: int = MAX_DEPTH):
             if f is not None:
                 f(t, out)
                 return
-            f = compound.get(tp)
-            if f is None:
+            g = compound.get(tp)
+            if g is None:
                 raise TypeError(_unencodable(t))
             if d >= _SHALLOW:
                 enc_deep(t, out, d)
             else:
-                f(t, out, d)
+                g(t, out, d)
 
     return enc
 
 
-_encoders: dict = {}
+_encoders: dict[tuple[int, bool], _Encoder] = {}
 
 
-def _encoder(minor: int, old_ids: bool):
+def _encoder(minor: int, old_ids: bool) -> _Encoder:
     key = (minor, old_ids)
     e = _encoders.get(key)
     if e is None:
@@ -544,7 +569,9 @@ def _encoder(minor: int, old_ids: bool):
 _enc = _encoder(2, False)
 
 
-def encode(term: Any, *, minor_version: int = 2, compressed=False, old_ids: bool = False) -> bytes:
+def encode(
+    term: Term, *, minor_version: int = 2, compressed: bool | int = False, old_ids: bool = False
+) -> bytes:
     """Return the external term format of ``term`` (starts with byte 131).
 
     With no options it is ``term_to_binary(Term, [{minor_version, 2}])``;
@@ -617,7 +644,7 @@ _TAG_NAMES = {
 _ATOM_TAGS = frozenset((SMALL_ATOM_UTF8_EXT, SMALL_ATOM_EXT, ATOM_UTF8_EXT, ATOM_EXT))
 
 
-def _leaf(data: bytes, pos: int, n: int, tag: int):
+def _leaf(data: bytes, pos: int, n: int, tag: int) -> tuple[Term, int]:
     """Decode the term at ``pos`` whose tag is ``tag``, one that holds no
     other term; return ``(term, next_pos)``."""
     p = pos + 1
@@ -714,7 +741,9 @@ def _leaf(data: bytes, pos: int, n: int, tag: int):
     raise DecodeError(f"unknown term tag {tag}", pos)
 
 
-def _id_body(data: bytes, p: int, n: int, tag: int, node, count: int):
+def _id_body(
+    data: bytes, p: int, n: int, tag: int, node: Term, count: int
+) -> tuple[Pid | Port | Ref, int]:
     """The fields after the node atom of a pid, port or reference at ``p``."""
     if type(node) is not Atom:
         raise DecodeError("node of a pid/port/reference is not an atom", p)
@@ -762,7 +791,7 @@ _ID_TAGS = frozenset(
 )
 
 
-def _export_inline(data: bytes, p: int, n: int):
+def _export_inline(data: bytes, p: int, n: int) -> tuple[ExportFun, int] | None:
     """The usual ``EXPORT_EXT`` at ``p`` (two atoms, a small integer), which
     is no level of nesting: ``(fun, next_pos)``, or None for any other."""
     if p < n and data[p] in _ATOM_TAGS:
@@ -783,15 +812,17 @@ def _too_deep(max_depth: int, at: int) -> DecodeError:
     return DecodeError(f"term nested deeper than {max_depth} levels (over the max_depth limit)", at)
 
 
-def _dec(data: bytes, pos: int, n: int, max_depth: int = MAX_DEPTH):
+def _dec(data: bytes, pos: int, n: int, max_depth: int = MAX_DEPTH) -> tuple[Term, int]:
     """Decode one term at ``pos``; return ``(term, next_pos)``.
 
     Iterative: each compound term whose elements are being decoded is a frame
     on an explicit stack, never a Python call, so the nesting a term may have
     is ``max_depth`` (a ``DecodeError`` beyond it), not Python's recursion
     limit."""
-    stack: list = []
+    # a frame's items are of several types by position (above): list[Any]
+    stack: list[list[Any]] = []
     push = stack.append
+    value: Term
     while True:
         # ---- one term at pos: a leaf gives ``value``; a compound term
         # with elements opens a frame and goes on with its first element
@@ -976,7 +1007,7 @@ def _dec(data: bytes, pos: int, n: int, max_depth: int = MAX_DEPTH):
             return value, pos
 
 
-def _decode_at(data: bytes, offset: int, max_depth: int, max_inflate: int):
+def _decode_at(data: bytes, offset: int, max_depth: int, max_inflate: int) -> tuple[Term, int]:
     n = len(data)
     if offset >= n:
         raise DecodeError("empty input: expected version byte 131", offset)
@@ -1019,8 +1050,12 @@ def _decode_at(data: bytes, offset: int, max_depth: int, max_inflate: int):
 
 
 def decode_prefix(
-    data, offset: int = 0, *, max_depth: int = MAX_DEPTH, max_inflate: int = MAX_INFLATE
-):
+    data: bytes | bytearray | memoryview,
+    offset: int = 0,
+    *,
+    max_depth: int = MAX_DEPTH,
+    max_inflate: int = MAX_INFLATE,
+) -> tuple[Term, int]:
     """Decode the term whose version byte (131) is at ``data[offset]``.
 
     Returns ``(term, next_offset)``; bytes after the term are left alone, so a
@@ -1036,7 +1071,12 @@ def decode_prefix(
     return _decode_at(data, offset, max_depth, max_inflate)
 
 
-def decode(data, *, max_depth: int = MAX_DEPTH, max_inflate: int = MAX_INFLATE) -> Any:
+def decode(
+    data: bytes | bytearray | memoryview,
+    *,
+    max_depth: int = MAX_DEPTH,
+    max_inflate: int = MAX_INFLATE,
+) -> Term:
     """Decode one complete external term; all of ``data`` must be consumed.
     ``max_depth`` and ``max_inflate`` as for :func:`decode_prefix`."""
     if type(data) is not bytes:

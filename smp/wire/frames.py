@@ -35,8 +35,15 @@ from smp.core import messages as M
 from smp.core.clock import us_to_ts
 from smp.core.errors import ProtocolError
 from smp.core.placement import pid_owner, port_owner
-from smp.core.terms import Atom, Pid, Port
-from smp.wire.codec import MAX_RUN, WIRE_VERSION, dumps_frame, loads_terms, run_bodies
+from smp.core.terms import Atom, Pid, Port, Term
+from smp.wire.codec import (
+    MAX_RUN,
+    WIRE_VERSION,
+    Decoded,
+    dumps_frame,
+    loads_terms,
+    run_bodies,
+)
 
 __all__ = [
     "DATA_PREFIX",
@@ -94,7 +101,7 @@ _PICKLE = pickle.HIGHEST_PROTOCOL
 am_active, am_inactive = Atom("active"), Atom("inactive")
 
 
-def run_terms(bodies: list, ts_kind: int, base_us: int, active: int) -> list:
+def run_terms(bodies: list[Term], ts_kind: int, base_us: int, active: int) -> list[Term]:
     """The terms of a queued run: each body completed with its timestamp
     (``base_us + i``: the queue gave the run consecutive microseconds) and
     the active-scheduler count, as ``sys_msg_dispatcher_func`` completes a
@@ -105,7 +112,7 @@ def run_terms(bodies: list, ts_kind: int, base_us: int, active: int) -> list:
     return [complete(body, ts_kind, us_to_ts(base_us + i), active) for i, body in enumerate(bodies)]
 
 
-def _int_in(x, lo: int, hi: int) -> bool:
+def _int_in(x: object, lo: int, hi: int) -> bool:
     return type(x) is int and lo <= x <= hi
 
 
@@ -120,11 +127,11 @@ class Run(NamedTuple):
     blob: bytes
     made_ns: int
 
-    def encode(self) -> tuple:
+    def encode(self) -> tuple[object, ...]:
         return (RUN, *self)
 
     @classmethod
-    def decode(cls, item) -> Run:
+    def decode(cls, item: tuple[Decoded, ...]) -> Run:
         """A checked run from a batch item: header fields in range, and the
         bodies (``codec.run_bodies``, as the receiving scheduler checks them)."""
         if len(item) != 8:
@@ -152,17 +159,17 @@ class TableEvent(NamedTuple):
     """A process-table change, about a process or port of the sender."""
 
     kind: str
-    args: tuple
+    args: tuple[Term, ...]
 
     @property
-    def subject(self):
+    def subject(self) -> Term:
         return self.args[-1]
 
-    def encode(self) -> tuple:
+    def encode(self) -> tuple[object, ...]:
         return (EVENT, self.kind, *self.args)
 
     @classmethod
-    def decode(cls, item, sender: int, nsched: int) -> TableEvent:
+    def decode(cls, item: tuple[Decoded, ...], sender: int, nsched: int) -> TableEvent:
         if len(item) < 2 or EVENT_ARITY.get(item[1]) != len(item) - 2:
             raise ProtocolError("not a well-formed table event")
         kind, args = item[1], tuple(item[2:])
@@ -181,15 +188,15 @@ class Batch(NamedTuple):
     """A scheduler's runs and table events, in the order they happened."""
 
     sched: int
-    items: list  # of Run and TableEvent
-    after: list | None = None  # batches taken from each scheduler before this one
+    items: list[Run | TableEvent]
+    after: list[int] | None = None  # batches taken from each scheduler before this one
 
     def encode(self) -> bytes:
         items = [it.encode() for it in self.items]
         return pickle.dumps((BATCH, WIRE_VERSION, self.sched, items, self.after), _PICKLE)
 
     @classmethod
-    def decode(cls, obj, sender: int, nsched: int) -> Batch:
+    def decode(cls, obj: Decoded, sender: int, nsched: int) -> Batch:
         """Check a whole batch from scheduler ``sender`` field by field
         before any of it counts (all or nothing)."""
         if type(obj) is not tuple or len(obj) not in (4, 5) or obj[0] != BATCH:
@@ -209,7 +216,7 @@ class Batch(NamedTuple):
             )
         if type(obj[3]) is not list:
             raise ProtocolError("batch items are not a list")
-        items = []
+        items: list[Run | TableEvent] = []
         for i, it in enumerate(obj[3]):
             if type(it) is not tuple or not it:
                 raise ProtocolError(f"item {i} is not a tuple")
@@ -240,7 +247,7 @@ class QueueEntry(NamedTuple):
     active: int
     made_ns: int
 
-    def terms(self) -> list:
+    def terms(self) -> list[Term]:
         return run_terms(loads_terms(self.blob), self.ts_kind, self.base, self.active)
 
     def split(self, k: int) -> tuple[QueueEntry, QueueEntry]:
@@ -255,20 +262,25 @@ class QueueEntry(NamedTuple):
         )
         return head, tail
 
-    def journal(self) -> tuple:
+    def journal(self) -> tuple[object, ...]:
         """The journal's ``q`` record (what the replay needs to decide again)."""
         return self[:8]
 
 
-class QueueEvent(NamedTuple):
-    """Not a message: a port close (``"close"``, port ids or None for all,
-    a ``threading.Event`` set when done) or a ``trace_delivered`` marker
-    (``"marker"``, its ref), taking its turn in the queue."""
-
+class _QueueEventFields(NamedTuple):
     kind: str
     payload: object
     done: object = None
 
+
+class QueueEvent(_QueueEventFields):
+    """Not a message: a port close (``"close"``, port ids or None for all,
+    a ``threading.Event`` set when done) or a ``trace_delivered`` marker
+    (``"marker"``, its ref), taking its turn in the queue."""
+
+    # a subclass of its fields, so that mypy takes n for a class attribute
+    # (in a NamedTuple's body it would be a field)
+    __slots__ = ()
     n = 0  # holds no message
 
 
@@ -283,22 +295,24 @@ class Delivery(NamedTuple):
     active: int
 
     @classmethod
-    def of(cls, entry: QueueEntry, receiver) -> Delivery:
+    def of(cls, entry: QueueEntry, receiver: object) -> Delivery:
         return cls(receiver, entry.blob, entry.n, entry.ts_kind, entry.base, entry.active)
 
 
-def encode_deliveries(deliveries: list) -> bytes:
+def encode_deliveries(deliveries: list[Delivery]) -> bytes:
     """The dispatcher's frame to one scheduler: ``("d", [delivery, ...])``."""
     return DATA_PREFIX + pickle.dumps((DELIVERIES, [tuple(d) for d in deliveries]), _PICKLE)
 
 
-def decode_deliveries(obj, mine: Callable[[object], bool]) -> list[tuple[object, list]]:
+def decode_deliveries(
+    obj: Decoded, mine: Callable[[object], bool]
+) -> list[tuple[object, list[Term]]]:
     """``(receiver, terms)`` for each run of a loaded deliveries frame, the
     whole frame checked first: each receiver ``mine`` (a process or port of
     this scheduler), every field in range, the bodies terms."""
     if type(obj) is not tuple or len(obj) != 2 or obj[0] != DELIVERIES or type(obj[1]) is not list:
         raise ProtocolError("delivery frame is not ('d', runs)")
-    out = []
+    out: list[tuple[object, list[Term]]] = []
     for item in obj[1]:
         if type(item) is not tuple or len(item) != 6:
             raise ProtocolError("delivery frame has a malformed run")

@@ -25,14 +25,17 @@ and the field; it never raises anything else, whatever it is given.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from collections.abc import Iterator
+from typing import Any, NamedTuple, Protocol
 
 from smp.core.errors import ProtocolError
 from smp.core.flags import TRACEE_FLAGS
 from smp.core.placement import pid_owner, port_owner
 from smp.core.state import Snapshot
-from smp.core.terms import Atom, Pid, Port
+from smp.core.stats import StatsDict
+from smp.core.terms import Atom, Pid, Port, Term
 from smp.wire import codec
+from smp.wire.codec import Decoded
 from smp.wire.frames import DATA_PREFIX, FIN, FIN_ACK
 
 __all__ = [
@@ -75,11 +78,24 @@ __all__ = [
 _U32 = (1 << 32) - 1
 am_undefined, am_badarg = Atom("undefined"), Atom("badarg")
 
+# Each record is a NamedTuple of its fields (``_HelloFields``) subclassed to
+# add its ``KIND``: mypy takes every name in a NamedTuple's body for a field,
+# so a class attribute lives in a subclass (``__slots__ = ()``: a tuple still).
+
+
+class _Record(Protocol):
+    """A frame's record: its fields, in order, and its kind."""
+
+    @property
+    def KIND(self) -> str | None: ...
+
+    def __iter__(self) -> Iterator[object]: ...
+
 
 # ---------------------------------------------------------------- checking helpers
 
 
-def _what(x) -> str:
+def _what(x: object) -> str:
     """``x`` for an error message, bounded: a scalar's repr, else its type."""
     if type(x) in (int, bool, float, type(None), Atom, Pid, Port):
         return repr(x)
@@ -89,16 +105,18 @@ def _what(x) -> str:
     return f"a {type(x).__name__}"
 
 
-def _int_in(x, lo: int, hi: int) -> bool:
+def _int_in(x: object, lo: int, hi: int) -> bool:
     return type(x) is int and lo <= x <= hi
 
 
-def _need(cls, field: str, value, ok: bool) -> None:
+def _need(cls: type, field: str, value: object, ok: bool) -> None:
     if not ok:
         raise ProtocolError(f"{cls.__name__} frame: {field} is {_what(value)}")
 
 
-def _fields(obj, cls) -> tuple:
+# ``cls``: a record class (a NamedTuple with a KIND), which mypy cannot
+# describe (its ``_fields`` is a tuple of a different length in each): type[Any]
+def _fields(obj: Decoded, cls: type[Any]) -> tuple[Decoded, ...]:
     """The fields of a frame ``(KIND, field, ...)`` of ``cls``, checked for
     its kind and arity."""
     n = len(cls._fields)
@@ -109,25 +127,25 @@ def _fields(obj, cls) -> tuple:
     return obj[1:]
 
 
-def _frame(rec) -> bytes:
+def _frame(rec: _Record) -> bytes:
     return codec.dumps_frame((rec.KIND, *rec))
 
 
-def frame_kind(obj) -> str:
+def frame_kind(obj: Decoded) -> str:
     """The kind of a loaded frame ``(kind, ...)``, a string."""
     if type(obj) is not tuple or not obj or type(obj[0]) is not str:
         raise ProtocolError("frame is not a tuple that starts with its kind")
     return obj[0]
 
 
-def _inherit_ok(x) -> bool:
+def _inherit_ok(x: object) -> bool:
     """What a spawn or link signal carries of the tracing it inherits."""
     return x is None or (
         type(x) is tuple and len(x) == 2 and type(x[0]) is int and type(x[1]) in (Pid, Port)
     )
 
 
-def _token_ok(token) -> bool:
+def _token_ok(token: Decoded) -> bool:
     """A seq_trace token as signals carry it: none, a port's, or
     ``[Flags, Label, Serial, From, LastCnt]``."""
     return (
@@ -143,7 +161,7 @@ def _token_ok(token) -> bool:
     )
 
 
-def _request_ok(request) -> bool:
+def _request_ok(request: object) -> bool:
     """A BIF request of a process: ``(bif, name, args)``, ``(register, name,
     pid)`` or ``(unregister, name, ...)``."""
     if type(request) is not tuple or not request or type(request[0]) is not str:
@@ -161,23 +179,26 @@ def _request_ok(request) -> bool:
 # ---------------------------------------------------------------- controller <-> scheduler
 
 
-class Hello(NamedTuple):
-    """A scheduler's first frame to the controller; ``sched`` None for one
-    that joins from another host and is given its id."""
-
+class _HelloFields(NamedTuple):
     sched: int | None
     inbox: str | None  # its inbox's endpoint (smp)
     os_pid: int
     host: str
     key: bytes | None  # its CURVE public key
 
+
+class Hello(_HelloFields):
+    """A scheduler's first frame to the controller; ``sched`` None for one
+    that joins from another host and is given its id."""
+
+    __slots__ = ()
     KIND = "hello"
 
     def encode(self) -> bytes:
         return _frame(self)
 
     @classmethod
-    def decode(cls, obj) -> Hello:
+    def decode(cls, obj: Decoded) -> Hello:
         sched, inbox, os_pid, host, key = _fields(obj, cls)
         _need(cls, "sched", sched, sched is None or _int_in(sched, 1, _U32))
         _need(cls, "inbox", inbox, inbox is None or type(inbox) is str)
@@ -187,24 +208,27 @@ class Hello(NamedTuple):
         return cls(sched, inbox, os_pid, host, key)
 
 
-class Welcome(NamedTuple):
-    """The controller's answer to a hello: the scheduler's id and wiring."""
-
+class _WelcomeFields(NamedTuple):
     sched: int
     nsched: int
-    inbox_map: dict  # scheduler -> (inbox endpoint, CURVE key)
-    allowed: list  # CURVE keys its inbox lets in
+    inbox_map: dict[int, tuple[str | None, bytes | None]]  # scheduler -> (inbox, CURVE key)
+    allowed: list[bytes]  # CURVE keys its inbox lets in
     dispatcher_pid: int | None  # a local scheduler watches it
     local: bool  # on the controller's host
-    ids: dict  # routing ids: "ingest", "out", "in", "keys", "hb"
+    ids: dict[str, object]  # routing ids: "ingest", "out", "in", "keys", "hb"
 
+
+class Welcome(_WelcomeFields):
+    """The controller's answer to a hello: the scheduler's id and wiring."""
+
+    __slots__ = ()
     KIND = "welcome"
 
     def encode(self) -> bytes:
         return _frame(self)
 
     @classmethod
-    def decode(cls, obj) -> Welcome:
+    def decode(cls, obj: Decoded) -> Welcome:
         sched, nsched, inbox_map, allowed, dpid, local, ids = _fields(obj, cls)
         _need(cls, "nsched", nsched, _int_in(nsched, 1, _U32))
         _need(cls, "sched", sched, _int_in(sched, 1, nsched if type(nsched) is int else 0))
@@ -225,50 +249,59 @@ class Welcome(NamedTuple):
         return cls(sched, nsched, inbox_map, allowed, dpid, local, ids)
 
 
-class Refused(NamedTuple):
-    """The controller will not have this scheduler."""
-
+class _RefusedFields(NamedTuple):
     reason: str
 
+
+class Refused(_RefusedFields):
+    """The controller will not have this scheduler."""
+
+    __slots__ = ()
     KIND = "refused"
 
     def encode(self) -> bytes:
         return _frame(self)
 
     @classmethod
-    def decode(cls, obj) -> Refused:
+    def decode(cls, obj: Decoded) -> Refused:
         (reason,) = _fields(obj, cls)
         _need(cls, "reason", reason, type(reason) is str)
         return cls(reason)
 
 
-class Ready(NamedTuple):
-    """A welcomed scheduler has its sockets up."""
-
+class _ReadyFields(NamedTuple):
     sched: int
     os_pid: int
 
+
+class Ready(_ReadyFields):
+    """A welcomed scheduler has its sockets up."""
+
+    __slots__ = ()
     KIND = "ready"
 
     def encode(self) -> bytes:
         return _frame(self)
 
     @classmethod
-    def decode(cls, obj) -> Ready:
+    def decode(cls, obj: Decoded) -> Ready:
         sched, os_pid = _fields(obj, cls)
         _need(cls, "sched", sched, _int_in(sched, 1, _U32))
         _need(cls, "os_pid", os_pid, _int_in(os_pid, 0, _U32))
         return cls(sched, os_pid)
 
 
-class Request(NamedTuple):
+class _RequestFields(NamedTuple):
+    id: int | None
+    cmd: str
+    args: tuple[object, ...]
+
+
+class Request(_RequestFields):
     """A command of the controller to a scheduler or the dispatcher:
     ``(id, command, args)``, no kind tag; ``id`` None wants no reply."""
 
-    id: int | None
-    cmd: str
-    args: tuple
-
+    __slots__ = ()
     KIND = None
 
     def encode(self, code_ok: bool = False) -> bytes:
@@ -276,7 +309,7 @@ class Request(NamedTuple):
         return codec.dumps_frame(tuple(self), code_ok=code_ok)
 
     @classmethod
-    def decode(cls, obj, need_id: bool = False) -> Request:
+    def decode(cls, obj: Decoded, need_id: bool = False) -> Request:
         if type(obj) is not tuple or len(obj) != 3:
             raise ProtocolError("Request frame is not (id, command, args)")
         id_, cmd, args = obj
@@ -286,13 +319,16 @@ class Request(NamedTuple):
         return cls(id_, cmd, args)
 
 
-class Reply(NamedTuple):
-    """The answer to a request: a value, or (``ok`` False) the exception."""
-
+class _ReplyFields(NamedTuple):
     id: int
     ok: bool
     value: object
 
+
+class Reply(_ReplyFields):
+    """The answer to a request: a value, or (``ok`` False) the exception."""
+
+    __slots__ = ()
     KIND = "r"
 
     def encode(self) -> bytes:
@@ -303,7 +339,7 @@ class Reply(NamedTuple):
             return _frame(self._replace(ok=False, value=e))
 
     @classmethod
-    def decode(cls, obj) -> Reply:
+    def decode(cls, obj: Decoded) -> Reply:
         id_, ok, value = _fields(obj, cls)
         _need(cls, "id", id_, type(id_) is int)
         _need(cls, "ok", ok, type(ok) is bool)
@@ -311,56 +347,65 @@ class Reply(NamedTuple):
         return cls(id_, ok, value)
 
 
-class Rpc(NamedTuple):
+class _RpcFields(NamedTuple):
+    pid: Pid
+    request: tuple[object, ...]  # (bif, name, args), (register, name, pid), (unregister, name, ...)
+
+
+class Rpc(_RpcFields):
     """A BIF a process of the sending scheduler asks of the controller."""
 
-    pid: Pid
-    request: tuple  # (bif, name, args), (register, name, pid), (unregister, name, ...)
-
+    __slots__ = ()
     KIND = "rpc"
 
     def encode(self) -> bytes:
         return _frame(self)
 
     @classmethod
-    def decode(cls, obj) -> Rpc:
+    def decode(cls, obj: Decoded) -> Rpc:
         pid, request = _fields(obj, cls)
         _need(cls, "pid", pid, type(pid) is Pid)
         _need(cls, "request", request, _request_ok(request))
         return cls(pid, request)
 
 
-class Bye(NamedTuple):
+class _ByeFields(NamedTuple):
+    sched: int
+    stats: StatsDict
+
+
+class Bye(_ByeFields):
     """A scheduler's last frame to the controller, with its counts."""
 
-    sched: int
-    stats: dict
-
+    __slots__ = ()
     KIND = "bye"
 
     def encode(self) -> bytes:
         return _frame(self)
 
     @classmethod
-    def decode(cls, obj, sender: int | None = None) -> Bye:
+    def decode(cls, obj: Decoded, sender: int | None = None) -> Bye:
         sched, stats = _fields(obj, cls)
         _need(cls, "sched", sched, _int_in(sched, 1, _U32) and sender in (None, sched))
         _need(cls, "stats", stats, type(stats) is dict)
         return cls(sched, stats)
 
 
-class Heartbeat(NamedTuple):
-    """A scheduler on another host is there (every second)."""
-
+class _HeartbeatFields(NamedTuple):
     sched: int
 
+
+class Heartbeat(_HeartbeatFields):
+    """A scheduler on another host is there (every second)."""
+
+    __slots__ = ()
     KIND = "hb"
 
     def encode(self) -> bytes:
         return _frame(self)
 
     @classmethod
-    def decode(cls, obj, sender: int | None = None) -> Heartbeat:
+    def decode(cls, obj: Decoded, sender: int | None = None) -> Heartbeat:
         (sched,) = _fields(obj, cls)
         _need(cls, "sched", sched, _int_in(sched, 1, _U32) and sender in (None, sched))
         return cls(sched)
@@ -373,17 +418,17 @@ class Heartbeat(NamedTuple):
 # here, nsched)``; the schedulers' node builds the tuples ``encode`` gives.
 
 
-def _mine(x, here: int, nsched: int) -> bool:
+def _mine(x: object, here: int, nsched: int) -> bool:
     if type(x) is Port:  # a port a process of this scheduler opened
         return port_owner(x, nsched) == here
     return type(x) is Pid and pid_owner(x, nsched) == here
 
 
-def _from(pid, sender: int, nsched: int) -> bool:
+def _from(pid: object, sender: int, nsched: int) -> bool:
     return type(pid) is Pid and pid_owner(pid, nsched) == sender
 
 
-def _signal(g, cls, here: int, nsched: int) -> tuple:
+def _signal(g: Decoded, cls: type[Any], here: int, nsched: int) -> tuple[Decoded, ...]:
     fields = _fields(g, cls)
     if not _mine(fields[0], here, nsched):
         raise ProtocolError(
@@ -392,41 +437,47 @@ def _signal(g, cls, here: int, nsched: int) -> tuple:
     return fields
 
 
-class Msg(NamedTuple):
-    """A message to a process."""
-
+class _MsgFields(NamedTuple):
     to: Pid
     msg: object
     token: object  # seq_trace token
 
+
+class Msg(_MsgFields):
+    """A message to a process."""
+
+    __slots__ = ()
     KIND = "msg"
 
-    def encode(self) -> tuple:
+    def encode(self) -> tuple[object, ...]:
         return (self.KIND, *self)
 
     @classmethod
-    def decode(cls, g, sender: int, here: int, nsched: int) -> Msg:
+    def decode(cls, g: Decoded, sender: int, here: int, nsched: int) -> Msg:
         to, msg, token = _signal(g, cls, here, nsched)
         _need(cls, "token", token, _token_ok(token))
         return cls(to, msg, token)
 
 
-class Spawn(NamedTuple):
-    """Start a process here whose pid the sender chose."""
-
+class _SpawnFields(NamedTuple):
     pid: Pid
     fun: object  # an async def function (by reference)
-    args: tuple | list
+    args: tuple[Term, ...] | list[Term]
     link_to: Pid | None
-    inherit: tuple | None
+    inherit: tuple[int, Pid | Port] | None
 
+
+class Spawn(_SpawnFields):
+    """Start a process here whose pid the sender chose."""
+
+    __slots__ = ()
     KIND = "spawn"
 
-    def encode(self) -> tuple:
+    def encode(self) -> tuple[object, ...]:
         return (self.KIND, *self)
 
     @classmethod
-    def decode(cls, g, sender: int, here: int, nsched: int) -> Spawn:
+    def decode(cls, g: Decoded, sender: int, here: int, nsched: int) -> Spawn:
         pid, fun, args, link_to, inherit = _signal(g, cls, here, nsched)
         _need(cls, "fun", fun, callable(fun))
         _need(cls, "args", args, type(args) in (tuple, list))
@@ -435,60 +486,69 @@ class Spawn(NamedTuple):
         return cls(pid, fun, args, link_to, inherit)
 
 
-class Link(NamedTuple):
-    """``from_`` links to ``to``."""
-
+class _LinkFields(NamedTuple):
     to: Pid
     from_: Pid
-    inherit: tuple | None
+    inherit: tuple[int, Pid | Port] | None
 
+
+class Link(_LinkFields):
+    """``from_`` links to ``to``."""
+
+    __slots__ = ()
     KIND = "link"
 
-    def encode(self) -> tuple:
+    def encode(self) -> tuple[object, ...]:
         return (self.KIND, *self)
 
     @classmethod
-    def decode(cls, g, sender: int, here: int, nsched: int) -> Link:
+    def decode(cls, g: Decoded, sender: int, here: int, nsched: int) -> Link:
         to, from_, inherit = _signal(g, cls, here, nsched)
         _need(cls, "from_", from_, _from(from_, sender, nsched))
         _need(cls, "inherit", inherit, _inherit_ok(inherit))
         return cls(to, from_, inherit)
 
 
-class Unlink(NamedTuple):
-    """``from_`` unlinks from ``to``."""
-
+class _UnlinkFields(NamedTuple):
     to: Pid
     from_: Pid
 
+
+class Unlink(_UnlinkFields):
+    """``from_`` unlinks from ``to``."""
+
+    __slots__ = ()
     KIND = "unlink"
 
-    def encode(self) -> tuple:
+    def encode(self) -> tuple[object, ...]:
         return (self.KIND, *self)
 
     @classmethod
-    def decode(cls, g, sender: int, here: int, nsched: int) -> Unlink:
+    def decode(cls, g: Decoded, sender: int, here: int, nsched: int) -> Unlink:
         to, from_ = _signal(g, cls, here, nsched)
         _need(cls, "from_", from_, _from(from_, sender, nsched))
         return cls(to, from_)
 
 
-class Exit(NamedTuple):
-    """An exit signal (``link``: through a link)."""
-
+class _ExitFields(NamedTuple):
     to: Pid
     from_: Pid | Port
     reason: object
     link: bool
     token: object
 
+
+class Exit(_ExitFields):
+    """An exit signal (``link``: through a link)."""
+
+    __slots__ = ()
     KIND = "exit"
 
-    def encode(self) -> tuple:
+    def encode(self) -> tuple[object, ...]:
         return (self.KIND, *self)
 
     @classmethod
-    def decode(cls, g, sender: int, here: int, nsched: int) -> Exit:
+    def decode(cls, g: Decoded, sender: int, here: int, nsched: int) -> Exit:
         to, from_, reason, link, token = _signal(g, cls, here, nsched)
         _need(cls, "from_", from_, type(from_) is Port or _from(from_, sender, nsched))
         _need(cls, "link", link, type(link) is bool)
@@ -496,21 +556,24 @@ class Exit(NamedTuple):
         return cls(to, from_, reason, link, token)
 
 
-class PortCmd(NamedTuple):
-    """A command to a port here, from a process of the sender."""
-
+class _PortCmdFields(NamedTuple):
     port: Port
     caller: Pid
     data: object
     reply: bool
 
+
+class PortCmd(_PortCmdFields):
+    """A command to a port here, from a process of the sender."""
+
+    __slots__ = ()
     KIND = "port_cmd"
 
-    def encode(self) -> tuple:
+    def encode(self) -> tuple[object, ...]:
         return (self.KIND, *self)
 
     @classmethod
-    def decode(cls, g, sender: int, here: int, nsched: int) -> PortCmd:
+    def decode(cls, g: Decoded, sender: int, here: int, nsched: int) -> PortCmd:
         port, caller, data, reply = _signal(g, cls, here, nsched)
         _need(cls, "port", port, type(port) is Port)
         _need(cls, "caller", caller, _from(caller, sender, nsched))
@@ -518,39 +581,45 @@ class PortCmd(NamedTuple):
         return cls(port, caller, data, reply)
 
 
-class PortReply(NamedTuple):
-    """A port's answer to a command of a process here."""
-
+class _PortReplyFields(NamedTuple):
     caller: Pid
     value: object  # true, false or badarg
 
+
+class PortReply(_PortReplyFields):
+    """A port's answer to a command of a process here."""
+
+    __slots__ = ()
     KIND = "port_reply"
 
-    def encode(self) -> tuple:
+    def encode(self) -> tuple[object, ...]:
         return (self.KIND, *self)
 
     @classmethod
-    def decode(cls, g, sender: int, here: int, nsched: int) -> PortReply:
+    def decode(cls, g: Decoded, sender: int, here: int, nsched: int) -> PortReply:
         caller, value = _signal(g, cls, here, nsched)
         _need(cls, "caller", caller, type(caller) is Pid)
         _need(cls, "value", value, value is True or value is False or value is am_badarg)
         return cls(caller, value)
 
 
-class TraceFlag(NamedTuple):
-    """Set or clear trace flags of a process here."""
-
+class _TraceFlagFields(NamedTuple):
     pid: Pid
     flags: int
     on: bool
 
+
+class TraceFlag(_TraceFlagFields):
+    """Set or clear trace flags of a process here."""
+
+    __slots__ = ()
     KIND = "trace_flag"
 
-    def encode(self) -> tuple:
+    def encode(self) -> tuple[object, ...]:
         return (self.KIND, *self)
 
     @classmethod
-    def decode(cls, g, sender: int, here: int, nsched: int) -> TraceFlag:
+    def decode(cls, g: Decoded, sender: int, here: int, nsched: int) -> TraceFlag:
         pid, flags, on = _signal(g, cls, here, nsched)
         _need(cls, "flags", flags, type(flags) is int and flags > 0 and not flags & ~TRACEE_FLAGS)
         _need(cls, "on", on, type(on) is bool)
@@ -558,43 +627,50 @@ class TraceFlag(NamedTuple):
 
 
 #: Each signal kind and its record.
-SIGNALS = {c.KIND: c for c in (Msg, Spawn, Link, Unlink, Exit, PortCmd, PortReply, TraceFlag)}
+Signal = Msg | Spawn | Link | Unlink | Exit | PortCmd | PortReply | TraceFlag
+_SIGNAL_TYPES = (Msg, Spawn, Link, Unlink, Exit, PortCmd, PortReply, TraceFlag)
+SIGNALS: dict[str, type[Signal]] = {c.KIND: c for c in _SIGNAL_TYPES}
 
 
-def decode_signal(g, sender: int, here: int, nsched: int):
+def decode_signal(g: Decoded, sender: int, here: int, nsched: int) -> Signal:
     """The checked record of one signal of a peer frame."""
     if type(g) is not tuple or not g or type(g[0]) is not str or g[0] not in SIGNALS:
         raise ProtocolError("peer frame has a malformed signal")
     return SIGNALS[g[0]].decode(g, sender, here, nsched)
 
 
-def describe_signal(sig) -> str:
+def describe_signal(sig: object) -> str:
     """``a KIND signal for TARGET`` of a signal record or its tuple, for a log line."""
-    if type(sig) in SIGNALS.values():
+    # isinstance, not type() in SIGNALS.values() (the same: no record is
+    # subclassed), so that mypy narrows sig to a record
+    if isinstance(sig, _SIGNAL_TYPES):
         sig = sig.encode()
     if type(sig) is not tuple or len(sig) < 2:
         return "a malformed signal"
     return f"a {sig[0]} signal for {_what(sig[1])}"
 
 
-class Peer(NamedTuple):
+class _PeerFields(NamedTuple):
+    sender: int
+    signals: list[Signal | tuple[object, ...]]  # records (or their tuples, to encode)
+    batches: int | None = None
+
+
+class Peer(_PeerFields):
     """Signals from scheduler ``sender``; ``batches``: how many batches it
     had sent the dispatcher by then (the causal order, ``Worker.after``)."""
 
-    sender: int
-    signals: list  # of signal records (or their tuples, to encode)
-    batches: int | None = None
-
+    __slots__ = ()
     KIND = "p"
 
     def encode(self) -> bytes:
-        sigs = [s.encode() if type(s) in SIGNALS.values() else s for s in self.signals]
+        sigs = [s.encode() if isinstance(s, _SIGNAL_TYPES) else s for s in self.signals]
         if self.batches is None:
             return codec.dumps_frame((self.KIND, self.sender, sigs))
         return codec.dumps_frame((self.KIND, self.sender, sigs, self.batches))
 
     @classmethod
-    def decode(cls, obj, sender: int, here: int, nsched: int) -> Peer:
+    def decode(cls, obj: Decoded, sender: int, here: int, nsched: int) -> Peer:
         """The whole frame checked, every signal included, before any of it counts."""
         if (
             type(obj) is not tuple
@@ -607,43 +683,53 @@ class Peer(NamedTuple):
             raise ProtocolError(f"peer frame is not ('p', {sender}, signals[, batches])")
         if type(obj[2]) is not list:
             raise ProtocolError("peer frame has no list of signals")
-        sigs = [decode_signal(g, sender, here, nsched) for g in obj[2]]
+        sigs: list[Signal | tuple[object, ...]] = [
+            decode_signal(g, sender, here, nsched) for g in obj[2]
+        ]
         return cls(sender, sigs, obj[3] if len(obj) == 4 else None)
 
 
 # ---------------------------------------------------------------- shutdown hand-over
 
 
-class Fin(NamedTuple):
-    """A stopping scheduler's last frame on the ingest socket, after its
-    ``batches`` batches; the dispatcher answers with :class:`FinAck`."""
-
+class _FinFields(NamedTuple):
     sched: int
     batches: int
 
+
+class Fin(_FinFields):
+    """A stopping scheduler's last frame on the ingest socket, after its
+    ``batches`` batches; the dispatcher answers with :class:`FinAck`."""
+
+    __slots__ = ()
     KIND = FIN
 
     def encode(self) -> bytes:
         return _frame(self)
 
     @classmethod
-    def decode(cls, obj, sender: int) -> Fin:
+    def decode(cls, obj: Decoded, sender: int) -> Fin:
         sched, batches = _fields(obj, cls)
         _need(cls, "sched", sched, type(sched) is int and sched == sender)
         _need(cls, "batches", batches, _int_in(batches, 0, 1 << 63))
         return cls(sched, batches)
 
 
-class FinAck(NamedTuple):
+class _FinAckFields(NamedTuple):
+    pass
+
+
+class FinAck(_FinAckFields):
     """The dispatcher has every batch before a scheduler's fin."""
 
+    __slots__ = ()
     KIND = FIN_ACK
 
     def encode(self) -> bytes:
         return _frame(self)
 
     @classmethod
-    def decode(cls, obj) -> FinAck:
+    def decode(cls, obj: Decoded) -> FinAck:
         _fields(obj, cls)
         return cls()
 
@@ -651,73 +737,85 @@ class FinAck(NamedTuple):
 # ---------------------------------------------------------------- dispatcher -> schedulers (PUB)
 
 
-def _all(xs, t) -> bool:
+def _all(xs: object, t: type) -> bool:
     return type(xs) is list and all(type(x) is t for x in xs)
 
 
-class Snap(NamedTuple):
-    """The tracer state's new version."""
-
+class _SnapFields(NamedTuple):
     snapshot: Snapshot
 
+
+class Snap(_SnapFields):
+    """The tracer state's new version."""
+
+    __slots__ = ()
     KIND = "snap"
 
-    def encode(self) -> tuple:
+    def encode(self) -> tuple[object, ...]:
         return (self.KIND, *self)
 
     @classmethod
-    def decode(cls, obj) -> Snap:
+    def decode(cls, obj: Decoded) -> Snap:
         (snap,) = _fields(obj, cls)
         _need(cls, "snapshot", snap, type(snap) is Snapshot)
         return cls(snap)
 
 
-class Dead(NamedTuple):
+class _DeadFields(NamedTuple):
+    pids: list[Pid]
+
+
+class Dead(_DeadFields):
     """Processes that exited (or whose scheduler was lost)."""
 
-    pids: list
-
+    __slots__ = ()
     KIND = "dead"
 
-    def encode(self) -> tuple:
+    def encode(self) -> tuple[object, ...]:
         return (self.KIND, *self)
 
     @classmethod
-    def decode(cls, obj) -> Dead:
+    def decode(cls, obj: Decoded) -> Dead:
         (pids,) = _fields(obj, cls)
         _need(cls, "pids", pids, _all(pids, Pid))
         return cls(pids)
 
 
-class Tracers(NamedTuple):
+class _TracersFields(NamedTuple):
+    pids: list[Pid]
+
+
+class Tracers(_TracersFields):
     """Processes that became tracers."""
 
-    pids: list
-
+    __slots__ = ()
     KIND = "tracer"
 
-    def encode(self) -> tuple:
+    def encode(self) -> tuple[object, ...]:
         return (self.KIND, *self)
 
     @classmethod
-    def decode(cls, obj) -> Tracers:
+    def decode(cls, obj: Decoded) -> Tracers:
         (pids,) = _fields(obj, cls)
         _need(cls, "pids", pids, _all(pids, Pid))
         return cls(pids)
 
 
-class Registry(NamedTuple):
+class _RegistryFields(NamedTuple):
+    names: dict[Atom, Pid | Port]
+
+
+class Registry(_RegistryFields):
     """The registered names, all of them."""
 
-    names: dict  # Atom -> Pid or Port
-
+    __slots__ = ()
     KIND = "reg"
 
-    def encode(self) -> tuple:
+    def encode(self) -> tuple[object, ...]:
         return (self.KIND, *self)
 
     @classmethod
-    def decode(cls, obj) -> Registry:
+    def decode(cls, obj: Decoded) -> Registry:
         (names,) = _fields(obj, cls)
         _need(
             cls,
@@ -729,58 +827,72 @@ class Registry(NamedTuple):
         return cls(names)
 
 
-class TracerPorts(NamedTuple):
+class _TracerPortsFields(NamedTuple):
+    ports: list[Port]
+
+
+class TracerPorts(_TracerPortsFields):
     """The ports that are valid tracers now, all of them."""
 
-    ports: list
-
+    __slots__ = ()
     KIND = "ports"
 
-    def encode(self) -> tuple:
+    def encode(self) -> tuple[object, ...]:
         return (self.KIND, *self)
 
     @classmethod
-    def decode(cls, obj) -> TracerPorts:
+    def decode(cls, obj: Decoded) -> TracerPorts:
         (ports,) = _fields(obj, cls)
         _need(cls, "ports", ports, _all(ports, Port))
         return cls(ports)
 
 
-class PubHeartbeat(NamedTuple):
+class _PubHeartbeatFields(NamedTuple):
+    pass
+
+
+class PubHeartbeat(_PubHeartbeatFields):
     """The dispatcher is there (every second, for schedulers on other hosts)."""
 
+    __slots__ = ()
     KIND = "hb"
 
-    def encode(self) -> tuple:
+    def encode(self) -> tuple[object, ...]:
         return (self.KIND,)
 
     @classmethod
-    def decode(cls, obj) -> PubHeartbeat:
+    def decode(cls, obj: Decoded) -> PubHeartbeat:
         _fields(obj, cls)
         return cls()
 
 
-class PubHello(NamedTuple):
+class _PubHelloFields(NamedTuple):
+    pass
+
+
+class PubHello(_PubHelloFields):
     """Something to see at start-up, until every subscriber has seen one."""
 
+    __slots__ = ()
     KIND = "hello"
 
-    def encode(self) -> tuple:
+    def encode(self) -> tuple[object, ...]:
         return (self.KIND,)
 
     @classmethod
-    def decode(cls, obj) -> PubHello:
+    def decode(cls, obj: Decoded) -> PubHello:
         _fields(obj, cls)
         return cls()
 
 
 #: Each publication kind and its record.
-STATE_BODIES = {
+StateBody = Snap | Dead | Tracers | Registry | TracerPorts | PubHeartbeat | PubHello
+STATE_BODIES: dict[str, type[StateBody]] = {
     c.KIND: c for c in (Snap, Dead, Tracers, Registry, TracerPorts, PubHeartbeat, PubHello)
 }
 
 
-def decode_state_body(obj):
+def decode_state_body(obj: Decoded) -> StateBody:
     """The checked record of a publication's body ``(kind, ...)``."""
     kind = frame_kind(obj)
     cls = STATE_BODIES.get(kind)
@@ -796,13 +908,13 @@ class Publication(NamedTuple):
 
     socket: int
     seq: int
-    body: tuple  # one of STATE_BODIES
+    body: StateBody
 
     def encode(self) -> bytes:
         return codec.dumps_frame((self.socket, self.seq, self.body.encode()))
 
     @classmethod
-    def decode(cls, obj) -> Publication:
+    def decode(cls, obj: Decoded) -> Publication:
         if type(obj) is not tuple or len(obj) != 3:
             raise ProtocolError("state frame is not (socket, seq, (kind, ...))")
         socket, seq, body = obj
@@ -811,7 +923,7 @@ class Publication(NamedTuple):
         return cls(socket, seq, decode_state_body(body))
 
     @classmethod
-    def loads(cls, raw) -> Publication:
+    def loads(cls, raw: object) -> Publication:
         """Decode and check a publication's bytes: data and snapshots, no
         exception and no function (a subscriber takes what anyone publishes)."""
         if type(raw) is not bytes or raw[:1] != DATA_PREFIX:

@@ -43,6 +43,7 @@ import stat
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 
 import psutil
 
@@ -129,7 +130,7 @@ def release(path: str | None, fd: int | None) -> bool:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             return False  # another process holds it: the last one removes it
-        if not os.path.isdir(path):
+        if path is None or not os.path.isdir(path):  # None: no hold was taken on it
             return False
         shutil.rmtree(path, ignore_errors=True)
         return True
@@ -139,7 +140,8 @@ def release(path: str | None, fd: int | None) -> bool:
 
 # ------------------------------------------------------------------ owners
 def _create_time(pid: int) -> float:
-    return psutil.Process(pid).create_time()
+    created: float = psutil.Process(pid).create_time()
+    return created
 
 
 def make(where: str | None = None) -> tuple[str, int | None]:
@@ -192,7 +194,8 @@ def _owner_gone(path: str) -> bool:
             return True  # it has exited (its parent has not reaped it yet)
         # a process that has the pid now but was created at another time is
         # another process (create times have 1/100 s resolution: 1 s apart)
-        return abs(p.create_time() - created) > 1.0
+        now_created: float = p.create_time()
+        return abs(now_created - created) > 1.0
     except psutil.NoSuchProcess:
         return True
     except psutil.Error:
@@ -245,7 +248,12 @@ def sweep(where: str) -> list[str]:
 
 
 # ------------------------------------------------------------------ watchdog
-def watch_parent(path: str | None, fd: int | None, noticed, flush=None) -> threading.Thread:
+def watch_parent(
+    path: str | None,
+    fd: int | None,
+    noticed: Callable[[], bool],
+    flush: Callable[[], object] | None = None,
+) -> threading.Thread:
     """Start this process's orphan watchdog: a daemon thread that looks at
     the parent every ``WATCH_EVERY_S``.  Once the parent is gone (the process
     was re-parented), the process's own loop has ``ORPHAN_GRACE_S`` to notice
@@ -292,7 +300,7 @@ def watch_parent(path: str | None, fd: int | None, noticed, flush=None) -> threa
     return t
 
 
-def _quietly(fn):
+def _quietly(fn: Callable[[], object]) -> Callable[[], None]:
     def run() -> None:
         try:
             fn()
