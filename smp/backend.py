@@ -9,10 +9,11 @@ every thread, until every scheduler's replica of the tracer state and the
 process table has taken in a change before the BIF returns.
 
 Uses of the controller (``smp.emulator.Emulator``): ``_sched_call``,
-``_disp_call``, ``_all_scheds``, ``_owner``, ``_sync_dispatcher``,
-``_publish_wait``, ``lost_schedulers``, ``smp``, ``_running``, ``_serving``
-and ``_reply_after_resume`` (a BIF whose state change outlives run()'s time
-answers after the next resume).
+``_disp_call``, ``_all_scheds`` (the supervisor's calls, ``smp.supervision``),
+``_owner``, ``_sync_dispatcher``, ``_publish_wait``, ``lost_schedulers``,
+``smp``, ``_running``, ``_bounds.serving`` (the BIF being served,
+``smp.link.TimeBounds``) and ``_reply_after_resume`` (a BIF whose state
+change outlives run()'s time answers after the next resume).
 """
 
 from __future__ import annotations
@@ -91,7 +92,7 @@ class SmpBackend:
             try:
                 self.emu._publish_wait()
             except OutOfTime:
-                if self.emu._serving is None:
+                if self.emu._bounds.serving is None:
                     raise
                 self.emu._reply_after_resume = True
         return result

@@ -1,175 +1,48 @@
-"""``smp.Emulator``: the public API, and the controller that supervises the
-scheduler and dispatcher processes.
+"""``smp.Emulator``: the public API, and ``run()``.
 
-Runs in the user's process.  It starts the OS processes with ``multiprocess``
-(the schedulers; in smp mode also the dispatcher), talks to them over
-ZeroMQ, and between ``run()`` calls keeps them paused, so everything set up
-between runs takes effect before any emulated process executes.  ``run()``
-resumes the schedulers and returns once the whole system is quiet: every
-scheduler idle with no timer pending, every message between schedulers
-received, every system message taken by the dispatcher and dispatched (or
-parked behind ``hold_dispatcher()``), checked twice with the same counts.
-It also serves the BIFs that processes call in smp mode.
+Runs in the user's process.  The emulator's processes are started,
+watched and stopped by ``smp.supervision`` (the schedulers; in smp mode also
+the dispatcher), which reaches them over the request/reply links of
+``smp.link``, laid out by ``smp.endpoints``; this module is what a user
+calls.  Between ``run()`` calls the schedulers are paused, so everything set
+up between runs takes effect before any emulated process executes.
+``run()`` resumes the schedulers and returns once the whole system is
+quiet: every scheduler idle with no timer pending, every message between
+schedulers received, every system message taken by the dispatcher and
+dispatched (or parked behind ``hold_dispatcher()``), checked twice with the
+same counts.  It also serves the BIFs that processes call in smp mode.
 """
 
 from __future__ import annotations
 
 import inspect
-import itertools
-import shutil
-import signal
-import sys
 import time
-import warnings
-from typing import Any
 
-import multiprocess
-import zmq
-
-from dispatcher.server import dispatcher_main
 from schedulers.procs import DEFAULT_MAX_PROCESSES, MAX_MAX_PROCESSES
-from schedulers.worker import scheduler_main
 from smp.backend import OutOfTime, SmpBackend
 from smp.core.bifs import call_bif
-from smp.core.errors import (
-    BadArg,
-    DispatcherLost,
-    EmulatorTimeout,
-    Error,
-    ProtocolError,
-    SchedulerLost,
-    SmpError,
-    StartupError,
-)
+from smp.core.errors import BadArg, EmulatorTimeout, Error, SchedulerLost, SmpError
 from smp.core.matchspec import compile_match_spec
 from smp.core.placement import owner
-from smp.core.state import STATE_READS
 from smp.core.terms import Atom, Pid, Port
+from smp.endpoints import plan_endpoints, plan_security, tcp_endpoints
+from smp.link import FrameLog, TimeBounds
+from smp.supervision import Supervisor
 from smp.wire import rundir
-from smp.wire.codec import MAX_FRAME, loads_frame
-from smp.wire.curve import (
-    Authenticator,
-    InsecureWarning,
-    curve_client,
-    curve_server,
-    describe_peer,
-    ephemeral_security,
-    new_routing_id,
-    recv_from,
-    server_security,
-)
-from smp.wire.protocol import Bye, Heartbeat, Hello, Ready, Reply, Request, Rpc, Welcome, frame_kind
 
-__all__ = ["Emulator"]
+# tcp_endpoints: here too for the scheduler launcher (smp.app.cluster)
+__all__ = ["Emulator", "tcp_endpoints"]
 
 am_all, am_existing, am_new, am_true = Atom("all"), Atom("existing"), Atom("new"), Atom("true")
 
 # Time bounds.  run(timeout=T) and run_for(T) end within T + 1 s: the run
 # loop's own calls end by T + RUN_GRACE_S, a BIF that has begun to change
 # something may finish until T + BIF_GRACE_S, the pause after it until
-# T + PAUSE_END_S.  close() ends within CLOSE_S, whatever the processes do.
+# T + PAUSE_END_S.  close() ends within supervision.CLOSE_S, whatever the
+# processes do.
 RUN_GRACE_S = 0.25
 BIF_GRACE_S = 0.6
 PAUSE_END_S = 0.85
-CLOSE_S = 5.0
-#: A remote scheduler that sends no word for this long is lost (it sends a
-#: heartbeat every second; it stops itself when the dispatcher is silent as long).
-REMOTE_SILENCE_S = 5.0
-
-
-def tcp_endpoints(base: str) -> dict:
-    """Endpoints of a controller at ``tcp://ADDR:PORT``: the controller on
-    PORT, the dispatcher's ingest on PORT+1, its control on PORT+2 and its
-    three state publishers on PORT+3..PORT+5 (schedulers elsewhere derive
-    them from the one address they are given)."""
-    host, port = base[6:].rsplit(":", 1)
-    port = int(port)
-    ep = lambda n: f"tcp://{host}:{port + n}"  # noqa: E731
-    return {"ctl": ep(0), "ingest": ep(1), "disp_ctl": ep(2), "pub": [ep(3), ep(4), ep(5)]}
-
-
-_STATUS = {
-    "idle": bool,
-    "timer": bool,
-    "backlog": int,
-    "runq": int,
-    "sys_made": int,
-    "sys_items": int,
-    "deliveries": int,
-    "busy": list,
-    "peer_sent": list,
-    "peer_recv": list,
-}
-
-
-def _reply_ok(cmd: str, value, nsched: int) -> bool:
-    """The replies the controller's loops read field by field have the shape
-    they read (a scheduler's status)."""
-    if cmd != "status":
-        return True
-    return (
-        type(value) is dict
-        and all(type(value.get(f)) is t for f, t in _STATUS.items())
-        and type(value.get("timer_in")) in (int, float, type(None))
-        and all(
-            len(value[f]) == nsched + 1 and all(type(x) is int for x in value[f])
-            for f in ("peer_sent", "peer_recv")
-        )
-    )
-
-
-class _Abandon(Exception):
-    """close() before start-up finished: nothing to ask the processes."""
-
-
-#: Commands that change something: once a BIF has sent one, it is finished
-#: (with BIF_GRACE_S) rather than put back to be served again in the next run().
-_CHANGES = frozenset(
-    {
-        "trace_apply",
-        "pattern",
-        "set_reg",
-        "unset_reg",
-        "register",
-        "unregister",
-        "error_logger",
-        "trace_delivered",
-        "exit",
-        "spawn",
-        "spawn_many",
-        "define",
-        "open_trace_port",
-        "trace_port_call",
-    }
-)
-
-
-class _RemoteProc:
-    """What the supervisor knows of a scheduler on another host: it is alive
-    while its heartbeats (or any other frame) keep coming; a link down for
-    ``REMOTE_SILENCE_S`` makes it lost, as a local scheduler that died."""
-
-    def __init__(self, emu, k):
-        self.pid = emu.scheduler_hosts.get(k, (None, None))[1]
-        self.exitcode = None
-        self.name = f"remote-scheduler-{k}"
-        self._emu, self._k = emu, k
-
-    def silent_for(self) -> float:
-        """Seconds since the last frame from this scheduler (frames waiting on
-        the controller's socket are taken first)."""
-        emu = self._emu
-        if not emu._closed:
-            emu._pump(0)
-        return time.monotonic() - emu._heard.get(self._k, time.monotonic())
-
-    def is_alive(self) -> bool:
-        if self._k in self._emu.lost_schedulers:
-            return False
-        return self.silent_for() <= REMOTE_SILENCE_S
-
-    def join(self, timeout=None) -> None:
-        return None
 
 
 def smp_quiet(sts: dict, d: dict, live: list) -> bool:
@@ -212,6 +85,20 @@ def _spec(x):
     if isinstance(x, str):
         return Atom(x)
     return x
+
+
+def _monitor_args(args) -> list:
+    """Atoms may be given as strings: 'undefined', option lists, {Pid, Opts}."""
+    out = []
+    for a in args:
+        if isinstance(a, str):
+            a = Atom(a)
+        elif isinstance(a, list):
+            a = _flags(a)
+        elif type(a) is tuple and len(a) == 2 and isinstance(a[1], list):
+            a = (a[0], _flags(a[1]))
+        out.append(a)
+    return out
 
 
 async def collector(proc):
@@ -280,339 +167,72 @@ class Emulator:
         ):
             raise BadArg(f"bind must be tcp://ADDR:PORT, not {bind!r}")
 
-        if curve is None:  # tcp, loopback included, is CURVE unless insecure=True
-            curve = bind is not None and not insecure
-        if bind is not None and not curve:
-            if not insecure:
-                raise BadArg(
-                    "tcp without CURVE needs insecure=True: any process that can "
-                    "reach the ports could send the emulator frames"
-                )
-            warnings.warn(
-                f"{bind}: tcp without CURVE (insecure=True): any process that can "
-                "reach these ports can send the emulator frames",
-                InsecureWarning,
-                stacklevel=2,
-            )
-        if curve and keys is None and remote_schedulers:
-            raise BadArg(
-                "CURVE is on for tcp endpoints: give keys=DIR (smp-emu keygen DIR), "
-                "or insecure=True to run unauthenticated"
-            )
-        self.security = (
-            (server_security(keys) if keys is not None else ephemeral_security()) if curve else None
-        )
-        self.insecure = bool(bind is not None and not curve)
+        self.security, self.insecure = plan_security(bind, curve, keys, insecure, remote_schedulers)
         self.remote_schedulers = remote_schedulers
         self.journal = journal
         self.mode = mode
         self.max_processes = max_processes
         self.smp = mode == "smp"
         self.nsched = schedulers
-        self._closed = False
-        self._closing = False
-        self._started = False
-        self._req = itertools.count(1)
-        self._replies: dict[int, tuple] = {}
-        self._rpcs: list = []
-        self._byes: dict[int, dict] = {}
-        #: After close(): each scheduler's last statistics, and the dispatcher's.
-        self.final_statistics: dict[int, dict] = self._byes
-        self.final_dispatcher_statistics: dict | None = None
         self.backend = SmpBackend(self)
         self._running = False  # inside run(), between resume and pause
-        self._last_made = 0  # system messages the schedulers had made at the last check
-        self._closing_after_loss = False  # close() because a process was lost
         self._rr = 0
-        self._procs: list = []
         self._run_count = 0
-        #: Schedulers that died, with why: {scheduler id: description}.
-        self.lost_schedulers: dict[int, str] = {}
-        self._new_losses: list[str] = []
+        # run()'s time bounds and the BIF being served, shared with the links
+        self._bounds = TimeBounds()
+        self._reply_after_resume = False  # the BIF answers after the next run()'s resume
+        self._late_replies: list = []  # (scheduler, pid, value) for the next run()
+        self._frames = FrameLog()  # frames refused on the controller's sockets
         # owner-only, held by every process of this emulator: the last to exit
         # removes it (and runs whose processes were all killed are swept first)
-        self._dir, self._dir_hold = rundir.make(endpoint_dir)
-        d = self._dir
-        if bind is None:
-            self.endpoints = {
-                "ctl": f"ipc://{d}/ctl",
-                "ingest": f"ipc://{d}/ingest",
-                "disp_ctl": f"ipc://{d}/disp",
-                "pub": [f"ipc://{d}/pub{i}" for i in range(3)],
-                "inbox": f"ipc://{d}/s{{}}",
-            }
-        else:
-            self.endpoints = tcp_endpoints(bind)
-            host = bind[6:].rsplit(":", 1)[0]
-            self.endpoints["inbox"] = f"tcp://{host}:*"
-            self.endpoints["advertise_host"] = advertise or (
-                host if host not in ("0.0.0.0", "*") else "127.0.0.1"
-            )
-        self.endpoints["start_timeout"] = start_timeout
-        self.endpoints["dir"] = d
-        self.ctx = zmq.Context()
-        self.auth = None
-        self.ctl = self.ctx.socket(zmq.ROUTER)
-        self.ctl.setsockopt(zmq.LINGER, 1000)
-        self.ctl.setsockopt(zmq.ROUTER_MANDATORY, 1)
-        self.ctl.setsockopt(zmq.MAXMSGSIZE, MAX_FRAME)
-        if self.security:
-            self.auth = Authenticator(self.ctx, self.security["allowed"])
-            curve_server(self.ctl, self.security)
-        self._ident: dict[int, bytes] = {}
-        self._by_ident: dict[bytes, int] = {}
-        self._keys: dict[int, str | None] = {}
-        self._remote: set[int] = set()
-        self._remote_ids: set[bytes] = set()
-        self._disp_ident = new_routing_id()
-        self._pending: dict[int, tuple[int, str]] = {}  # request id -> (scheduler, command)
-        self._abandoned: set[int] = set()  # requests given up on: their late replies are dropped
-        self._heard: dict[int, float] = {}  # remote scheduler -> when a frame last came from it
-        self._hb_ids: dict[bytes, int] = {}  # routing ids of their heartbeats
-        # run(): every wait of the controller ends by this time (None: no bound)
-        self._budget: float | None = None
-        self._bif_budget: float | None = None
-        self._serving = None  # the BIF request being served
-        self._rpc_changed = False  # ... has sent a command that changes something
-        self._reply_after_resume = False  # ... answers after the next run()'s resume
-        self._late_replies: list = []  # (scheduler, pid, value) for the next run()
-        self._last_status: dict[int, dict] = {}  # each scheduler's latest status
-        # closures travel (dill) only on a channel that authenticates the
-        # controller to the scheduler: ipc in the owner-only directory, or CURVE
-        self._code_ok = not self.insecure
-        #: Frames refused on the controller's sockets (counted, logged, ignored).
-        self.bad_frames = 0
-        self.last_bad_frame = ""
-        self.ctl.bind(self.endpoints["ctl"])
+        run_dir, hold = rundir.make(endpoint_dir)
+        self._sup = sup = Supervisor(
+            mode_smp=self.smp,
+            nsched=schedulers,
+            remote_schedulers=remote_schedulers,
+            layout=plan_endpoints(run_dir, bind, advertise, start_timeout),
+            dir_hold=hold,
+            security=self.security,
+            insecure=self.insecure,
+            journal=journal,
+            max_processes=max_processes,
+            bounds=self._bounds,
+            log=self._frames,
+        )
+        # the supervisor's calls, under the names the backend and the tools use
+        self._sched_call, self._disp_call = sup.sched_call, sup.disp_call
+        self._all_scheds, self._call_scheds = sup.all_scheds, sup.call_scheds
+        self.endpoints = sup.endpoints
+        self.ctx, self.auth, self.ctl = sup.ctx, sup.auth, sup.links.sock
+        #: Schedulers that died, with why: {scheduler id: description}.
+        self.lost_schedulers: dict[int, str] = sup.lost_schedulers
+        #: After close(): each scheduler's last statistics, and the dispatcher's.
+        self.final_statistics: dict[int, dict] = sup.links.byes
+        self.final_dispatcher_statistics: dict | None = None
         self.disp = None
         try:
-            self._start(start_timeout, {"reductions": reductions, "placement": placement})
+            sup.start(start_timeout, {"reductions": reductions, "placement": placement})
         except BaseException:
             self.close()
             raise
-
-    # ================================================================ processes
-    def _start(self, timeout: float, options: dict) -> None:
-        mp = multiprocess.get_context("fork")
-        if not self.remote_schedulers:  # the node's process table: see ProcessLimit
-            limit = self.max_processes
-            options = {**options, "max_processes": (limit, mp.Semaphore(limit))}
-        local_sec = None
-        if self.security:
-            sec = self.security
-            local_sec = {
-                "public": sec["public"],
-                "secret": sec["secret"],
-                "server_public": sec["server_public"],
-            }
         if self.smp:
-            ready = mp.Event()
-            p = mp.Process(
-                target=dispatcher_main,
-                args=(
-                    self.nsched,
-                    self.endpoints,
-                    ready,
-                    self.journal,
-                    self.security,
-                    self._disp_ident,
-                ),
-                name="smp-dispatcher",
-                daemon=True,
-            )
-            self._start_process(p)
-            if not ready.wait(timeout):
-                raise StartupError(f"dispatcher did not start within {timeout:g} s")
-            self.dispatcher_pid = p.pid
-            self.disp = self.ctx.socket(zmq.DEALER)
-            self.disp.setsockopt(zmq.ROUTING_ID, self._disp_ident)
-            self.disp.setsockopt(zmq.LINGER, 1000)
-            curve_client(self.disp, local_sec)
-            self.disp.connect(self.endpoints["disp_ctl"])
+            self.dispatcher_pid = sup.dispatcher_pid
+            self.disp = sup.dispatcher.sock
+        self.scheduler_hosts = sup.scheduler_hosts
 
-        n_local = self.nsched - self.remote_schedulers
-        local_ids = {k: new_routing_id() for k in range(1, n_local + 1)}
-        for k in range(1, n_local + 1):
-            p = mp.Process(
-                target=scheduler_main,
-                args=(k, self.smp, self.endpoints, options, local_sec, local_ids[k]),
-                name=f"smp-scheduler-{k}",
-                daemon=True,
-            )
-            self._start_process(p)
-        # hello from every scheduler (local ones know their id; the others get one)
-        hellos: dict[int, tuple] = {}
-        next_remote = n_local + 1
-        deadline = time.monotonic() + timeout
-        while len(hellos) < self.nsched:
-            left = deadline - time.monotonic()
-            if left <= 0 or not self.ctl.poll(int(left * 1000) + 1):
-                dead = [p.name for p in self._procs if not p.is_alive()]
-                raise StartupError(
-                    f"{self.nsched - len(hellos)} scheduler(s) did not start within {timeout:g} s"
-                    + (f" (died: {', '.join(dead)})" if dead else "")
-                    + (
-                        f" ({self.nsched - n_local - max(0, next_remote - n_local - 1)} remote "
-                        f"scheduler(s) never connected to {self.endpoints['ctl']})"
-                        if self.remote_schedulers
-                        else ""
-                    )
-                )
-            ident, parts, user = recv_from(self.ctl, self.security is not None)
-            try:
-                k, inbox_ep, os_pid, host, key = self._startup_frame(parts, Hello)
-                if k is None and next_remote <= self.nsched and ident not in self._remote_ids:
-                    if self.smp and not (type(inbox_ep) is str and inbox_ep.startswith("tcp://")):
-                        raise ProtocolError("hello without a tcp inbox address")
-                    if self.security is not None and (user is None or key != user.encode()):
-                        raise ProtocolError("hello with a key that is not the sender's")
-                    k = next_remote
-                    next_remote += 1
-                    self._remote.add(k)
-                    self._remote_ids.add(ident)
-                elif (
-                    type(k) is not int
-                    or not 1 <= k <= n_local
-                    or ident != local_ids[k]
-                    or k in hellos
-                ):
-                    raise ProtocolError(f"hello as scheduler {k!r}, which the sender is not")
-                key = user.encode() if user is not None else None
-            except ProtocolError as e:
-                self._bad(describe_peer(ident, user), parts, e)
-                continue
-            hellos[k] = (ident, inbox_ep, os_pid, host, key)
-        inbox_map = {k: (h[1], h[4]) for k, h in hellos.items()}
-        self.scheduler_hosts = {k: (h[3], h[2]) for k, h in hellos.items()}
-        self._keys = {k: (h[4].decode() if h[4] is not None else None) for k, h in hellos.items()}
-        ks = sorted(hellos)
-        # routing ids: each scheduler's to the dispatcher's ingest, the
-        # dispatcher's two threads' to each inbox, each scheduler's to each
-        # other's; a receiver takes frames from the ids it is given alone
-        ingest_ids = {k: new_routing_id() for k in ks}
-        disp_ids = {k: (new_routing_id(), new_routing_id()) for k in ks}
-        peer_ids = {(j, k): new_routing_id() for j in ks for k in ks if j != k}
-        server_key = self.security["public"] if self.security else None
-        if self.smp:
-            self._disp_call(
-                "set_inboxes",
-                inbox_map,
-                {
-                    "ingest": {ingest_ids[k]: k for k in ks},
-                    "out": disp_ids,
-                    "keys": {k: hellos[k][4] for k in ks},
-                },
-            )
-        allowed = sorted(self.security["allowed"]) if self.security else []
-        # a remote scheduler's heartbeats come on a socket of their own
-        self._hb_ids = {new_routing_id(): k for k in sorted(self._remote)}
-        hb_ids = {k: ident for ident, k in self._hb_ids.items()}
-        for k, h in hellos.items():
-            self._ident[k] = h[0]
-            dpid = None if (k in self._remote or not self.smp) else self.dispatcher_pid
-            ids = {
-                "ingest": ingest_ids[k],
-                "out": {j: peer_ids[(k, j)] for j in ks if j != k},
-                "in": {
-                    **{peer_ids[(j, k)]: j for j in ks if j != k},
-                    disp_ids[k][0]: 0,
-                    disp_ids[k][1]: 0,
-                },
-                "keys": {0: server_key, **{j: hellos[j][4] for j in ks}},
-                **({"hb": hb_ids[k]} if k in hb_ids else {}),
-            }
-            self.ctl.send_multipart(
-                [
-                    h[0],
-                    Welcome(
-                        k,
-                        self.nsched,
-                        inbox_map,
-                        allowed,
-                        dpid,
-                        k not in self._remote,
-                        ids if self.smp else {},
-                    ).encode(),
-                ]
-            )
-        self._by_ident = {h[0]: k for k, h in hellos.items()}
-        self._heard = {k: time.monotonic() for k in self._remote}
-        ready: set[int] = set()
-        while len(ready) < self.nsched:
-            left = deadline - time.monotonic()
-            if left <= 0 or not self.ctl.poll(int(left * 1000) + 1):
-                raise StartupError(
-                    f"{self.nsched - len(ready)} scheduler(s) did not get ready "
-                    f"within {timeout:g} s"
-                )
-            ident, parts, user = recv_from(self.ctl, self.security is not None)
-            try:
-                if ident in self._hb_ids:  # heartbeats start before the ready
-                    self._take_heartbeat(self._hb_ids[ident], parts, user)
-                    continue
-                sched = self._startup_frame(parts, Ready).sched
-                if sched != self._by_ident.get(ident) or not self._key_ok(sched, user):
-                    raise ProtocolError(f"ready as scheduler {sched!r}, which the sender is not")
-            except ProtocolError as e:
-                self._bad(describe_peer(ident, user), parts, e)
-                continue
-            ready.add(sched)
-        if self.smp:
-            # PUB/SUB joins late: publish until every scheduler's SUB has
-            # seen something on each of the dispatcher's three PUB sockets,
-            # waiting 20 ms for the first publication, then twice as long
-            # each time up to 0.5 s (a SUB that joined after a publication
-            # never sees it: a short first wait republishes sooner)
-            deadline = time.monotonic() + timeout
-            wait = 0.02
-            while True:
-                seqs = self._disp_call("hello")
-                try:
-                    self._all_scheds("wait_published", seqs, wait)
-                    break
-                except TimeoutError:
-                    wait = min(2 * wait, 0.5)
-                    if time.monotonic() > deadline:
-                        raise StartupError(
-                            "schedulers did not subscribe to the dispatcher's "
-                            f"state within {timeout:g} s"
-                        ) from None
-        self._started = True
+    @property
+    def bad_frames(self) -> int:
+        """Frames refused on the controller's sockets (counted, logged, ignored)."""
+        return self._frames.count
 
-    def _startup_frame(self, parts: list, frame):
-        """A checked ``frame`` (``Hello`` or ``Ready``) from a one-part message."""
-        if len(parts) != 1:
-            raise ProtocolError(f"a message of {len(parts)} parts, not 1")
-        return frame.decode(loads_frame(parts[0]))
-
-    def _key_ok(self, k, user) -> bool:
-        """With CURVE, a frame of scheduler ``k`` comes with its key."""
-        return self.security is None or (user is not None and user == self._keys.get(k))
-
-    def _bad(self, sender: str, parts: list, e: BaseException, where: str = "controller") -> None:
-        """Count and log a refused frame (the log is bounded under a flood)."""
-        self.bad_frames += 1
-        self.last_bad_frame = (
-            f"rejected {where} frame of {sum(len(p) for p in parts)} bytes "
-            f"from {sender}: {type(e).__name__}: {e}"
-        )
-        if self.bad_frames <= 100 or self.bad_frames % 1000 == 0:
-            sys.stderr.write(f"smp: {self.last_bad_frame}\n")
-
-    def _start_process(self, p) -> None:
-        """Fork ``p`` and record it with Ctrl-C held back in between, so an
-        interrupt can never leave a child that close() does not know of."""
-        old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
-        try:
-            p.start()
-            self._procs.append(p)
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, old)
+    @property
+    def last_bad_frame(self) -> str:
+        return self._frames.last
 
     @property
     def os_pids(self) -> list[int]:
         """The OS pids of the scheduler and dispatcher processes."""
-        return [p.pid for p in self._procs if p.pid is not None]
+        return [p.pid for p in self._sup.procs if p.pid is not None]
 
     def close(self) -> None:
         """Stop every OS process of this emulator; safe to call twice.  Ends
@@ -622,70 +242,10 @@ class Emulator:
         rest is dropped as ``emulator_closed``) and closes its ports, and a
         process that has not exited by then is terminated, then killed (a
         stopped one included)."""
-        if self._closed or self._closing:
-            return
-        self._closing = True
-        self._budget = self._bif_budget = None
-        started = time.monotonic()
-        end = started + CLOSE_S - 0.4  # the rest: sockets, context, run directory
         try:
-            if not self._started:
-                raise _Abandon()  # start-up never finished: terminate, don't ask
-            live = self._live()
-            for k in live:
-                try:
-                    self._send_sched(k, None, "stop", ())
-                except Exception:
-                    pass
-            local = [self._sched_proc(k) for k in live if k not in self._remote]
-            # with a dispatcher to stop after them, 2.5 s; without, all but the end
-            byes_by = started + (2.5 if self.disp is not None else CLOSE_S - 1.4)
-            while (
-                any(k not in self._byes for k in live)
-                and time.monotonic() < byes_by
-                and (any(p.is_alive() for p in local) or len(local) < len(live))
-            ):
-                self._pump(0.05)
-            if self.disp is not None and self._procs[0].is_alive():
-                drain = max(0.0, min(2.0, end - time.monotonic() - 1.8))
-                try:
-                    self.final_dispatcher_statistics = self._disp_call(
-                        "stop", drain, timeout=drain + 0.8
-                    )
-                except Exception:
-                    pass
-        except _Abandon:
-            pass
+            self._sup.close()
         finally:
-            self._end_processes(end)
-            for s in (self.ctl, self.disp):
-                if s is not None:
-                    s.close(linger=0)
-            if self.auth is not None:
-                self.auth.stop()
-            self.ctx.term()
-            rundir.release(self._dir, self._dir_hold)
-            shutil.rmtree(self._dir, ignore_errors=True)
-            self._closed = True
-
-    def _end_processes(self, end: float) -> None:
-        """Give the processes until shortly before ``end`` to exit by
-        themselves, then terminate what is left, then kill it (SIGKILL ends a
-        stopped process too), and reap every one."""
-        procs = [p for p in self._procs if p.pid is not None]
-        settle = min(end - 0.8, time.monotonic() + (0.5 if self._started else 0.0))
-        for until, end_them in ((settle, None), (end - 0.3, "terminate"), (end, "kill")):
-            left = [p for p in procs if p.is_alive()]
-            if not left:
-                return
-            for p in left:
-                if end_them is not None:
-                    try:
-                        getattr(p, end_them)()
-                    except OSError:
-                        pass
-            for p in left:
-                p.join(max(0.0, until - time.monotonic()))
+            self.final_dispatcher_statistics = self._sup.final_dispatcher_statistics
 
     def __enter__(self) -> "Emulator":
         return self
@@ -699,310 +259,7 @@ class Emulator:
         except Exception:
             pass
 
-    # ================================================================ wire
-    def _check_open(self) -> None:
-        if self._closed:
-            raise SmpError("emulator is closed")
-
-    def _send_sched(self, k: int, req_id, cmd: str, args) -> bool:
-        """False when scheduler ``k`` is no longer connected (it exited)."""
-        frame = Request(req_id, cmd, args).encode(code_ok=self._code_ok)
-        try:
-            self.ctl.send_multipart([self._ident.get(k, f"s{k}".encode()), frame])
-            if req_id is not None:
-                self._pending[req_id] = (k, cmd)
-            if cmd in _CHANGES:
-                self._bif_changes()
-            return True
-        except zmq.error.ZMQError as e:
-            if e.errno != zmq.EHOSTUNREACH:
-                raise
-            return False
-
-    def _pump(self, timeout: float) -> None:
-        """Take whatever the schedulers sent: replies, process BIF requests, goodbyes."""
-        if not self.ctl.poll(int(timeout * 1000)):
-            return
-        while self.ctl.poll(0):
-            ident, parts, user = recv_from(self.ctl, self.security is not None)
-            k = self._by_ident.get(ident)
-            try:
-                if k is None and ident in self._hb_ids:
-                    k = self._hb_ids[ident]
-                    self._take_heartbeat(k, parts, user)
-                    continue
-                self._take(k, parts, user)
-                if k in self._remote:
-                    self._heard[k] = time.monotonic()
-            except ProtocolError as e:  # counted, logged with the sender, ignored
-                self._bad(
-                    f"scheduler {k}" if k is not None else describe_peer(ident, user), parts, e
-                )
-
-    def _take(self, k, parts: list, user) -> None:
-        """One message on the controller's socket, checked field by field: it
-        comes from a scheduler of this emulator (routing id, and with CURVE
-        its key), a reply answers a request sent to that scheduler, a BIF
-        request is made by one of its processes."""
-        if k is None:
-            raise ProtocolError("not from a scheduler of this emulator")
-        if not self._key_ok(k, user):
-            raise ProtocolError(f"scheduler {k}'s routing id with another key")
-        if len(parts) != 1:
-            raise ProtocolError(f"a message of {len(parts)} parts, not 1")
-        msg = loads_frame(parts[0])
-        kind = frame_kind(msg)
-        if kind == Reply.KIND:
-            rid, ok, value = Reply.decode(msg)
-            if self._pending.get(rid, (None,))[0] != k:
-                raise ProtocolError(f"a reply to {rid!r}, no request to scheduler {k}")
-            if ok and not _reply_ok(self._pending[rid][1], value, self.nsched):
-                raise ProtocolError(f"a malformed reply to {self._pending[rid][1]!r}")
-            cmd = self._pending.pop(rid)[1]
-            if ok and cmd == "status":
-                self._last_status[k] = value
-            if rid in self._abandoned:  # its caller gave up waiting (run()'s time was up)
-                self._abandoned.discard(rid)
-            else:
-                self._replies[rid] = (ok, value)
-        elif kind == Rpc.KIND:
-            pid, request = Rpc.decode(msg)
-            if self._owner(pid) != k:
-                raise ProtocolError(f"a BIF request of {pid!r}, not a process of scheduler {k}")
-            self._rpcs.append((k, pid, request))
-        elif kind == Bye.KIND:
-            self._byes[k] = Bye.decode(msg, k).stats
-        else:
-            raise ProtocolError(f"a {kind!r} frame, which scheduler {k} does not send now")
-
-    def _take_heartbeat(self, k: int, parts: list, user) -> None:
-        """A remote scheduler's heartbeat, on the routing id (and, with CURVE,
-        from the key) its welcome gave it: it is there."""
-        if not self._key_ok(k, user):
-            raise ProtocolError(f"scheduler {k}'s heartbeat routing id with another key")
-        if len(parts) != 1:
-            raise ProtocolError(f"a message of {len(parts)} parts, not 1")
-        Heartbeat.decode(loads_frame(parts[0]), k)
-        self._heard[k] = time.monotonic()
-
-    def _sched_proc(self, k: int):
-        if k in self._remote:
-            return _RemoteProc(self, k)
-        return self._procs[self.smp + k - 1]
-
-    def _live(self) -> list[int]:
-        return [k for k in range(1, self.nsched + 1) if k not in self.lost_schedulers]
-
-    def _until(self, timeout: float) -> tuple[float, bool]:
-        """When a call that may wait ``timeout`` s must give up: run()'s time
-        bound comes first (then True: giving up raises ``OutOfTime``)."""
-        end = time.monotonic() + timeout
-        if self._budget is not None and self._budget < end:
-            return self._budget, True
-        return end, False
-
-    def _no_answer(self, req: int, who: str, cmd: str, timeout: float, capped: bool):
-        """Give up waiting for request ``req`` (its reply, if it comes, is dropped)."""
-        if req in self._pending:
-            self._abandoned.add(req)
-        if capped:
-            return OutOfTime(
-                f"{who} did not answer {cmd!r} in time (stopped, or one of its "
-                "processes has not yielded for that long)"
-            )
-        return SmpError(f"{who} did not answer {cmd!r} within {timeout:g} s")
-
-    def _sched_call(self, k: int, cmd: str, *args, timeout: float = 30.0):
-        self._check_open()
-        if k in self.lost_schedulers:
-            raise SchedulerLost(f"scheduler {k} is lost: {self.lost_schedulers[k]}")
-        req = next(self._req)
-        if not self._send_sched(k, req, cmd, args):
-            self._scheduler_gone(k)
-            raise SchedulerLost(
-                f"scheduler {k} is lost: {self.lost_schedulers.get(k, 'disconnected')}"
-            )
-        deadline, capped = self._until(timeout)
-        while req not in self._replies:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise self._no_answer(req, f"scheduler {k}", cmd, timeout, capped)
-            self._pump(min(0.5, left))
-            if req not in self._replies and not self._sched_proc(k).is_alive():
-                self._abandoned.add(req)
-                self._scheduler_lost(k)
-                raise SchedulerLost(f"scheduler {k} is lost: {self.lost_schedulers[k]}")
-        ok, value = self._replies.pop(req)
-        if not ok:
-            raise value
-        return value
-
-    def _all_scheds(self, cmd: str, *args, timeout: float = 30.0) -> dict[int, Any]:
-        """Ask every live scheduler; returns {scheduler id: answer}."""
-        return self._call_scheds({k: (cmd, args) for k in self._live()}, timeout)
-
-    def _call_scheds(self, calls: dict, timeout: float = 30.0) -> dict[int, Any]:
-        """Send ``{scheduler id: (command, args)}`` to every scheduler at
-        once, so they work in parallel, then collect the answers; a scheduler
-        lost meanwhile has none in the result."""
-        reqs = {}
-        for k, (cmd, args) in calls.items():
-            req = next(self._req)
-            if self._send_sched(k, req, cmd, args):
-                reqs[k] = req
-            else:
-                self._scheduler_gone(k)
-        out = {}
-        deadline, capped = self._until(timeout)
-        for k, req in reqs.items():
-            while req not in self._replies:
-                if not self._sched_proc(k).is_alive():
-                    self._abandoned.add(req)
-                    self._scheduler_lost(k)
-                    break
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    for r in reqs.values():
-                        if r not in self._replies and r in self._pending:
-                            self._abandoned.add(r)
-                        self._replies.pop(r, None)
-                    raise self._no_answer(req, f"scheduler {k}", calls[k][0], timeout, capped)
-                self._pump(min(0.2, left))
-            if req not in self._replies:
-                continue
-            ok, value = self._replies.pop(req)
-            if not ok:
-                for r in reqs.values():  # the answers still to come are not wanted
-                    if r not in self._replies and r in self._pending:
-                        self._abandoned.add(r)
-                    self._replies.pop(r, None)
-                raise value
-            out[k] = value
-        return out
-
-    def _check_processes(self) -> None:
-        """Supervision: notice a dead scheduler or dispatcher (run() calls this
-        every few milliseconds, so a death is noticed well within a second)."""
-        if self.smp and not self._procs[0].is_alive():
-            self._dispatcher_lost()
-        for k in self._live():
-            if not self._sched_proc(k).is_alive():
-                self._scheduler_lost(k)
-
-    def _scheduler_gone(self, k: int) -> None:
-        """A scheduler disconnected: wait (briefly) for its process to end."""
-        self._sched_proc(k).join(max(0.0, min(2.0, self._until(2.0)[0] - time.monotonic())))
-        if not self._sched_proc(k).is_alive():
-            self._scheduler_lost(k)
-
-    def _scheduler_lost(self, k: int) -> None:
-        if k in self.lost_schedulers:
-            return
-        proc = self._sched_proc(k)
-        code = proc.exitcode
-        if k in self._remote:
-            host = self.scheduler_hosts.get(k, ("?", None))[0]
-            why = (
-                f"remote scheduler on {host} (os pid {proc.pid}): no word from it for "
-                f"{proc.silent_for():.1f} s, its link is down or it stopped"
-            )
-        else:
-            why = f"os pid {proc.pid} died" + (
-                f" by signal {-code}"
-                if code is not None and code < 0
-                else f" with exit code {code}"
-            )
-        self.lost_schedulers[k] = why
-        pids: list = []
-        if self.smp and self._procs[0].is_alive():
-            # the loss is bookkept whole: inside run() with a BIF's extra time
-            budget = self._budget
-            if budget is not None and self._bif_budget is not None:
-                self._budget = max(budget, self._bif_budget)
-            try:
-                pids = self._disp_call("scheduler_lost", k)
-                self._all_scheds("scheduler_lost", k, pids)
-            finally:
-                self._budget = budget
-                self._new_losses.append(
-                    f"scheduler {k} ({why}): {len(pids)} process(es) on it treated as exited, "
-                    "messages for them dropped as scheduler_lost"
-                )
-        else:
-            self._new_losses.append(f"scheduler {k} ({why})")
-
-    def _dispatcher_lost(self) -> None:
-        proc = self._procs[0]
-        code = proc.exitcode
-        # what is known to have arrived: the deliveries the schedulers took.
-        # Local ones stop by themselves when their dispatcher is gone and say
-        # what they made and took in their goodbye; for the others, what they
-        # said last
-        live = self._live()
-        local = [self._sched_proc(k) for k in live if k not in self._remote]
-        until = time.monotonic() + 1.0
-        if self._budget is not None:
-            until = min(until, self._budget)
-        while (
-            any(k not in self._byes for k in live)
-            and time.monotonic() < until
-            and any(p.is_alive() for p in local)
-        ):
-            self._pump(0.05)
-        made = received = 0
-        for k in live:
-            said = self._byes.get(k, {})
-            st = said if "deliveries" in said else self._last_status.get(k, {})
-            made += st.get("sys_made", 0)
-            received += st.get("deliveries", 0)
-        made = max(made, self._last_made)
-        for k in self._live():
-            try:
-                self._send_sched(k, None, "stop", ())
-            except Exception:
-                pass
-        self._closing_after_loss = True
-        raise DispatcherLost(
-            f"dispatcher (os pid {proc.pid}) died"
-            + (
-                f" by signal {-code}"
-                if code is not None and code < 0
-                else f" with exit code {code}"
-            )
-            + f": {made} system message(s) made by the schedulers, {received} known delivered "
-            f"(the schedulers received them), so up to {max(0, made - received)} lost; the "
-            "emulator must be closed"
-        )
-
-    def _disp_call(self, cmd: str, *args, timeout: float = 30.0):
-        self._check_open()
-        req = next(self._req)
-        self.disp.send(Request(req, cmd, args).encode())
-        if cmd in _CHANGES or (cmd == "state" and args[0] not in STATE_READS):
-            self._bif_changes()
-        deadline, capped = self._until(timeout)
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0 or not self.disp.poll(min(200, int(left * 1000) + 1)):
-                if not self._procs[0].is_alive() and not self._closing:
-                    self._dispatcher_lost()
-                if left <= 0:  # a late reply is dropped: it has another request's id
-                    raise self._no_answer(req, "the dispatcher", cmd, timeout, capped)
-                continue
-            raw = self.disp.recv_multipart()
-            try:
-                if len(raw) != 1:
-                    raise ProtocolError(f"a message of {len(raw)} parts, not 1")
-                rid, ok, value = Reply.decode(loads_frame(raw[0], state=True))
-            except ProtocolError as e:
-                self._bad("the dispatcher", raw, e, "dispatcher reply")
-                continue
-            if rid == req:
-                break
-        if not ok:
-            raise value
-        return value
-
+    # ================================================================ calls
     def _owner(self, x) -> int:
         try:
             return owner(x, self.nsched)
@@ -1020,8 +277,8 @@ class Emulator:
         for k, st in sts.items():
             items[k] = st["sys_items"]
         capped = False
-        if self._budget is not None:  # inside run(): at most until its time is up
-            left = self._budget - time.monotonic() - 0.05
+        if self._bounds.run is not None:  # inside run(): at most until its time is up
+            left = self._bounds.run - time.monotonic() - 0.05
             if limit is None or left < limit:
                 limit, capped = max(0.0, left), True
         if not self._disp_call("wait_ingested", items, limit) and capped:
@@ -1037,11 +294,11 @@ class Emulator:
         time is up."""
         if seqs is None:
             seqs = self._disp_call("pub_seq")
-        left = 10.0 if self._budget is None else max(0.0, self._budget - time.monotonic())
+        left = 10.0 if self._bounds.run is None else max(0.0, self._bounds.run - time.monotonic())
         try:
             self._all_scheds("wait_published", seqs, left)
         except TimeoutError as e:  # a scheduler's own wait ran out
-            if self._budget is None or isinstance(e, EmulatorTimeout):
+            if self._bounds.run is None or isinstance(e, EmulatorTimeout):
                 raise
             raise OutOfTime(str(e)) from None
 
@@ -1154,27 +411,13 @@ class Emulator:
     def get_system_seq_tracer(self):
         return self._bif("get_system_seq_tracer")
 
-    @staticmethod
-    def _monitor_args(args) -> list:
-        """Atoms may be given as strings: 'undefined', option lists, {Pid, Opts}."""
-        out = []
-        for a in args:
-            if isinstance(a, str):
-                a = Atom(a)
-            elif isinstance(a, list):
-                a = _flags(a)
-            elif type(a) is tuple and len(a) == 2 and isinstance(a[1], list):
-                a = (a[0], _flags(a[1]))
-            out.append(a)
-        return out
-
     def system_monitor(self, *args):
         """``system_monitor()``, ``(undefined | {Pid, Options})``, ``(Pid, Options)``."""
-        return self._bif("system_monitor", *self._monitor_args(args))
+        return self._bif("system_monitor", *_monitor_args(args))
 
     def system_profile(self, *args):
         """``system_profile()``, ``(undefined | PidOrPort, Options)``."""
-        return self._bif("system_profile", *self._monitor_args(args))
+        return self._bif("system_profile", *_monitor_args(args))
 
     def trace_delivered(self, what) -> tuple:
         """Returns ``{trace_delivered, What, Ref}`` once everything traced
@@ -1359,14 +602,14 @@ class Emulator:
         # frames refused (counted, logged, ignored): at the dispatcher's ingest
         # and control sockets, at the controller's, at the schedulers'
         at = dict(d.get("bad_frames_at", {}))
-        if self.bad_frames:
-            at["controller"] = self.bad_frames
+        if self._frames.count:
+            at["controller"] = self._frames.count
         in_scheds = sum(s.get("bad_frames", 0) for s in scheds)
         if in_scheds:
             at["schedulers"] = in_scheds
         d["bad_frames_at"] = at
         d["bad_frames"] = sum(at.values())
-        d["last_bad_frame"] = d.get("last_bad_frame") or self.last_bad_frame
+        d["last_bad_frame"] = d.get("last_bad_frame") or self._frames.last
         return d
 
     # ================================================================ run
@@ -1386,16 +629,16 @@ class Emulator:
         ``timeout`` + 1 s whatever the processes do: a scheduler or the
         dispatcher that does not answer in time (stopped, or held by a process
         that does not yield) is named in the ``EmulatorTimeout``."""
-        self._check_open()
+        self._sup.check_open()
         deadline = time.monotonic() + timeout
-        self._budget = deadline + RUN_GRACE_S
-        self._bif_budget = deadline + BIF_GRACE_S
+        self._bounds.run = deadline + RUN_GRACE_S
+        self._bounds.bif = deadline + BIF_GRACE_S
         stable = None
         try:
             self._resume()
             self._running = True
             while True:
-                self._check_processes()
+                self._sup.check_processes()
                 self._serve_rpcs(deadline)
                 sts = self._all_scheds("status")
                 live = sorted(sts)
@@ -1404,7 +647,7 @@ class Emulator:
                     (k, tuple(s["peer_recv"]), s["sys_made"], s["deliveries"])
                     for k, s in sorted(sts.items())
                 )
-                self._last_made = sum(s["sys_made"] for s in sts.values())
+                self._sup.last_made = sum(s["sys_made"] for s in sts.values())
                 if quiet and self.smp:
                     d = self._disp_call("status")
                     self._last_disp_status = d
@@ -1414,7 +657,7 @@ class Emulator:
                         tuple(d["delivered_to"]),
                         d["queued"],
                     )
-                if quiet and not self._rpcs and snap == stable:
+                if quiet and not self._sup.links.rpcs and snap == stable:
                     break
                 stable = snap if quiet else None
                 if time.monotonic() > deadline:
@@ -1439,28 +682,28 @@ class Emulator:
                     # idle with a timer: sleep towards it; otherwise messages are
                     # in flight or processes run: look again soon
                     pause = min([0.02] + waits) if (all_idle and waits) else 0.001
-                    self._pump(pause)
+                    self._sup.links.pump(pause)
         except OutOfTime as e:
             raise EmulatorTimeout(f"run() not quiet after {timeout:g} s: {e}") from None
         finally:
             self._running = False
             try:
-                if not self._closing_after_loss and not self._closed:
+                if not self._sup.closing_after_loss and not self._sup.closed:
                     # every scheduler is sent its pause; the answers are awaited
                     # at most until timeout + PAUSE_END_S (one that answers later
                     # pauses when it reads it, before anything else it is asked)
-                    self._budget = min(
-                        max(time.monotonic(), self._budget) + 0.2, deadline + PAUSE_END_S
+                    self._bounds.run = min(
+                        max(time.monotonic(), self._bounds.run) + 0.2, deadline + PAUSE_END_S
                     )
                     try:
                         self._all_scheds("pause")
                     except OutOfTime:
                         pass
             finally:
-                self._budget = self._bif_budget = None
+                self._bounds.run = self._bounds.bif = None
         self._run_count += 1
-        if self._new_losses:
-            report, self._new_losses = self._new_losses, []
+        if self._sup.new_losses:
+            report, self._sup.new_losses = self._sup.new_losses, []
             raise SchedulerLost("; ".join(report))
 
     def _resume(self) -> None:
@@ -1469,27 +712,19 @@ class Emulator:
         for that."""
         try:
             if self.smp:
-                left = 10.0 if self._budget is None else max(0.0, self._budget - time.monotonic())
+                end = self._bounds.run
+                left = 10.0 if end is None else max(0.0, end - time.monotonic())
                 self._all_scheds("resume", self._disp_call("pub_seq"), left)
             else:
                 self._all_scheds("resume")
         except TimeoutError as e:  # a replica did not catch up in time
-            if isinstance(e, EmulatorTimeout) or self._budget is None:
+            if isinstance(e, EmulatorTimeout) or self._bounds.run is None:
                 raise
             raise OutOfTime(str(e)) from None
         late, self._late_replies = self._late_replies, []
         for k, pid, value in late:
             if k not in self.lost_schedulers:
-                self._send_sched(k, None, "reply", (pid, value))
-
-    def _bif_changes(self) -> None:
-        """A command that changes something is on its way: the BIF being
-        served is finished (until ``BIF_GRACE_S`` after run()'s timeout)
-        rather than put back to be served again."""
-        if self._serving is not None and not self._rpc_changed:
-            self._rpc_changed = True
-            if self._budget is not None and self._bif_budget is not None:
-                self._budget = max(self._budget, self._bif_budget)
+                self._sup.links.send(k, None, "reply", (pid, value))
 
     def _serve_rpcs(self, deadline: float | None = None) -> None:
         """Serve the BIFs emulated processes called (smp mode).
@@ -1502,13 +737,14 @@ class Emulator:
         # only those waiting now, and none once run()'s timeout is up: serving
         # one can bring in more, and processes that call BIFs without pause
         # must not hold run() (and run_for's callers' sampling) past its timeout
-        for _ in range(len(self._rpcs)):
+        rpcs, b = self._sup.links.rpcs, self._bounds
+        for _ in range(len(rpcs)):
             if deadline is not None and time.monotonic() > deadline:
                 break
-            item = self._rpcs.pop(0)
+            item = rpcs.pop(0)
             k, pid, request = item
-            budget = self._budget
-            self._serving, self._rpc_changed, self._reply_after_resume = item, False, False
+            budget = b.run
+            b.serving, b.changed, self._reply_after_resume = item, False, False
             try:
                 kind = request[0]
                 if kind == "bif":
@@ -1527,12 +763,12 @@ class Emulator:
                 else:
                     value = BadArg(f"unknown request {kind!r}")
             except KeyboardInterrupt:
-                if not self._rpc_changed:
-                    self._rpcs.insert(0, item)
+                if not b.changed:
+                    rpcs.insert(0, item)
                 raise
             except OutOfTime as e:
-                if not self._rpc_changed:
-                    self._rpcs.insert(0, item)
+                if not b.changed:
+                    rpcs.insert(0, item)
                     raise
                 # it changed something, and a process still did not answer
                 value = EmulatorTimeout(f"{request[1] if request[0] == 'bif' else request[0]}: {e}")
@@ -1540,9 +776,9 @@ class Emulator:
                 value = e
             finally:
                 late = self._reply_after_resume
-                self._serving, self._rpc_changed, self._reply_after_resume = None, False, False
-                self._budget = budget
+                b.serving, b.changed, self._reply_after_resume = None, False, False
+                b.run = budget
             if late:
                 self._late_replies.append((k, pid, value))
             else:
-                self._send_sched(k, None, "reply", (pid, value))
+                self._sup.links.send(k, None, "reply", (pid, value))

@@ -93,7 +93,7 @@ def test_dispatcher_killed_mid_run():
             vm.run(timeout=20)
     finally:
         vm.close()
-    assert all(not p.is_alive() for p in vm._procs)
+    assert all(not p.is_alive() for p in vm._sup.procs)
 
 
 async def spin_then_die(proc, peer):

@@ -23,7 +23,7 @@ from helpers import free_base
 import smp
 from schedulers.worker import HEARTBEAT_EVERY
 from smp import Atom as A
-from smp.emulator import REMOTE_SILENCE_S
+from smp.supervision import REMOTE_SILENCE_S
 from smp.wire.curve import InsecureWarning
 
 pytestmark = pytest.mark.timeout(120)
@@ -153,7 +153,7 @@ def test_remote_link_down_is_a_lost_scheduler(link):
                 start_timeout=30,
             )
         try:
-            assert 2 in vm._remote
+            assert 2 in vm._sup.links.remote
             seen, sink, tracer = (vm.spawn_collector(scheduler=1) for _ in range(3))
             victim = vm.spawn(waiter, scheduler=2)
             vm.spawn(watcher, victim, seen, scheduler=1)

@@ -63,7 +63,7 @@ def flood_traced_to(vm, tracer, n=4):
 def closed_in_time(vm) -> float:
     _, took = timed(vm.close)
     assert took <= CLOSE_BOUND, f"close() took {took:.2f} s"
-    assert all(not p.is_alive() for p in vm._procs)
+    assert all(not p.is_alive() for p in vm._sup.procs)
     return took
 
 

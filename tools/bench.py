@@ -26,6 +26,8 @@ codec  smp.wire.etf encode/decode of a typical trace tuple, side by side with
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import itertools
 import json
 import os
 import pickle
@@ -53,6 +55,8 @@ import zmq  # noqa: E402
 from smp.core import messages as M  # noqa: E402
 from smp.core.placement import pid_owner  # noqa: E402
 from smp.core.terms import Atom, Pid  # noqa: E402
+from smp.endpoints import plan_endpoints  # noqa: E402
+from smp.link import DispatcherLink, FrameLog, TimeBounds  # noqa: E402
 from smp.wire.frames import Batch, TableEvent  # noqa: E402
 
 try:
@@ -334,19 +338,13 @@ class DispatcherRig:
         self.dir = tempfile.mkdtemp(prefix="bench-b-")
         os.chmod(self.dir, 0o700)
         d = self.dir
-        # the same dict smp.Emulator builds
-        self.endpoints = {
-            "ctl": f"ipc://{d}/ctl",
-            "ingest": f"ipc://{d}/ingest",
-            "disp_ctl": f"ipc://{d}/disp",
-            "pub": [f"ipc://{d}/pub{i}" for i in range(3)],
-            "inbox": f"ipc://{d}/s{{}}",
-        }
+        # smp.Emulator's endpoint layout; the directory is the rig's own, so
+        # the dispatcher takes no hold on it (the rig removes it)
+        self.endpoints = dataclasses.replace(plan_endpoints(d), dir=None).as_dict()
         self.procs = []
         self.ctx = zmq.Context()
-        self.ctl = None
+        self.link = None
         self.ingest = None
-        self.req = 0
         mp = self.mp
         self.c_ready, self.c_stop = mp.Event(), mp.Event()
         self.count = mp.Value("q", 0)
@@ -394,10 +392,17 @@ class DispatcherRig:
         self.procs.append(p)
         if not ready.wait(10):
             raise RuntimeError("dispatcher did not start")
-        self.ctl = self.ctx.socket(zmq.DEALER)
-        self.ctl.setsockopt(zmq.ROUTING_ID, self.ctl_id)
-        self.ctl.setsockopt(zmq.LINGER, 1000)
-        self.ctl.connect(self.endpoints["disp_ctl"])
+        # the controller's link to the dispatcher's control socket
+        self.link = DispatcherLink(
+            self.ctx,
+            self.endpoints["disp_ctl"],
+            self.ctl_id,
+            None,
+            itertools.count(1),
+            TimeBounds(),
+            FrameLog(),
+            p.is_alive,
+        )
         self.ingest = {}
         for k, rid in self.preload_ids.items():
             s = self.ingest[k] = self.ctx.socket(zmq.DEALER)
@@ -414,32 +419,22 @@ class DispatcherRig:
         )
 
     def call(self, cmd: str, *args, timeout: float = 30.0):
-        """Like Emulator._disp_call."""
-        from smp.wire.codec import dumps_frame, loads_frame
-
-        self.req += 1
-        req = self.req
-        self.ctl.send(dumps_frame((req, cmd, args)))
-        deadline = time.monotonic() + timeout
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0 or not self.ctl.poll(int(left * 1000) + 1):
-                raise RuntimeError(f"dispatcher did not answer {cmd!r} within {timeout:g} s")
-            _, rid, ok, value = loads_frame(self.ctl.recv())
-            if rid == req:
-                break
+        """A request over the controller's link (``smp.link.DispatcherLink``):
+        ``PeerGone`` when the dispatcher died, ``Unanswered`` after ``timeout``."""
+        ok, value = self.link.call(cmd, args, timeout)
         if not ok:
             raise value
         return value
 
     def close(self) -> None:
         try:
-            if self.ctl is not None and self.disp.is_alive():
+            if self.link is not None and self.disp.is_alive():
                 self.call("stop", timeout=10)
         except Exception:
             pass
         self.c_stop.set()
-        for s in [self.ctl] + list((self.ingest or {}).values()):
+        ctl = [self.link.sock] if self.link is not None else []
+        for s in ctl + list((self.ingest or {}).values()):
             if s is not None:
                 s.close(linger=0)
         _reap(self.procs)

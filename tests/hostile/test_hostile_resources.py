@@ -234,7 +234,7 @@ KILLED_WHOLE = r"""
 import json, sys
 import smp
 vm = smp.Emulator(mode=sys.argv[1], schedulers=int(sys.argv[2]), endpoint_dir=sys.argv[3])
-print(json.dumps([vm._dir, vm.os_pids]), flush=True)
+print(json.dumps([vm._sup.dir, vm.os_pids]), flush=True)
 sys.stdin.read()
 """
 
@@ -266,10 +266,10 @@ def test_a_run_killed_whole_is_swept_by_the_next(tmp_path, mode, n):
     assert stale.is_dir() and (stale / rundir.OWNER_NAME).is_file()
     with smp.Emulator(mode=mode, schedulers=n, endpoint_dir=str(tmp_path)) as live:
         assert not stale.exists()
-        live_dir = Path(live._dir)
+        live_dir = Path(live._sup.dir)
         # a second emulator next to a live one leaves the live one's directory
         with smp.Emulator(endpoint_dir=str(tmp_path)) as other:
-            assert live_dir.is_dir() and Path(other._dir).is_dir()
+            assert live_dir.is_dir() and Path(other._sup.dir).is_dir()
         c = live.spawn_collector()
         live.spawn(say, c, A("still_works"))
         live.run(timeout=10)

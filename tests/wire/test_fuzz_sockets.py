@@ -384,7 +384,7 @@ def fuzz_round(vm, tracer, send, where, n=6):
     assert after["made"] - before["made"] == n
     assert after["delivered"] - before["delivered"] == n
     assert after["made"] == after["delivered"] + after["dropped"] + after["queued"]
-    assert all(q.is_alive() for q in vm._procs)  # no process died of a frame
+    assert all(q.is_alive() for q in vm._sup.procs)  # no process died of a frame
 
 
 def forged_socket(endpoint: str, ident: bytes | None):
