@@ -80,8 +80,15 @@ def _fake_out(term) -> bool:
 
 
 def check_invariants(outcome, limit: int = 20) -> list[str]:
-    """Every violated invariant of one run, each naming the messages involved."""
+    """Every violated invariant of one run, each naming the messages involved,
+    and every fault that fired and did not take (``summary["faults"]``)
+    unless the scenario marked it ``may_fail``."""
     out: list[str] = []
+    for f in outcome.summary.get("faults") or []:
+        if f.get("took") is False and not f.get("may_fail"):
+            where = f"{f['where']}: " if f.get("where") else ""
+            what = f["action"] + (f" {f['target']}" if f.get("target") else "")
+            out.append(f"fault: {where}{what} at {f['planned_at']:g} s did not take: {f['result']}")
     st = outcome.summary["stats"]
     queued = st.get("queued", 0)
     dropped_total = st["dropped"]

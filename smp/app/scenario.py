@@ -139,6 +139,7 @@ _FAULT = {
     "reason": ("str", "kill", None),
     "value": ("bool", True, None),
     "replace": ("bool", True, None),
+    "may_fail": ("bool", False, None),
 }
 _DURATION = {
     "seconds": ("num", None, None),

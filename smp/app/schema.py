@@ -185,6 +185,7 @@ RUN_KEYS: tuple[Key, ...] = (
     Key("faults[].reason", "string", "kill", "the exit reason (an atom)", when="action = kill_processes"),
     Key("faults[].value", "boolean", True, "the value of the sensitive flag", when="action = set_sensitive"),
     Key("faults[].replace", "boolean", True, "a fresh collector takes over the killed tracer's tracees and roles", when="action = kill_tracer"),
+    Key("faults[].may_fail", "boolean", False, "the fault may fail to take (its target gone, say): listed, not an invariant failure"),
 )  # fmt: skip
 
 #: Each built-in workload's ``params``: (one-line meaning, keys).

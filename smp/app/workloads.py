@@ -38,7 +38,8 @@ from smp.core.errors import (
     Throw,
 )
 from smp.core.flags import TRACE_FLAG_NAMES
-from smp.core.terms import Atom
+from smp.core.pretty import format_term
+from smp.core.terms import Atom, Pid, Port
 from smp.emulator import Emulator
 from smp.ports.reader import read_trace
 
@@ -55,6 +56,8 @@ __all__ = [
     "CTL",
     "duration_note",
     "fault_notes",
+    "fault_report",
+    "lost_in_gap",
 ]
 
 A = Atom
@@ -146,7 +149,12 @@ async def ring_member(proc, nxt, sensitive):
     seq = 0
     while True:
         m = await _recv(proc)
-        await proc.send(nxt, (m[0], proc.pid, seq))
+        try:
+            await proc.send(nxt, (m[0], proc.pid, seq))
+        except Error:
+            # ``catch Name ! Msg``: the head is gone (a fault killed the ring) and
+            # this member's exit signal is still on its way: it ends without a report
+            return
         seq += 1
         if m[0] is STOP:
             return
@@ -292,35 +300,214 @@ async def churner(proc, ops, secs, burst, flags, sensitive):
 
 
 # -- the fault controller -------------------------------------------------------------
-async def controller(proc, plan):
-    """Carry out ``plan``: ``[(at_seconds, [(kind, args), ...]), ...]`` in time order."""
+#: the tag of the record the controller sends the fault log for each fault event
+FAULT_REC = A("$smp_fault")
+#: how long the controller waits for a killed process's ``{'EXIT', Pid, Reason}``
+EXIT_WAIT_MS = 5000
+am_EXIT, am_noproc, am_undefined, am_tracer = A("EXIT"), A("noproc"), A("undefined"), A("tracer")
+
+
+def _why(e: BaseException) -> bytes:
+    """What a BIF or signal raised, as a binary (a Python str is no term)."""
+    text = format_term(e.reason) if isinstance(e, ErlangException) else type(e).__name__
+    cause = e.__cause__
+    if cause is not None and str(cause):
+        text += f" ({cause})"
+    elif not isinstance(e, ErlangException) and str(e):
+        text += f": {e}"
+    return text.encode("utf-8", "replace")
+
+
+async def controller(proc, plan, log):
+    """Carry out ``plan``: ``[(at_seconds, index, op, args), ...]`` in time order.
+
+    Trapping exits, it kills as an Erlang program that must know a process is
+    dead does: link, ``exit(Pid, Reason)``, then wait (at most
+    ``EXIT_WAIT_MS``) for ``{'EXIT', Pid, _}``.  After each event it sends
+    ``log`` one record, ``{FAULT_REC, Index, StartedUs, DoneUs, Result,
+    Effect}``: the times in microseconds from the controller's start (the
+    plan's clock), ``Result`` ``ok`` or a binary saying why the fault did not
+    take, ``Effect`` a list of ``{Key, Value}``."""
     start = time.monotonic()
-    for at, steps in plan:
+    await proc.process_flag("trap_exit", True)
+
+    def now_us() -> int:
+        return int((time.monotonic() - start) * 1e6)
+
+    for at, idx, op, args in plan:
         wait = start + at - time.monotonic()
         if wait > 0:
-            await proc.sleep(max(1, int(wait * 1000)))
-        for kind, step in steps:
+            await proc.sleep(max(1, math.ceil(wait * 1000)))  # never before its moment
+        began = now_us()
+        try:
+            result, effect = await _FAULT_OPS[op](proc, now_us, *args)
+        except (ErlangException, SmpError) as e:
+            result, effect = b"raised " + _why(e), []
+        await proc.send(log, (FAULT_REC, idx, began, now_us(), result, effect))
+
+
+async def _reap(proc, pids: list, reason) -> tuple[list, list, list]:
+    """Kill ``pids`` with ``reason`` and wait for their deaths.
+
+    Returns ``(died, gone, alive)``: ``died`` the pids whose ``'EXIT'`` came
+    with another reason than ``noproc`` (with it), ``gone`` the pids that were
+    not alive when linked, ``alive`` those still alive after ``EXIT_WAIT_MS``
+    (unlinked again)."""
+    for p in pids:
+        await proc.link(p)
+    for p in pids:
+        await proc.exit(p, reason)
+    waiting = set(pids)
+
+    def match(x):
+        return type(x) is tuple and len(x) == 3 and x[0] is am_EXIT and x[1] in waiting
+
+    died, gone = [], []
+    deadline = time.monotonic() + EXIT_WAIT_MS / 1000
+    while waiting:
+        left = int((deadline - time.monotonic()) * 1000)
+        m = await proc.receive(timeout=left, match=match) if left > 0 else None
+        if m is None:
+            break
+        waiting.discard(m[1])
+        (gone if m[2] is am_noproc else died).append((m[1], m[2]))
+    alive = [p for p in pids if p in waiting]
+    for p in alive:
+        await proc.unlink(p)
+    return died, gone, alive
+
+
+async def _alive(proc, pid) -> bool:
+    return await proc.trace_info(pid, "flags") is not am_undefined
+
+
+async def _pick_alive(proc, candidates: list, count: int) -> list:
+    """The first ``count`` of ``candidates`` (shuffled by the plan) alive now."""
+    out = []
+    for p in candidates:
+        if len(out) >= count:
+            break
+        if await _alive(proc, p):
+            out.append(p)
+    return out
+
+
+async def _op_kill_tracer(proc, now_us, victim, held, replace):
+    """``exit(Victim, kill)``; with ``replace = (New, Roles)``, once the
+    victim is dead, every tracee in ``held`` (``[(Pid, Flags), ...]``: the
+    processes the plan has the victim trace, with their flags) is traced
+    again with its flags and ``{tracer, New}``, and every role in ``Roles``
+    moves to ``New``.  A tracee that is itself gone by then is counted, not a
+    failure."""
+    died, gone, _alive_still = await _reap(proc, [victim], am_kill)
+    death = now_us()
+    problems: list[bytes] = []
+    if gone:
+        problems.append(b"the tracer was not alive (noproc)")
+    elif not died:
+        problems.append(f"the tracer was still alive after {EXIT_WAIT_MS} ms".encode())
+    effect: list = [(A("held"), len(held)), (A("death_us"), death if died else am_undefined)]
+    if replace is not None:
+        new, roles = replace
+        moved = lost = 0
+        for p, flags in held:
             try:
-                await _fault_step(proc, kind, step)
-            except (ErlangException, SmpError):
-                pass  # the target was already gone: a race the fault is about
+                await proc.trace(p, True, flags + [(am_tracer, new)])
+                moved += 1
+            except (ErlangException, SmpError) as e:
+                if await _alive(proc, p):
+                    problems.append(b"retrace " + format_term(p).encode() + b": " + _why(e))
+                else:
+                    lost += 1  # it died meanwhile: nothing to move
+        done_roles = []
+        for role, args in roles:
+            try:
+                await _ROLE_OPS[role](proc, new, *args)
+                done_roles.append(A(role))
+            except (ErlangException, SmpError) as e:
+                problems.append(role.encode() + b": " + _why(e))
+        effect += [
+            (A("moved"), moved),
+            (A("tracees_gone"), lost),
+            (A("roles"), done_roles),
+            (A("retraced_us"), now_us()),
+        ]
+    return (A("ok") if not problems else b"; ".join(problems)), effect
 
 
-async def _fault_step(proc, action, step):
-    if action == "exit":
-        await proc.exit(step[0], step[1])
-    elif action == "send":
-        await proc.send(step[0], step[1])
-    elif action == "trace":
-        await proc.trace(step[0], True, step[1])
-    elif action == "pattern":
-        await proc.bif("trace_pattern", *step)
-    elif action == "seq":
-        await proc.set_system_seq_tracer(step[0])
-    elif action == "monitor":
-        await proc.system_monitor(step[0], step[1])
-    elif action == "profile":
-        await proc.system_profile(step[0], step[1])
+async def _role_new(proc, new, flags):
+    await proc.trace(A("new"), True, flags + [(am_tracer, new)])
+
+
+async def _role_pattern(proc, new, mfa, ms):
+    await proc.bif("trace_pattern", mfa, ms, [(A("meta"), new)])
+
+
+async def _role_seq(proc, new):
+    await proc.set_system_seq_tracer(new)
+
+
+async def _role_monitor(proc, new, opts):
+    await proc.system_monitor(new, opts)
+
+
+async def _role_profile(proc, new, opts):
+    await proc.system_profile(new, opts)
+
+
+_ROLE_OPS = {
+    "new": _role_new,
+    "pattern": _role_pattern,
+    "seq_tracer": _role_seq,
+    "system_monitor": _role_monitor,
+    "system_profile": _role_profile,
+}
+
+
+async def _op_replace(proc, now_us, role, new, args):
+    """``set_system_seq_tracer``, ``system_monitor`` or ``system_profile``
+    with ``new``; the effect names the one it replaced."""
+    old = {
+        "seq_tracer": lambda: proc.set_system_seq_tracer(new),
+        "system_monitor": lambda: proc.system_monitor(new, *args),
+        "system_profile": lambda: proc.system_profile(new, *args),
+    }[role]
+    prev = await old()
+    return A("ok"), [(A("previous"), prev)]
+
+
+async def _op_kill_processes(proc, now_us, candidates, count, reason):
+    """Kill ``count`` live processes of ``candidates`` (in the plan's order):
+    one found dead when linked is passed over for the next."""
+    died, gone, alive = [], [], []
+    rest = list(candidates)
+    while rest and len(died) + len(alive) < count:
+        batch, rest = rest[: count - len(died) - len(alive)], rest[count - len(died) - len(alive) :]
+        d, g, a = await _reap(proc, batch, reason)
+        died, gone, alive = died + d, gone + g, alive + a
+    effect = [(A("killed"), len(died)), (A("gone"), len(gone)), (A("survived"), len(alive))]
+    if alive:
+        return f"{len(alive)} still alive after {EXIT_WAIT_MS} ms".encode(), effect
+    if not died:
+        return b"no process of the group was alive", effect
+    return A("ok"), effect
+
+
+async def _op_set_sensitive(proc, now_us, candidates, count, value):
+    chosen = await _pick_alive(proc, candidates, count)
+    for p in chosen:
+        await proc.send(p, (CTL, am_sensitive, value))
+    if not chosen:
+        return b"no process of the group was alive", [(A("marked"), 0)]
+    return A("ok"), [(A("marked"), len(chosen))]
+
+
+_FAULT_OPS = {
+    "kill_tracer": _op_kill_tracer,
+    "replace": _op_replace,
+    "kill_processes": _op_kill_processes,
+    "set_sensitive": _op_set_sensitive,
+}
 
 
 # ================================================================ registry
@@ -877,12 +1064,15 @@ def execute(  # noqa: C901 - one run, from set-up to summary
         printed = {t["name"] for t in sc["tracers"] if t["print"]}
 
         faults = list(sc["faults"]) + list(extra_faults or [])
-        plan_events, new_collectors = _plan(sc, faults, rng, tracers)
-        for name in new_collectors:
-            pid = vm.spawn_collector()
-            collectors[name] = pid
-            tracers[name] = pid
-            labels[pid] = name
+        plan_events, new_tracers = _plan(sc, faults, rng, tracers)
+        for name, kind in new_tracers:
+            if kind == "memory":
+                ref = vm.open_trace_port("memory")
+                ports[name] = ("memory", ref, {"print": True})
+            else:
+                ref = collectors[name] = vm.spawn_collector()
+            tracers[name] = ref
+            labels[ref] = name
             messages[name] = []
             printed.add(name)
 
@@ -921,13 +1111,16 @@ def execute(  # noqa: C901 - one run, from set-up to summary
         if sc["system_profile"] is not None:
             p = sc["system_profile"]
             vm.system_profile(tracers[p["profiler"]], _profile_opts(p))
-        plan = _resolve_plan(plan_events, tracers, group_pids, sc)
-        ctl = None
+        plan, fault_records = _resolve_plan(plan_events, tracers, group_pids, sc)
+        ctl = fault_log = None
         if plan:
-            ctl = vm.spawn(controller, plan)
-            labels[ctl] = "controller"
+            # the fault log keeps the controller's record of each fault event
+            fault_log = vm.spawn_collector()
+            ctl = vm.spawn(controller, plan, fault_log)
+            labels[ctl], labels[fault_log] = "controller", "fault log"
             if any(t["pids"] in ("new", "all") for t in sc["trace"]):
-                vm.trace(ctl, False, ["all"], tracer=next(iter(tracers.values())))
+                for pid in (fault_log, ctl):
+                    vm.trace(pid, False, ["all"], tracer=next(iter(tracers.values())))
         setup_s = time.perf_counter() - t_setup
 
         offsets = {name: 0 for name in collectors}
@@ -949,6 +1142,7 @@ def execute(  # noqa: C901 - one run, from set-up to summary
         series = Series(interval=sample_interval)
         held = {"s": 0.0, "at": 0.0}  # the longest the controller overshot a sampling time
         not_fired: list = []
+        not_fired_at = None  # when the controller was stopped, the workload being over
         last: dict = {}
 
         def sample(t: float) -> None:
@@ -980,7 +1174,7 @@ def execute(  # noqa: C901 - one run, from set-up to summary
                 k = max(k + 1, int(now / sample_interval + 1e-9) + 1)  # a missed slot stays a gap
                 if ctl is not None and now < plan[-1][0] and _work_over(vm, group_pids):
                     # faults still to come would hold a finished run: they do not fire
-                    not_fired = _not_fired(plan_events, now)
+                    not_fired, not_fired_at = _not_fired(plan_events, now), now
                     vm.exit(ctl, am_kill)
                     ctl = None
                 if time.monotonic() >= deadline:
@@ -1011,6 +1205,12 @@ def execute(  # noqa: C901 - one run, from set-up to summary
         # From here on the run is over: a second Ctrl-C must not leave it half-measured.
         stats = vm.statistics()
         series.add(elapsed, stats)
+        fault_log_terms: list = []
+        if fault_log is not None:
+            try:
+                fault_log_terms = vm.messages(fault_log)
+            except SmpError:  # it lived on a scheduler that was lost
+                pass
         lat = sorted(vm.latencies_ns())
         port_info = {}
         for name, (kind, ref, t) in ports.items():
@@ -1065,6 +1265,14 @@ def execute(  # noqa: C901 - one run, from set-up to summary
     summary["timeseries"] = series.to_json()
     summary["duration"] = _duration_report(sc, summary, held)
     summary["faults_not_fired"] = not_fired
+    summary["faults"] = fault_report(
+        fault_records,
+        fault_log_terms,
+        messages,
+        not_fired_after=not_fired_at,
+        ended_early=interrupted or error is not None,
+        labels=labels,
+    )
     summary["limit"] = limit.to_json() if limit is not None else None
     summary["latency_histogram"] = latency_histogram(lat)
     prof = sc["system_profile"]
@@ -1102,9 +1310,162 @@ def _not_fired(events: list, now: float) -> list[dict]:
     return list(out.values())
 
 
-def fault_notes(summary: dict) -> list[str]:
-    """One line per fault that did not fire, naming the file, line and key."""
+def fault_report(
+    records: list,
+    log: list,
+    messages: dict,
+    *,
+    not_fired_after=None,
+    ended_early: bool = False,
+    labels=None,
+) -> list[dict]:
+    """One entry per fault event: what was planned (``records``, from
+    ``_resolve_plan``), what the controller did (its records in the fault
+    log) and the effect seen in the run's trace.
+
+    Each entry has ``action``, ``target``, ``victim`` (the tracer killed or
+    replaced), ``replacement``, ``at`` and ``planned_at`` (seconds on the
+    plan's clock, which starts with the controller), ``started_at`` and
+    ``done_at``, ``result`` (``ok``, ``not fired``, or why the fault did not
+    take), ``took`` (None when it did not fire or the run was interrupted
+    or failed before the controller reported it; False when the controller
+    did not report it from a run that ended normally), ``may_fail``, and
+    ``effect``: for kill_tracer ``tracees_held`` (the victim's tracees among
+    the groups' processes, as the set-up traced them), ``tracees_moved``,
+    ``tracees_gone`` (died before they could be moved), ``roles_moved``,
+    ``death_at`` and ``retraced_at`` (when the ``'EXIT'`` came and when the
+    last tracee and role had moved), ``gap_ms`` between the two,
+    ``replacement_received`` (messages the replacement got by the end of the
+    run) and ``lost_before_retrace`` (see ``lost_in_gap``); for
+    replace_seq_tracer, replace_monitor and replace_profiler the
+    ``replacement_received``; for kill_processes ``killed``, ``gone`` and
+    ``survived``; for set_sensitive ``marked``."""
+    labels = labels or {}
+    done = {}
+    for term in log:
+        if type(term) is tuple and len(term) == 6 and term[0] is FAULT_REC:
+            done[term[1]] = term
     out = []
+    for idx, rec in enumerate(records):
+        e = dict(rec, at=rec["planned_at"], started_at=None, done_at=None, effect={})
+        got = done.get(idx)
+        if got is None:
+            e["took"] = None
+            if not_fired_after is not None and rec["planned_at"] > not_fired_after:
+                e["result"] = "not fired: the workload was over"
+            elif not_fired_after is not None:
+                e["result"] = "cut short: the workload was over while it was carried out"
+            elif ended_early:
+                e["result"] = "no record: the run was interrupted or failed first"
+            else:
+                e["took"] = False
+                e["result"] = "no record: the controller did not carry it out"
+            out.append(e)
+            continue
+        _tag, _i, began, finished, result, effect = got
+        e["started_at"], e["done_at"] = began / 1e6, finished / 1e6
+        e["took"] = result is A("ok")
+        e["result"] = (
+            "ok"
+            if e["took"]
+            else result.decode("utf-8", "replace")
+            if type(result) is bytes
+            else format_term(result)
+        )
+        eff = {k.name: v for k, v in effect}
+        out_eff: dict = {}
+        if rec["action"] == "kill_tracer":
+            death = eff.get("death_us")
+            out_eff["tracees_held"] = eff.get("held", 0)
+            out_eff["death_at"] = death / 1e6 if type(death) is int else None
+            if rec["replacement"]:
+                out_eff["tracees_moved"] = eff.get("moved", 0)
+                out_eff["tracees_gone"] = eff.get("tracees_gone", 0)
+                out_eff["roles_moved"] = [r.name for r in eff.get("roles", [])]
+                out_eff["retraced_at"] = eff["retraced_us"] / 1e6 if "retraced_us" in eff else None
+                out_eff["gap_ms"] = (
+                    round((eff["retraced_us"] - death) / 1000, 3)
+                    if type(death) is int and "retraced_us" in eff
+                    else None
+                )
+                out_eff["lost_before_retrace"] = lost_in_gap(
+                    messages.get(rec["victim"], []), messages.get(rec["replacement"], [])
+                )
+        elif rec["action"].startswith("replace_"):
+            prev = eff.get("previous")
+            if type(prev) is tuple and prev:  # {Tracer, Options}
+                prev = prev[0]
+            out_eff["previous"] = (
+                labels.get(prev, format_term(prev))
+                if type(prev) in (Pid, Port)
+                else format_term(prev)
+            )
+        else:
+            out_eff.update(eff)
+        if rec["replacement"]:
+            out_eff["replacement_received"] = len(messages.get(rec["replacement"], []))
+        e["effect"] = out_eff
+        out.append(e)
+    return out
+
+
+_TRACE_TAGS = (A("trace"), A("trace_ts"))
+_SEND_RECV = (A("send"), A("receive"))
+
+
+def _streams(terms: list, last: bool) -> dict:
+    """``{(tracee, event, sender): seq}``: the last (or first) sequence number
+    of each stream of workload messages in ``terms``."""
+    out: dict = {}
+    for t in terms:
+        if not (type(t) is tuple and len(t) >= 4 and t[0] in _TRACE_TAGS and t[2] in _SEND_RECV):
+            continue
+        m = t[3]
+        if not (type(m) is tuple and len(m) >= 3 and type(m[2]) is int):
+            continue
+        key = (t[1], t[2], m[1])
+        if last or key not in out:
+            out[key] = m[2]
+    return out
+
+
+def lost_in_gap(victim_terms: list, replacement_terms: list) -> int | None:
+    """How many trace events of the victim's tracees no tracer received
+    between the victim's last message and the replacement's first: the race
+    of a tracer replaced after its death.
+
+    Derived from the workload's own numbering, not counted by the VM: every
+    workload message carries its sender's sequence number, one more for each
+    message the sender sends, so for each stream (a tracee's ``send`` events,
+    or its ``'receive'`` events of one sender's messages) that both tracers
+    received, the numbers between the victim's last and the replacement's
+    first are events that went to nobody.  In smp they were made and dropped
+    (the tracer was dead, ``receiver_dead``) or were queued for the victim
+    when it died; in nonsmp the first was suppressed and the rest were never
+    made, the tracee having lost its flags.  Only ``send``/``'receive'``
+    events of sequence-numbered workload messages count (call, gc, procs,
+    seq_trace and port events are not numbered), and a stream only one of the
+    two received is not counted, so this is a lower bound; an event the
+    tracee did not trace meanwhile (a process made sensitive) would count.
+    None when no stream is in both."""
+    before, after = _streams(victim_terms, True), _streams(replacement_terms, False)
+    both = before.keys() & after.keys()
+    if not both:
+        return None
+    return sum(max(0, after[k] - before[k] - 1) for k in both)
+
+
+def fault_notes(summary: dict, every: bool = True) -> list[str]:
+    """One line per fault event with its result and effect (the faults that
+    did not fire as one line per fault), naming the file and line; with
+    ``every`` false only the events that did not take (and may not fail) and
+    the faults that did not fire."""
+    out = []
+    for f in summary.get("faults") or []:
+        if f["took"] is None and f["result"].startswith("not fired"):
+            continue  # listed below, once per fault
+        if every or (f["took"] is False and not f.get("may_fail")):
+            out.append(_fault_line(f))
     for f in summary.get("faults_not_fired") or []:
         where = f"{f['where']}: " if f.get("where") else ""
         out.append(
@@ -1113,6 +1474,56 @@ def fault_notes(summary: dict) -> list[str]:
             + f": {f['why']}"
         )
     return out
+
+
+def _fault_line(f: dict) -> str:
+    where = f"{f['where']}: " if f.get("where") else ""
+    what = f["action"] + (f" {f['target']}" if f.get("target") else "")
+    if f["action"] == "kill_tracer" and f.get("victim") not in (None, f.get("target")):
+        what += f" (now {f['victim']})"
+    head = f"{where}fault {what} at {f['planned_at']:g} s"
+    if f["done_at"] is not None:
+        head += f" (done at {f['done_at']:.3f} s)"
+    if f["took"] is None:
+        return f"{head}: {f['result']}"
+    res = "ok" if f["took"] else "DID NOT TAKE: " + f["result"]
+    if not f["took"] and f.get("may_fail"):
+        res += " (may_fail)"
+    eff = f["effect"]
+    parts = []
+    repl = f.get("replacement")
+    if f["action"] == "kill_tracer":
+        if repl and not eff["tracees_held"] and not eff.get("roles_moved"):
+            parts.append(
+                f"it held no tracee of the groups and no role: nothing moved to {repl}, "
+                f"which received {eff['replacement_received']:,} messages"
+            )
+        elif repl:
+            gone = f" ({eff['tracees_gone']} had exited)" if eff.get("tracees_gone") else ""
+            roles = f" and {', '.join(eff['roles_moved'])}" if eff.get("roles_moved") else ""
+            gap = f" {eff['gap_ms']:g} ms after its death" if eff.get("gap_ms") is not None else ""
+            lost = eff.get("lost_before_retrace")
+            parts.append(
+                f"{eff.get('tracees_moved', 0)} of {eff['tracees_held']} tracees{roles} "
+                f"moved to {repl}{gap}{gone}"
+            )
+            parts.append(f"{repl} received {eff['replacement_received']:,} messages")
+            parts.append(
+                "send/receive events lost before the retrace: "
+                + ("- (no stream seen by both)" if lost is None else f"{lost:,}")
+            )
+        else:
+            parts.append(f"{eff['tracees_held']} tracees left without a tracer")
+    elif f["action"].startswith("replace_"):
+        parts.append(
+            f"{eff.get('previous') or f.get('victim')} replaced by {repl}, which received "
+            f"{eff.get('replacement_received', 0):,} messages"
+        )
+    elif f["action"] == "kill_processes":
+        parts.append(f"{eff.get('killed', 0)} killed")
+    elif f["action"] == "set_sensitive":
+        parts.append(f"{eff.get('marked', 0)} marked")
+    return f"{head}: {res}" + ("; " + "; ".join(parts) if parts else "")
 
 
 def _duration_report(sc: dict, summary: dict, held: dict) -> dict:
@@ -1240,97 +1651,127 @@ def _summary(
 def _plan(sc: dict, faults: list, rng: random.Random, tracers: dict):
     """Expand the faults into timed events; name the replacement collectors needed.
 
-    Runs in the user's process.  Returns ``(events, new_collector_names)`` where
-    each event is ``(at, fault, k, replacement_name_or_None)``.
+    Runs in the user's process.  Returns ``(events, new_tracers)`` where each
+    event is ``(at, fault, k, replacement_name_or_None)``, in time order (the
+    replacements of one tracer are numbered in that order: ``t~1`` takes over
+    first), and ``new_tracers`` lists ``(name, kind)``: a collector, or for
+    replace_profiler a memory port, since a profiler process would wake its
+    own scheduler with every message it got and a run profiling schedulers
+    would never become quiet.
     """
-    events = []
-    new: list[str] = []
-    serial: dict[str, int] = {}
+    timed = []
     for f in faults:
         for k in range(f["times"]):
-            at = f["at"] + k * f["every"]
-            repl = None
-            if f["action"] in ("replace_seq_tracer", "replace_monitor", "replace_profiler") or (
-                f["action"] == "kill_tracer" and f["replace"]
-            ):
-                base = f["target"] or {
-                    "replace_seq_tracer": "seq",
-                    "replace_monitor": "monitor",
-                    "replace_profiler": "profiler",
-                }.get(f["action"], "tracer")
-                serial[base] = serial.get(base, 0) + 1
-                repl = f"{base}~{serial[base]}"
-                new.append(repl)
-            events.append((at, f, k, repl))
-    events.sort(key=lambda e: e[0])
+            timed.append((f["at"] + k * f["every"], f, k))
+    timed.sort(key=lambda e: e[0])
+    events = []
+    new: list[tuple[str, str]] = []
+    serial: dict[str, int] = {}
+    for at, f, k in timed:
+        repl = None
+        if f["action"] in ("replace_seq_tracer", "replace_monitor", "replace_profiler") or (
+            f["action"] == "kill_tracer" and f["replace"]
+        ):
+            base = f["target"] or {
+                "replace_seq_tracer": "seq",
+                "replace_monitor": "monitor",
+                "replace_profiler": "profiler",
+            }.get(f["action"], "tracer")
+            serial[base] = serial.get(base, 0) + 1
+            repl = f"{base}~{serial[base]}"
+            new.append((repl, "memory" if f["action"] == "replace_profiler" else "collector"))
+        events.append((at, f, k, repl))
     return events, new
 
 
-def _resolve_plan(events, tracers: dict, group_pids: dict, sc: dict) -> list:
-    """Turn timed events into controller steps, following which tracer is current."""
+def _resolve_plan(events, tracers: dict, group_pids: dict, sc: dict) -> tuple[list, list]:
+    """Turn timed events into the controller's plan, following which tracer
+    is current, and one record per event (what ``execute`` reports).
+
+    Returns ``(plan, records)``: ``plan`` is ``[(at, index, op, args), ...]``
+    for ``controller``; ``records[index]`` names the event (``where``,
+    ``action``, ``target``, ``victim``: the tracer a kill_tracer kills, which
+    is the last replacement of its target, ``replacement``, ``planned_at``,
+    ``may_fail``).  The tracees a kill_tracer moves are the processes of the
+    groups whose tracer the victim is, or every group's when the victim
+    traces ``new``, ``all`` or ``existing`` processes, each with the flags the
+    set-up gave it.  Processes a workload spawns itself are not among them: a
+    victim's tracee outside the groups keeps its dead tracer (a ``new`` or
+    ``all`` role moves the default tracing, for processes spawned later)."""
     rng = random.Random(sc["seed"] + 1)
     # who each role's tracer is, by tracer name; replaced as the plan goes
     cur = {name: name for name in tracers}
     seq = sc["seq_trace"]["tracer"] if sc["seq_trace"] else None
     mon = sc["system_monitor"]["monitor"] if sc["system_monitor"] else None
     prof = sc["system_profile"]["profiler"] if sc["system_profile"] else None
-    plan = []
-    for at, f, _k, repl in events:
+    every_pid = [p for pids in group_pids.values() for p in pids]
+    plan, records = [], []
+    for idx, (at, f, _k, repl) in enumerate(events):
         a = f["action"]
-        steps: list = []
+        rec = {
+            "where": f.get("where"),
+            "action": a,
+            "target": f.get("target"),
+            "victim": None,
+            "replacement": repl,
+            "planned_at": round(at, 6),
+            "may_fail": bool(f.get("may_fail", False)),
+        }
         if a == "kill_tracer":
             victim = cur.get(f["target"], f["target"])
-            steps.append(("exit", (tracers[victim], am_kill)))
+            rec["victim"] = victim
+            held: dict = {}  # pid -> its flags, as the set-up traced it
+            roles: list = []
+            for t in sc["trace"]:
+                if cur.get(t["tracer"]) == victim:
+                    for pid in every_pid:
+                        held.setdefault(pid, []).extend(t["flags"])
+                    if t["pids"] in ("new", "all"):
+                        roles.append(("new", (_atoms(t["flags"]),)))
+            for g in sc["groups"]:
+                if g["tracer"] is not None and cur.get(g["tracer"]) == victim and g["trace"]:
+                    for pid in group_pids[g["name"]]:
+                        held.setdefault(pid, []).extend(g["trace"])
+            for p in sc["patterns"]:
+                if "meta" in p["flags"] and cur.get(p["meta_tracer"]) == victim:
+                    mfa = tuple(_atom_or(x) for x in p["mfa"])
+                    roles.append(("pattern", (mfa, p["match_spec"])))
+            if seq and cur.get(seq) == victim:
+                roles.append(("seq_tracer", ()))
+            if mon and cur.get(mon) == victim:
+                roles.append(("system_monitor", (_monitor_opts(sc["system_monitor"]),)))
+            if prof and cur.get(prof) == victim:
+                roles.append(("system_profile", (_profile_opts(sc["system_profile"]),)))
+            replace = None
             if repl:
-                new = tracers[repl]
-                for g in sc["groups"]:
-                    if g["tracer"] is not None and cur.get(g["tracer"]) == victim and g["trace"]:
-                        tf = _atoms(g["trace"]) + [(A("tracer"), new)]
-                        steps += [("trace", (pid, tf)) for pid in group_pids[g["name"]]]
-                for t in sc["trace"]:
-                    if cur.get(t["tracer"]) == victim:
-                        steps.append(
-                            ("trace", (A(t["pids"]), _atoms(t["flags"]) + [(A("tracer"), new)]))
-                        )
-                for p in sc["patterns"]:
-                    if "meta" in p["flags"] and cur.get(p["meta_tracer"]) == victim:
-                        steps.append(
-                            (
-                                "pattern",
-                                (
-                                    tuple(_atom_or(x) for x in p["mfa"]),
-                                    p["match_spec"],
-                                    [(A("meta"), new)],
-                                ),
-                            )
-                        )
-                if seq and cur.get(seq) == victim:
-                    steps.append(("seq", (new,)))
-                if mon and cur.get(mon) == victim:
-                    steps.append(("monitor", (new, _monitor_opts(sc["system_monitor"]))))
-                if prof and cur.get(prof) == victim:
-                    steps.append(("profile", (new, _profile_opts(sc["system_profile"]))))
+                replace = (tracers[repl], roles)
                 for name, c in list(cur.items()):
                     if c == victim:
                         cur[name] = repl
+            moves = [(pid, _atoms(dict.fromkeys(fl))) for pid, fl in held.items()]
+            plan.append((at, idx, "kill_tracer", (tracers[victim], moves, replace)))
         elif a == "replace_seq_tracer":
-            steps.append(("seq", (tracers[repl],)))
-            cur[seq] = repl
+            plan.append((at, idx, "replace", ("seq_tracer", tracers[repl], ())))
+            rec["victim"], cur[seq] = cur[seq], repl
         elif a == "replace_monitor":
-            steps.append(("monitor", (tracers[repl], _monitor_opts(sc["system_monitor"]))))
-            cur[mon] = repl
+            opts = (_monitor_opts(sc["system_monitor"]),)
+            plan.append((at, idx, "replace", ("system_monitor", tracers[repl], opts)))
+            rec["victim"], cur[mon] = cur[mon], repl
         elif a == "replace_profiler":
-            steps.append(("profile", (tracers[repl], _profile_opts(sc["system_profile"]))))
-            cur[prof] = repl
+            opts = (_profile_opts(sc["system_profile"]),)
+            plan.append((at, idx, "replace", ("system_profile", tracers[repl], opts)))
+            rec["victim"], cur[prof] = cur[prof], repl
         elif a in ("kill_processes", "set_sensitive"):
-            pids = group_pids[f["target"]]
-            chosen = rng.sample(pids, min(f["count"], len(pids)))
+            pids = list(group_pids[f["target"]])
+            rng.shuffle(pids)  # the order the controller tries them in
             if a == "kill_processes":
-                steps += [("exit", (pid, A(f["reason"]))) for pid in chosen]
+                plan.append((at, idx, a, (pids, f["count"], A(f["reason"]))))
             else:
-                steps += [("send", (pid, (CTL, am_sensitive, f["value"]))) for pid in chosen]
-        plan.append((at, steps))
-    return plan
+                # an atom: a Python bool is no Erlang term (a traced receive journals it)
+                value = A("true") if f["value"] else A("false")
+                plan.append((at, idx, a, (pids, f["count"], value)))
+        records.append(rec)
+    return plan, records
 
 
 def _atom_or(x):

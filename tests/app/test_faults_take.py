@@ -1,0 +1,132 @@
+"""Faults are carried out as an Erlang program would and each reports whether
+it took: a replaced tracer's tracees move once it is dead, and a fault that
+did not take is an invariant failure unless the scenario says ``may_fail``."""
+
+from __future__ import annotations
+
+import pytest
+
+from smp.app.compare import check_invariants
+from smp.app.scenario import ScenarioError, parse_scenario
+from smp.app.workloads import execute, fault_notes, lost_in_gap
+from smp.core.terms import Atom, Pid
+
+pytestmark = pytest.mark.timeout(120)
+
+BASE = """
+name = "faults"
+schedulers = 2
+seed = 5
+[duration]
+seconds = {seconds}
+[[tracers]]
+name = "t"
+[[groups]]
+name = "pp"
+workload = "ping_pong"
+count = 2
+trace = ["send", "receive", "timestamp"]
+tracer = "t"
+"""
+
+
+def _scenario(faults: str, seconds: float = 1.0) -> dict:
+    return parse_scenario(BASE.format(seconds=seconds) + faults, "faults.toml")
+
+
+@pytest.mark.parametrize("mode", ["nonsmp", "smp"])
+def test_kill_tracer_with_replace_moves_every_tracee(mode):
+    sc = _scenario('[[faults]]\naction = "kill_tracer"\ntarget = "t"\nat = 0.1\n')
+    out = execute(sc, mode=mode)
+    (f,) = out.summary["faults"]
+    assert (f["action"], f["target"], f["replacement"]) == ("kill_tracer", "t", "t~1")
+    assert f["result"] == "ok" and f["took"] is True, f
+    eff = f["effect"]
+    # the two ping/pong pairs: four tracees, all moved, after the tracer's death
+    assert eff["tracees_held"] == 4 and eff["tracees_moved"] == 4 and eff["tracees_gone"] == 0
+    assert f["planned_at"] == 0.1 and f["started_at"] >= 0.1
+    assert eff["death_at"] <= eff["retraced_at"] <= f["done_at"]
+    got = out.messages["t~1"]
+    assert eff["replacement_received"] == len(got) > 0
+    # every moved tracee is heard from, each with messages made after the move
+    assert len({m[1] for m in got}) == 4
+    assert isinstance(eff["lost_before_retrace"], int) and eff["lost_before_retrace"] >= 0
+    assert check_invariants(out) == []
+    (line,) = fault_notes(out.summary)
+    assert "kill_tracer t at 0.1 s" in line and "4 of 4 tracees" in line and ": ok;" in line
+
+
+TWICE = """
+[[faults]]
+action = "kill_tracer"
+target = "t"
+replace = false
+at = 0.05
+every = 0.05
+times = 2
+"""
+
+
+def test_a_fault_that_does_not_take_fails_the_invariants():
+    """The second kill finds the tracer dead already (it was not replaced)."""
+    out = execute(_scenario(TWICE, seconds=0.4), mode="nonsmp")
+    first, second = out.summary["faults"]
+    assert first["took"] is True and first["result"] == "ok"
+    # without replace its four tracees are left with a dead tracer
+    assert first["effect"]["tracees_held"] == 4 and "tracees_moved" not in first["effect"]
+    assert second["took"] is False and "noproc" in second["result"]
+    v = check_invariants(out)
+    assert len(v) == 1 and v[0].startswith("fault: ") and "did not take" in v[0], v
+    assert "kill_tracer t at 0.1 s" in v[0]
+    notes = fault_notes(out.summary)
+    assert len(notes) == 2 and "DID NOT TAKE" in notes[1] and "DID NOT TAKE" not in notes[0]
+
+
+def test_may_fail_lists_the_fault_but_is_no_invariant_failure():
+    out = execute(_scenario(TWICE + "may_fail = true\n", seconds=0.4), mode="nonsmp")
+    second = out.summary["faults"][1]
+    assert second["took"] is False and second["may_fail"] is True
+    assert check_invariants(out) == []
+    assert "(may_fail)" in fault_notes(out.summary)[1]
+
+
+def test_may_fail_is_a_boolean_defaulting_to_false():
+    sc = _scenario('[[faults]]\naction = "kill_tracer"\ntarget = "t"\nat = 0.1\n')
+    assert sc["faults"][0]["may_fail"] is False
+    with pytest.raises(ScenarioError, match="may_fail"):
+        _scenario('[[faults]]\naction = "kill_tracer"\ntarget = "t"\nmay_fail = 1\n')
+
+
+def test_lost_in_gap_counts_the_numbers_between_the_two_tracers():
+    p, q = Pid(81), Pid(82)
+    ping = Atom("ping")
+
+    def send(i):
+        return (Atom("trace"), p, Atom("send"), (ping, p, i), q)
+
+    def recv(i):
+        return (Atom("trace"), q, Atom("receive"), (ping, p, i))
+
+    victim = [send(0), recv(0), send(1), recv(1)]
+    repl = [send(5), recv(4), send(6)]
+    # p's sends 2, 3, 4 and q's receives 2, 3 went to nobody
+    assert lost_in_gap(victim, repl) == 5
+    assert lost_in_gap(victim, [send(2)]) == 0
+    assert lost_in_gap(victim, []) is None
+
+
+def test_a_replaced_profiler_is_a_port_so_a_run_profiling_schedulers_ends():
+    """A profiler process would wake its scheduler with every message it got
+    (scheduler profiling would never settle): the replacement is a memory port."""
+    text = BASE.format(seconds=0.4) + (
+        '[[tracers]]\nname = "prof"\nkind = "memory"\n'
+        '[system_profile]\nprofiler = "prof"\nscheduler = true\n'
+        '[[faults]]\naction = "replace_profiler"\nat = 0.1\n'
+    )
+    sc = parse_scenario(text, "profile.toml")
+    sc["timeout"] = 30.0
+    out = execute(sc, mode="nonsmp")
+    assert out.summary["completed"] and out.summary["error"] is None
+    (f,) = out.summary["faults"]
+    assert f["took"] is True and f["effect"]["previous"] == "prof"
+    assert out.summary["tracers"]["profiler~1"]["port"]["kind"] == "memory"
