@@ -7,13 +7,20 @@ events, one core) is printed next to the figures for reading.  Rates are given p
 second and per CPU second of this process (``time.process_time``), which
 a machine busy with other work disturbs less.
 
-    python tools/bench_explore.py [--brute-seconds S] [--repeat N] [--json FILE]
+    python tools/bench_explore.py [--brute-seconds S] [--repeat N] [--seeds N] [--json FILE]
 
 Workloads: the catalogue's races (``smp.sim.catalogue``): a tracer killed with
 messages queued, the seq tracer replaced, a tracee exiting while its messages
 wait, running in/out pairs at one tracer.  The brute force stops after
 ``--brute-seconds`` per workload; a count it did not finish is printed as
 ``>= N``.
+
+Then the time to the first violation on the catalogue entry with a user
+predicate that fails on one outcome (``tracer_killed_before_a_burst``):
+the exhaustive search (Source-DPOR, stopped at the first broken invariant),
+random schedules and PCT of depth 2 and 3, each sampling method over
+``--seeds`` seeds (median and worst executions and seconds; a seed that
+finds nothing in ``--max-runs`` runs counts as that many).
 """
 
 from __future__ import annotations
@@ -21,10 +28,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import time
 
 from smp.sim import Explorer, brute_force
-from smp.sim.catalogue import CATALOGUE
+from smp.sim.catalogue import CATALOGUE, by_name
+from smp.sim.sampling import sample
 
 TARGET = 1000.0  # executions/s, executions of up to 50 events
 
@@ -52,10 +61,60 @@ def _explore_rate(race, repeat: int) -> dict:
     }
 
 
+def _first_violation(args) -> list[dict]:
+    race = by_name("tracer_killed_before_a_burst")
+    rows = []
+    t0 = time.perf_counter()
+    r = Explorer(
+        race.setup, race.schedulers, checks=race.checks, nonsmp=False, stop_at_violation=True
+    ).run()
+    rows.append(
+        {
+            "method": "exhaustive (DPOR)",
+            "executions": [r.first_violation],
+            "seconds": [time.perf_counter() - t0],
+        }
+    )
+    for method, depth in (("random", 3), ("pct", 2), ("pct", 3)):
+        execs, secs = [], []
+        for seed in range(args.seeds):
+            t0 = time.perf_counter()
+            r = sample(
+                race.setup,
+                args.max_runs,
+                method,
+                seed=seed,
+                depth=depth,
+                schedulers=race.schedulers,
+                checks=race.checks,
+                nonsmp=False,
+                stop_at_violation=True,
+            )
+            execs.append(r.first_violation or args.max_runs)
+            secs.append(time.perf_counter() - t0)
+        name = "random" if method == "random" else f"PCT depth {depth}"
+        rows.append({"method": name, "executions": execs, "seconds": secs})
+    print()
+    print(f"time to the first violation: {race.name} (one failing outcome of {race.outcomes})")
+    print(
+        f"{'method':20} {'runs':>5} {'median execs':>12} {'worst execs':>11} "
+        f"{'median s':>9} {'worst s':>8}"
+    )
+    for row in rows:
+        e, t = row["executions"], row["seconds"]
+        print(
+            f"{row['method']:20} {len(e):>5} {statistics.median(e):>12.1f} {max(e):>11} "
+            f"{statistics.median(t):>9.3f} {max(t):>8.3f}"
+        )
+    return rows
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--brute-seconds", type=float, default=20.0)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--seeds", type=int, default=20, help="seeds per sampling method")
+    ap.add_argument("--max-runs", type=int, default=2000, help="runs per seed at most")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
     rows = []
@@ -83,9 +142,10 @@ def main(argv=None) -> int:
             f"{row['executions_per_cpu_s']:>10,.0f} {row['events_per_cpu_s']:>8,.0f} "
             f"{inter:>17} {bf['traces']:>6}"
         )
+    violation = _first_violation(args)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump(rows, f, indent=2)
+            json.dump({"rates": rows, "first_violation": violation}, f, indent=2)
     return 0
 
 

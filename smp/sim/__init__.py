@@ -10,7 +10,9 @@ runs one order again from its schedule string.
 Layers: ``deps`` (the dependency relation), ``world`` (the simulated build),
 ``vm`` (the setup facade), ``dpor`` (the exploration tree and the brute
 force), ``outcome`` (outcomes and invariants), ``explorer`` (the API),
-``report`` (text for people), ``catalogue`` (known races as workloads).
+``report`` (text for people), ``catalogue`` (known races as workloads),
+``sampling`` (random schedules and PCT), ``graph`` (the explored tree as
+DOT); ``explorer.explore_split`` shares one exploration among workers.
 """
 
 from .explorer import (

@@ -32,6 +32,7 @@ class Race:
     outcomes: int  # distinct outcomes among them
     tracer: str  # the role whose received messages the entry is about
     nonsmp_received: tuple  # what the tracer gets in nonsmp
+    checks: tuple = ()  # user predicates (``explore(checks=...)``) the entry is about
 
 
 # ---------------------------------------------------------------- bodies
@@ -77,6 +78,20 @@ def tracer_killed_with_messages_queued(vm):
     p = vm.spawn(_send_after_go, sink, 2, scheduler=1, name="P")
     vm.spawn(_kill_then_go, t, p, scheduler=1, name="K")
     vm.trace(p, True, ["send"], tracer=t)
+
+
+def tracer_killed_before_a_burst(vm):
+    t = vm.spawn_collector(scheduler=2, name="T")
+    sink = vm.spawn_collector(scheduler=1, name="sink")
+    p = vm.spawn(_send_after_go, sink, 3, scheduler=1, name="P")
+    vm.spawn(_kill_then_go, t, p, scheduler=1, name="K")
+    vm.trace(p, True, ["send"], tracer=t)
+
+
+def killed_tracer_misses_something(outcome) -> bool | str:
+    """K kills T before it lets P send: T must not get all of P's burst."""
+    got = dict(outcome.received)["T"]
+    return len(got) < 3 or f"T, killed before P sent, got all {len(got)} messages"
 
 
 def seq_tracer_replaced(vm):
@@ -176,6 +191,22 @@ CATALOGUE: tuple[Race, ...] = (
             "{trace,B,in,{'smp.sim.catalogue','_wait_go',0}}",
             "{trace,B,out_exited,0}",
         ),
+    ),
+    Race(
+        "tracer_killed_before_a_burst",
+        tracer_killed_before_a_burst,
+        2,
+        "As tracer_killed_with_messages_queued with a burst of three sends, and a user "
+        "predicate (killed_tracer_misses_something) that a killed tracer gets less than "
+        "the whole burst, which nonsmp keeps.  It fails on one outcome: K's exit signal "
+        "reaches T (another scheduler) only after the dispatcher delivered all three, an "
+        "order of depth 2 (the arrival after three dispatches, the dispatches after P's "
+        "sends): a target for the search strategies (tools/bench_explore.py).",
+        executions=12,
+        outcomes=11,
+        tracer="T",
+        nonsmp_received=(),
+        checks=(killed_tracer_misses_something,),
     ),
 )
 

@@ -28,7 +28,14 @@ from typing import Callable
 from .deps import Event, dependent, explain
 from .world import World, thread_order
 
-__all__ = ["Tree", "happens_before", "races", "all_executions", "mazurkiewicz_key"]
+__all__ = [
+    "Tree",
+    "happens_before",
+    "races",
+    "all_executions",
+    "mazurkiewicz_key",
+    "split",
+]
 
 
 class Branch:
@@ -132,10 +139,12 @@ def races(events: list[Event], start: int = 0):
 class Tree:
     """The exploration state: the branches of the current execution's path."""
 
-    def __init__(self, new_world: Callable[[], World], max_events: int = 5000):
+    def __init__(self, new_world: Callable[[], World], max_events: int = 5000, prefix: tuple = ()):
         self.new_world = new_world
         self.max_events = max_events
-        self.stack: list[Branch] = []
+        self.stack: list[Branch] = _prefix_stack(new_world, prefix) if prefix else []
+        # the prefix's branches are fixed (``split`` expanded them in full)
+        self.floor = len(self.stack)
         self.first_new = 0
         self.finished = False
 
@@ -180,6 +189,8 @@ class Tree:
         events = [b.event for b in stack]
         added = 0
         for i, j, initials in races(events, self.first_new):
+            if i < self.floor:
+                continue  # a fixed branch: every thread is tried there
             b = stack[i]
             if any(t in b.backtrack for t in initials):
                 continue
@@ -204,7 +215,7 @@ class Tree:
     def advance(self) -> bool:
         """Move to the next branch to explore; False when none is left."""
         stack = self.stack
-        while stack:
+        while len(stack) > self.floor:
             b = stack[-1]
             b.done[b.chosen] = b.event
             nxt = next((t for t in b.backtrack if t not in b.done and t not in b.sleep), None)
@@ -222,6 +233,91 @@ class Tree:
     def why(self) -> list[tuple]:
         """The races that made this execution's branches, root first."""
         return [b.why[b.chosen] for b in self.stack if b.chosen in b.why]
+
+
+def _replayed(new_world, path) -> World:
+    w = new_world()
+    for t in path:
+        w.step(t)
+    return w
+
+
+def _events_after(new_world, path, threads) -> dict:
+    """The event each of ``threads`` does after ``path`` (a fresh world each)."""
+    out = {}
+    for t in threads:
+        w = _replayed(new_world, path)
+        out[t] = w.step(t)
+        w.dispose()
+    return out
+
+
+def _child_sleep(sleep: dict, done: dict, chosen: str, event: Event) -> dict:
+    return {
+        t: e
+        for src in (sleep, done)
+        for t, e in src.items()
+        if t != chosen and not dependent(e, event)
+    }
+
+
+def _prefix_stack(new_world, prefix) -> list[Branch]:
+    """The branches of a fixed prefix ``split`` made: at each step every
+    thread before the chosen one (enabled, not asleep, in enabled order) is
+    done, and the sleep sets follow as ``Tree.execute`` makes them."""
+    stack: list[Branch] = []
+    sleep: dict = {}
+    for depth, chosen in enumerate(prefix):
+        w = _replayed(new_world, prefix[:depth])
+        en = w.enabled()
+        w.dispose()
+        avail = [t for t in en if t not in sleep]
+        if chosen not in avail:
+            raise ValueError(f"step {depth + 1}: {chosen} is not a branch of the split")
+        before = avail[: avail.index(chosen) + 1]
+        evs = _events_after(new_world, prefix[:depth], before)
+        b = Branch(en, sleep, chosen)
+        b.done = {t: evs[t] for t in before[:-1]}
+        b.event = evs[chosen]
+        stack.append(b)
+        sleep = _child_sleep(b.sleep, b.done, chosen, b.event)
+    return stack
+
+
+def split(new_world: Callable[[], World], min_tasks: int = 8, max_depth: int = 4) -> list[tuple]:
+    """Cut the exploration into subtrees: expand the first steps in full
+    (every enabled thread not asleep, the sleep sets kept) level by level
+    until there are at least ``min_tasks`` prefixes or ``max_depth`` steps,
+    and return the prefixes in the order one explorer would meet them.  A
+    ``Tree(prefix=p)`` explores below each with Source-DPOR; together they
+    explore one execution per equivalence class, as one tree does (sleep
+    sets keep the subtrees apart).  The split depends on the workload only,
+    not on how many workers share it."""
+    level: list[tuple[tuple, tuple, dict]] = [((), (), {})]  # (path, rank, sleep)
+    leaves: list[tuple[tuple, tuple]] = []
+    for _depth in range(max_depth):
+        if len(level) + len(leaves) >= min_tasks:
+            break
+        nxt = []
+        for path, rank, sleep in level:
+            w = _replayed(new_world, path)
+            en = w.enabled()
+            w.dispose()
+            avail = [t for t in en if t not in sleep]
+            if not avail:
+                leaves.append((path, rank))  # complete, or blocked by the sleep set
+                continue
+            evs = _events_after(new_world, path, avail)
+            done: dict = {}
+            for i, t in enumerate(avail):
+                nxt.append((path + (t,), rank + (i,), _child_sleep(sleep, done, t, evs[t])))
+                done[t] = evs[t]
+        level = nxt
+        if not level:
+            break
+    tasks = leaves + [(p, r) for p, r, _s in level]
+    tasks.sort(key=lambda x: x[1])  # depth first, as one tree is explored
+    return [p for p, _r in tasks]
 
 
 def mazurkiewicz_key(events: list[Event]) -> frozenset:

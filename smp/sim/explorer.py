@@ -18,7 +18,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from .dpor import Tree, all_executions, mazurkiewicz_key
+from .deps import explain
+from .dpor import Tree, all_executions, mazurkiewicz_key, races, split
+from .graph import Trie
 from .outcome import Namer, Outcome, nonsmp_outcome_of, outcome_of
 from .vm import SimVM
 from .world import NonsmpWorld, SimError, World
@@ -31,6 +33,9 @@ __all__ = [
     "explore",
     "replay",
     "brute_force",
+    "merge",
+    "explore_split",
+    "run_task",
 ]
 
 
@@ -75,6 +80,13 @@ class ExploreResult:
     estimate: float  # executions in all (exact when exhausted)
     elapsed: float
     events: int  # events run, replays included
+    method: str = "dpor"  # "dpor", "random" or "pct"
+    seed: int | None = None  # the random seed of "random" and "pct"
+    notes: list = field(default_factory=list)  # what the method promises, in words
+    first_violation: int | None = None  # the execution that first broke an invariant
+    first_violation_s: float | None = None  # ... seconds into the search
+    tasks: int = 1  # subtrees explored apart (``split``)
+    graph: Trie | None = None  # the explored tree, when asked for
 
     @property
     def violations(self) -> list[OutcomeGroup]:
@@ -91,6 +103,12 @@ class ExploreResult:
             "estimate": self.estimate,
             "elapsed": self.elapsed,
             "events": self.events,
+            "method": self.method,
+            "seed": self.seed,
+            "notes": list(self.notes),
+            "first_violation": self.first_violation,
+            "first_violation_s": self.first_violation_s,
+            "tasks": self.tasks,
             "outcomes": [{"count": g.count, **g.first.as_dict()} for g in self.outcomes],
             "nonsmp": None if self.nonsmp is None else self.nonsmp.as_dict(),
         }
@@ -108,6 +126,18 @@ def _world_factory(setup, schedulers: int, reductions: int) -> Callable[[], Worl
 
 def _describe(world: World, namer: Namer) -> list[str]:
     return [f"{i + 1:3}. {e.thread:>6}  {namer.text(e.label)}" for i, e in enumerate(world.trace)]
+
+
+def execution_races(events: list, limit: int = 12) -> list[tuple]:
+    """The races of one execution, as ``Tree.why`` gives them (the first
+    ``limit``): for a schedule no explorer branched on (a replay, a random
+    run), the pairs of events whose order it fixed."""
+    out = []
+    for i, j, _initials in races(events):
+        out.append((i, j, events[i].label, events[j].label, explain(events[i], events[j])))
+        if len(out) >= limit:
+            break
+    return out
 
 
 def _describe_races(why: list, namer: Namer) -> list[str]:
@@ -134,6 +164,9 @@ class Explorer:
         checks=(),
         nonsmp: bool = True,
         blocked_ok: bool = False,
+        prefix: tuple = (),
+        graph: bool = False,
+        stop_at_violation: bool = False,
     ):
         if schedulers < 1:
             raise SimError("schedulers must be >= 1")
@@ -145,10 +178,15 @@ class Explorer:
         self.checks = tuple(checks)
         self.nonsmp = nonsmp
         self.blocked_ok = blocked_ok
-        self.tree = Tree(_world_factory(setup, schedulers, reductions), max_events)
+        self.tree = Tree(_world_factory(setup, schedulers, reductions), max_events, tuple(prefix))
         self.executions = self.blocked = self.cut_events = self.events = 0
         self.groups: dict[Outcome, OutcomeGroup] = {}
         self._estimates = 0.0
+        self.graph = Trie() if graph else None
+        self.stop_at_violation = stop_at_violation
+        self.first_violation: int | None = None
+        self.first_violation_s: float | None = None
+        self._t0 = 0.0
 
     @property
     def stats(self) -> dict:
@@ -169,7 +207,7 @@ class Explorer:
         return oc
 
     def run(self) -> ExploreResult:
-        t0 = time.monotonic()
+        t0 = self._t0 = time.monotonic()
         deadline = None if self.time_budget is None else t0 + self.time_budget
         tree = self.tree
         cut_by = []
@@ -179,6 +217,8 @@ class Explorer:
             tree.add_races()
             if how == "blocked":
                 self.blocked += 1
+                if self.graph is not None:
+                    self._graph_add(w, "blocked")
             else:
                 self.executions += 1
                 if how == "cut":
@@ -193,6 +233,9 @@ class Explorer:
                 break
             if deadline is not None and time.monotonic() > deadline:
                 cut_by.append("time")
+                break
+            if self.stop_at_violation and self.first_violation is not None:
+                cut_by.append("violation")
                 break
         exhausted = tree.finished
         estimate = (
@@ -212,25 +255,41 @@ class Explorer:
             estimate=estimate,
             elapsed=time.monotonic() - t0,
             events=self.events,
+            first_violation=self.first_violation,
+            first_violation_s=self.first_violation_s,
+            graph=self.graph,
         )
 
-    def _record(self, w: World, how: str) -> None:
+    def _graph_add(self, w: World, leaf) -> None:
+        namer = Namer(w.names)
+        trace = w.trace
+        self.graph.add([e.thread for e in trace], leaf, lambda i: namer.text(trace[i].label))
+
+    def _record(self, w: World, how: str, why=None) -> Outcome:
+        """Count an execution under its outcome; ``why()`` the races to show
+        (the tree's, by default), asked for a new outcome only."""
         oc = outcome_of(w, self.checks, self.blocked_ok)
         if how == "cut":
             oc = Outcome(oc.fates, oc.received, oc.violations + ("cut by max_events",))
+        if self.graph is not None:
+            self._graph_add(w, oc)
+        if oc.violations and self.first_violation is None:
+            self.first_violation = self.executions
+            self.first_violation_s = time.monotonic() - self._t0
         g = self.groups.get(oc)
         if g is not None:
             g.count += 1
-            return
+            return oc
         namer = Namer(w.names)
         first = Execution(
             self.executions,
-            self.tree.schedule(),
+            " ".join(e.thread for e in w.trace) if why is not None else self.tree.schedule(),
             oc,
             _describe(w, namer),
-            _describe_races(self.tree.why(), namer),
+            _describe_races(self.tree.why() if why is None else why(), namer),
         )
         self.groups[oc] = OutcomeGroup(oc, 1, first)
+        return oc
 
 
 def explore(setup, schedulers: int = 2, **options) -> ExploreResult:
@@ -257,7 +316,13 @@ def replay(
             w.step(en[0])
         namer = Namer(w.names)
         oc = outcome_of(w, checks, blocked_ok)
-        return Execution(0, " ".join(e.thread for e in w.trace), oc, _describe(w, namer))
+        return Execution(
+            0,
+            " ".join(e.thread for e in w.trace),
+            oc,
+            _describe(w, namer),
+            _describe_races(execution_races(w.trace), namer),
+        )
     finally:
         w.dispose()
 
@@ -277,3 +342,151 @@ def brute_force(
         outcomes.add(outcome_of(w, (), True))
         w.dispose()
     return {"interleavings": n, "traces": len(traces), "outcomes": len(outcomes)}
+
+
+def merge(
+    parts: list[ExploreResult], elapsed: float, nonsmp: Outcome | None = None
+) -> ExploreResult:
+    """One result from the results of the subtrees of a ``split``, in the
+    split's order: counts added, each outcome's first execution the first
+    met in that order (numbered across the parts), the trees joined."""
+    groups: dict[Outcome, OutcomeGroup] = {}
+    offset = 0
+    first_violation = None
+    graph = None
+    for r in parts:
+        for g in r.outcomes:
+            have = groups.get(g.outcome)
+            if have is None:
+                f = g.first
+                first = Execution(f.index + offset, f.schedule, f.outcome, f.events, f.races)
+                groups[g.outcome] = OutcomeGroup(g.outcome, g.count, first)
+            else:
+                have.count += g.count
+        if first_violation is None and r.first_violation is not None:
+            first_violation = r.first_violation + offset
+        offset += r.executions
+        if r.graph is not None:
+            if graph is None:
+                graph = Trie()
+            graph.merge(r.graph)
+    cut_by = sorted({c for r in parts for c in r.cut_by})
+    exhausted = all(r.exhausted for r in parts)
+    executions = sum(r.executions for r in parts)
+    return ExploreResult(
+        schedulers=parts[0].schedulers if parts else 0,
+        executions=executions,
+        blocked=sum(r.blocked for r in parts),
+        cut_events=sum(r.cut_events for r in parts),
+        outcomes=list(groups.values()),
+        nonsmp=nonsmp,
+        exhausted=exhausted,
+        cut_by=cut_by,
+        estimate=float(executions) if exhausted else sum(r.estimate for r in parts),
+        elapsed=elapsed,
+        events=sum(r.events for r in parts),
+        first_violation=first_violation,
+        first_violation_s=None,
+        tasks=len(parts),
+        graph=graph,
+    )
+
+
+def run_task(task: tuple) -> ExploreResult | None:
+    """Explore one subtree of a split: ``(setup, schedulers, options,
+    prefix, max_executions, deadline)``, ``deadline`` a ``time.monotonic()``
+    instant (one clock for every process of the machine).  None when its
+    budget is spent before it starts.  Module-level, so a worker process can
+    run it."""
+    setup, schedulers, options, prefix, budget, deadline = task
+    if budget == 0:
+        return None
+    budget_s = None
+    if deadline is not None:
+        budget_s = deadline - time.monotonic()
+        if budget_s <= 0:
+            return None
+    return Explorer(
+        setup,
+        schedulers=schedulers,
+        max_executions=budget,
+        time_budget=budget_s,
+        nonsmp=False,
+        prefix=prefix,
+        **options,
+    ).run()
+
+
+def _cut_by_share(r: ExploreResult | None, budget) -> bool:
+    return budget is not None and (r is None or (not r.exhausted and "time" not in r.cut_by))
+
+
+def explore_split(
+    setup,
+    schedulers: int = 2,
+    *,
+    mapper=map,
+    min_tasks: int = 8,
+    max_executions: int | None = None,
+    time_budget: float | None = None,
+    nonsmp: bool = True,
+    **options,
+) -> ExploreResult:
+    """``explore``, with the tree split into subtrees (``smp.sim.dpor.split``)
+    each explored apart and merged: ``mapper(run_task, tasks)`` runs them (a
+    process pool's ``imap`` shares them among workers).  The split depends on
+    the workload only, so the result does not depend on how many workers
+    share it; exhaustively it has the executions and outcomes ``explore``
+    finds (one execution per equivalence class), a few more of them sleep-set
+    blocked.  An execution bound is shared among the subtrees in order
+    (``max_executions // tasks`` each, the first ones one more); what the
+    small subtrees leave goes to the ones their share cut, which run again
+    with it (from the start: a subtree's search is a function of its bound,
+    so the result stays the same for any number of workers)."""
+    t0 = time.monotonic()
+    reductions = options.get("reductions", 200)
+    tasks = split(_world_factory(setup, schedulers, reductions), min_tasks)
+    n = len(tasks)
+    if max_executions is None:
+        budgets = [None] * n
+    else:
+        budgets = [max_executions // n + (1 if i < max_executions % n else 0) for i in range(n)]
+    deadline = None if time_budget is None else t0 + time_budget
+    results: list = [None] * n
+    todo = list(range(n))
+    while todo:
+        args = [(setup, schedulers, options, tasks[i], budgets[i], deadline) for i in todo]
+        for i, r in zip(todo, mapper(run_task, args), strict=True):
+            results[i] = r
+        if max_executions is None:
+            break
+        # what the subtrees that finished under their share left over goes to
+        # the ones their share cut, in order, and they run again with it
+        cut = [i for i in range(n) if _cut_by_share(results[i], budgets[i])]
+        spare = max_executions - sum(budgets[i] for i in cut)
+        spare -= sum(results[i].executions for i in range(n) if i not in cut and results[i])
+        if not cut or spare <= 0:
+            break
+        for k, i in enumerate(cut):
+            budgets[i] += spare // len(cut) + (1 if k < spare % len(cut) else 0)
+        todo = [i for i in cut if budgets[i] > 0]
+    parts = [r for r in results if r is not None]
+    skipped = [b for r, b in zip(results, budgets, strict=True) if r is None]
+    nonsmp_oc = None
+    if nonsmp:
+        keep = ("reductions", "checks", "blocked_ok")
+        ex = Explorer(
+            setup, schedulers=schedulers, **{k: v for k, v in options.items() if k in keep}
+        )
+        nonsmp_oc = ex.run_nonsmp()
+    r = merge(parts, time.monotonic() - t0, nonsmp_oc)
+    r.schedulers = schedulers
+    r.tasks = n
+    if skipped:
+        r.exhausted = False
+        r.cut_by = sorted(set(r.cut_by) | {"executions" if 0 in skipped else "time"})
+        per = r.estimate / max(1, len(parts))
+        r.estimate = max(float(r.executions), r.estimate + per * len(skipped))
+    if r.first_violation is not None:
+        r.first_violation_s = None  # subtrees run side by side: no one clock
+    return r

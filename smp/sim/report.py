@@ -12,9 +12,10 @@ that made the explorer try it, and the schedule string that replays it
 
 from __future__ import annotations
 
-from .explorer import ExploreResult
+from .explorer import Execution, ExploreResult
+from .outcome import Outcome
 
-__all__ = ["format_report", "two_digits"]
+__all__ = ["format_report", "format_execution", "nonsmp_verdict", "two_digits"]
 
 
 def two_digits(x: float) -> str:
@@ -24,15 +25,44 @@ def two_digits(x: float) -> str:
     return f"{float(f'{x:.2g}'):.0f}" if x >= 10 else f"{x:.2g}"
 
 
-def _summary(r: ExploreResult) -> list[str]:
-    lines = [
-        f"Explored {r.executions} execution(s) on {r.schedulers} scheduler(s) "
-        f"in {r.elapsed:.2f} s ({r.events} events): {len(r.outcomes)} distinct outcome(s), "
-        f"{len(r.violations)} with a broken invariant.",
+def nonsmp_verdict(oc: Outcome, nonsmp: Outcome | None) -> str | None:
+    """Whether nonsmp's one order gives this outcome's collectors the same."""
+    if nonsmp is None:
+        return None
+    if oc.received == nonsmp.received:
+        return "the same: nonsmp's one order gives every collector what this outcome gives"
+    differ = [
+        role
+        for role in sorted({r for r, _ in oc.received} | {r for r, _ in nonsmp.received})
+        if dict(oc.received).get(role) != dict(nonsmp.received).get(role)
     ]
+    return "smp only: in nonsmp " + ", ".join(differ) + " receive(s) otherwise"
+
+
+def _summary(r: ExploreResult) -> list[str]:
+    what = {
+        "dpor": "Explored",
+        "random": "Ran",
+        "pct": "Ran",
+    }.get(r.method, "Ran")
+    kind = {"random": " random", "pct": " PCT"}.get(r.method, "")
+    split = f", {r.tasks} subtrees" if r.tasks > 1 else ""
+    lines = [
+        f"{what} {r.executions}{kind} execution(s) on {r.schedulers} scheduler(s) "
+        f"in {r.elapsed:.2f} s ({r.events} events{split}): {len(r.outcomes)} distinct "
+        f"outcome(s), {len(r.violations)} with a broken invariant.",
+    ]
+    lines += list(r.notes)
+    if r.first_violation is not None:
+        at = "" if r.first_violation_s is None else f", {r.first_violation_s:.2f} s in"
+        lines.append(f"The first broken invariant came at execution {r.first_violation}{at}.")
     if r.blocked:
         lines.append(f"{r.blocked} execution(s) were sleep-set blocked (not counted).")
-    if r.exhausted:
+    if r.method != "dpor":
+        if "time" in r.cut_by:
+            lines.append("The time budget cut the runs.")
+        lines.append("A sample: it does not say how many orders there are, nor that none is left.")
+    elif r.exhausted:
         lines.append("The search is complete: every equivalence class was explored.")
     else:
         lines.append(
@@ -45,7 +75,9 @@ def _summary(r: ExploreResult) -> list[str]:
     return lines
 
 
-def format_report(r: ExploreResult, events: bool = True) -> str:
+def format_report(r: ExploreResult, events: bool = True, replay=None) -> str:
+    """The report; ``replay(schedule)`` gives the command that replays a
+    schedule (printed under it)."""
     lines = _summary(r)
     for n, g in enumerate(r.outcomes, 1):
         oc = g.outcome
@@ -64,6 +96,11 @@ def format_report(r: ExploreResult, events: bool = True) -> str:
             lines.append("  Race pairs that made the explorer try it:")
             lines += [f"    {x}" for x in g.first.races]
         lines.append(f"  Schedule: {g.first.schedule}")
+        if replay is not None:
+            lines.append(f"  Replay: {replay(g.first.schedule)}")
+        verdict = nonsmp_verdict(oc, r.nonsmp)
+        if verdict:
+            lines.append(f"  nonsmp: {verdict}")
     if r.nonsmp is not None:
         lines.append("")
         lines.append("nonsmp (one order, messages decided when made):")
@@ -72,4 +109,26 @@ def format_report(r: ExploreResult, events: bool = True) -> str:
         lines += [f"  {k}: {v}" for k, v in r.nonsmp.fates]
         for v in r.nonsmp.violations:
             lines.append(f"  ! {v}")
+    return "\n".join(lines) + "\n"
+
+
+def format_execution(ex: Execution, nonsmp: Outcome | None = None) -> str:
+    """One replayed execution: its outcome, events, races and schedule."""
+    oc = ex.outcome
+    lines = [f"Replayed {len(ex.events)} event(s)."]
+    for v in oc.violations:
+        lines.append(f"  ! {v}")
+    for role, msgs in oc.received:
+        lines.append(f"  {role} received: {', '.join(msgs) if msgs else 'nothing'}")
+    for msg, fate in oc.fates:
+        lines.append(f"  {msg}: {fate}")
+    lines.append("  Events:")
+    lines += [f"  {e}" for e in ex.events]
+    if ex.races:
+        lines.append("  Race pairs in this execution (the orders it fixed):")
+        lines += [f"    {x}" for x in ex.races]
+    lines.append(f"  Schedule: {ex.schedule}")
+    verdict = nonsmp_verdict(oc, nonsmp)
+    if verdict:
+        lines.append(f"  nonsmp: {verdict}")
     return "\n".join(lines) + "\n"

@@ -1,26 +1,67 @@
 """``smp-emu explore``: the click command.
 
-Parses the options, runs ``explore`` with a progress line on stderr (only
-when stderr is a terminal), and prints the result on stdout, as text or,
-with ``--json``, as JSON (what ``smp-emu report`` renders).  A bad scenario
-or schedule exits ``EXIT_USAGE``, a schedule that fails to run
-``EXIT_FAILED``, Ctrl-C ``EXIT_INTERRUPTED`` (``smp.app.exitcodes``).
+Dispatches on the scenario's shape.  An explore scenario (``[[queue]]``,
+``smp/app/examples/explore/``) runs on the real emulator as it always has:
+``explore`` with a progress line on stderr (only when stderr is a
+terminal), the result on stdout as text or, with ``--json``, as JSON (what
+``smp-emu report`` renders).  A run or stress scenario (``[[groups]]``, the
+examples of ``smp-emu run``) is explored in the simulator
+(``smp.app.explore.simulate``).  A bad scenario or schedule exits
+``EXIT_USAGE``, a schedule that fails to run ``EXIT_FAILED``, Ctrl-C
+``EXIT_INTERRUPTED`` (``smp.app.exitcodes``).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 import click
 
 from smp.app.exitcodes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
 from smp.app.explore.runner import explore
-from smp.app.explore.scenario import MAX_CHANGES, MAX_MESSAGES, SAMPLES
+from smp.app.explore.scenario import MAX_CHANGES, MAX_MESSAGES, SAMPLES, explore_example_names
+from smp.app.explore.simulate import DEFAULT_MAX_EXECUTIONS, SimOptions, default_jobs, simulate
 from smp.app.explore.text import format_text
+from smp.app.explore.workload import Bounds
+from smp.app.scenario import example_names, read_file, read_toml
 from smp.core.errors import BadArg, ScenarioError, SmpError
 
-__all__ = ["explore_command"]
+__all__ = ["explore_command", "is_run_scenario"]
+
+#: the options only a run scenario takes, and only an explore scenario takes
+_SIM_ONLY = (
+    "max_executions",
+    "time_budget",
+    "random_runs",
+    "pct",
+    "depth",
+    "graph",
+    "jobs",
+    "operations",
+    "count",
+    "size",
+    "firings",
+    "schedulers",
+)
+_QUEUE_ONLY = ("max_messages", "max_changes", "samples", "no_prune")
+
+
+def is_run_scenario(scenario: str) -> bool:
+    """A run/stress scenario (``[[groups]]``), not an explore one
+    (``[[queue]]``): by the file's shape, or by the example's name."""
+    if os.path.exists(scenario):
+        try:
+            data = read_toml(read_file(scenario), scenario)
+        except ScenarioError:
+            return False  # the explore loader says what is wrong with it
+        return "groups" in data and "queue" not in data
+    return scenario not in explore_example_names() and scenario in example_names()
+
+
+def _option(name: str) -> str:
+    return "--" + name.replace("_", "-")
 
 
 def _make_command():
@@ -57,73 +98,242 @@ def _make_command():
         "--no-prune", is_flag=True, help="run every schedule, not one per class of equivalent ones"
     )
     @click.option("--no-nonsmp", is_flag=True, help="do not run the scenario in nonsmp mode")
-    def explore_command(
-        scenario, schedule, as_json, max_messages, max_changes, samples, seed, no_prune, no_nonsmp
-    ):
-        """Run SCENARIO once per distinct interleaving of its state changes
-        with the dispatch of its queued messages and list the outcomes.
+    @click.option(
+        "--max-executions",
+        type=click.IntRange(0),
+        default=None,
+        help=f"run scenario: stop after this many executions (default {DEFAULT_MAX_EXECUTIONS}, "
+        "0: no bound)",
+    )
+    @click.option(
+        "--time-budget",
+        type=click.FloatRange(0, min_open=True),
+        default=None,
+        help="run scenario: stop after this many seconds",
+    )
+    @click.option(
+        "--random",
+        "random_runs",
+        type=click.IntRange(1),
+        default=None,
+        help="run scenario: N random schedules instead of the exhaustive search",
+    )
+    @click.option(
+        "--pct",
+        type=click.IntRange(1),
+        default=None,
+        help="run scenario: N PCT runs (probabilistic concurrency testing) of depth --depth",
+    )
+    @click.option(
+        "--depth", type=click.IntRange(1, 20), default=3, help="the depth of PCT (default 3)"
+    )
+    @click.option(
+        "--graph",
+        type=click.Path(dir_okay=False, writable=True),
+        default=None,
+        help="run scenario: write the explored tree to this file (graphviz DOT)",
+    )
+    @click.option(
+        "--jobs",
+        type=click.IntRange(1, 256),
+        default=None,
+        help="run scenario: worker processes sharing the search (default: the cores)",
+    )
+    @click.option(
+        "--operations",
+        type=click.IntRange(1, 1000),
+        default=Bounds.operations,
+        help=f"run scenario: at most this many operations per process (default "
+        f"{Bounds.operations})",
+    )
+    @click.option(
+        "--count",
+        type=click.IntRange(1, 1000),
+        default=Bounds.count,
+        help=f"run scenario: at most this many instances per group (default {Bounds.count})",
+    )
+    @click.option(
+        "--size",
+        type=click.IntRange(1, 1000),
+        default=Bounds.size,
+        help="run scenario: at most this for a workload's sizes: pairs, ring size, chain "
+        f"length, senders, burst, call depth (default {Bounds.size})",
+    )
+    @click.option(
+        "--firings",
+        type=click.IntRange(1, 1000),
+        default=Bounds.firings,
+        help=f"run scenario: each fault fires at most this many times (default {Bounds.firings})",
+    )
+    @click.option(
+        "--schedulers",
+        type=click.IntRange(1, 64),
+        default=None,
+        help="run scenario: simulate this many schedulers (default the scenario's)",
+    )
+    @click.option(
+        "--events/--no-events",
+        default=True,
+        help="run scenario: list each outcome's events (default yes)",
+    )
+    @click.pass_context
+    def explore_command(ctx, scenario, schedule, as_json, seed, no_nonsmp, **kw):
+        """Explore the interleavings of SCENARIO and list the distinct outcomes.
 
-        SCENARIO is an explore scenario (TOML) or the name of a shipped one
-        (seq, monitor, commute, races).  Each schedule runs on a fresh smp
+        SCENARIO is an explore scenario (TOML with [[queue]], or a shipped one:
+        seq, monitor, commute, races) or a run/stress scenario (TOML with
+        [[groups]], or an example of smp-emu run: churn, default...).
+
+        An explore scenario runs once per distinct interleaving of its state
+        changes with the dispatch of its queued messages, each on a fresh smp
         emulator, the dispatcher held and stepped message by message
         (Emulator.step_dispatcher); schedules that differ only in the order
-        of a change and a message that commute are run once.  The scenario
-        also runs in nonsmp mode, and the report names the smp outcomes
-        nonsmp cannot produce.  Exit 1 when a schedule fails to run.
+        of a change and a message that commute are run once.  --schedule
+        takes 'CHANGE@K ...'.
+
+        A run scenario is explored in the simulator (smp.sim): its workloads,
+        tracers (collectors only: ports are not simulated), trace flags,
+        patterns, seq_trace, system_monitor, system_profile and faults (each
+        fault a step of the controller process) run on simulated schedulers,
+        bounded by --operations, --count, --size and --firings, and every
+        order the SMP build allows is explored up to equivalence
+        (Source-DPOR) until --max-executions or --time-budget cuts it; or
+        --random N schedules, or --pct N runs.  Each outcome comes with its
+        events, race pairs, schedule and the command that replays it
+        (--schedule 'S1 S2 D ...').
+
+        Both kinds also run in nonsmp mode, and the report names the smp
+        outcomes nonsmp cannot produce.  Exit 1 when a schedule fails to run.
 
         \b
         Example:
           smp-emu explore seq
           smp-emu explore seq --schedule 'replace@1'
           smp-emu explore races --json > races.json && smp-emu report races.json -o races.html
+          smp-emu explore churn --max-executions 200
+          smp-emu explore churn --pct 100 --depth 2 --seed 7
         """
-        tty = sys.stderr.isatty()
-
-        def progress(i, total, sched):
-            if tty:
-                what = (
-                    "the nonsmp run"
-                    if sched == "nonsmp"
-                    else f"schedule {i + 1}{'' if total is None else '/' + str(total)}: {sched}"
+        given = {
+            k for k in kw if ctx.get_parameter_source(k) is not click.core.ParameterSource.DEFAULT
+        }
+        if is_run_scenario(scenario):
+            bad = sorted(given & set(_QUEUE_ONLY))
+            if bad:
+                click.echo(
+                    f"smp-emu: {_option(bad[0])} is for explore scenarios ([[queue]]), "
+                    f"not for the run scenario {scenario}",
+                    err=True,
                 )
-                sys.stderr.write(f"\r\x1b[K{what}")
-                sys.stderr.flush()
-
-        try:
-            r = explore(
-                scenario,
-                schedule=schedule,
-                max_messages=max_messages,
-                max_changes=max_changes,
-                samples=samples,
-                seed=seed,
-                prune=not no_prune,
-                nonsmp=not no_nonsmp and schedule is None,
-                progress=progress,
+                sys.exit(EXIT_USAGE)
+            _simulate(scenario, schedule, as_json, seed, no_nonsmp, kw)
+            return
+        bad = sorted(given & set(_SIM_ONLY))
+        if bad:
+            click.echo(
+                f"smp-emu: {_option(bad[0])} is for run scenarios ([[groups]]), "
+                f"not for the explore scenario {scenario}",
+                err=True,
             )
-        except ScenarioError as e:
-            click.echo(f"smp-emu: {e}", err=True)
             sys.exit(EXIT_USAGE)
-        except BadArg as e:
-            click.echo(f"smp-emu: {e}", err=True)
-            sys.exit(EXIT_USAGE)
-        except KeyboardInterrupt:
-            sys.exit(EXIT_INTERRUPTED)
-        except SmpError as e:
-            click.echo(f"smp-emu: {e}", err=True)
-            sys.exit(EXIT_FAILED)
-        finally:
-            if tty:
-                sys.stderr.write("\r\x1b[K")
-        d = r.to_json()
-        if as_json:
-            sys.stdout.write(json.dumps(d, indent=2) + "\n")
-        else:
-            sys.stdout.write(format_text(d))
-        if r.interrupted:
-            sys.exit(EXIT_INTERRUPTED)
+        _queue_explore(
+            scenario,
+            schedule,
+            as_json,
+            kw["max_messages"],
+            kw["max_changes"],
+            kw["samples"],
+            seed,
+            kw["no_prune"],
+            no_nonsmp,
+        )
 
     return explore_command
+
+
+def _simulate(scenario, schedule, as_json, seed, no_nonsmp, kw) -> None:
+    if kw["random_runs"] is not None and kw["pct"] is not None:
+        click.echo("smp-emu: give one of --random and --pct", err=True)
+        sys.exit(EXIT_USAGE)
+    m = kw["max_executions"]
+    o = SimOptions(
+        bounds=Bounds(kw["operations"], kw["count"], kw["size"], kw["firings"]),
+        schedulers=kw["schedulers"],
+        max_executions=DEFAULT_MAX_EXECUTIONS if m is None else (m or None),
+        time_budget=kw["time_budget"],
+        random=kw["random_runs"],
+        pct=kw["pct"],
+        depth=kw["depth"],
+        seed=seed,
+        schedule=schedule,
+        graph=kw["graph"],
+        jobs=kw["jobs"] or default_jobs(),
+        nonsmp=not no_nonsmp,
+        events=kw["events"],
+    )
+    try:
+        text, data = simulate(scenario, o)
+    except (ScenarioError, BadArg) as e:
+        click.echo(f"smp-emu: {e}", err=True)
+        sys.exit(EXIT_USAGE)
+    except KeyboardInterrupt:
+        sys.exit(EXIT_INTERRUPTED)
+    except SmpError as e:
+        click.echo(f"smp-emu: {e}", err=True)
+        sys.exit(EXIT_USAGE if schedule is not None else EXIT_FAILED)
+    if as_json:
+        sys.stdout.write(json.dumps(data, indent=2) + "\n")
+    else:
+        sys.stdout.write(text)
+
+
+def _queue_explore(
+    scenario, schedule, as_json, max_messages, max_changes, samples, seed, no_prune, no_nonsmp
+) -> None:
+    tty = sys.stderr.isatty()
+
+    def progress(i, total, sched):
+        if tty:
+            what = (
+                "the nonsmp run"
+                if sched == "nonsmp"
+                else f"schedule {i + 1}{'' if total is None else '/' + str(total)}: {sched}"
+            )
+            sys.stderr.write(f"\r\x1b[K{what}")
+            sys.stderr.flush()
+
+    try:
+        r = explore(
+            scenario,
+            schedule=schedule,
+            max_messages=max_messages,
+            max_changes=max_changes,
+            samples=samples,
+            seed=seed,
+            prune=not no_prune,
+            nonsmp=not no_nonsmp and schedule is None,
+            progress=progress,
+        )
+    except ScenarioError as e:
+        click.echo(f"smp-emu: {e}", err=True)
+        sys.exit(EXIT_USAGE)
+    except BadArg as e:
+        click.echo(f"smp-emu: {e}", err=True)
+        sys.exit(EXIT_USAGE)
+    except KeyboardInterrupt:
+        sys.exit(EXIT_INTERRUPTED)
+    except SmpError as e:
+        click.echo(f"smp-emu: {e}", err=True)
+        sys.exit(EXIT_FAILED)
+    finally:
+        if tty:
+            sys.stderr.write("\r\x1b[K")
+    d = r.to_json()
+    if as_json:
+        sys.stdout.write(json.dumps(d, indent=2) + "\n")
+    else:
+        sys.stdout.write(format_text(d))
+    if r.interrupted:
+        sys.exit(EXIT_INTERRUPTED)
 
 
 explore_command = _make_command()

@@ -1,0 +1,138 @@
+"""``smp-emu explore RUN-SCENARIO``: a run/stress scenario explored in the
+simulator (``smp.sim``) rather than on the real emulator.
+
+Runs in the user's process; with ``jobs > 1`` the subtrees of the split
+exploration (``smp.sim.explorer.explore_split``) run in a pool of local
+worker processes (``multiprocess``), each building the workload again from
+the scenario.  The split does not depend on the number of workers, so
+``--jobs 1`` and ``--jobs N`` give the same outcomes and counts.  Three ways
+to search: exhaustive Source-DPOR up to the bounds (the default), ``random``
+schedules and ``pct``; or one ``schedule`` replayed.  The text and the JSON
+carry, per distinct outcome, its events (processes by scenario role and
+pid), race pairs, schedule, the command that replays it and nonsmp's
+verdict.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from dataclasses import asdict, dataclass
+
+import multiprocess
+
+from smp.app.explore.workload import Bounds, ScenarioWorkload
+from smp.app.scenario import load_scenario
+from smp.sim.explorer import Explorer, explore_split, replay
+from smp.sim.report import format_execution, format_report, nonsmp_verdict
+from smp.sim.sampling import sample
+
+__all__ = ["SimOptions", "simulate", "DEFAULT_MAX_EXECUTIONS"]
+
+#: the execution bound when none is given (0: none)
+DEFAULT_MAX_EXECUTIONS = 500
+
+
+@dataclass
+class SimOptions:
+    bounds: Bounds = Bounds()
+    schedulers: int | None = None
+    max_executions: int | None = DEFAULT_MAX_EXECUTIONS
+    time_budget: float | None = None
+    random: int | None = None
+    pct: int | None = None
+    depth: int = 3
+    seed: int | None = None
+    schedule: str | None = None
+    graph: str | None = None
+    jobs: int = 1
+    nonsmp: bool = True
+    events: bool = True
+
+
+def _replay_command(scenario: str, o: SimOptions):
+    """``smp-emu explore SCENARIO [bounds] --schedule '...'``: the options that
+    change the workload, then the schedule."""
+    words = ["smp-emu", "explore", scenario]
+    default = Bounds()
+    for k, v in asdict(o.bounds).items():
+        if v != getattr(default, k):
+            words += [f"--{k}", str(v)]
+    if o.schedulers is not None:
+        words += ["--schedulers", str(o.schedulers)]
+    prefix = " ".join(shlex.quote(w) for w in words)
+    return lambda schedule: f"{prefix} --schedule {shlex.quote(schedule)}"
+
+
+def _run(wl: ScenarioWorkload, o: SimOptions):
+    graph = o.graph is not None
+    common = dict(schedulers=wl.schedulers, nonsmp=o.nonsmp, graph=graph)
+    if o.random is not None or o.pct is not None:
+        method, runs = ("random", o.random) if o.random is not None else ("pct", o.pct)
+        return sample(
+            wl.setup,
+            runs,
+            method=method,
+            seed=o.seed,
+            depth=o.depth,
+            time_budget=o.time_budget,
+            **common,
+        )
+    opts = dict(max_executions=o.max_executions, time_budget=o.time_budget, **common)
+    if o.jobs <= 1:
+        return explore_split(wl.setup, **opts)
+    with multiprocess.Pool(o.jobs) as pool:
+        return explore_split(wl.setup, mapper=pool.imap, **opts)
+
+
+def simulate(scenario: str, o: SimOptions) -> tuple[str, dict]:
+    """Explore (or replay in) the run scenario ``scenario`` (a path or an
+    example's name); returns the text report and the same as data.  A bad
+    scenario or one the simulator cannot run raises ``ScenarioError``, a
+    schedule that cannot run ``SimError``."""
+    sc = load_scenario(scenario)
+    wl = ScenarioWorkload(sc, o.bounds, o.schedulers)
+    head = [
+        f"Scenario {wl.name} ({sc['source']}) in the simulator, {wl.schedulers} scheduler(s); "
+        f"bounds: {o.bounds.operations} operation(s) per process, {o.bounds.count} instance(s) "
+        f"per group, size {o.bounds.size}, {o.bounds.firings} firing(s) per fault.",
+    ]
+    head += [f"Bound: {n}" for n in wl.notes]
+    data: dict = {
+        "kind": "explore-sim",
+        "scenario": wl.name,
+        "source": sc["source"],
+        "schedulers": wl.schedulers,
+        "bounds": asdict(o.bounds),
+        "notes": list(wl.notes),
+    }
+    command = _replay_command(scenario, o)
+    nonsmp = None
+    if o.schedule is not None:
+        ex = replay(wl.setup, o.schedule, schedulers=wl.schedulers)
+        if o.nonsmp:
+            nonsmp = Explorer(wl.setup, schedulers=wl.schedulers).run_nonsmp()
+        data["replay"] = {
+            **ex.as_dict(),
+            "nonsmp": None if nonsmp is None else nonsmp.as_dict(),
+            "nonsmp_verdict": nonsmp_verdict(ex.outcome, nonsmp),
+        }
+        return "\n".join(head) + "\n" + format_execution(ex, nonsmp), data
+    r = _run(wl, o)
+    if o.graph is not None and r.graph is not None:
+        number = {g.outcome: i for i, g in enumerate(r.outcomes, 1)}
+        with open(o.graph, "w", encoding="utf-8") as f:
+            f.write(r.graph.to_dot(number.get, title=f"explore {wl.name}"))
+        head.append(f"The explored tree ({len(r.graph)} nodes) is in {o.graph} (graphviz DOT).")
+    d = r.as_dict()
+    for od, g in zip(d["outcomes"], r.outcomes, strict=True):
+        od["replay"] = command(g.first.schedule)
+        od["nonsmp_verdict"] = nonsmp_verdict(g.outcome, r.nonsmp)
+    data["result"] = d
+    data["jobs"] = o.jobs
+    text = "\n".join(head) + "\n" + format_report(r, events=o.events, replay=command)
+    return text, data
+
+
+def default_jobs() -> int:
+    return max(1, os.cpu_count() or 1)

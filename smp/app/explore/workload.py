@@ -1,0 +1,209 @@
+"""A run or stress scenario as a workload of the simulator (``smp.sim``).
+
+Runs in the user's process (and in each ``--jobs`` worker, which builds it
+again from the same scenario dict).  ``ScenarioWorkload(sc, bounds)`` takes
+a scenario ``smp.app.scenario.load_scenario`` validated and gives
+``setup(vm)`` for ``smp.sim.explore``: the same set-up, in the same order,
+as ``smp.app.workloads.execute`` makes on the real emulator -- collectors for
+the tracers, default tracing, the groups' built-in workloads (their
+processes named as ``execute``'s labels: ``pingpong[0].ping``), per-group
+tracing, call patterns, the system seq tracer, monitor and profiler, and the
+faults as the controller process ``execute`` spawns.
+
+What differs, and why:
+
+* the workload is bounded so that every order can be explored: at most
+  ``operations`` operations per process, ``count`` instances per group,
+  ``size`` for a workload's own sizes (pairs, ring size, chain length,
+  senders, burst, call depth) and ``firings`` firings per fault; each bound
+  that cut the scenario is one line of ``notes``;
+* there is no wall-clock time: a duration in seconds becomes ``operations``,
+  and the controller carries out its plan in order without sleeping, each
+  fault a step of its own process that the explorer interleaves with the
+  others (its times in the fault log are 0);
+* ports are not simulated: a file, ip, memory or null tracer, and the
+  ``ports`` workload, are refused (``ScenarioError``, one line);
+* ``max_messages`` and ``rate`` (recon_trace's caps) are not applied.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+from dataclasses import dataclass
+
+from smp.app.workloads import (
+    _FAULT_OPS,
+    FAULT_REC,
+    WORKLOADS,
+    _Env,
+    _monitor_opts,
+    _plan,
+    _profile_opts,
+    _resolve_plan,
+    _why,
+)
+from smp.core.errors import ErlangException, ScenarioError, SmpError
+
+__all__ = ["Bounds", "ScenarioWorkload", "sim_controller"]
+
+#: the workload parameters ``size`` bounds, by workload
+SIZE_PARAMS = {
+    "ping_pong": ("pairs",),
+    "ring": ("size",),
+    "seq_chain": ("length",),
+    "fan_in": ("senders",),
+    "churn": ("burst",),
+    "calls": ("depth",),
+}
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """How far a scenario is cut for exploration (each a maximum)."""
+
+    operations: int = 2
+    count: int = 1
+    size: int = 2
+    firings: int = 1
+
+
+async def sim_controller(proc, plan, log):
+    """``smp.app.workloads.controller`` without the clock: trapping exits, it
+    carries out ``plan`` (``[(at, index, op, args), ...]``, in time order) one
+    fault after the other, and sends ``log`` one record per fault event,
+    ``{FAULT_REC, Index, 0, 0, Result, Effect}``."""
+    await proc.process_flag("trap_exit", True)
+
+    def now_us() -> int:
+        return 0
+
+    for _at, idx, op, args in plan:
+        try:
+            result, effect = await _FAULT_OPS[op](proc, now_us, *args)
+        except (ErlangException, SmpError) as e:
+            result, effect = b"raised " + _why(e), []
+        await proc.send(log, (FAULT_REC, idx, 0, 0, result, effect))
+
+
+def _refuse(sc: dict) -> None:
+    src = sc.get("source", "<scenario>")
+    for t in sc["tracers"]:
+        if t["kind"] != "collector":
+            raise ScenarioError(
+                f"{src}: tracer {t['name']!r} is a {t['kind']} port: ports are not simulated, "
+                "explore takes collector tracers only"
+            )
+    for i, f in enumerate(sc["faults"]):
+        if f["action"] == "replace_profiler":
+            raise ScenarioError(
+                f"{src}: faults[{i}] replace_profiler: its replacement is a memory port, "
+                "and ports are not simulated"
+            )
+    for g in sc["groups"]:
+        if g["workload"] == "ports":
+            raise ScenarioError(
+                f"{src}: group {g['name']!r} runs the ports workload: ports are not simulated"
+            )
+
+
+def bound_scenario(sc: dict, b: Bounds) -> tuple[dict, list[str]]:
+    """A copy of ``sc`` cut to ``b``, and one note per cut."""
+    sc = copy.deepcopy(sc)
+    notes: list[str] = []
+    d = sc["duration"]
+    if d["seconds"] is not None:
+        notes.append(f"duration.seconds = {d['seconds']:g} -> operations = {b.operations}")
+        d["seconds"], d["operations"] = None, b.operations
+    elif d["operations"] > b.operations:
+        notes.append(f"duration.operations {d['operations']} -> {b.operations}")
+        d["operations"] = b.operations
+    for g in sc["groups"]:
+        if g["count"] > b.count:
+            notes.append(f"groups {g['name']}: count {g['count']} -> {b.count}")
+            g["count"] = b.count
+        for k in SIZE_PARAMS.get(g["workload"], ()):
+            if g["params"][k] > b.size:
+                notes.append(f"groups {g['name']}: {k} {g['params'][k]} -> {b.size}")
+                g["params"][k] = b.size
+        if g["scheduler"] is not None and g["scheduler"] > sc["schedulers"]:
+            g["scheduler"] = None
+    for i, f in enumerate(sc["faults"]):
+        if f["times"] > b.firings:
+            notes.append(f"faults[{i}] {f['action']}: times {f['times']} -> {b.firings}")
+            f["times"] = b.firings
+    if sc.get("max_messages") is not None or sc.get("rate") is not None:
+        notes.append("max_messages and rate are not applied")
+    return sc, notes
+
+
+class ScenarioWorkload:
+    """``setup(vm)`` for ``smp.sim`` from a validated run/stress scenario.
+
+    ``schedulers`` overrides the scenario's count (1..the scenario's groups'
+    ``scheduler`` keys are dropped when above it).  Picklable: a ``--jobs``
+    worker gets the object and calls ``setup`` there."""
+
+    def __init__(self, sc: dict, bounds: Bounds = Bounds(), schedulers: int | None = None):
+        _refuse(sc)
+        if schedulers is not None:
+            sc = dict(sc, schedulers=schedulers)
+        self.sc, self.notes = bound_scenario(sc, bounds)
+        self.bounds = bounds
+        self.schedulers = self.sc["schedulers"]
+        self.name = sc.get("name", "scenario")
+
+    def setup(self, vm) -> None:  # noqa: C901 - execute's set-up, in its order
+        sc = self.sc
+        rng = random.Random(sc["seed"])
+        env = _Env(vm, sc["duration"]["operations"], 0.0, rng, None)
+        names = vm.world.names
+        tracers: dict = {}
+        for t in sc["tracers"]:
+            tracers[t["name"]] = vm.spawn_collector(name=t["name"])
+        plan_events, new_collectors = _plan(sc, list(sc["faults"]), rng, tracers)
+        for new in new_collectors:
+            name = new if isinstance(new, str) else new[0]  # (name, kind)
+            tracers[name] = vm.spawn_collector(name=name)
+        for t in sc["trace"]:
+            if t["pids"] == "new":
+                vm.trace("new", True, t["flags"], tracer=tracers[t["tracer"]])
+        group_pids: dict = {}
+        for g in sc["groups"]:
+            w = WORKLOADS[g["workload"]]
+            pids = []
+            for i in range(g["count"]):
+                for role, pid in w.setup(env, g, g["params"]):
+                    names[pid] = f"{g['name']}[{i}].{role}"
+                    pids.append(pid)
+            group_pids[g["name"]] = pids
+        for t in sc["trace"]:
+            if t["pids"] in ("all", "existing"):
+                vm.trace(t["pids"], True, t["flags"], tracer=tracers[t["tracer"]])
+        for g in sc["groups"]:
+            if g["tracer"] is not None and g["trace"]:
+                for pid in group_pids[g["name"]]:
+                    vm.trace(pid, True, g["trace"], tracer=tracers[g["tracer"]])
+        for p in sc["patterns"]:
+            mfa = tuple(p["mfa"])
+            flags: list = [f for f in p["flags"] if f != "meta"]
+            if "meta" in p["flags"]:
+                flags.append(("meta", tracers[p["meta_tracer"]]))
+            if mfa[0] == "wl_calls":
+                env.define_calls()
+            vm.trace_pattern(mfa, p["match_spec"], flags)
+        if sc["seq_trace"] is not None:
+            vm.set_system_seq_tracer(tracers[sc["seq_trace"]["tracer"]])
+        if sc["system_monitor"] is not None:
+            m = sc["system_monitor"]
+            vm.system_monitor(tracers[m["monitor"]], _monitor_opts(m))
+        if sc["system_profile"] is not None:
+            p = sc["system_profile"]
+            vm.system_profile(tracers[p["profiler"]], _profile_opts(p))
+        plan, _records = _resolve_plan(plan_events, tracers, group_pids, sc)
+        if plan:
+            log = vm.spawn_collector(name="fault log")
+            ctl = vm.spawn(sim_controller, plan, log, name="controller")
+            if any(t["pids"] in ("new", "all") for t in sc["trace"]):
+                for pid in (log, ctl):
+                    vm.trace(pid, False, ["all"], tracer=next(iter(tracers.values())))

@@ -1,0 +1,167 @@
+"""``smp-emu explore`` on run/stress scenarios: the simulator behind the
+command line (bounded exhaustive search, replay of a schedule, random and
+PCT runs with their seed, the work shared among processes, the explored
+tree as DOT, and what it refuses)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from smp.app.cli import cli
+from smp.app.exitcodes import EXIT_USAGE
+from smp.app.explore.command import is_run_scenario
+from smp.app.explore.simulate import SimOptions, simulate
+from smp.app.explore.workload import Bounds
+from smp.sim.catalogue import by_name
+from smp.sim.explorer import explore_split
+
+KEEP = [  # every option a replay of the same workload needs
+    "--operations",
+    "1",
+    "--no-nonsmp",
+]
+
+
+def _explore(*args) -> dict:
+    r = CliRunner().invoke(cli, ["explore", *args, "--json"])
+    assert r.exit_code == 0, r.output
+    return json.loads(r.output)
+
+
+def _fates(outcome: dict) -> list:
+    return outcome["fates"]
+
+
+@pytest.fixture(scope="module")
+def churn():
+    return _explore("churn", "--max-executions", "12", "--jobs", "1", *KEEP)
+
+
+def test_a_run_example_is_explored_under_the_bound_with_race_pairs(churn):
+    assert churn["kind"] == "explore-sim" and churn["scenario"] == "churn"
+    r = churn["result"]
+    assert r["method"] == "dpor" and r["executions"] == 12
+    assert not r["exhausted"] and r["cut_by"] == ["executions"]
+    assert r["estimate"] > 12  # the total, estimated
+    assert len(r["outcomes"]) >= 2
+    assert any(o["races"] for o in r["outcomes"])  # a race made the explorer try it
+    assert sum(o["count"] for o in r["outcomes"]) == 12
+    # processes by the scenario's roles and pid; the bounds that cut the scenario
+    events = "\n".join(e for o in r["outcomes"] for e in o["events"])
+    assert "pp[0].ping<0." in events and "churn[0].churner<0." in events
+    assert "duration.operations 40 -> 1" in churn["notes"]
+    assert "groups pp: count 3 -> 1" in churn["notes"]
+    for o in r["outcomes"]:
+        assert o["replay"] == (
+            "smp-emu explore churn --operations 1 --schedule '" + o["schedule"] + "'"
+        )
+
+
+def test_the_text_says_the_bound_cut_the_search_and_how_to_replay():
+    r = CliRunner().invoke(
+        cli, ["explore", "churn", "--max-executions", "3", "--jobs", "1", "--operations", "1"]
+    )
+    assert r.exit_code == 0, r.output
+    assert "The search was cut by executions; about" in r.output
+    assert "Replay: smp-emu explore churn --operations 1 --schedule '" in r.output
+    assert "nonsmp: " in r.output and "nonsmp (one order" in r.output
+
+
+def test_a_schedule_replays_with_the_same_fates(churn):
+    for o in churn["result"]["outcomes"][:3]:
+        again = _explore("churn", "--schedule", o["schedule"], *KEEP)["replay"]
+        assert again["schedule"] == o["schedule"]
+        assert _fates(again["outcome"]) == _fates(o["outcome"])
+        assert again["outcome"]["received"] == o["outcome"]["received"]
+
+
+def test_a_schedule_that_cannot_run_is_a_usage_error():
+    r = CliRunner().invoke(cli, ["explore", "churn", "--schedule", "D", *KEEP])
+    assert r.exit_code == EXIT_USAGE
+    assert "step 1: D cannot step now" in r.output
+
+
+@pytest.mark.parametrize("method", ["--random", "--pct"])
+def test_random_and_pct_runs_are_reproducible_from_their_seed(method):
+    args = ["churn", method, "6", "--seed", "11", *KEEP]
+    a, b = _explore(*args), _explore(*args)
+    ra, rb = a["result"], b["result"]
+    assert ra["seed"] == 11 and ra["executions"] == 6
+    assert ra["method"] == method[2:]
+    key = [(o["schedule"], o["count"]) for o in ra["outcomes"]]
+    assert key == [(o["schedule"], o["count"]) for o in rb["outcomes"]]
+    other = _explore("churn", method, "6", "--seed", "12", *KEEP)["result"]
+    assert [o["schedule"] for o in other["outcomes"]] != [o["schedule"] for o in ra["outcomes"]]
+    if method == "--pct":
+        assert "probability at least 1/(n·k^2)" in ra["notes"][0]
+        assert "seed 11" in ra["notes"][0]
+
+
+def test_an_unseeded_run_prints_its_seed():
+    r = CliRunner().invoke(cli, ["explore", "churn", "--random", "2", *KEEP])
+    assert r.exit_code == 0, r.output
+    assert "2 random schedule(s), seed " in r.output
+
+
+def test_two_jobs_give_what_one_gives():
+    race = by_name("seq_tracer_replaced")
+    one = explore_split(race.setup, race.schedulers, nonsmp=False)
+    args = ("seqtrace", "--operations", "1", "--size", "1", "--max-executions", "30", "--no-nonsmp")
+    cli1 = _explore(*args, "--jobs", "1")["result"]
+    cli2 = _explore(*args, "--jobs", "2")["result"]
+    assert cli1["executions"] == cli2["executions"] and cli1["blocked"] == cli2["blocked"]
+    assert cli1["outcomes"] == cli2["outcomes"]
+    # on a catalogue workload, exhaustively: the catalogue's counts, with two workers too
+    with pytest.importorskip("multiprocess").Pool(2) as pool:
+        two = explore_split(race.setup, race.schedulers, nonsmp=False, mapper=pool.imap)
+    assert one.exhausted and two.exhausted
+    assert one.executions == two.executions == race.executions
+    assert {g.outcome for g in one.outcomes} == {g.outcome for g in two.outcomes}
+    assert len(one.outcomes) == race.outcomes
+
+
+def test_the_explored_tree_is_written_as_dot(tmp_path):
+    path = tmp_path / "tree.dot"
+    r = CliRunner().invoke(
+        cli, ["explore", "churn", "--max-executions", "4", "--jobs", "1", "--graph", str(path)]
+    )
+    assert r.exit_code == 0, r.output
+    dot = path.read_text()
+    assert dot.startswith('digraph "explore churn" {') and dot.rstrip().endswith("}")
+    assert dot.count('label="outcome ') == 4  # a leaf per complete execution
+    assert '[label="S1", tooltip="scheduler 1 runs ' in dot
+
+
+def test_a_port_tracer_is_one_line_and_exit_2(tmp_path):
+    sc = tmp_path / "ports.toml"
+    sc.write_text(
+        '[[tracers]]\nname = "f"\nkind = "file"\npath = "x.trace"\n'
+        '[[groups]]\nname = "pp"\nworkload = "ping_pong"\ntrace = ["send"]\ntracer = "f"\n'
+    )
+    assert is_run_scenario(str(sc))
+    r = CliRunner().invoke(cli, ["explore", str(sc)])
+    assert r.exit_code == EXIT_USAGE
+    lines = r.output.strip().splitlines()
+    assert len(lines) == 1 and "ports are not simulated" in lines[0] and "'f'" in lines[0]
+
+
+def test_explore_scenarios_still_run_on_the_emulator_and_options_stay_apart():
+    assert not is_run_scenario("seq") and is_run_scenario("churn")
+    r = CliRunner().invoke(cli, ["explore", "seq", "--pct", "3"])
+    assert r.exit_code == EXIT_USAGE and "--pct is for run scenarios" in r.output
+    r = CliRunner().invoke(cli, ["explore", "churn", "--max-changes", "3"])
+    assert r.exit_code == EXIT_USAGE and "--max-changes is for explore scenarios" in r.output
+
+
+def test_faults_are_steps_of_the_controller_process():
+    text, data = simulate(
+        "churn",
+        SimOptions(bounds=Bounds(operations=1), max_executions=2, nonsmp=False, jobs=1),
+    )
+    events = "\n".join(e for o in data["result"]["outcomes"] for e in o["events"])
+    assert "controller<0." in events  # the fault controller runs as a process
+    received = dict(data["result"]["outcomes"][0]["outcome"]["received"])
+    assert received["fault log"][0].startswith("{'$smp_fault',0,0,0,")
