@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import sys
 
+from smp.core.terms import atom_of
+
 from .common import (
     EXITED,
     F_SENSITIVE,
@@ -101,8 +103,7 @@ class CallTracing:
 
     # ================================================================ calls
     async def op_call(self, p: Proc, module, function, args: list, local: bool):
-        module = _a(module) if isinstance(module, str) else module
-        function = _a(function) if isinstance(function, str) else function
+        module, function = atom_of(module), atom_of(function)
         mfa = (module, function, len(args))
         fn = self.functions.get(mfa)
         if fn is None:

@@ -15,7 +15,7 @@ from itertools import islice
 
 from schedulers.heap import Heap
 from smp.core.errors import BadArg, Error, Exit
-from smp.core.terms import Atom
+from smp.core.terms import Atom, atom_of
 
 __all__ = [
     "Proc",
@@ -431,12 +431,8 @@ class Proc:
         """``erlang:trace_pattern/3`` as this process (``meta`` makes it the
         meta tracer); ``match_spec`` may be Erlang text or ``"x"``/``"c"``/``"cx"``."""
         if type(mfa) in (tuple, list):
-            mfa = tuple(Atom(x) if isinstance(x, str) else x for x in mfa)
-        flags = (
-            [Atom(f) if isinstance(f, str) else f for f in flags]
-            if type(flags) in (list, tuple)
-            else flags
-        )
+            mfa = tuple(atom_of(x) for x in mfa)
+        flags = [atom_of(f) for f in flags] if type(flags) in (list, tuple) else flags
         return await self.bif("trace_pattern", mfa, match_spec, flags)
 
     async def set_system_seq_tracer(self, tracer):
@@ -449,8 +445,7 @@ class Proc:
         return await self.bif("system_profile", *args)
 
 
-def _atom_of_str(x):
-    return Atom(x) if isinstance(x, str) else x
+_atom_of_str = atom_of
 
 
 def _mfa_or_atom(x):

@@ -24,7 +24,7 @@ from smp.core.bifs import call_bif
 from smp.core.errors import BadArg, EmulatorTimeout, Error, SchedulerLost, SmpError
 from smp.core.matchspec import compile_match_spec
 from smp.core.placement import owner
-from smp.core.terms import Atom, Pid, Port
+from smp.core.terms import Atom, Pid, Port, atom_of
 from smp.endpoints import plan_endpoints, plan_security, tcp_endpoints
 from smp.link import FrameLog, TimeBounds
 from smp.supervision import Supervisor
@@ -60,8 +60,7 @@ def smp_quiet(sts: dict, d: dict, live: list) -> bool:
     )
 
 
-def _atom(x):
-    return Atom(x) if isinstance(x, str) else x
+_atom = atom_of
 
 
 def _flags(flags):

@@ -39,7 +39,7 @@ from smp.core.errors import (
 )
 from smp.core.flags import TRACE_FLAG_NAMES
 from smp.core.pretty import format_term
-from smp.core.terms import Atom, Pid, Port
+from smp.core.terms import Atom, Pid, Port, atom_of
 from smp.emulator import Emulator
 from smp.ports.reader import read_trace
 
@@ -1774,5 +1774,4 @@ def _resolve_plan(events, tracers: dict, group_pids: dict, sc: dict) -> tuple[li
     return plan, records
 
 
-def _atom_or(x):
-    return A(x) if isinstance(x, str) else x
+_atom_or = atom_of

@@ -49,6 +49,7 @@ __all__ = [
     "ExportFun",
     "BitString",
     "atom",
+    "atom_of",
     "A",
     "charlist",
     "is_atom",
@@ -687,6 +688,13 @@ NIL_ATOM = Atom("nil")
 def atom(name: str) -> Atom:
     """Return the atom called ``name``."""
     return Atom(name)
+
+
+def atom_of(x: Term) -> Term:
+    """``x``, with a Python ``str`` read as the atom of that name: how the
+    Python API and scenarios let atoms be written (``"send"`` for ``send``).
+    The one place that rule is written."""
+    return Atom(x) if isinstance(x, str) else x
 
 
 class _AtomFactory:

@@ -14,15 +14,14 @@ from __future__ import annotations
 import inspect
 
 from smp.core.errors import BadArg
-from smp.core.terms import Atom, Pid
+from smp.core.terms import Atom, Pid, atom_of
 
 from .world import NonsmpWorld, World, check_body, collector
 
 __all__ = ["SimVM"]
 
 
-def _atom(x):
-    return Atom(x) if isinstance(x, str) else x
+_atom = atom_of
 
 
 def _flags(flags) -> list:
