@@ -22,7 +22,7 @@ The file (version 2) is a header, the pickle of ``("smp-journal", 2,
 nsched)`` and its CRC-32 (``HEADER_CRC``: a big-endian 32-bit word), then
 one frame per record: the length of the record's pickle and its CRC-32
 (``RECORD_HEAD``: two big-endian 32-bit words), then the pickle.  A reader finds every record's end without decoding it and knows a
-damaged record from a well-formed one; ``dispatcher.replay.read_records``
+damaged record from a well-formed one; ``smp.app.replay.read_records``
 reads them back with the restricted decoder (``smp.wire.codec.load_record``)
 and checks every field.
 """

@@ -11,15 +11,15 @@ from click.testing import CliRunner
 
 import smp
 from dispatcher.journal import encode_header, encode_record
-from dispatcher.replay import (
+from smp import Atom as A
+from smp.app.cli import cli
+from smp.app.replay import (
     NotAJournal,
     format_listing,
     queue_listing,
     read_records,
     replay,
 )
-from smp import Atom as A
-from smp.app.cli import cli
 from smp.app.scenario import load_scenario
 from smp.app.workloads import execute
 from smp.core.dispatch import DELIVER_PID, DROP

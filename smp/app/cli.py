@@ -1,5 +1,5 @@
 """``smp-emu``: run, compare, read, report and stress scenarios from the shell,
-and replay a dispatcher journal (``smp-emu replay``, ``dispatcher.replay``).
+and replay a dispatcher journal (``smp-emu replay``, ``smp.app.replay``).
 
 Runs in the user's process.  Data goes to stdout (the trace, JSON); progress
 and tables go to stderr, and only when stderr is a terminal.  Exit codes:
@@ -25,12 +25,12 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from dispatcher.replay import BadRecord, NotAJournal, format_listing, queue_listing
-from dispatcher.replay import replay as do_replay
 from smp.app.cluster import run_schedulers
 from smp.app.compare import check_invariants, compare_runs, journal_messages, same_work
 from smp.app.exitcodes import EXIT_BROKEN_PIPE, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
 from smp.app.limits import parse_limit, trip_note
+from smp.app.replay import BadRecord, NotAJournal, format_listing, queue_listing
+from smp.app.replay import replay as do_replay
 from smp.app.report import ResultFileError, load_result, render_report
 from smp.app.scenario import (
     MAX_ATOM,

@@ -23,7 +23,7 @@ import copy
 import difflib
 from collections import Counter, deque
 
-from dispatcher.replay import _terms, read_records
+from smp.app.replay import _terms, read_records
 from smp.core import messages as M
 from smp.core.dispatch import DROP
 from smp.core.pretty import format_term

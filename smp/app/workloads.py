@@ -1000,7 +1000,7 @@ def execute(  # noqa: C901 - one run, from set-up to summary
     terms arrive, ``on_progress({"elapsed", "made", "delivered", "received"})``
     at every sample (``sample_interval`` seconds apart; the counts are the
     run's live statistics).  ``journal`` (smp mode) is where the dispatcher records its
-    queue and decisions for ``dispatcher.replay``; ``emulator_options`` go to
+    queue and decisions for ``smp.app.replay``; ``emulator_options`` go to
     ``Emulator`` (``bind``, ``remote_schedulers``, ``keys``... for schedulers
     on other hosts).  KeyboardInterrupt stops the run early: the outcome is still
     returned, with ``summary["interrupted"] = True``.  The scenario's

@@ -5,7 +5,7 @@ that only increase per sender, so a tracee's ``send`` messages (and its
 ``'receive'`` messages per sender) must carry increasing numbers in every
 tracer's stream: the order ``erl_trace.c`` promises per tracee.  Used by the
 run checks (``smp.app.compare``) and the journal replay
-(``dispatcher.replay``).
+(``smp.app.replay``).
 """
 
 from __future__ import annotations

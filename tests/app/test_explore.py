@@ -77,7 +77,7 @@ def test_step_dispatcher_message_by_message_then_by_run():
 
 
 def test_stepped_run_replays_from_its_journal(tmp_path):
-    from dispatcher.replay import replay
+    from smp.app.replay import replay
 
     path = str(tmp_path / "step.journal")
     with smp.Emulator(mode="smp", schedulers=2, journal=path) as vm:

@@ -17,8 +17,8 @@ import pytest
 
 from dispatcher.journal import Journal
 from dispatcher.queue import ORDER_WAIT_S, PortWrite, SysMsgQueue
-from dispatcher.replay import read_records
 from dispatcher.table import PidTable
+from smp.app.replay import read_records
 from smp.core import messages as M
 from smp.core.clock import Clock, ts_to_us
 from smp.core.errors import BadArg

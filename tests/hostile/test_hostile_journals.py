@@ -25,7 +25,9 @@ import pytest
 
 import smp
 from dispatcher.journal import HEADER_CRC, RECORD_HEAD, encode_header, encode_record
-from dispatcher.replay import (
+from hostile.capped import Capped, assert_one_line, run_capped, run_cli
+from smp import Atom as A
+from smp.app.replay import (
     MAX_DEPTH,
     MAX_NODES,
     BadRecord,
@@ -35,8 +37,6 @@ from dispatcher.replay import (
     read_records,
     replay,
 )
-from hostile.capped import Capped, assert_one_line, run_capped, run_cli
-from smp import Atom as A
 from smp.core.dispatch import DELIVER_PID, DROP
 from smp.core.messages import SYS_MSG_TYPE_TRACE
 from smp.core.state import Snapshot

@@ -55,6 +55,8 @@ import zlib
 from collections import Counter, deque
 from dataclasses import dataclass, field, fields
 
+from dispatcher.journal import HEADER_CRC, JOURNAL_MAGIC, RECORD_HEAD
+from dispatcher.table import PidTable
 from smp.core import messages as M
 from smp.core.clock import us_to_ts
 from smp.core.dispatch import (
@@ -85,9 +87,6 @@ from smp.ports.dbgfmt import format_dbg, term_to_json
 from smp.ports.order import OrderChecker
 from smp.wire.codec import MAX_FRAME, MAX_RUN, load_record, loads_terms
 from smp.wire.frames import QueueEntry, run_terms
-
-from .journal import HEADER_CRC, JOURNAL_MAGIC, RECORD_HEAD
-from .table import PidTable
 
 __all__ = [
     "replay",
