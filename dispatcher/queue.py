@@ -147,6 +147,10 @@ class SysMsgQueue:
         self.queue: deque = deque()
         self.queue_msgs = 0  # messages in the queue (runs hold several)
         self.queue_peak = 0  # the most queued since the last statistics()
+        # made and not yet decided (queued or being dispatched): the deepest
+        # since the last sample (``sample_counters``), and since sampling began
+        self.level_peak = 0
+        self.level_peak_run = 0
         self.held = False
         self.dispatching = False
         self.step_req: tuple | None = None  # held: (n, unit) to dispatch now (step mode)
@@ -287,6 +291,11 @@ class SysMsgQueue:
         self.queue.append(entry)
         self.queue_msgs += entry.n
         self.made[entry.type] += entry.n
+        level = self.queue_msgs + self.in_dispatch
+        if level > self.level_peak:
+            self.level_peak = level
+            if level > self.level_peak_run:
+                self.level_peak_run = level
         if self.journal is not None:
             self.journal.record("q", *entry.journal())
 
@@ -602,6 +611,35 @@ class SysMsgQueue:
                 to = am_error_logger
             out += [(item.from_, to, term) for term in item.terms()]
         return out
+
+    def reset_level_peak(self) -> None:
+        """Sampling begins: the peaks count from the queue's level now."""
+        with self.smq:
+            self.level_peak = self.level_peak_run = self.queue_msgs + self.in_dispatch
+
+    def sample_counters(self) -> dict:
+        """The counts for a sample (the dispatcher's sampler thread): made,
+        delivered, dropped (and by reason, as ``dropped_by_reason.REASON``),
+        ``queued`` (made and not yet decided) now and ``queued_max``, the
+        most it was since the previous sample (each call starts a new
+        interval), and ``queue_peak_run``, the most since sampling began."""
+        with self.smq:
+            level = self.queue_msgs + self.in_dispatch
+            peak, self.level_peak = max(self.level_peak, level), level
+            self.level_peak_run = max(self.level_peak_run, peak)
+            d = {
+                "made": sum(self.made.values()),
+                "delivered": sum(self.delivered.values()),
+                "queued": level,
+                "queued_max": peak,
+                "queue_peak_run": self.level_peak_run,
+            }
+            dropped = list(self.dropped.items())
+        d["dropped"] = sum(n for _, n in dropped)
+        for (_, reason), n in dropped:
+            key = "dropped_by_reason." + reason
+            d[key] = d.get(key, 0) + n
+        return d
 
     def statistics(self) -> dict:
         """The counts (``smp.core.stats.totals``: made = delivered + dropped +

@@ -52,6 +52,7 @@ from smp.core import messages as M
 from smp.core.clock import Clock
 from smp.core.dispatch import resolve
 from smp.core.errors import BadArg, ProtocolError
+from smp.core.sampler import Sampler
 from smp.core.state import TracerState, apply_state_op
 from smp.core.terms import Atom, Port
 from smp.ports.traceport import close_at_exit, open_trace_port, port_call
@@ -132,6 +133,7 @@ class Dispatcher:
             nsched, self.state, self.table, self.journal, clock=self.clock, stopped=self.stop.is_set
         )
         self._tls = threading.local()
+        self.sampler: Sampler | None = None
         self._port_counter = 0
         self._markers: dict = {}
         self.ingest_sock = self.ctx.socket(zmq.ROUTER)
@@ -198,6 +200,7 @@ class Dispatcher:
             )
             poller.register(monitor, zmq.POLLIN)
         while not self.stop.is_set():
+            self._sample_due()
             events = dict(poller.poll(100))
             if monitor is not None and monitor in events:
                 recv_monitor_message(monitor)
@@ -284,6 +287,7 @@ class Dispatcher:
         self._tls.name = "dispatch"
         inboxes: dict[int, zmq.Socket] = {}
         while not self.stop.is_set():
+            self._sample_due()
             taken = self.q.next_for_dispatch()
             if taken is None:
                 break
@@ -342,6 +346,7 @@ class Dispatcher:
                 plan = q.decide(local, plan)
                 continue
             self._settle(plan, inboxes)
+            self._sample_due()
             if then is None:
                 return
             if then.kind == "marker":  # trace_delivered
@@ -596,6 +601,37 @@ class Dispatcher:
     def _cmd_stats(self):
         return self.statistics()
 
+    def _cmd_sample(self, interval, t0=None):
+        """Sample the queue's counts every ``interval`` s from ``t0`` (the
+        controller's monotonic clock: the dispatcher runs on its host), in a
+        thread of its own, so a control request that waits (for the
+        schedulers' batches, a port) holds no sample back."""
+        if self.sampler is not None:
+            self.sampler.stop()
+        self.q.reset_level_peak()
+        self.sampler = Sampler(
+            self.q.sample_counters, interval, t0, ("queued_max", "queue_peak_run")
+        ).start()
+        return True
+
+    def _sample_due(self) -> None:
+        """A sample due now is taken by whichever busy thread gets here
+        first, the sampler thread being kept waiting (never under ``smq``)."""
+        s = self.sampler
+        if s is not None:
+            s.poll()
+
+    def _cmd_series(self, final=True):
+        """The samples taken (``final``: a last one now, and sampling stops);
+        not final: only the latest sample, ``(t_s, counters)``."""
+        s = self.sampler
+        if s is None:
+            return None
+        if not final:
+            return s.latest()
+        s.stop()
+        return s.to_json()
+
     def _cmd_queue_list(self):
         return self.q.foreach_sys_msg_in_q()
 
@@ -646,6 +682,8 @@ class Dispatcher:
         "scheduler_lost": _cmd_scheduler_lost,
         "status": _cmd_status,
         "stats": _cmd_stats,
+        "sample": _cmd_sample,
+        "series": _cmd_series,
         "queue_list": _cmd_queue_list,
         "open_trace_port": _cmd_open_trace_port,
         "trace_port_call": _cmd_trace_port_call,

@@ -46,6 +46,7 @@ from schedulers.backend import LocalBackend
 from smp.core import messages as M
 from smp.core.bifs import call_bif
 from smp.core.errors import BadArg, ProtocolError
+from smp.core.sampler import Sampler
 from smp.core.stats import Stats
 from smp.core.terms import Atom, Pid, Port
 from smp.ports.traceport import close_at_exit, open_trace_port, port_call
@@ -342,6 +343,11 @@ class Worker:
         self.unsendable = 0
         self.backpressure_waits = 0
         self.deliveries = 0
+        # time spent running processes (and, nonsmp, their trace ports): the
+        # total in ns and, while a run of slices is under way, when it began;
+        # one attribute, so the sampler thread reads both at once
+        self.busy: tuple[int, int] = (0, 0)
+        self.sampler: Sampler | None = None
         if smp:
             self.sys_sock = self.ctx.socket(zmq.DEALER)
             self.sys_sock.setsockopt(zmq.ROUTING_ID, ids["ingest"])
@@ -697,6 +703,54 @@ class Worker:
     def _cmd_status(self):
         return self.status()
 
+    def _cmd_sample(self, interval, t0=None):
+        """Sample this scheduler's counters every ``interval`` s from ``t0``
+        (the controller's monotonic clock, the same on its host; a scheduler
+        on another host counts from now), in a thread of its own."""
+        if self.sampler is not None:
+            self.sampler.stop()
+        if not self.local or t0 is None:
+            t0 = time.monotonic()
+        self.sampler = Sampler(self.read_counters, interval, t0, ("queued_max",)).start()
+        return True
+
+    def _cmd_series(self, final=True):
+        """The samples taken (``final``: a last one now, and sampling stops);
+        not final: only the latest sample, ``(t_s, counters)``."""
+        s = self.sampler
+        if s is None:
+            return None
+        if not final:
+            return s.latest()
+        s.stop()
+        return s.to_json()
+
+    def read_counters(self) -> dict:
+        """This scheduler's counters now (the sampler thread): made, messages
+        sent, and the seconds spent running processes; nonsmp, where the
+        scheduler delivers what it makes, delivered and dropped (by reason)
+        too.  Each read is of one int or one C-level pass over a Counter, so
+        the running loop never leaves it half-updated."""
+        st = self.node.stats
+        busy, since = self.busy
+        if since:
+            busy += time.monotonic_ns() - since
+        t = self.transport
+        d = {
+            "made": t.sys_made if t is not None else sum(st._made.values()),
+            "messages": st.messages_sent,
+            "busy_s": busy / 1e9,
+        }
+        if t is None:
+            d["delivered"] = sum(st._delivered.values())
+            dropped = list(st._dropped.items())
+            d["dropped"] = sum(n for _, n in dropped)
+            for (_, reason), n in dropped:
+                key = "dropped_by_reason." + reason
+                d[key] = d.get(key, 0) + n
+            d["queued"] = d["queued_max"] = 0
+        return d
+
     def _cmd_stats(self):
         node = self.node
         if self.transport is not None:
@@ -827,6 +881,8 @@ class Worker:
         "wait_published": _cmd_wait_published,
         "pause": _cmd_pause,
         "status": _cmd_status,
+        "sample": _cmd_sample,
+        "series": _cmd_series,
         "stats": _cmd_stats,
         "messages": _cmd_messages,
         "process_info": _cmd_process_info,
@@ -983,7 +1039,12 @@ class Worker:
                     break
             clear = self.drain_all() if self.pending else True
             if self.running and clear:
-                node.run_some(32)
+                began = time.monotonic_ns()
+                self.busy = (self.busy[0], began)
+                ran = node.run_some(32)
+                self.busy = (self.busy[0] + (time.monotonic_ns() - began if ran else 0), 0)
+            if self.sampler is not None:
+                self.sampler.poll()  # due while the loop kept the sampler thread waiting
             busy = self.running and clear and node.runq
             t = self.transport
             if t is not None and t.ctl_out:

@@ -611,6 +611,27 @@ class Emulator:
         d["last_bad_frame"] = d.get("last_bad_frame") or self._frames.last
         return d
 
+    # -- samples -------------------------------------------------------------
+    def sample(self, interval: float, t0: float | None = None) -> None:
+        """Each scheduler and the dispatcher sample their own counters every
+        ``interval`` s from ``t0`` (``time.monotonic()`` here; now when
+        None), in a thread of their own (``smp.core.sampler``)."""
+        t0 = time.monotonic() if t0 is None else t0
+        self._all_scheds("sample", interval, t0)
+        if self.smp:
+            self._disp_call("sample", interval, t0)
+
+    def series(self, final: bool = True) -> dict:
+        """``{"dispatcher": ..., "schedulers": {k: ...}}``: what each one
+        sampled since ``sample()`` (``final``: with a last sample now, and
+        sampling stops; otherwise only each one's latest ``(t_s, counters)``).
+        None for one that was not sampling; a lost scheduler is left out."""
+        scheds = self._all_scheds("series", final)
+        return {
+            "dispatcher": self._disp_call("series", final) if self.smp else None,
+            "schedulers": dict(sorted(scheds.items())),
+        }
+
     # ================================================================ run
     def run_for(self, seconds: float) -> bool:
         """Run for at most ``seconds``; True when the system became quiet,

@@ -25,8 +25,14 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from smp.app.cluster import run_schedulers
-from smp.app.compare import check_invariants, compare_runs, journal_messages, same_work
+from smp.app.cluster import ports_taken, run_schedulers, tcp_address
+from smp.app.compare import (
+    check_invariants,
+    compare_runs,
+    expect_broken,
+    journal_messages,
+    same_work,
+)
 from smp.app.exitcodes import EXIT_BROKEN_PIPE, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
 from smp.app.limits import parse_limit, trip_note
 from smp.app.replay import BadRecord, NotAJournal, format_listing, queue_listing
@@ -57,8 +63,19 @@ __all__ = ["main", "cli"]
 
 # ---------------------------------------------------------------- output helpers
 class _TraceWriter:
-    def __init__(self, fmt: str, stream, with_tracer: bool, nodes=None, latin1: bool = False):
+    def __init__(
+        self,
+        fmt: str,
+        stream,
+        with_tracer: bool,
+        nodes=None,
+        latin1: bool = False,
+        every: bool = True,
+    ):
         self.fmt, self.stream, self.with_tracer = fmt, stream, with_tracer
+        # every: in dbg text, a term dbg's handler prints nothing for is
+        # printed as the term it is (run; read --all); else nothing, as dbg
+        self.every = every
         self.lines = 0
         self.nodes = nodes
         # dbg's text is latin-1 (what a node writes on its latin-1 device)
@@ -79,8 +96,10 @@ class _TraceWriter:
             line = format_term(term) + ".\n"
         else:
             # dbg's handler prints nothing for what it does not know (monitor
-            # and profile messages): show those as the terms they are
-            line = format_dbg(term, self.nodes) or format_term(term) + "\n"
+            # and profile messages, {dbg, ok} receives, ...)
+            line = format_dbg(term, self.nodes) or (format_term(term) + "\n" if self.every else "")
+            if not line:
+                return
         if source is not None and self.fmt != "json":
             parts = line.split("\n")
             tail = parts.pop()
@@ -169,6 +188,20 @@ def _load(scenario):
     for note in sc.get("notes", []):
         click.echo(f"smp-emu: note: {note}", err=True)
     return sc
+
+
+def _summary_line(s: dict, command: str) -> str:
+    """The run in one line, for stderr: scenario, mode, seed, how long (or
+    that it was interrupted, and when) and the trace messages' fate."""
+    st = s["stats"]
+    took = f"{s['elapsed_s']:.2f} s"
+    return (
+        f"smp-emu: {command} {s['scenario']} ({s['mode']}, {s['schedulers']} scheduler(s), "
+        f"seed {s['seed']}) "
+        + (f"interrupted after {took}" if s["interrupted"] else took)
+        + f": made {st['made']:,}, delivered {st['delivered']:,}, dropped {st['dropped']:,}, "
+        f"queued {st.get('queued', 0):,} trace messages"
+    )
 
 
 def _after_run_notes(s: dict, every: bool = True) -> None:
@@ -284,6 +317,13 @@ _out_option = click.option(
     help="write the trace here instead of stdout",
 )
 
+_seed_option = click.option(
+    "--seed",
+    type=click.IntRange(-(1 << 63), (1 << 63) - 1),
+    default=None,
+    help="the workload's random seed, instead of the scenario's seed (the summary records it)",
+)
+
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="smp-trace-emu")
@@ -349,6 +389,7 @@ def cli():
     "MS milliseconds, as recon_trace does (replaces the scenario's "
     "max_messages and rate)",
 )
+@_seed_option
 def run(
     scenario,
     mode,
@@ -362,10 +403,13 @@ def run(
     sample_interval,
     tps,
     limit,
+    seed,
 ):
     """Run SCENARIO (a TOML file or an example name; the built-in default if omitted)."""
 
     sc = _load(scenario)
+    if seed is not None:
+        sc["seed"] = seed
     _apply_tp_and_limit(sc, tps, limit)
     if (mode or sc["mode"]) == "nonsmp" and schedulers not in (None, 1):
         click.echo(f"smp-emu: note: --schedulers {schedulers}: {NONSMP_RULE}", err=True)
@@ -460,6 +504,25 @@ def _limit_note(s: dict) -> None:
         click.echo(f"smp-emu: {note}", err=True)
 
 
+def _open_out(path: str, option: str, mode: str = "w"):
+    """Open an output file, or say in one line which option named a file that
+    cannot be written and why (exit 2)."""
+    try:
+        return open(path, mode, encoding="utf-8")
+    except OSError as e:
+        click.echo(f"smp-emu: {option} {path}: cannot write it: {_why(e)}", err=True)
+        sys.exit(EXIT_USAGE)
+
+
+def _writable(path: str, option: str) -> None:
+    """Refuse, before a run, an output file a process will open later (the
+    dispatcher's journal): one line naming the option, exit 2."""
+    existed = os.path.lexists(path)
+    _open_out(path, option, "a").close()
+    if not existed:
+        os.unlink(path)
+
+
 def _run_and_report(
     sc,
     mode,
@@ -473,7 +536,9 @@ def _run_and_report(
     emulator_options=None,
     sample_interval=None,
 ):
-    stream = open(out, "w", encoding="utf-8") if out else (None if as_json else sys.stdout)
+    if journal:
+        _writable(journal, "--journal")
+    stream = _open_out(out, "--out") if out else (None if as_json else sys.stdout)
     writer = _TraceWriter(fmt, stream, True)
     try:
         outcome = _execute(
@@ -506,8 +571,12 @@ def _run_and_report(
     sys.stdout.flush()
     if summary or (summary is None and _stderr_tty()):
         _print_summary_table(s)
+    elif summary is None and not as_json and not (fmt == "json" and stream is sys.stdout):
+        # off a terminal, and on Ctrl-C: one line (stdout's JSON holds the summary)
+        click.echo(_summary_line(s, "run"), err=True)
     _after_run_notes(s, every=not as_json)
     _limit_note(s)
+    broken = _expect_notes(s)
     if s["error"]:
         click.echo(f"smp-emu: {s['error']}", err=True)
         sys.exit(EXIT_FAILED)
@@ -518,6 +587,20 @@ def _run_and_report(
     if s["interrupted"]:
         click.echo("smp-emu: interrupted", err=True)
         sys.exit(EXIT_INTERRUPTED)
+    if broken:
+        sys.exit(EXIT_FAILED)
+
+
+def _expect_notes(s: dict) -> list[str]:
+    """The scenario's [[expect]] clauses on stderr: a line per broken one
+    (where, clause, evidence), or that all held; returns the broken ones."""
+    results = s.get("expect") or []
+    broken = expect_broken(results)
+    for line in broken:
+        click.echo(f"smp-emu: expect broken: {line}", err=True)
+    if results and not broken:
+        click.echo(f"smp-emu: expect: all {len(results)} clause(s) held", err=True)
+    return broken
 
 
 def _warn_insecure(endpoint: str) -> None:
@@ -594,6 +677,18 @@ def dispatcher(
         except SmpError as e:
             click.echo(f"smp-emu: {e}", err=True)
             sys.exit(EXIT_USAGE)
+    try:  # a port in use is said now, not after --wait seconds
+        taken = ports_taken(bind)
+    except BadArg as e:
+        click.echo(f"smp-emu: {e}", err=True)
+        sys.exit(EXIT_USAGE)
+    if taken:
+        click.echo(
+            f"smp-emu: --bind {bind}: port {', '.join(map(str, taken))} already in use "
+            "(the controller takes PORT, the dispatcher PORT+1..PORT+5)",
+            err=True,
+        )
+        sys.exit(EXIT_USAGE)
     if insecure:
         _warn_insecure(bind)
     try:
@@ -641,6 +736,11 @@ def dispatcher(
 def scheduler(connect, count, host, keys, name, insecure):
     """Start schedulers on this host that join a controller (smp-emu dispatcher)."""
 
+    try:
+        tcp_address(connect, "--connect")
+    except BadArg as e:
+        click.echo(f"smp-emu: {e}", err=True)
+        sys.exit(EXIT_USAGE)
     if insecure:
         _warn_insecure(connect)
     try:
@@ -708,7 +808,8 @@ def keygen(directory, name):
     show_default=True,
     help="seconds between two samples of the counters",
 )
-def compare(scenario, schedulers, operations, as_json, first, sample_interval):
+@_seed_option
+def compare(scenario, schedulers, operations, as_json, first, sample_interval, seed):
     """Run the same seeded SCENARIO in nonsmp and smp mode and show what differs.
 
     Both modes do the same work: a time-bounded scenario is converted to a
@@ -717,7 +818,10 @@ def compare(scenario, schedulers, operations, as_json, first, sample_interval):
     listed per tracer and tracee (smp's drops come from the dispatcher's
     journal)."""
 
-    sc, work = same_work(_load(scenario), operations)
+    sc = _load(scenario)
+    if seed is not None:
+        sc["seed"] = seed
+    sc, work = same_work(sc, operations)
     tmpdir = tempfile.mkdtemp(prefix="smp-emu-compare-")
     journal = os.path.join(tmpdir, "smp.journal")
     try:
@@ -750,6 +854,7 @@ def compare(scenario, schedulers, operations, as_json, first, sample_interval):
         shutil.rmtree(tmpdir, ignore_errors=True)
     c = compare_runs(a, b, first=first, scenario=sc, smp_made=made)
     c["workload"] = work
+    c["seed"] = sc["seed"]
     if as_json:
         sys.stdout.write(json.dumps(c, indent=2, default=repr) + "\n")
     else:
@@ -768,7 +873,10 @@ def _print_compare(c: dict) -> None:
     w = max(len(r["what"]) for r in c["rows"]) + 2
     out = sys.stdout
     if c.get("workload"):
-        out.write(f"work: {c['workload']['note']}\n\n")
+        out.write(f"work: {c['workload']['note']}\n")
+    if "seed" in c:
+        out.write(f"seed: {c['seed']}\n")
+    out.write("\n")
     out.write(f"{'':{w}}{ma:>14}{mb:>14}\n")
     for r in c["rows"]:
         mark = "  *" if r["differs"] else ""
@@ -929,6 +1037,13 @@ def _read_size(ctx, param, value):
     help="print a term longer than about this many characters cut short with "
     "'...' where the rest would be, as ~P does",
 )
+@click.option(
+    "--all",
+    "every",
+    is_flag=True,
+    help="dbg text: print the messages dbg's handler prints nothing for (monitor "
+    "and profile messages, a receive of {dbg,ok}, ...) as the terms they are",
+)
 def read(
     sources,
     wrap_suffix,
@@ -942,11 +1057,12 @@ def read(
     max_frame,
     max_inflate,
     max_print,
+    every,
 ):
     """Print trace files, wrap logs or ip trace ports (HOST:PORT) as dbg does,
-    in latin-1 as dbg:trace_client prints it on a node's latin-1 device (messages
-    dbg does not format, such as monitor and profile messages, are printed as
-    terms).  Several SOURCEs (the files of several nodes) are merged by
+    in latin-1 as dbg:trace_client prints it on a node's latin-1 device: what
+    dbg's handler prints nothing for (monitor and profile messages, ...) is
+    not printed, unless --all.  Several SOURCEs (the files of several nodes) are merged by
     timestamp as ttb:format merges them, each line marked with its SOURCE;
     messages without a timestamp keep their file's order.  Exit 2, with one
     line on stderr naming the SOURCE and the byte offset, when a SOURCE is
@@ -982,7 +1098,7 @@ def read(
         )
     if mark is None:
         mark = len(srcs) > 1
-    writer = _TraceWriter(fmt, sys.stdout, False, NodeNumbers(known), latin1=True)
+    writer = _TraceWriter(fmt, sys.stdout, False, NodeNumbers(known), latin1=True, every=every)
     try:
         if len(srcs) == 1:
             label = sources[0] if mark else None
@@ -1074,12 +1190,25 @@ def report(result, output):
     try:
         html = render_report(data)
     except (ValueError, KeyError, TypeError, AttributeError, IndexError) as e:
-        what = f"{type(e).__name__}: {e}" if not isinstance(e, ValueError) else str(e)
+        what = _result_fault(e)
         click.echo(f"smp-emu: {result}: not a run, stress or compare result ({what})", err=True)
         sys.exit(EXIT_USAGE)
-    with open(output, "w", encoding="utf-8") as f:
+    with _open_out(output, "-o/--output") as f:
         f.write(html)
     click.echo(output)
+
+
+def _result_fault(e: Exception) -> str:
+    """What a result file lacks, in words (no Python exception names)."""
+    if isinstance(e, KeyError):
+        return f"no key {_clip_text(str(e), 60)}"
+    if isinstance(e, ValueError):
+        return _clip_text(str(e), 200)
+    if isinstance(e, IndexError):
+        return "a list shorter than a result's"
+    return "a value of the wrong kind where a result has " + (
+        "an object" if isinstance(e, AttributeError) else "another"
+    )
 
 
 @cli.command(
@@ -1146,6 +1275,8 @@ def stress(
     run_mode = mode or sc["mode"]
     if run_mode != "smp" and journal_path:
         raise click.UsageError("--journal records the dispatcher's queue: it needs smp mode")
+    if journal_path:
+        _writable(journal_path, "--journal")
     tmpdir = None
     if run_mode == "smp" and not journal_path:
         tmpdir = tempfile.mkdtemp(prefix="smp-emu-journal-")
@@ -1204,35 +1335,13 @@ def stress(
     if as_json:
         sys.stdout.write(json.dumps(s, indent=2, default=repr) + "\n")
     else:
-        st = s["stats"]
-        sys.stdout.write(
-            f"stress, scenario {s['scenario']} ({s['mode']}, {s['schedulers']} scheduler(s), "
-            f"{len(extra)} faults, {s['elapsed_s']:.2f} s): made {st['made']}, "
-            f"delivered {st['delivered']}, dropped {st['dropped']}, queued "
-            f"{st.get('queued', 0)}, suppressed {st.get('suppressed', 0)}\n"
-        )
-        if rep is not None:
-            sys.stdout.write(
-                f"replayed {rep['runs']} runs from the journal: "
-                f"{rep['divergence_count']} divergences, "
-                f"{rep['race_window']} decided before a concurrent change\n"
-            )
-        for v in violations:
-            sys.stdout.write(f"VIOLATION: {v}\n")
-        if not violations:
-            sys.stdout.write("all invariants hold\n")
-        d = s["duration"]
-        if d["within_10pct"] is not None:
-            sys.stdout.write(
-                f"ran {s['elapsed_s']:.2f} s for --duration {duration:g}"
-                + (
-                    ": within 10 %\n"
-                    if d["within_10pct"]
-                    else f" (+{d['over_pct']:.0f} %): " + "; ".join(d["why"]) + "\n"
-                )
-            )
+        _print_stress_text(s, extra, rep, violations, duration)
+    sys.stdout.flush()
+    if not as_json:
+        click.echo(_summary_line(s, "stress"), err=True)
     for line in fault_notes(s, every=not as_json):
         click.echo(f"smp-emu: {line}", err=True)
+    broken = _expect_notes(s)
     if keep and (violations or s["error"] or s["interrupted"]):
         click.echo(
             f"smp-emu: journal kept: {journal_path} (smp-emu replay {journal_path})", err=True
@@ -1244,8 +1353,41 @@ def stress(
     if s["interrupted"]:
         click.echo("smp-emu: interrupted", err=True)
         sys.exit(EXIT_INTERRUPTED)
-    if s["error"] or violations:
+    if s["error"] or violations or broken:
         sys.exit(EXIT_FAILED)
+
+
+def _print_stress_text(s: dict, extra: list, rep, violations: list, duration) -> None:
+    """smp-emu stress's report on stdout (without --json)."""
+    st = s["stats"]
+    sys.stdout.write(
+        f"stress, scenario {s['scenario']} ({s['mode']}, {s['schedulers']} scheduler(s), "
+        f"{len(extra)} faults, {s['elapsed_s']:.2f} s): made {st['made']}, "
+        f"delivered {st['delivered']}, dropped {st['dropped']}, queued "
+        f"{st.get('queued', 0)}, suppressed {st.get('suppressed', 0)}\n"
+    )
+    if rep is not None:
+        sys.stdout.write(
+            f"replayed {rep['runs']} runs from the journal: "
+            f"{rep['divergence_count']} divergences, "
+            f"{rep['race_window']} decided before a concurrent change\n"
+        )
+    for v in violations:
+        sys.stdout.write(f"VIOLATION: {v}\n")
+    if not violations:
+        sys.stdout.write("all invariants hold\n")
+    d = s["duration"]
+    if s["interrupted"]:
+        sys.stdout.write(f"interrupted after {s['elapsed_s']:.2f} s of --duration {duration:g}\n")
+    elif d["within_10pct"] is not None:
+        sys.stdout.write(
+            f"ran {s['elapsed_s']:.2f} s for --duration {duration:g}"
+            + (
+                ": within 10 %\n"
+                if d["within_10pct"]
+                else f" (+{d['over_pct']:.0f} %): " + "; ".join(d["why"]) + "\n"
+            )
+        )
 
 
 def _replay_journal(path: str, stats: dict, totals: bool = True) -> dict:
@@ -1474,16 +1616,48 @@ def _stdout_gone() -> None:
     sys.exit(EXIT_BROKEN_PIPE)
 
 
+_NO_ARGS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())
+
+
+def _usage_line(e: click.ClickException) -> str:
+    """click's error as one line: the command, what was wrong (the option or
+    argument named, as click names it) and where the help is."""
+    ctx = getattr(e, "ctx", None)
+    where = ctx.command_path if ctx is not None else "smp-emu"
+    hint = f" (see {where} --help)" if isinstance(e, click.UsageError) else ""
+    return f"{where}: {_clip_text(e.format_message())}{hint}"
+
+
 def main(argv=None) -> None:
     try:
-        cli.main(args=argv, prog_name="smp-emu", standalone_mode=True)
-    except KeyboardInterrupt:
+        rv = cli.main(args=argv, prog_name="smp-emu", standalone_mode=False)
+    except click.ClickException as e:  # click's own usage errors: one line, exit 2
+        if isinstance(e, _NO_ARGS_HELP):  # plain smp-emu: the help, as click shows it
+            e.show()
+        else:
+            click.echo(_usage_line(e), err=True)
+        sys.exit(e.exit_code)
+    except (KeyboardInterrupt, click.Abort):
         sys.exit(EXIT_INTERRUPTED)
     except BrokenPipeError:
         _stdout_gone()
     except (OSError, SmpError) as e:  # an error no command handled: one line
-        click.echo(f"smp-emu: {e}", err=True)
+        click.echo(f"smp-emu: {_os_text(e) if isinstance(e, OSError) else e}", err=True)
         sys.exit(EXIT_FAILED if type(e) is SmpError else EXIT_USAGE)
+    # --help, --version and click's Exit give their code; a command that
+    # returns has succeeded
+    sys.exit(rv if type(rv) is int else 0)
+
+
+def _os_text(e: OSError) -> str:
+    """An OSError as a user reads it: ``FILE: what`` (no errno, no class)."""
+    return f"{e.filename}: {_why(e)}" if e.filename else _why(e)
+
+
+def _why(e: OSError) -> str:
+    """What went wrong, without the errno: ``no such file or directory``."""
+    why = e.strerror or str(e)
+    return why[:1].lower() + why[1:]
 
 
 if __name__ == "__main__":

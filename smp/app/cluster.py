@@ -13,8 +13,11 @@ by reference).
 from __future__ import annotations
 
 import argparse
+import errno
 import os
+import re
 import signal
+import socket
 import sys
 import warnings
 
@@ -26,7 +29,7 @@ from smp.core.errors import BadArg, SmpError
 from smp.emulator import tcp_endpoints
 from smp.wire.curve import InsecureWarning, load_keys, load_public
 
-__all__ = ["run_schedulers", "scheduler_security"]
+__all__ = ["run_schedulers", "scheduler_security", "tcp_address", "ports_taken"]
 
 
 def scheduler_security(keys_dir: str, name: str) -> dict:
@@ -36,6 +39,54 @@ def scheduler_security(keys_dir: str, name: str) -> dict:
     public, secret = load_keys(os.path.join(keys_dir, f"{name}.key_secret"))
     server_public = load_public(os.path.join(keys_dir, "server.key"))
     return {"public": public, "secret": secret, "server_public": server_public}
+
+
+#: the controller takes PORT, the dispatcher PORT+1..PORT+5 (tcp_endpoints)
+PORT_SPAN = 6
+
+_TCP = re.compile(r"\Atcp://(\[[0-9A-Fa-f:.]+\]|[^\s:/\[\]]+):([0-9]{1,5})\Z")
+
+
+def tcp_address(url: str, option: str) -> tuple[str, int]:
+    """``(host, port)`` of a ``tcp://ADDR:PORT`` option value; BadArg naming
+    ``option`` when it is not one (PORT+5 must be a port too)."""
+    m = _TCP.match(url)
+    last = 65535 - (PORT_SPAN - 1)
+    if not m or not 1 <= int(m.group(2)) <= last:
+        shown = repr(url) if len(url) <= 80 else repr(url[:77]) + "..."
+        raise BadArg(
+            f"{option} {shown}: expected tcp://ADDR:PORT with PORT 1..{last} "
+            f"(the dispatcher takes PORT+1..PORT+{PORT_SPAN - 1})"
+        )
+    return m.group(1).strip("[]"), int(m.group(2))
+
+
+def ports_taken(url: str, option: str = "--bind") -> list[int]:
+    """The ports of the controller at ``url`` (PORT..PORT+5) that something
+    on this host already listens on; BadArg when ADDR is no address of this
+    host.  Checked before a run, so that a port in use is one line at once and
+    not a dispatcher that never starts."""
+    host, port = tcp_address(url, option)
+    if host == "*":
+        host = "0.0.0.0"
+    taken = []
+    for p in range(port, port + PORT_SPAN):
+        try:
+            infos = socket.getaddrinfo(host, p, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        except socket.gaierror as e:
+            raise BadArg(f"{option} {url}: cannot resolve {host}: {e.strerror}") from None
+        family, kind, proto, _, addr = infos[0]
+        with socket.socket(family, kind, proto) as s:
+            # as zmq binds: a port left in TIME_WAIT is free
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind(addr)
+            except OSError as e:
+                if e.errno != errno.EADDRINUSE:
+                    why = (e.strerror or str(e)).lower()
+                    raise BadArg(f"{option} {url}: cannot listen on {host}: {why}") from None
+                taken.append(p)
+    return taken
 
 
 def run_schedulers(
@@ -55,8 +106,7 @@ def run_schedulers(
     wait until they stop (the controller closes, or stops answering).
     Returns the number of schedulers that ended with an error.  CURVE is on
     (``keys`` needed) unless ``insecure``, which warns."""
-    if not connect.startswith("tcp://"):
-        raise BadArg(f"--connect must be tcp://ADDR:PORT, not {connect!r}")
+    tcp_address(connect, "--connect")
     if type(count) is not int or count < 1:
         raise BadArg(f"--count must be >= 1, not {count!r}")
     if curve is None:  # tcp, loopback included, is CURVE unless --insecure

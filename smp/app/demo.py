@@ -1,6 +1,7 @@
 """A small traced workload: ping-pong pairs, a call with return and
 exception traces, seq_trace across a chain, in nonsmp and in smp mode, each
-trace printed as ``dbg`` prints it."""
+trace printed as ``dbg`` prints it on stdout, each mode's summary line on
+stderr."""
 
 from __future__ import annotations
 
@@ -48,7 +49,11 @@ async def check(proc, n):
     return A("ok")
 
 
-def run_demo(mode: str, schedulers: int, out=sys.stdout) -> dict:
+def run_demo(mode: str, schedulers: int, out=None, err=None) -> dict:
+    """Run the demo in ``mode``: its trace as dbg prints it on ``out``
+    (stdout), the one-line summary on ``err`` (stderr), apart from the trace."""
+    out = sys.stdout if out is None else out
+    err = sys.stderr if err is None else err
     with Emulator(mode=mode, schedulers=schedulers) as vm:
         vm.define("demo", "fact", fact)
         vm.define("demo", "check", check)
@@ -64,7 +69,8 @@ def run_demo(mode: str, schedulers: int, out=sys.stdout) -> dict:
         for m in vm.messages(tracer):
             out.write(format_dbg(m))
         stats = vm.statistics()
-        out.write(
+        out.flush()
+        err.write(
             f"-- {mode} ({schedulers} scheduler(s)): made {stats['made']}, "
             f"delivered {stats['delivered']}, dropped {stats['dropped']} "
             f"in {elapsed * 1000:.1f} ms\n"

@@ -331,7 +331,7 @@ def _sampling_note(have) -> str:
             longest = max(ts["t_s"][k] - ts["t_s"][k - 1] for k in g)
             text += (
                 f", {len(g)} interval(s) without a sample (the longest {longest:.2f} s: "
-                f"the controller was serving a BIF or waiting for a busy scheduler), "
+                f"the process that samples its own counters was not run meanwhile), "
                 f"left empty and shaded"
             )
         parts.append(text)
@@ -390,8 +390,8 @@ def _queue_plot(runs: dict) -> str:
     gap_spans, partial = _time_extras(have, len(have) > 1)
     note = (
         "The deepest the dispatcher's queue was (messages made but not yet delivered or "
-        "dropped) in each sampling interval: the dispatcher keeps the peak between two "
-        "statistics() calls. Queueing delay shows in the latency histogram below."
+        "dropped) in each sampling interval, as the dispatcher sampled it: the chart's "
+        "highest point is the run's peak. Queueing delay shows in the latency histogram below."
     )
     if any(runs[m].get("mode") == "nonsmp" for _, m, _ in have):
         note += (

@@ -28,6 +28,7 @@ from typing import Any
 
 from smp.app.workloads import MAX_PROCESSES, WORKLOADS, Bound, check_params, processes_of
 from smp.core.bifs import MAX_SMALL
+from smp.core.dispatch import DROP_REASONS
 from smp.core.errors import BadArg, ScenarioError
 from smp.core.flags import TRACE_FLAG_NAMES
 from smp.core.matchspec import DBG_SHORTCUTS, compile_match_spec
@@ -50,6 +51,10 @@ __all__ = [
     "FAULT_ACTIONS",
     "TRACER_KINDS",
     "NONSMP_RULE",
+    "EXPECT_KINDS",
+    "EXPECT_EVENTS",
+    "EXPECT_REASONS",
+    "EXPECT_KEYS",
 ]
 
 TRACER_KINDS = ("collector", "file", "ip", "memory", "null")
@@ -67,6 +72,27 @@ FAULT_ACTIONS = (
     "kill_processes",
     "set_sensitive",
 )
+
+#: the kinds of an ``[[expect]]`` clause (checked by ``smp.app.compare.check_expect``)
+EXPECT_KINDS = ("receives_every", "no_drop", "order", "count")
+#: the events ``receives_every`` counts
+EXPECT_EVENTS = ("send",)
+#: the reasons ``no_drop`` names: the dispatcher's, or any
+EXPECT_REASONS = ("any",) + DROP_REASONS
+#: the keys each kind of clause takes (``kind`` besides), the required ones first
+EXPECT_KEYS = {
+    "receives_every": ("tracer", "group", "event"),
+    "no_drop": ("reason",),
+    "order": ("tracer",),
+    "count": ("tracer", "min", "max"),
+}
+_EXPECT_REQUIRED = {
+    "receives_every": ("tracer", "group"),
+    "order": ("tracer",),
+    "count": ("tracer",),
+}
+#: workloads whose processes send no numbered (Tag, Sender, Seq) messages
+_UNNUMBERED = ("calls", "gc")
 
 # ---------------------------------------------------------------- schema
 # A field is (kind, default, extra); kind is one of
@@ -141,6 +167,15 @@ _FAULT = {
     "replace": ("bool", True, None),
     "may_fail": ("bool", False, None),
 }
+_EXPECT = {
+    "kind": ("enum", REQUIRED, EXPECT_KINDS),
+    "tracer": ("str", None, None),
+    "group": ("str", None, None),
+    "event": ("enum", "send", EXPECT_EVENTS),
+    "reason": ("enum", "any", EXPECT_REASONS),
+    "min": ("num", 0, None),
+    "max": ("num", None, None),
+}
 _DURATION = {
     "seconds": ("num", None, None),
     "operations": ("num", None, None),
@@ -164,6 +199,8 @@ SCHEMA = {
     # recon_trace's caps: at most N trace messages, or N per window of ms
     "max_messages": ("num", None, None),
     "rate": ("any", None, None),
+    # what the run must guarantee, checked after it (and on every explored outcome)
+    "expect": ("tables", [], _EXPECT),
 }
 
 # ---------------------------------------------------------------- bounds
@@ -223,6 +260,10 @@ BOUNDS: dict[str, Bound] = {
     ),
     "rate[0]": Bound(int, 1, _MANY, "rate = [N, ms]: at most N trace messages ..."),
     "rate[1]": Bound(int, 1, 86_400_000, "... per window of ms milliseconds"),
+    "expect[].min": Bound(int, 0, _MANY, "a count clause: at least this many trace messages"),
+    "expect[].max": Bound(
+        int, 0, _MANY, "a count clause: at most this many trace messages", optional=True
+    ),
 }
 #: TOML nested deeper than this (arrays and inline tables) is refused: no
 #: scenario value needs more than a few levels, and Python's TOML reader
@@ -698,6 +739,66 @@ def _check_rate(c: _Checker, sc: dict) -> None:
             c.fail(("rate",), f"{('N', 'ms')[i]} {err}, not {x}")
 
 
+def _a(word: str) -> str:
+    return "an" if word[0] in "aeiou" else "a"
+
+
+def _check_expect(c: _Checker, sc: dict, given: list) -> None:
+    """``[[expect]]``: each clause takes its kind's keys only (``EXPECT_KEYS``),
+    names a tracer that keeps what it receives and a group whose processes
+    send numbered messages; ``min <= max``.  Each clause gets its ``where``
+    (``file:line``), which the run's report names."""
+    tracers = {t["name"]: t for t in sc["tracers"]}
+    groups = {g["name"]: g for g in sc["groups"]}
+    for i, e in enumerate(sc["expect"]):
+        path = ("expect", i)
+        kind = e["kind"]
+        mine = EXPECT_KEYS[kind]
+        for k in given[i]:
+            if k != "kind" and k not in mine:
+                c.fail(
+                    path + (k,),
+                    f"{k!r} is no key of {_a(kind)} {kind} clause "
+                    f"(its keys: kind, {', '.join(mine)})",
+                )
+        for k in _EXPECT_REQUIRED.get(kind, ()):
+            if e[k] is None:
+                c.fail(path, f"{_a(kind)} {kind} clause needs {k!r}")
+        if "tracer" in mine:
+            name = e["tracer"]
+            if name not in tracers:
+                c.fail(
+                    path + ("tracer",),
+                    f"unknown tracer {name!r} (tracers: {', '.join(tracers) or 'none'})",
+                )
+            t = tracers[name]
+            if t["kind"] == "null" or (t["kind"] == "ip" and not t["print"]):
+                what = "a null port" if t["kind"] == "null" else "an ip port with print = false"
+                c.fail(
+                    path + ("tracer",),
+                    f"tracer {name!r} is {what}: the run keeps nothing it receives to check",
+                )
+        if kind == "receives_every":
+            g = groups.get(e["group"])
+            if g is None:
+                c.fail(
+                    path + ("group",),
+                    f"unknown group {e['group']!r} (groups: {', '.join(groups)})",
+                )
+            if g["workload"] in _UNNUMBERED:
+                c.fail(
+                    path + ("group",),
+                    f"group {g['name']!r} runs the {g['workload']} workload, which sends no "
+                    "numbered messages: nothing for receives_every to count",
+                )
+        if kind == "count":
+            if "min" not in given[i] and "max" not in given[i]:
+                c.fail(path, "a count clause needs 'min', 'max' or both")
+            if e["max"] is not None and e["max"] < e["min"]:
+                c.fail(path + ("max",), f"must be >= min ({e['min']}), not {e['max']}")
+        e["where"] = c.where(path)
+
+
 # ---------------------------------------------------------------- entry points
 _NESTING_CHARS = re.compile(r"[\n#\"'\[\]{}]")
 
@@ -799,6 +900,7 @@ def parse_scenario(text: str, source: str = "<scenario>") -> dict:
         sc["notes"].append(f"{c.where(('schedulers',))}: {NONSMP_RULE}")
     _check_refs(c, sc)
     _check_rate(c, sc)
+    _check_expect(c, sc, data.get("expect") or [])
     sc["source"] = source
     return sc
 

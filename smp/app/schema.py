@@ -116,6 +116,21 @@ _FAULT_ACTIONS = (
     "kill_processes",
     "set_sensitive",
 )
+_EXPECT_KINDS = ("receives_every", "no_drop", "order", "count")
+_EXPECT_REASONS = (
+    "any",
+    "sender_is_receiver",
+    "nil_sender_nil_receiver",
+    "error_logger_self",
+    "no_receiver",
+    "receiver_dead",
+    "not_tracer",
+    "no_error_logger",
+    "port_closed",
+    "scheduler_lost",
+    "emulator_closed",
+    "not_a_term",
+)
 _WORKLOADS = ("ping_pong", "ring", "fan_in", "calls", "gc", "ports", "seq_chain", "churn")
 
 # ------------------------------------------------------------ run/stress scenario
@@ -186,6 +201,14 @@ RUN_KEYS: tuple[Key, ...] = (
     Key("faults[].value", "boolean", True, "the value of the sensitive flag", when="action = set_sensitive"),
     Key("faults[].replace", "boolean", True, "a fresh collector takes over the killed tracer's tracees and roles", when="action = kill_tracer"),
     Key("faults[].may_fail", "boolean", False, "the fault may fail to take (its target gone, say): listed, not an invariant failure"),
+    Key("expect", "array of tables", [], "what the run must guarantee: run and stress check each clause after the run (a broken one exits 1), explore on every outcome"),
+    Key("expect[].kind", "string", REQUIRED, "receives_every: the tracer got a send message for every numbered message the group's processes sent; no_drop: no trace message dropped for reason; order: per-tracee order holds at the tracer; count: the tracer got between min and max messages", _EXPECT_KINDS),
+    Key("expect[].tracer", "string", REQUIRED, "the tracer whose messages are checked (not a null port, nor an ip port with print = false)", when="kind = receives_every, order, count"),
+    Key("expect[].group", "string", REQUIRED, "the group whose processes' sends are counted (not a calls or gc group: they send no numbered messages)", when="kind = receives_every"),
+    Key("expect[].event", "string", "send", "the trace event counted: each (Tag, Sender, Seq) message a process sent, sequence numbers 0 to its last", ("send",), when="kind = receives_every"),
+    Key("expect[].reason", "string", "any", "the drop reason whose count (the run's statistics) must be 0; any: every reason", _EXPECT_REASONS, when="kind = no_drop"),
+    Key("expect[].min", "integer", 0, "at least this many trace messages at the tracer (an integer >= 0; give min, max or both)", when="kind = count"),
+    Key("expect[].max", "integer", None, "at most this many trace messages at the tracer (an integer >= min; none: no upper bound)", when="kind = count"),
 )  # fmt: skip
 
 #: Each built-in workload's ``params``: (one-line meaning, keys).

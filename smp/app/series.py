@@ -1,15 +1,20 @@
 """What a run looked like over time: counter samples, a latency histogram and
 the schedulers' active/inactive intervals, as JSON-able summary parts.
 
-Runs in the user's process.  ``execute`` feeds ``Series`` a
-``vm.statistics()`` snapshot at a steady interval (``SAMPLE_INTERVAL_S``, or
-what the command line asks): it runs the emulator until the next multiple of
-the interval and samples there.  When the controller is held past a sampling
-time (serving a BIF a process called, waiting for a busy scheduler) that
-sample is missing, and the gap stays a gap: nothing is made up for it.  The
-last interval ends with the run, so it is usually shorter (``partial_last``).
-The rest are pure
-functions of what the run left behind (``vm.latencies_ns()`` and the
+Runs in the user's process.  The counters are sampled where they live: the
+dispatcher and each scheduler sample their own in a thread of their own
+(``smp.core.sampler``), every ``interval`` s on one grid from the run's
+start, and hand the samples over at the end (``Emulator.series``), so no
+interval lacks a sample because the controller was busy.  ``run_timeseries``
+turns them into the summary's ``timeseries``: the counts of the process that
+decides every message (the dispatcher in smp, the one scheduler in nonsmp)
+and, per scheduler, what it made, the messages its processes sent and the
+share of each interval it spent running processes (``activity``), measured
+the same way in both modes.  A sample taken late keeps its real time; an
+interval of the grid with no sample in it stays a gap (``gaps``,
+``missing_intervals``): nothing is made up for it.  The last interval ends
+with the run, so it is usually shorter (``partial_last``).  The rest are
+pure functions of what the run left behind (``vm.latencies_ns()`` and the
 ``{profile, scheduler, Id, active|inactive, NActive, Ts}`` messages that
 ``profile_scheduler`` / ``profile_scheduler_q`` in ``erl_trace.c`` send).
 Everything here is bounded, whatever the run's length: a long run is merged
@@ -21,123 +26,146 @@ from __future__ import annotations
 import math
 
 from smp.core.clock import ts_to_us
+from smp.core.sampler import MAX_POINTS
 from smp.core.terms import Atom
 
 __all__ = [
-    "Series",
+    "run_timeseries",
+    "missing_intervals",
+    "paused_intervals",
+    "default_interval",
     "latency_histogram",
     "scheduler_timeline",
     "MAX_POINTS",
     "SAMPLE_INTERVAL_S",
-    "GAP_FACTOR",
+    "MIN_SAMPLES",
 ]
 
-SAMPLE_INTERVAL_S = 0.1  # the steady sampling interval, unless asked otherwise
-GAP_FACTOR = 1.5  # an interval this many times the sampling interval is a gap
-MAX_POINTS = 500  # time series samples kept per run
+SAMPLE_INTERVAL_S = 0.1  # the longest default sampling interval
+MIN_SAMPLES = 50  # a run bounded by time has at least this many samples
+FINE_INTERVAL_S = 0.001  # a run bounded by operations: its length is not known
 MAX_INTERVALS = 1000  # active intervals kept per scheduler
 PER_DECADE = 4  # latency buckets per power of ten
-MIN_GAP_S = 0.005  # samples closer than this to the previous one replace it
+_EPS = 1e-6  # sample times are rounded to the microsecond
 
 _PROFILE, _SCHEDULER = Atom("profile"), Atom("scheduler")
 _ACTIVE, _INACTIVE = Atom("active"), Atom("inactive")
 
 
-class Series:
-    """Cumulative counters sampled over a run, at most ``max_points`` of them.
+def default_interval(seconds: float | None) -> float:
+    """The sampling interval of a run asked to last ``seconds`` (at least
+    ``MIN_SAMPLES`` samples, at most ``SAMPLE_INTERVAL_S`` apart); a run
+    bounded by operations starts at ``FINE_INTERVAL_S`` and the samplers
+    double it as the run goes on (``smp.core.sampler``)."""
+    if not seconds:
+        return FINE_INTERVAL_S
+    return min(SAMPLE_INTERVAL_S, seconds / MIN_SAMPLES)
 
-    ``made``, ``delivered`` and ``dropped`` (per reason) only grow, so dropping
-    a sample loses resolution but no count; ``queued`` is a level, so a merged
-    sample keeps the highest level it stood for in ``queued_max``."""
 
-    def __init__(self, max_points: int = MAX_POINTS, interval: float = SAMPLE_INTERVAL_S) -> None:
-        if max_points < 3:
-            raise ValueError("max_points must be >= 3")
-        if not interval > 0:
-            raise ValueError("interval must be > 0")
-        self.max_points = max_points
-        self.interval = interval
-        self.merges = 0
-        self._points: list[dict] = []
+def missing_intervals(t_s: list, interval: float, pauses: list | tuple = ()) -> list[int]:
+    """The intervals ``[j * interval, (j + 1) * interval)`` of the grid,
+    from the first up to the one the last sample is in, that hold no sample,
+    except those the process spent (in part) in a garbage collection of its
+    own (``pauses``, ``[[start, end], ...]``): it held every thread of the
+    process, the sampler's too, and nothing counted changed meanwhile."""
+    if not t_s:
+        return []
+    have = {math.floor((t + _EPS) / interval) for t in t_s}
+    return [
+        j
+        for j in range(max(have) + 1)
+        if j not in have and not any(a < (j + 1) * interval and b > j * interval for a, b in pauses)
+    ]
 
-    def __len__(self) -> int:
-        return len(self._points)
 
-    def add(self, t: float, stats: dict) -> None:
-        """Record the ``vm.statistics()`` snapshot ``stats`` taken ``t`` s into the run."""
-        by_reason = {
-            str(r): sum(bt.values()) for r, bt in stats.get("dropped_by_reason", {}).items()
-        }
-        q = stats.get("queued", 0)
-        # the dispatcher reports the deepest its queue was since the last sample
-        q_max = max(q, stats.get("queue_peak", 0))
-        point = {
-            "t": t,
-            "made": stats.get("made", 0),
-            "delivered": stats.get("delivered", 0),
-            "dropped": stats.get("dropped", 0),
-            "queued": q,
-            "queued_max": q_max,
-            "by_reason": by_reason,
-        }
-        pts = self._points
-        if len(pts) > 1 and t - pts[-1]["t"] < MIN_GAP_S:
-            # a sample right after the last (the end of a timed-out run) would make
-            # a rate out of a few milliseconds: it replaces that one instead
-            point["queued_max"] = max(q_max, pts[-1]["queued_max"])
-            pts[-1] = point
-            return
-        pts.append(point)
-        if len(self._points) > self.max_points:
-            self._halve()
+def paused_intervals(t_s: list, interval: float, pauses: list | tuple) -> list[int]:
+    """The intervals with no sample that a garbage collection explains."""
+    if not t_s:
+        return []
+    have = {math.floor((t + _EPS) / interval) for t in t_s}
+    missing = set(missing_intervals(t_s, interval, pauses))
+    return [j for j in range(max(have) + 1) if j not in have and j not in missing]
 
-    def _halve(self) -> None:
-        """Drop every other inner sample, folding its queue peak into the next one
-        kept: the sampling interval doubles."""
-        pts = self._points
-        kept = [pts[0]]
-        for i in range(1, len(pts) - 1):
-            if i % 2:
-                nxt = pts[i + 1]
-                nxt["queued_max"] = max(nxt["queued_max"], pts[i]["queued_max"])
-            else:
-                kept.append(pts[i])
-        kept.append(pts[-1])
-        self._points = kept
-        self.merges += 1
-        self.interval *= 2
 
-    def gaps(self) -> list[list[float]]:
-        """``[start, end]`` of every interval between two samples that is longer
-        than ``GAP_FACTOR`` sampling intervals: no sample was taken in it."""
-        pts = self._points
-        return [
-            [round(a["t"], 6), round(b["t"], 6)]
-            for a, b in zip(pts, pts[1:], strict=False)
-            if b["t"] - a["t"] > GAP_FACTOR * self.interval
-        ]
+def _gaps(t_s: list, interval: float, pauses: list | tuple = ()) -> list[list[float]]:
+    """``[t[k-1], t[k]]`` of the samples on either side of each interval with
+    no sample (a garbage collection explains none of them)."""
+    out: list[list[float]] = []
+    for j in missing_intervals(t_s, interval, pauses):
+        k = next(i for i, t in enumerate(t_s) if t + _EPS >= (j + 1) * interval)
+        gap = [t_s[k - 1] if k else 0.0, t_s[k]]
+        if not out or out[-1] != gap:
+            out.append(gap)
+    return out
 
-    def to_json(self) -> dict:
-        """Columns, one value per sample; ``t_s`` is seconds since the run started.
-        ``interval_s`` is the sampling interval, ``gaps`` the intervals with a
-        missing sample, and ``partial_last`` says the last interval (it ends
-        with the run) is shorter than the others."""
-        pts = self._points
-        reasons = sorted({r for p in pts for r in p["by_reason"]})
-        last = pts[-1]["t"] - pts[-2]["t"] if len(pts) > 1 else 0.0
-        return {
-            "interval_s": round(self.interval, 6),
-            "gaps": self.gaps(),
-            "partial_last": len(pts) > 1 and last < 0.9 * self.interval,
-            "t_s": [round(p["t"], 6) for p in pts],
-            "made": [p["made"] for p in pts],
-            "delivered": [p["delivered"] for p in pts],
-            "dropped": [p["dropped"] for p in pts],
-            "queued": [p["queued"] for p in pts],
-            "queued_max": [p["queued_max"] for p in pts],
-            "dropped_by_reason": {r: [p["by_reason"].get(r, 0) for p in pts] for r in reasons},
-            "merges": self.merges,
-        }
+
+def _partial_last(t: list, interval: float) -> bool:
+    return len(t) > 1 and t[-1] - t[-2] < 0.9 * interval
+
+
+def _scheduler_series(k: int, s: dict) -> dict:
+    t, cols = s["t_s"], s["columns"]
+    busy = cols.get("busy_s", [0.0] * len(t))
+    activity: list = [None]
+    for i in range(1, len(t)):
+        dt = t[i] - t[i - 1]
+        activity.append(
+            round(min(1.0, max(0.0, (busy[i] - busy[i - 1]) / dt)), 4) if dt > 0 else None
+        )
+    span = t[-1] - t[0] if t else 0.0
+    return {
+        "scheduler": k,
+        "interval_s": round(s["interval_s"], 6),
+        "merges": s["merges"],
+        "late": s["late"],
+        "gaps": _gaps(t, s["interval_s"], s.get("gc_pauses", [])),
+        "gc_pauses": s.get("gc_pauses", []),
+        "partial_last": _partial_last(t, s["interval_s"]),
+        "t_s": t,
+        "made": cols.get("made", [0] * len(t)),
+        "messages": cols.get("messages", [0] * len(t)),
+        "busy_s": [round(b - busy[0], 6) for b in busy],
+        "activity": activity,
+        "active_pct": round(100 * (busy[-1] - busy[0]) / span, 2) if span > 0 else 0.0,
+    }
+
+
+def run_timeseries(collected: dict, mode: str) -> dict:
+    """The summary's ``timeseries`` from ``Emulator.series()``: the counts
+    (made, delivered, dropped and by reason, queued and ``queued_max``, the
+    deepest the queue was in each interval) of the dispatcher (smp) or of
+    the one scheduler (nonsmp), ``queue_peak`` (the deepest over the run,
+    which is the largest ``queued_max``) and ``schedulers``, each
+    scheduler's own series."""
+    scheds = {k: s for k, s in (collected.get("schedulers") or {}).items() if s}
+    main = collected.get("dispatcher") if mode == "smp" else scheds.get(min(scheds, default=1))
+    out: dict = {"source": "dispatcher" if mode == "smp" else "scheduler 1"}
+    if not main or not main["t_s"]:
+        out.update(t_s=[], interval_s=None, gaps=[], partial_last=False, schedulers=[])
+        return out
+    t, cols, iv = main["t_s"], main["columns"], main["interval_s"]
+    zeros = [0] * len(t)
+    reasons = sorted(c.split(".", 1)[1] for c in cols if c.startswith("dropped_by_reason."))
+    qmax = cols.get("queued_max", zeros)
+    out.update(
+        interval_s=round(iv, 6),
+        first_interval_s=round(main["first_interval_s"], 6),
+        merges=main["merges"],
+        late=main["late"],
+        gaps=_gaps(t, iv, main.get("gc_pauses", [])),
+        gc_pauses=main.get("gc_pauses", []),
+        partial_last=_partial_last(t, iv),
+        t_s=t,
+        made=cols.get("made", zeros),
+        delivered=cols.get("delivered", zeros),
+        dropped=cols.get("dropped", zeros),
+        queued=cols.get("queued", zeros),
+        queued_max=qmax,
+        queue_peak=cols["queue_peak_run"][-1] if "queue_peak_run" in cols else max(qmax),
+        dropped_by_reason={r: cols["dropped_by_reason." + r] for r in reasons},
+        schedulers=[_scheduler_series(k, s) for k, s in sorted(scheds.items()) if s["t_s"]],
+    )
+    return out
 
 
 def latency_histogram(latencies_ns, per_decade: int = PER_DECADE) -> dict:

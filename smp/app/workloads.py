@@ -26,7 +26,12 @@ from typing import Any, Callable
 
 from schedulers.process import message_of
 from smp.app.limits import TraceLimit
-from smp.app.series import SAMPLE_INTERVAL_S, Series, latency_histogram, scheduler_timeline
+from smp.app.series import (
+    default_interval,
+    latency_histogram,
+    run_timeseries,
+    scheduler_timeline,
+)
 from smp.core.bifs import MAX_SMALL
 from smp.core.errors import (
     EmulatorTimeout,
@@ -73,6 +78,7 @@ STOP, PING, PONG, TOKEN, CAST, DONE, REQ, ECHO = (
     A("echo"),
 )
 IDLE_MS = 5000  # a receive backstop: nothing for this long and the process gives up
+CHECK_S = 0.1  # the controller looks at a run this often: its end, faults, progress
 am_kill, am_sensitive, am_new = A("kill"), A("sensitive"), A("new")
 
 
@@ -994,12 +1000,15 @@ def execute(  # noqa: C901 - one run, from set-up to summary
     extra_faults: list | None = None,
     journal: str | None = None,
     emulator_options: dict | None = None,
-    sample_interval: float = SAMPLE_INTERVAL_S,
+    sample_interval: float | None = None,
 ) -> RunOutcome:
     """Run scenario ``sc`` once; ``on_trace(tracer_name, term)`` is called as
     terms arrive, ``on_progress({"elapsed", "made", "delivered", "received"})``
-    at every sample (``sample_interval`` seconds apart; the counts are the
-    run's live statistics).  ``journal`` (smp mode) is where the dispatcher records its
+    every ``CHECK_S`` or so (the counts are the latest sample's).  The
+    dispatcher and the schedulers sample their own counters every
+    ``sample_interval`` s (by default at least 50 samples over the
+    scenario's ``seconds``: ``smp.app.series.default_interval``) and hand
+    them over at the end: ``summary["timeseries"]``.  ``journal`` (smp mode) is where the dispatcher records its
     queue and decisions for ``smp.app.replay``; ``emulator_options`` go to
     ``Emulator`` (``bind``, ``remote_schedulers``, ``keys``... for schedulers
     on other hosts).  KeyboardInterrupt stops the run early: the outcome is still
@@ -1139,30 +1148,45 @@ def execute(  # noqa: C901 - one run, from set-up to summary
 
         interrupted = completed = False
         error = None
-        series = Series(interval=sample_interval)
-        held = {"s": 0.0, "at": 0.0}  # the longest the controller overshot a sampling time
+        held = {"s": 0.0, "at": 0.0}  # the longest the controller overshot a check
         not_fired: list = []
         not_fired_at = None  # when the controller was stopped, the workload being over
-        last: dict = {}
+        main = "dispatcher" if mode == "smp" else "scheduler"
 
-        def sample(t: float) -> None:
+        def latest() -> dict:
+            """The latest sample of the process that counts every message (cheap)."""
             try:
-                st = vm.statistics()
+                got = vm.series(final=False)
             except SmpError:
-                return  # a scheduler went away: the end of the run says so
-            series.add(t, st)
-            last.update(st)
+                return {}
+            if main == "dispatcher":
+                point = got["dispatcher"]
+            else:
+                point = next(iter(got["schedulers"].values()), None)
+            return point[1] if point else {}
+
+        collected: dict = {}
+
+        def end_samples() -> None:
+            """The run is over: the samplers take their last sample and hand
+            their series over, before anything else is asked of the processes."""
+            try:
+                collected.update(vm.series())
+            except SmpError:  # a scheduler or the dispatcher went away
+                pass
 
         run_start_us = time.time_ns() // 1000  # the trace timestamps' clock
+        # the samplers count from the same moment, on the same monotonic clock
+        vm.sample(sample_interval or default_interval(secs), time.monotonic())
         t0 = time.perf_counter()
-        sample(0.0)
         deadline = clock.at  # the timeout counts from the start of the set-up
         run_for = vm.run_for if limit is None else limit.runner(vm, t0, tracers.values())
         k = 1
         try:
             while True:
-                # run until the next multiple of the interval, then sample there
-                target = k * sample_interval
+                # run until the next check; the samples are taken meanwhile, where
+                # the counters live, however long the controller is held
+                target = k * CHECK_S
                 wait = max(0.001, target - (time.perf_counter() - t0))
                 if run_for(min(wait, max(0.01, deadline - time.monotonic()))):
                     completed = True
@@ -1170,8 +1194,7 @@ def execute(  # noqa: C901 - one run, from set-up to summary
                 now = time.perf_counter() - t0
                 if now - target > held["s"]:
                     held.update(s=now - target, at=target)
-                sample(now)
-                k = max(k + 1, int(now / sample_interval + 1e-9) + 1)  # a missed slot stays a gap
+                k = max(k + 1, int(now / CHECK_S + 1e-9) + 1)
                 if ctl is not None and now < plan[-1][0] and _work_over(vm, group_pids):
                     # faults still to come would hold a finished run: they do not fire
                     not_fired, not_fired_at = _not_fired(plan_events, now), now
@@ -1183,6 +1206,7 @@ def execute(  # noqa: C901 - one run, from set-up to summary
                 if on_trace is not None:
                     pull()  # only what is new since the last sample
                 if on_progress:
+                    last = latest()
                     on_progress(
                         {
                             "elapsed": time.perf_counter() - t0,
@@ -1192,6 +1216,7 @@ def execute(  # noqa: C901 - one run, from set-up to summary
                         }
                     )
             elapsed = time.perf_counter() - t0
+            end_samples()
             pull()
         except KeyboardInterrupt:
             elapsed = time.perf_counter() - t0
@@ -1201,10 +1226,12 @@ def execute(  # noqa: C901 - one run, from set-up to summary
             # the summary says what was lost
             elapsed = time.perf_counter() - t0
             error = str(e)
+            end_samples()
             pull()
         # From here on the run is over: a second Ctrl-C must not leave it half-measured.
+        if not collected:
+            end_samples()
         stats = vm.statistics()
-        series.add(elapsed, stats)
         fault_log_terms: list = []
         if fault_log is not None:
             try:
@@ -1262,7 +1289,7 @@ def execute(  # noqa: C901 - one run, from set-up to summary
         interrupted=interrupted,
         error=error,
     )
-    summary["timeseries"] = series.to_json()
+    summary["timeseries"] = run_timeseries(collected, mode)
     summary["duration"] = _duration_report(sc, summary, held)
     summary["faults_not_fired"] = not_fired
     summary["faults"] = fault_report(
@@ -1280,7 +1307,12 @@ def execute(  # noqa: C901 - one run, from set-up to summary
         "profiled": bool(prof and prof["scheduler"]),
         **(scheduler_timeline(messages, run_start_us) if prof and prof["scheduler"] else {}),
     }
-    return RunOutcome(summary, messages, labels)
+    outcome = RunOutcome(summary, messages, labels)
+    from smp.app.compare import check_expect  # compare reads workloads: imported here
+
+    # the scenario's [[expect]] clauses, each held or broken with its evidence
+    summary["expect"] = check_expect(outcome, sc)
+    return outcome
 
 
 def _work_over(vm, group_pids: dict) -> bool:
@@ -1547,7 +1579,8 @@ def _duration_report(sc: dict, summary: dict, held: dict) -> dict:
     if out["within_10pct"] or summary["interrupted"]:
         return out
     ts = summary["timeseries"]
-    t, made, qmax = ts["t_s"], ts["made"], ts["queued_max"]
+    t = ts.get("t_s") or []
+    made, qmax = ts.get("made") or [0], ts.get("queued_max") or [0]
     why = []
     at = next((i for i, x in enumerate(t) if x >= secs), None)
     if at is not None and made[-1] > made[at]:
@@ -1563,9 +1596,9 @@ def _duration_report(sc: dict, summary: dict, held: dict) -> dict:
             f"the dispatcher still had up to {peak:,} messages queued after "
             f"{secs:g} s and delivered them before the end"
         )
-    if held["s"] > max(0.1 * secs, 2 * ts["interval_s"]):
+    if held["s"] > max(0.1 * secs, 2 * CHECK_S):
         why.append(
-            f"the controller was held {held['s']:.2f} s past a sampling time "
+            f"the controller was held {held['s']:.2f} s past a check of the run "
             f"(at {held['at']:.2f} s) serving the BIFs processes called or waiting "
             f"for a busy scheduler, so it noticed late that the run was over"
         )

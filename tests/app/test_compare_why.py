@@ -189,7 +189,7 @@ def test_compare_explains_every_differing_row():
             )
 
 
-def test_read_prints_what_dbg_does_not_format_as_terms(tmp_path):
+def test_read_all_prints_what_dbg_does_not_format_as_terms(tmp_path):
     from smp.core.terms import A
     from smp.ports.traceport import FileTracePort
     from smp.wire.etf import encode
@@ -198,7 +198,7 @@ def test_read_prints_what_dbg_does_not_format_as_terms(tmp_path):
     with FileTracePort(str(path)) as port:
         port.write(encode((A.profile, A.scheduler, 1, A.active, 1, (1, 2, 3))))
         port.write(encode((A.drop, 4)))
-    r = CliRunner().invoke(cli, ["read", str(path)])
+    r = CliRunner().invoke(cli, ["read", "--all", str(path)])
     assert r.exit_code == 0
     assert r.stdout.splitlines() == [
         "{profile,scheduler,1,active,1,{1,2,3}}",

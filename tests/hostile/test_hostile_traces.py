@@ -234,7 +234,7 @@ def test_a_valid_900_deep_term_prints_in_every_format(tmp_path):
     assert r.returncode == 0, r.stderr[-500:]
     lines = r.stdout.splitlines()
     assert lines[0] == "{" * 900 + "x" + "}" * 900 + "."
-    r = run_cli("read", path)  # dbg text: ~p with its line breaks
+    r = run_cli("read", "--all", path)  # dbg text: ~p with its line breaks
     assert r.returncode == 0, r.stderr[-500:]
     assert r.stdout.startswith("{" * 900 + "x")
     assert "(<0.1.0>) <0.2.0> ! {tag," in r.stdout

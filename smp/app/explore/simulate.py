@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass
 
 import multiprocess
 
+from smp.app.compare import expect_checks
 from smp.app.explore.workload import Bounds, ScenarioWorkload
 from smp.app.scenario import load_scenario
 from smp.sim.explorer import Explorer, explore_split, replay
@@ -64,9 +65,9 @@ def _replay_command(scenario: str, o: SimOptions):
     return lambda schedule: f"{prefix} --schedule {shlex.quote(schedule)}"
 
 
-def _run(wl: ScenarioWorkload, o: SimOptions):
+def _run(wl: ScenarioWorkload, o: SimOptions, checks: list):
     graph = o.graph is not None
-    common = dict(schedulers=wl.schedulers, nonsmp=o.nonsmp, graph=graph)
+    common = dict(schedulers=wl.schedulers, nonsmp=o.nonsmp, graph=graph, checks=checks)
     if o.random is not None or o.pct is not None:
         method, runs = ("random", o.random) if o.random is not None else ("pct", o.pct)
         return sample(
@@ -107,18 +108,20 @@ def simulate(scenario: str, o: SimOptions) -> tuple[str, dict]:
         "notes": list(wl.notes),
     }
     command = _replay_command(scenario, o)
+    # the scenario's [[expect]] clauses: user predicates on every outcome
+    checks = expect_checks(wl.sc)
     nonsmp = None
     if o.schedule is not None:
-        ex = replay(wl.setup, o.schedule, schedulers=wl.schedulers)
+        ex = replay(wl.setup, o.schedule, schedulers=wl.schedulers, checks=checks)
         if o.nonsmp:
-            nonsmp = Explorer(wl.setup, schedulers=wl.schedulers).run_nonsmp()
+            nonsmp = Explorer(wl.setup, schedulers=wl.schedulers, checks=checks).run_nonsmp()
         data["replay"] = {
             **ex.as_dict(),
             "nonsmp": None if nonsmp is None else nonsmp.as_dict(),
             "nonsmp_verdict": nonsmp_verdict(ex.outcome, nonsmp),
         }
         return "\n".join(head) + "\n" + format_execution(ex, nonsmp), data
-    r = _run(wl, o)
+    r = _run(wl, o, checks)
     if o.graph is not None and r.graph is not None:
         number = {g.outcome: i for i, g in enumerate(r.outcomes, 1)}
         with open(o.graph, "w", encoding="utf-8") as f:
@@ -130,8 +133,52 @@ def simulate(scenario: str, o: SimOptions) -> tuple[str, dict]:
         od["nonsmp_verdict"] = nonsmp_verdict(g.outcome, r.nonsmp)
     data["result"] = d
     data["jobs"] = o.jobs
+    data["expect"] = _expect_report(checks, r)
+    head += [_expect_line(e) for e in data["expect"]]
     text = "\n".join(head) + "\n" + format_report(r, events=o.events, replay=command)
     return text, data
+
+
+def _broke(check, oc) -> bool:
+    prefix = f"check {check.__name__} failed"
+    return any(v.startswith(prefix) for v in oc.violations)
+
+
+def _expect_report(checks: list, r) -> list[dict]:
+    """Per clause, the outcomes (numbered as in the report, from 1) that
+    break it, and whether the nonsmp run does."""
+    out = []
+    for c in checks:
+        e = c.sc["expect"][c.index]
+        out.append(
+            {
+                "expect": c.index,
+                "where": e.get("where") or f"expect[{c.index}]",
+                "clause": c.__name__.split(" ", 1)[1],
+                "outcomes": len(r.outcomes),
+                "broken_in": [i for i, g in enumerate(r.outcomes, 1) if _broke(c, g.outcome)],
+                "nonsmp_broken": None if r.nonsmp is None else _broke(c, r.nonsmp),
+            }
+        )
+    return out
+
+
+def _expect_line(e: dict) -> str:
+    broken = e["broken_in"]
+    nonsmp = (
+        ""
+        if e["nonsmp_broken"] is None
+        else f"; nonsmp {'breaks' if e['nonsmp_broken'] else 'keeps'} it"
+    )
+    if not broken:
+        return (
+            f"Expect {e['where']}: {e['clause']}: held in all {e['outcomes']} outcome(s){nonsmp}."
+        )
+    shown = ", ".join(str(i) for i in broken[:10]) + (", ..." if len(broken) > 10 else "")
+    return (
+        f"Expect {e['where']}: {e['clause']}: BROKEN in {len(broken)} of {e['outcomes']} "
+        f"outcome(s) ({shown}){nonsmp}."
+    )
 
 
 def default_jobs() -> int:

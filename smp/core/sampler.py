@@ -1,0 +1,176 @@
+"""Counters sampled where they live: a thread in the scheduler or dispatcher
+process that reads its own counters at a fixed interval.
+
+Runs in the scheduler and dispatcher processes.  ``Sampler(read, interval,
+t0)`` calls ``read()`` at ``t0``, ``t0 + interval``, ``t0 + 2 * interval``...
+(monotonic clock) until ``stop()``, which takes one last sample.  ``read``
+returns a flat ``{name: number}``; the names in ``fold_max`` are levels kept
+as their highest value (a peak since the previous read), the others are
+read as they are (cumulative counts, or a level at that moment).  A sample
+taken late (the process was busy) keeps its real time; a tick missed
+entirely is skipped, never made up.  At most ``max_points`` samples are
+kept: past that the interval doubles and every interval of the new length
+keeps its first sample, the peaks of the others folded into the next kept
+one, so a long run loses resolution but no peak.
+"""
+
+from __future__ import annotations
+
+import gc
+import threading
+import time
+from typing import Callable
+
+__all__ = ["Sampler", "MAX_POINTS"]
+
+MAX_POINTS = 500  # samples kept per process
+
+Point = tuple[float, dict[str, float]]
+MAX_PAUSES = 1000  # garbage collections kept (the longest)
+PAUSE_MIN_S = 0.001  # a collection shorter than this is not recorded
+
+
+class Sampler:
+    def __init__(
+        self,
+        read: Callable[[], dict[str, float]],
+        interval: float,
+        t0: float | None = None,
+        fold_max: tuple[str, ...] = (),
+        max_points: int = MAX_POINTS,
+    ) -> None:
+        if not interval > 0:
+            raise ValueError("interval must be > 0")
+        if max_points < 3:
+            raise ValueError("max_points must be >= 3")
+        self.read = read
+        self.interval = float(interval)
+        self.first_interval = float(interval)
+        self.t0 = time.monotonic() if t0 is None else float(t0)
+        self.fold_max = fold_max
+        self.max_points = max_points
+        self.merges = 0
+        self.late = 0  # samples taken more than half an interval after their tick
+        self.failed = 0  # reads that raised (the sample is missing)
+        self.points: list[Point] = []
+        # the process's own garbage collections: while one runs it holds
+        # every thread of the process (the sampler's too) and nothing changes
+        self.pauses: list[tuple[float, float]] = []
+        self._gc_began = 0.0
+        self._due = self.t0  # when the next sample is due (monotonic)
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _on_gc(self, phase: str, info: dict[str, int]) -> None:
+        # runs in whichever thread collects, maybe one holding a lock read()
+        # takes: it only notes the times (a list append is one step)
+        now = time.monotonic()
+        if phase == "start":
+            self._gc_began = now
+        elif self._gc_began and now - self._gc_began >= PAUSE_MIN_S:
+            self.pauses.append((self._gc_began - self.t0, now - self.t0))
+
+    def start(self) -> Sampler:
+        gc.callbacks.append(self._on_gc)
+        self._thread = threading.Thread(target=self._loop, name="sampler", daemon=True)
+        self._thread.start()
+        return self
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            left = self._due - time.monotonic()
+            if left > 0 and self._stop.wait(left):
+                return
+            self.poll()
+
+    def poll(self) -> None:
+        """Take the sample that is due, if one is (and no other thread is
+        taking it): the sampler thread calls this at each tick, and a busy
+        loop of the process may call it too, so a thread the process keeps
+        from running holds no sample back.  Never from a thread that holds a
+        lock ``read`` takes."""
+        if time.monotonic() < self._due or not self._lock.acquire(blocking=False):
+            return
+        try:
+            now = time.monotonic()
+            if now < self._due:
+                return
+            if now - self._due > self.interval / 2:
+                self.late += 1
+            self._take(now)
+            # the next tick after now: a tick missed while the process was held is skipped
+            self._due = self.t0 + (int((now - self.t0) / self.interval) + 1) * self.interval
+        finally:
+            self._lock.release()
+
+    def sample(self) -> None:
+        """Take one sample now (its real time)."""
+        with self._lock:
+            self._take(time.monotonic())
+
+    def _take(self, now: float) -> None:
+        try:
+            values = self.read()
+        except Exception:
+            self.failed += 1
+            return
+        self.points.append((max(0.0, now - self.t0), values))
+        if len(self.points) > self.max_points:
+            self._halve()
+
+    def _halve(self) -> None:
+        """Double the interval: keep the first sample of each new interval
+        (and the last sample), folding the peaks of the others forward."""
+        self.interval *= 2
+        self.merges += 1
+        pts, kept = self.points, [self.points[0]]
+        carry: dict[str, float] = {}
+        last_slot = int(pts[0][0] / self.interval)
+        for i in range(1, len(pts)):
+            t, v = pts[i]
+            slot = int(t / self.interval)
+            if slot == last_slot and i != len(pts) - 1:
+                for key in self.fold_max:
+                    if key in v:
+                        carry[key] = max(carry.get(key, v[key]), v[key])
+                continue
+            if carry:
+                v = dict(v)
+                for key, peak in carry.items():
+                    v[key] = max(v.get(key, peak), peak)
+                carry = {}
+            kept.append((t, v))
+            last_slot = slot
+        self.points = kept
+
+    def latest(self) -> Point | None:
+        with self._lock:
+            return self.points[-1] if self.points else None
+
+    def stop(self) -> None:
+        """Stop the thread and take the last sample."""
+        self._stop.set()
+        if self._on_gc in gc.callbacks:
+            gc.callbacks.remove(self._on_gc)
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(2)
+        self.sample()
+
+    def to_json(self) -> dict[str, object]:
+        """Columns, one value per sample (a name a sample lacks is 0 there);
+        ``t_s`` is seconds since ``t0``."""
+        with self._lock:
+            pts = list(self.points)
+        names = sorted({k for _, v in pts for k in v})
+        pauses = sorted(self.pauses, key=lambda p: p[0] - p[1])[:MAX_PAUSES]
+        return {
+            "interval_s": self.interval,
+            "first_interval_s": self.first_interval,
+            "merges": self.merges,
+            "late": self.late,
+            "failed": self.failed,
+            "t_s": [round(t, 6) for t, _ in pts],
+            "columns": {k: [v.get(k, 0) for _, v in pts] for k in names},
+            "gc_pauses": sorted([round(a, 6), round(b, 6)] for a, b in pauses),
+        }

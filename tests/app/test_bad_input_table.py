@@ -1,0 +1,318 @@
+"""Every command, given a bad input, says so in one line.
+
+Each row is a command line with one thing wrong: a missing file, a
+directory, an empty file, JSON of the wrong kind, a journal or a trace
+where something else is wanted, a port in use, a folder that is not there,
+a file that is not TOML.  The command must exit with the documented code
+(smp/app/exitcodes.py) and print one line on stderr that names the file or
+option and what was wrong: no traceback, no errno, no Python exception name.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+from hostile.capped import assert_one_line, run_capped, run_cli
+
+from smp.app.exitcodes import EXIT_INTERRUPTED, EXIT_USAGE
+from smp.core.terms import A, Pid
+from smp.ports.traceport import FileTracePort
+from smp.wire.etf import encode
+
+SMALL = """\
+name = "small"
+mode = "smp"
+schedulers = 1
+seed = 3
+[duration]
+operations = 3
+[[tracers]]
+name = "t"
+[[groups]]
+name = "pp"
+workload = "ping_pong"
+trace = ["send"]
+tracer = "t"
+"""
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    """The inputs of the table, made once: good ones to hand to the wrong
+    command, and bad ones."""
+    d = tmp_path_factory.mktemp("bad-inputs")
+    f = {"dir": d / "a-directory", "missing": d / "not-there.toml", "nodir": d / "no-dir" / "x"}
+    f["dir"].mkdir()
+    f["empty"] = d / "empty.toml"
+    f["empty"].write_text("")
+    f["nottoml"] = d / "scenario.toml"
+    f["nottoml"].write_text("name = 'x'\n[[groups]\nworkload =\n")
+    f["array"] = d / "array.json"
+    f["array"].write_text("[1, 2, 3]\n")
+    f["object"] = d / "object.json"
+    f["object"].write_text('{"what": "not a result"}\n')
+    f["garbage"] = d / "garbage.bin"
+    f["garbage"].write_bytes(bytes(range(256)) * 3)
+    # a trace frame that says 16 bytes and holds 2
+    f["truncated"] = d / "truncated.trace"
+    f["truncated"].write_bytes(b"\0\0\0\0\x10\x83h")
+    f["trace"] = d / "good.trace"
+    with FileTracePort(str(f["trace"])) as port:
+        port.write(encode((A.trace, Pid(80), A.send, A.hello, Pid(81))))
+    f["small"] = d / "small.toml"
+    f["small"].write_text(SMALL)
+    # a real journal and a real result, from one small run
+    f["journal"], f["result"] = d / "run.journal", d / "run.json"
+    r = run_cli("run", str(f["small"]), "--journal", str(f["journal"]), "--json", timeout=120)
+    assert r.returncode == 0, r.stderr
+    json.loads(r.stdout)
+    f["result"].write_text(r.stdout)
+    # CURVE keys for the dispatcher rows (no --insecure warning line)
+    f["keys"] = d / "keys"
+    assert run_cli("keygen", str(f["keys"])).returncode == 0
+    (f["keys"] / "authorized").mkdir()
+    return {k: str(v) for k, v in f.items()}
+
+
+@pytest.fixture(scope="module")
+def busy_port():
+    """A port something on this host listens on, for as long as the table runs."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        yield s.getsockname()[1]
+
+
+U = EXIT_USAGE
+# (command line, exit code, a fragment the one line must contain); {name} is
+# a file of the fixture, {port} the busy port
+ROWS = [
+    # scenarios: run, compare, stress, explore
+    (["run", "{missing}"], U, "not-there.toml"),
+    (["run", "{dir}"], U, "a-directory"),
+    (["run", "{empty}"], U, "empty.toml"),
+    (["run", "{nottoml}"], U, "not valid TOML"),
+    (["run", "{array}"], U, "not valid TOML"),
+    (["run", "{journal}"], U, "run.journal"),
+    (["compare", "{missing}"], U, "not-there.toml"),
+    (["compare", "{nottoml}"], U, "not valid TOML"),
+    (["stress", "{dir}"], U, "a-directory"),
+    (["stress", "{nottoml}"], U, "not valid TOML"),
+    (["explore", "{nottoml}"], U, "not valid TOML"),
+    (["explore", "{dir}"], U, "a-directory"),
+    (["explore", "{empty}"], U, "empty.toml"),
+    # outputs that cannot be written
+    (["run", "{small}", "--out", "{nodir}"], U, "--out"),
+    (["run", "{small}", "--out", "{dir}"], U, "--out"),
+    (["run", "{small}", "--journal", "{nodir}"], U, "--journal"),
+    (["stress", "{small}", "--journal", "{nodir}"], U, "--journal"),
+    (["report", "{result}", "-o", "{nodir}"], U, "--output"),
+    (["report", "{result}", "-o", "{dir}"], U, "--output"),
+    # bad option values
+    (["run", "{small}", "--seed", "seven"], U, "--seed"),
+    (["compare", "{small}", "--seed", "1.5"], U, "--seed"),
+    (["run", "{small}", "--mode", "both"], U, "--mode"),
+    (["read", "{trace}", "--node-number", "x"], U, "--node-number"),
+    # trace files
+    (["read", "{missing}"], U, "not-there.toml"),
+    (["read", "{dir}"], U, "is a directory"),
+    (["read", "{empty}"], U, "empty"),
+    (["read", "{garbage}"], U, "garbage.bin"),
+    (["read", "{truncated}"], U, "truncated"),
+    (["read", "{journal}"], U, "run.journal"),
+    (["read", "{result}"], U, "run.json"),
+    # saved results
+    (["report", "{missing}"], U, "not-there.toml"),
+    (["report", "{dir}"], U, "a-directory"),
+    (["report", "{empty}"], U, "empty.toml"),
+    (["report", "{array}"], U, "not a run, stress or compare result"),
+    (["report", "{object}"], U, "not a run, stress or compare result"),
+    (["report", "{journal}"], U, "run.journal"),
+    (["report", "{trace}"], U, "good.trace"),
+    (["report", "{garbage}"], U, "garbage.bin"),
+    # journals
+    (["replay", "{missing}"], U, "not-there.toml"),
+    (["replay", "{dir}"], U, "is a directory"),
+    (["replay", "{empty}"], U, "not a dispatcher journal"),
+    (["replay", "{garbage}"], U, "not a dispatcher journal"),
+    (["replay", "{trace}"], U, "not a dispatcher journal"),
+    (["replay", "{result}"], U, "not a dispatcher journal"),
+    # the dispatcher and its schedulers
+    (["dispatcher", "{nottoml}", "--bind", "tcp://127.0.0.1:7000", "--schedulers", "1"], U, "TOML"),
+    (
+        ["dispatcher", "--bind", "tcp://127.0.0.1:{port}", "--schedulers", "1", "--keys", "{keys}"],
+        U,
+        "already in use",
+    ),
+    (
+        [
+            "dispatcher",
+            "--bind",
+            "tcp://127.0.0.1:{port_1}",
+            "--schedulers",
+            "1",
+            "--keys",
+            "{keys}",
+        ],
+        U,
+        "already in use",
+    ),
+    (
+        ["dispatcher", "--bind", "127.0.0.1:7000", "--schedulers", "1", "--keys", "{keys}"],
+        U,
+        "--bind",
+    ),
+    (
+        [
+            "dispatcher",
+            "--bind",
+            "tcp://127.0.0.1:7000",
+            "--schedulers",
+            "1",
+            "--keys",
+            "{missing}",
+        ],
+        U,
+        "--keys",
+    ),
+    (
+        ["dispatcher", "--bind", "tcp://127.0.0.1:7000", "--schedulers", "1", "--keys", "{dir}"],
+        U,
+        "server.key",
+    ),
+    (["scheduler", "--connect", "localhost:7000", "--insecure"], U, "--connect"),
+    (["scheduler", "--connect", "tcp://127.0.0.1:99999", "--keys", "{keys}"], U, "--connect"),
+    (
+        ["scheduler", "--connect", "tcp://127.0.0.1:7000", "--keys", "{dir}"],
+        U,
+        "scheduler.key_secret",
+    ),
+    # the rest
+    (["keygen", "{empty}"], U, "DIRECTORY"),
+    (["schema", "everything"], U, "'everything' is not one of"),
+    (["examples", "extra"], U, "extra"),
+    (["nosuchcommand"], U, "nosuchcommand"),
+]
+
+
+def _ids(row) -> str:
+    argv, _, _ = row
+    return " ".join(a.strip("{}") for a in argv)[:60]
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[_ids(r) for r in ROWS])
+def test_a_bad_input_is_one_line(row, files, busy_port):
+    argv, code, fragment = row
+    values = {**files, "port": busy_port, "port_1": busy_port - 1}
+    args = [a.format(**values) for a in argv]
+    r = run_cli(*args, timeout=90)
+    line = assert_one_line(r, code, contains=fragment)
+    assert line.startswith("smp-emu"), line
+
+
+def test_the_port_row_names_the_busy_port(files, busy_port):
+    """P+1 taken: the dispatcher's port, named, at once (not after --wait)."""
+    r = run_cli(
+        "dispatcher",
+        "--bind",
+        f"tcp://127.0.0.1:{busy_port - 1}",
+        "--schedulers",
+        "1",
+        "--keys",
+        files["keys"],
+        timeout=90,
+    )
+    line = assert_one_line(r, EXIT_USAGE, contains=str(busy_port))
+    assert r.seconds < 30, (r.seconds, line)
+
+
+# ------------------------------------------------- the summary, off a terminal
+def _summary(stderr: str, command: str) -> str:
+    lines = [x for x in stderr.splitlines() if x.startswith(f"smp-emu: {command} ")]
+    assert len(lines) == 1, stderr[-2000:]
+    return lines[0]
+
+
+def test_run_says_its_summary_and_seed_off_a_terminal(files):
+    r = run_cli("run", files["small"], "--seed", "11", timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    line = _summary(r.stderr, "run")
+    assert "small (smp, 1 scheduler(s), seed 11)" in line and "made " in line, line
+    assert "interrupted" not in line
+    # the scenario's seed unless --seed, recorded in the JSON
+    assert json.loads(open(files["result"]).read())["seed"] == 3
+    r = run_cli("run", files["small"], "--seed", "-12", "--json", timeout=120)
+    assert r.returncode == 0 and json.loads(r.stdout)["seed"] == -12, r.stderr[-2000:]
+    assert "smp-emu: run " not in r.stderr  # the JSON on stdout is the summary
+
+
+def test_compare_records_the_seed(files):
+    r = run_cli("compare", files["small"], "--seed", "9", "--json", timeout=180)
+    assert r.returncode == 0, r.stderr[-2000:]
+    c = json.loads(r.stdout)
+    assert c["seed"] == 9 and {x["seed"] for x in c["runs"].values()} == {9}
+    r = run_cli("compare", files["small"], "--seed", "9", timeout=180)
+    assert r.returncode == 0 and "\nseed: 9\n" in r.stdout, r.stdout[:500]
+
+
+def _interrupt(argv: list[str], journal) -> subprocess.CompletedProcess:
+    """Start ``smp-emu ARGV``, wait until its journal grows (the run is under
+    way), Ctrl-C its process group as a terminal does; its exit and output."""
+    p = subprocess.Popen(
+        [sys.executable, "-c", "from smp.app.cli import main; main()", *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 90
+        while not (journal.exists() and journal.stat().st_size > 50_000):
+            assert time.monotonic() < deadline, "the run did not get going"
+            try:  # wait on the process itself: it must not end before Ctrl-C
+                p.wait(timeout=0.05)
+                raise AssertionError(p.communicate()[1][-2000:])
+            except subprocess.TimeoutExpired:
+                pass
+        os.killpg(p.pid, signal.SIGINT)
+        out, err = p.communicate(timeout=120)
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.communicate()
+    return subprocess.CompletedProcess(argv, p.returncode, out, err)
+
+
+def test_an_interrupted_stress_says_interrupted(files, tmp_path):
+    journal = tmp_path / "stress.journal"
+    argv = ["stress", files["small"], "--duration", "30", "--faults", "0"]
+    r = _interrupt([*argv, "--journal", str(journal)], journal)
+    assert r.returncode == EXIT_INTERRUPTED, r.stderr[-2000:]
+    assert "Traceback" not in r.stderr, r.stderr[-2000:]
+    assert "interrupted after " in r.stdout and "of --duration 30" in r.stdout, r.stdout
+    assert "within 10 %" not in r.stdout and "\nran " not in r.stdout, r.stdout
+    assert "interrupted after " in _summary(r.stderr, "stress")
+
+
+def test_an_interrupted_run_says_so_in_its_summary(files, tmp_path):
+    scenario = tmp_path / "long.toml"
+    scenario.write_text(SMALL.replace("operations = 3", "seconds = 30"))
+    journal = tmp_path / "run.journal"
+    r = _interrupt(["run", str(scenario), "--journal", str(journal)], journal)
+    assert r.returncode == EXIT_INTERRUPTED, r.stderr[-2000:]
+    assert "Traceback" not in r.stderr, r.stderr[-2000:]
+    assert "interrupted after " in _summary(r.stderr, "run")
+
+
+def test_the_demo_keeps_its_summary_off_the_trace():
+    r = run_capped([sys.executable, "-m", "smp"], timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert " ! " in r.stdout and "-- " not in r.stdout
+    assert [x.split(" (")[0] for x in r.stderr.splitlines()] == ["-- nonsmp", "-- smp"]
