@@ -14,18 +14,71 @@ Uses of the controller (``smp.emulator.Emulator``): ``_sched_call``,
 ``smp``, ``_running``, ``_bounds.serving`` (the BIF being served,
 ``smp.link.TimeBounds``) and ``_reply_after_resume`` (a BIF whose state
 change outlives run()'s time answers after the next resume).
+
+A BIF an emulated process calls during a run (``begin_process_bif``, from
+the controller's ``_serve_rpcs``) blocks only what 17.x blocks for it.
+``trace(Pid | Port, ...)``, ``seq_trace:set_system_tracer``,
+``system_monitor`` and ``system_profile`` take the tracee's locks or the
+tracer state's write lock (``sys_trace_rwmtx``) and never stop the other
+threads (erl_bif_trace.c blocks thread progress only for
+``trace(all | existing, ...)`` and ``trace_pattern``).  So here they change
+the tracee at its scheduler or the state at the dispatcher and return: the
+other schedulers' replicas take the change as a publication when they come
+to it (a scheduler may still make a message under the old state, the
+seed's SMP window), and only the caller's own scheduler is brought up to
+date before it answers, as the caller itself sees its own change.  What the
+emulator keeps elsewhere than the seed (the process table of the
+dispatcher, fed by the schedulers' batches) is never allowed to answer
+differently from the shared table the seed reads:
+
+* a tracer, monitor or profiler is checked alive at its own scheduler (as
+  the BIF does already), and the dispatcher is made to know it (its spawn
+  and its tracer mark taken from its scheduler's stream, that stream alone)
+  before anything can be dispatched to it;
+* an old value the state still names although its process is dead (its
+  exit not yet taken by the dispatcher) is answered as the seed's
+  ``erts_trace_check_exiting`` would have left it (``false`` /
+  ``undefined``);
+* a tracee that looks held by a tracer that is dead at its own scheduler
+  is asked again once the tracee's scheduler has taken that death.
+
+Every other BIF, and every BIF from the Python API (which promises that
+the change is seen by every scheduler before any process runs), waits for
+the dispatcher and every replica as before.
 """
 
 from __future__ import annotations
 
 import itertools
+import time
 
 from smp.core import messages as M
+from smp.core.bifs import ALREADY_TRACED
 from smp.core.errors import BadArg, EmulatorTimeout
-from smp.core.state import NIL, STATE_READS
+from smp.core.state import FALSE, NIL, STATE_READS, UNDEFINED
 from smp.core.terms import Atom, Pid, Port, Ref
 
-__all__ = ["SmpBackend", "OutOfTime"]
+__all__ = ["SmpBackend", "OutOfTime", "LOCK_ONLY_BIFS"]
+
+#: The BIFs a process calls that take locks only, never every thread
+#: (17.x erl_bif_trace.c / erl_bif_info.c); ``trace`` only with a pid or a
+#: port spec (``all``/``existing`` block thread progress, ``new`` changes
+#: the default tracing, served as before).
+LOCK_ONLY_BIFS = frozenset({"trace", "set_system_seq_tracer", "system_monitor", "system_profile"})
+#: The state operations those BIFs make, each with the index of the tracer
+#: among its arguments (None: it names none).
+_LOCK_ONLY_OPS = {
+    "set_system_seq_tracer": 0,
+    "get_system_seq_tracer": None,
+    "set_system_monitor": 0,
+    "system_monitor_get": None,
+    "system_monitor_clear": None,
+    "set_system_profile": 0,
+    "system_profile_get": None,
+    "system_profile_clear": None,
+}
+#: Tracers the dispatcher has taken the mark of, remembered at most this many.
+_MARKED_MAX = 65536
 
 
 class OutOfTime(EmulatorTimeout):
@@ -39,6 +92,114 @@ class SmpBackend:
     def __init__(self, emu):
         self.emu = emu
         self._refs = itertools.count(1)
+        #: the scheduler of the process whose lock-only BIF is being served
+        #: (``begin_process_bif``), else None
+        self._caller_sched: int | None = None
+        #: live tracers whose mark the dispatcher has taken (pids are never
+        #: reused; a dead one is refused by the liveness check first)
+        self._marked: set[Pid] = set()
+
+    # -- a process's BIF during a run ----------------------------------------
+    def begin_process_bif(self, k: int, name: str) -> None:
+        """The controller serves BIF ``name`` that a process on scheduler
+        ``k`` called; ``end_process_bif`` when it is answered."""
+        if self.emu.smp and name in LOCK_ONLY_BIFS:
+            self._caller_sched = k
+
+    def end_process_bif(self) -> None:
+        self._caller_sched = None
+
+    def _lock_only(self) -> bool:
+        return self._caller_sched is not None
+
+    def _bound(self) -> float | None:
+        """Seconds left in run()'s time (None: no bound)."""
+        end = self.emu._bounds.run
+        return None if end is None else max(0.0, end - time.monotonic() - 0.05)
+
+    def _ingested_from(self, k: int) -> None:
+        """The dispatcher has taken everything scheduler ``k`` sent so far
+        (that stream alone: the others' floods are not waited for)."""
+        emu = self.emu
+        if k == 0 or k in emu.lost_schedulers:
+            return
+        items = [0] * (emu.nsched + 1)
+        items[k] = emu._sched_call(k, "status")["sys_items"]
+        limit = self._bound()
+        if not emu._disp_call("wait_ingested", items, limit) and limit is not None:
+            raise OutOfTime(
+                f"the dispatcher had not taken every batch scheduler {k} sent "
+                "(push-back from a receiver that does not keep up)"
+            )
+
+    def _caller_current(self) -> None:
+        """The caller's own scheduler has taken every publication made so far."""
+        if self._caller_sched is not None:
+            self._replica_current_at(self._caller_sched)
+
+    def _replica_current_at(self, k: int) -> None:
+        """Scheduler ``k``'s replica has taken every publication made so far."""
+        emu = self.emu
+        if k == 0 or k in emu.lost_schedulers:
+            return
+        seqs = emu._disp_call("pub_seq")
+        limit = self._bound()
+        try:
+            emu._sched_call(k, "wait_published", seqs, 10.0 if limit is None else limit)
+        except TimeoutError as e:
+            if limit is None or isinstance(e, EmulatorTimeout):
+                raise
+            raise OutOfTime(str(e)) from None
+
+    def _known_to_dispatcher(self, tracer) -> None:
+        """A tracer the BIF found alive (or open) at its own scheduler is
+        known so to the dispatcher before the state names it."""
+        if type(tracer) is Pid:
+            if not self.emu._disp_call("is_alive", tracer):
+                self._ingested_from(self.emu._owner(tracer))
+        elif type(tracer) is Port:
+            owner = self.emu._owner(tracer)
+            if owner != 0 and not self.emu._disp_call("valid_port", tracer):
+                self._ingested_from(owner)
+
+    def _dead_at_owner(self, x) -> bool:
+        return type(x) is Pid and not self.bk_is_alive(x)
+
+    def _as_seed_sees(self, op: str, value):
+        """An old value naming a process that is dead, its exit not yet taken
+        by the dispatcher: what ``erts_trace_check_exiting`` left in the seed."""
+        if op in ("set_system_seq_tracer", "get_system_seq_tracer"):
+            return FALSE if self._dead_at_owner(value) else value
+        if type(value) is tuple and self._dead_at_owner(value[0]):
+            return UNDEFINED
+        return value
+
+    def _state_lock_only(self, op: str, args: tuple):
+        """A state operation of a lock-only BIF: the dispatcher's write lock,
+        then the caller's replica; the others take the publication when they
+        come to it."""
+        emu = self.emu
+        at = _LOCK_ONLY_OPS[op]
+        if at is not None:
+            tracer = args[at]
+            if op == "set_system_seq_tracer" and tracer is not FALSE:
+                # erts_set_system_seq_tracer checks the process table itself
+                if type(tracer) is Pid and not self.bk_is_alive(tracer):
+                    return None
+                if type(tracer) is Port and not self.bk_valid_tracer_port(tracer):
+                    return None
+            self._known_to_dispatcher(tracer)
+        result = emu._disp_call("state", op, args)
+        if op in STATE_READS or op == "set_system_seq_tracer":
+            result = self._as_seed_sees(op, result)
+        if op not in STATE_READS:
+            try:
+                self._caller_current()
+            except OutOfTime:
+                if emu._bounds.serving is None:
+                    raise
+                emu._reply_after_resume = True  # the resume brings every replica up
+        return result
 
     def bk_is_alive(self, pid) -> bool:
         if type(pid) is not Pid or self.emu._owner(pid) in self.emu.lost_schedulers:
@@ -64,6 +225,8 @@ class SmpBackend:
         self.emu._publish_wait()
 
     def bk_trace_apply(self, spec, how, bits, tracer) -> int:
+        if self._lock_only() and type(spec) in (Pid, Port):
+            return self._trace_apply_lock_only(spec, how, bits, tracer)
         if self.emu.smp:
             self._replicas_current()
         if type(spec) is Pid:
@@ -77,11 +240,49 @@ class SmpBackend:
             return self.emu._sched_call(owner, "trace_apply", spec, how, bits, tracer)
         return sum(self.emu._all_scheds("trace_apply", spec, how, bits, tracer).values())
 
+    def _trace_apply_lock_only(self, spec, how, bits, tracer) -> int:
+        """``trace(Pid | Port, ...)`` from a process: the tracee's locks alone
+        (its scheduler sets the flags at once)."""
+        emu = self.emu
+        owner = emu._owner(spec)
+        if owner == 0:
+            raise BadArg(f"{spec!r} is a trace port and cannot be traced")
+        n = emu._sched_call(owner, "trace_apply", spec, how, bits, tracer)
+        if n != ALREADY_TRACED:
+            return n
+        # held by a tracer that may be dead at its own scheduler, the tracee's
+        # replica not yet told: ask again once that replica has the death
+        info = emu._sched_call(owner, "trace_info", spec, "tracer")
+        old = info[1] if type(info) is tuple and len(info) == 2 else None
+        if type(old) is Pid:
+            if self.bk_is_alive(old):
+                return n
+            self._ingested_from(emu._owner(old))
+        else:
+            emu._sync_dispatcher()
+        self._replica_current_at(owner)
+        return emu._sched_call(owner, "trace_apply", spec, how, bits, tracer)
+
     def bk_mark_tracer(self, tracer) -> None:
-        self.emu._sched_call(self.emu._owner(tracer), "mark_tracer", tracer)
-        self.emu._sync_dispatcher()
+        emu = self.emu
+        owner = emu._owner(tracer)
+        emu._sched_call(owner, "mark_tracer", tracer)
+        if not self._lock_only():
+            emu._sync_dispatcher()
+        elif tracer not in self._marked:
+            # the seed sets F_TRACER on the tracer itself; here the mark reaches
+            # the dispatcher's table in its scheduler's stream: wait for that
+            # stream (once per tracer), not for the whole queue
+            self._ingested_from(owner)
+        else:
+            return
+        if len(self._marked) >= _MARKED_MAX:
+            self._marked.clear()
+        self._marked.add(tracer)
 
     def bk_state(self, op: str, *args):
+        if self._lock_only() and op in _LOCK_ONLY_OPS:
+            return self._state_lock_only(op, args)
         self.emu._sync_dispatcher()
         result = self.emu._disp_call("state", op, args)
         if op not in STATE_READS:

@@ -768,6 +768,8 @@ class Emulator:
             try:
                 kind = request[0]
                 if kind == "bif":
+                    # a lock-only BIF waits for no queue (smp.backend)
+                    self.backend.begin_process_bif(k, request[1])
                     value = call_bif(self.backend, pid, request[1], request[2])
                 elif kind == "register":
                     name, target = request[1], request[2]
@@ -795,6 +797,7 @@ class Emulator:
             except Exception as e:
                 value = e
             finally:
+                self.backend.end_process_bif()
                 late = self._reply_after_resume
                 b.serving, b.changed, self._reply_after_resume = None, False, False
                 b.run = budget

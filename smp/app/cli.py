@@ -27,6 +27,7 @@ from rich.table import Table
 
 from smp.app.cluster import ports_taken, run_schedulers, tcp_address
 from smp.app.compare import (
+    check_expect,
     check_invariants,
     compare_runs,
     expect_broken,
@@ -291,6 +292,7 @@ def _execute(
                     extra_faults=extra_faults,
                     journal=journal,
                     emulator_options=emulator_options,
+                    check_expect=check_expect,
                     **options,
                 )
             except KeyboardInterrupt:  # before the run started: nothing measured

@@ -25,6 +25,8 @@ import re
 from collections import Counter, deque
 
 from smp.app.replay import _terms, read_records
+from smp.app.scenario import EXPECT_KEYS
+from smp.app.workloads import WORKLOADS
 from smp.core import messages as M
 from smp.core.dispatch import DROP
 from smp.core.pretty import format_term
@@ -862,8 +864,6 @@ class _RoleEnv:
 
 def _roles(g: dict) -> list[str]:
     """The labels (``pp[0].ping``) of group ``g``'s processes, as execute gives them."""
-    from smp.app.workloads import WORKLOADS
-
     w = WORKLOADS[g["workload"]]
     env = _RoleEnv()
     return [
@@ -1122,8 +1122,6 @@ _EXPECT_CHECKS = {
 
 def expect_text(e: dict) -> str:
     """A clause in one line: ``receives_every tracer=t group=pp event=send``."""
-    from smp.app.scenario import EXPECT_KEYS
-
     keys = [k for k in EXPECT_KEYS[e["kind"]] if e.get(k) is not None]
     return " ".join([e["kind"]] + [f"{k}={e[k]}" for k in keys])
 

@@ -140,7 +140,7 @@ def test_bad_clauses_are_refused_in_one_line(extra, message):
 def held() -> dict:
     """A short run per mode whose four clauses hold."""
     sc = _scenario()
-    return {m: (sc, execute(sc, mode=m)) for m in ("smp", "nonsmp")}
+    return {m: (sc, execute(sc, mode=m, check_expect=check_expect)) for m in ("smp", "nonsmp")}
 
 
 @pytest.mark.parametrize("mode", ["smp", "nonsmp"])
@@ -160,7 +160,7 @@ def test_clauses_hold_on_a_clean_run(held, mode):
 @pytest.mark.parametrize("mode", ["smp", "nonsmp"])
 def test_a_killed_tracer_breaks_receives_every(mode):
     sc = _scenario(_KILL + _CLAUSES.split('[[expect]]\nkind = "no_drop"')[0], ops=200)
-    r = execute(sc, mode=mode).summary["expect"][0]
+    r = execute(sc, mode=mode, check_expect=check_expect).summary["expect"][0]
     assert not r["held"]
     assert r["of"] == 401 and r["count"] < r["of"]
     assert f"missing {r['of'] - r['count']}: pp[0].ping" in r["evidence"]

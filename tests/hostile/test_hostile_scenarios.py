@@ -57,15 +57,30 @@ monitor = "t"
 action = "kill_processes"
 target = "g"
 @faults
+[[expect]]
+kind = "count"
+tracer = "t"
+@expect
 """
-SECTIONS = ("top", "duration", "tracers", "groups", "patterns", "system_monitor", "faults")
+SECTIONS = (
+    "top",
+    "duration",
+    "tracers",
+    "groups",
+    "patterns",
+    "system_monitor",
+    "faults",
+    "expect",
+)
 
 
 def scenario(**lines: str) -> str:
     """BASE with ``section=line`` put at each section's marker."""
     text = BASE
+    # the count clause needs a bound: min = 0 unless a case sets its own
+    defaults = {"expect": "min = 0"}
     for s in SECTIONS:
-        text = text.replace(f"@{s}\n", lines.get(s, "") + "\n")
+        text = text.replace(f"@{s}\n", lines.get(s, defaults.get(s, "")) + "\n")
     return text
 
 

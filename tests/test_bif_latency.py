@@ -1,0 +1,109 @@
+"""A trace BIF a process calls blocks only what 17.x blocks for it.
+
+``trace(Pid, ...)``, ``seq_trace:set_system_tracer``, ``system_monitor`` and
+``system_profile`` take the tracee's locks or the tracer state's write lock
+and never wait for the dispatcher's queue (erl_bif_trace.c blocks thread
+progress only for ``trace(all | existing, ...)`` and ``trace_pattern``), so
+a process calling them completes while the dispatcher takes nothing.  A BIF
+from the Python API still takes effect on every scheduler before any
+process runs."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+import smp
+from dispatcher.server import MAX_QUEUE
+from smp import Atom as A
+from tests.test_time_bounds import FifoReader, closed_in_time, flood
+
+pytestmark = pytest.mark.timeout(180)
+
+
+async def lock_only_caller(proc, report_to, tracee, tracer, seq, monitor, profiler):
+    """Each lock-only BIF once, each result reported as it comes."""
+    await proc.send(report_to, await proc.trace(tracee, True, [A("send"), (A("tracer"), tracer)]))
+    await proc.send(report_to, await proc.set_system_seq_tracer(seq))
+    await proc.send(report_to, await proc.system_monitor(monitor, [(A("long_gc"), 1000)]))
+    await proc.send(report_to, await proc.system_profile(profiler, [A("exclusive")]))
+
+
+async def idle(proc):
+    await proc.receive()
+
+
+def test_lock_only_bifs_of_a_process_complete_while_the_dispatcher_takes_nothing(tmp_path):
+    fifo = tmp_path / "stalled.trc"
+    os.mkfifo(fifo)
+    reader = FifoReader(fifo)
+    vm = smp.Emulator(mode="smp", schedulers=2)
+    try:
+        port = vm.open_trace_port("file", str(fifo))
+        got = vm.spawn_collector(scheduler=1)
+        tracer, seq, monitor, profiler = (vm.spawn_collector(scheduler=2) for _ in range(4))
+        tracee = vm.spawn(idle, scheduler=2)
+        vm.trace(vm.spawn(idle, scheduler=1), True, ["receive"], tracer=tracer)  # marked
+        sink = vm.spawn_collector(scheduler=1)
+        floods = [vm.spawn(flood, sink, scheduler=k) for k in (1, 2)]
+        for p in floods:
+            vm.trace(p, True, ["send"], tracer=port)
+        deadline = time.monotonic() + 60
+        while True:  # the port stalls: the dispatcher takes no more batches
+            assert vm.run_for(0.5) is False
+            st = vm.statistics()
+            if st["queued"] >= MAX_QUEUE and st["in_transit"] > 0:
+                break
+            assert time.monotonic() < deadline, st
+        vm.spawn(lock_only_caller, got, tracee, tracer, seq, monitor, profiler, scheduler=2)
+        t0 = time.monotonic()
+        while len(vm.messages(got)) < 4 and time.monotonic() - t0 < 10:
+            vm.run_for(0.5)
+        # every one answered although nothing the schedulers sent since the
+        # stall reached the dispatcher (a BIF waiting for the queue would
+        # have been put back, run after run)
+        assert vm.messages(got) == [1, A("false"), A("undefined"), A("undefined")]
+        assert vm.statistics()["in_transit"] > 0
+        for p in floods:
+            vm.exit(p, A("kill"))
+        reader.go()
+        vm.run(timeout=60)
+        # the changes took: the state at the dispatcher, the flags at the tracee
+        assert vm.get_system_seq_tracer() == seq
+        assert vm.system_monitor() == (monitor, [(A("long_gc"), 1000)])
+        assert vm.system_profile() == (profiler, [A("exclusive")])
+        assert vm.trace_info(tracee, "tracer") == (A("tracer"), tracer)
+        assert vm.trace_info(tracee, "flags") == (A("flags"), [A("send")])
+    finally:
+        reader.go()
+        closed_in_time(vm)
+        reader.thread.join(30)
+
+
+async def set_then_report(proc, report_to, seq):
+    await proc.send(report_to, await proc.set_system_seq_tracer(seq))
+
+
+async def read_seq_tracer(proc, report_to):
+    await proc.send(report_to, await proc.bif("get_system_seq_tracer"))
+
+
+def test_a_process_change_is_everywhere_by_the_next_run_and_the_api_before_any_process():
+    with smp.Emulator(mode="smp", schedulers=2) as vm:
+        got = vm.spawn_collector(scheduler=1)
+        s1, s2 = vm.spawn_collector(scheduler=1), vm.spawn_collector(scheduler=2)
+        vm.hold_dispatcher()  # nothing dispatched: the BIF waits for no queue
+        vm.spawn(set_then_report, got, s1, scheduler=2)
+        vm.run()
+        assert vm.messages(got) == [A("false")]
+        assert vm.get_system_seq_tracer() == s1
+        # from the API: every scheduler sees it before any process runs
+        assert vm.set_system_seq_tracer(s2) == s1
+        for k in (1, 2):
+            vm.spawn(read_seq_tracer, got, scheduler=k)
+        vm.run()
+        assert vm.messages(got)[1:] == [s2, s2]
+        vm.release_dispatcher()
+        vm.run()
