@@ -4,6 +4,7 @@ intern tables of a long trace read, and a heap past its size table."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import signal
@@ -257,7 +258,23 @@ def _killed_whole_run(where: Path, mode: str, n: int) -> Path:
         owner.stdin.close()
         owner.stdout.close()
     assert _poll(lambda: not any(map(_running, procs)), 10) is not None
+    # and no process of the run holds its directory any more: one the run
+    # started that was not listed (it inherited the hold) ends on its own
+    # once its parent is gone (the watchdog), within a bounded time
+    assert _poll(lambda: not _held(run_dir), 10) is not None
     return Path(run_dir)
+
+
+def _held(run_dir: str) -> bool:
+    """Some process holds the run directory's lock (as rundir.sweep tests it)."""
+    fd = os.open(os.path.join(run_dir, rundir.LOCK_NAME), os.O_RDWR | os.O_CLOEXEC)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
+    return False
 
 
 @pytest.mark.parametrize("mode,n", [("nonsmp", 1), ("smp", 2)])
