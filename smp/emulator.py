@@ -22,6 +22,7 @@ from schedulers.procs import DEFAULT_MAX_PROCESSES, MAX_MAX_PROCESSES
 from smp.backend import OutOfTime, SmpBackend
 from smp.core.bifs import call_bif
 from smp.core.errors import BadArg, EmulatorTimeout, Error, SchedulerLost, SmpError
+from smp.core.flags import flags_of, monitor_args_of
 from smp.core.matchspec import compile_match_spec
 from smp.core.placement import owner
 from smp.core.terms import Atom, Pid, Port, atom_of
@@ -63,21 +64,7 @@ def smp_quiet(sts: dict, d: dict, live: list) -> bool:
 _atom = atom_of
 
 
-def _flags(flags):
-    """Flag lists as Python users write them: strings for atoms.  Anything
-    but a list (or a tuple) of flags is a ``BadArg``, as a flag list that is
-    not a proper list is ``badarg`` in the VM."""
-    if type(flags) not in (list, tuple):
-        raise BadArg(f"flags must be a list, not {flags!r}")
-    out = []
-    for f in flags:
-        if isinstance(f, str):
-            out.append(Atom(f))
-        elif isinstance(f, tuple) and len(f) == 2 and isinstance(f[0], str):
-            out.append((Atom(f[0]), f[1]))
-        else:
-            out.append(f)
-    return out
+_flags = flags_of
 
 
 def _spec(x):
@@ -86,18 +73,7 @@ def _spec(x):
     return x
 
 
-def _monitor_args(args) -> list:
-    """Atoms may be given as strings: 'undefined', option lists, {Pid, Opts}."""
-    out = []
-    for a in args:
-        if isinstance(a, str):
-            a = Atom(a)
-        elif isinstance(a, list):
-            a = _flags(a)
-        elif type(a) is tuple and len(a) == 2 and isinstance(a[1], list):
-            a = (a[0], _flags(a[1]))
-        out.append(a)
-    return out
+_monitor_args = monitor_args_of
 
 
 async def collector(proc):

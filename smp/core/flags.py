@@ -8,9 +8,11 @@ word per tracee, as the VM does, so that the seed's tests (``IS_TRACED_FL``,
 from __future__ import annotations
 
 from smp.core.errors import BadArg
-from smp.core.terms import Atom, Term
+from smp.core.terms import Atom, Term, atom_of
 
 __all__ = [
+    "flags_of",
+    "monitor_args_of",
     "F_TRACE_SEND",
     "F_TRACE_RECEIVE",
     "F_TRACE_SOS",
@@ -166,4 +168,33 @@ def flags_to_list(bits: int) -> list[Atom]:
     for bit, name in FLAG_NAMES:
         if bits & bit:
             out.insert(0, Atom(name))
+    return out
+
+
+def flags_of(flags: Term) -> list[Term]:
+    """A flag list as Python users write it (strings for atoms, also as the
+    key of a ``(key, value)`` pair).  Anything but a list (or a tuple) of
+    flags is a ``BadArg``, as a flag list that is not a proper list is
+    ``badarg`` in the VM."""
+    if type(flags) not in (list, tuple):
+        raise BadArg(f"flags must be a list, not {flags!r}")
+    out: list[Term] = []
+    for f in flags:
+        if isinstance(f, tuple) and len(f) == 2 and isinstance(f[0], str):
+            out.append((Atom(f[0]), f[1]))
+        else:
+            out.append(atom_of(f))
+    return out
+
+
+def monitor_args_of(args: tuple[Term, ...]) -> list[Term]:
+    """``system_monitor``/``system_profile`` arguments as Python users write
+    them: ``"undefined"``, option lists, ``(Pid, Options)``."""
+    out: list[Term] = []
+    for a in args:
+        if isinstance(a, list):
+            a = flags_of(a)
+        elif type(a) is tuple and len(a) == 2 and isinstance(a[1], list):
+            a = (a[0], flags_of(a[1]))
+        out.append(atom_of(a))
     return out

@@ -14,6 +14,7 @@ from __future__ import annotations
 import inspect
 
 from smp.core.errors import BadArg
+from smp.core.flags import flags_of, monitor_args_of
 from smp.core.terms import Atom, Pid, atom_of
 
 from .world import NonsmpWorld, World, check_body, collector
@@ -24,32 +25,10 @@ __all__ = ["SimVM"]
 _atom = atom_of
 
 
-def _flags(flags) -> list:
-    """Flag lists as Python users write them: strings for atoms."""
-    if type(flags) not in (list, tuple):
-        raise BadArg(f"flags must be a list, not {flags!r}")
-    out = []
-    for f in flags:
-        if isinstance(f, str):
-            out.append(Atom(f))
-        elif isinstance(f, tuple) and len(f) == 2 and isinstance(f[0], str):
-            out.append((Atom(f[0]), f[1]))
-        else:
-            out.append(f)
-    return out
+_flags = flags_of
 
 
-def _monitor_args(args) -> list:
-    out = []
-    for a in args:
-        if isinstance(a, str):
-            a = Atom(a)
-        elif isinstance(a, list):
-            a = _flags(a)
-        elif type(a) is tuple and len(a) == 2 and isinstance(a[1], list):
-            a = (a[0], _flags(a[1]))
-        out.append(a)
-    return out
+_monitor_args = monitor_args_of
 
 
 class SimVM:
