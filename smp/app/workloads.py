@@ -50,6 +50,7 @@ from smp.ports.reader import read_trace
 
 __all__ = [
     "WORKLOADS",
+    "set_up",
     "Workload",
     "Bound",
     "MAX_PROCESSES",
@@ -990,6 +991,54 @@ class _IpReader(threading.Thread):
             self.error = str(e)
 
 
+def set_up(vm, env, sc: dict, tracers: dict, labels: dict, check=lambda: None) -> dict:
+    """The scenario's processes and tracing, after its tracers: ``new``
+    tracing, the groups (each process labelled ``group[i].role`` in
+    ``labels``), ``all``/``existing`` tracing, the groups' tracing, the call
+    patterns, the seq tracer, the system monitor and profiler, in that order.
+    ``vm`` is an ``Emulator`` (``execute``) or the simulator's facade
+    (``smp-emu explore``); ``check()`` runs before each per-process trace
+    call (the set-up's share of the run's timeout).  Returns the pids of
+    each group."""
+    for t in sc["trace"]:
+        if t["pids"] == "new":
+            vm.trace("new", True, t["flags"], tracer=tracers[t["tracer"]])
+    group_pids: dict[str, list] = {}
+    for g in sc["groups"]:
+        w = WORKLOADS[g["workload"]]
+        pids = []
+        for i in range(g["count"]):
+            for role, pid in w.setup(env, g, g["params"]):
+                labels[pid] = f"{g['name']}[{i}].{role}"
+                pids.append(pid)
+        group_pids[g["name"]] = pids
+    for t in sc["trace"]:
+        if t["pids"] in ("all", "existing"):
+            vm.trace(t["pids"], True, t["flags"], tracer=tracers[t["tracer"]])
+    for g in sc["groups"]:
+        if g["tracer"] is not None and g["trace"]:
+            for pid in group_pids[g["name"]]:
+                check()
+                vm.trace(pid, True, g["trace"], tracer=tracers[g["tracer"]])
+    for p in sc["patterns"]:
+        mfa = tuple(p["mfa"])
+        flags: list = [f for f in p["flags"] if f != "meta"]
+        if "meta" in p["flags"]:
+            flags.append(("meta", tracers[p["meta_tracer"]]))
+        if mfa[0] == "wl_calls":
+            env.define_calls()
+        vm.trace_pattern(mfa, p["match_spec"], flags)
+    if sc["seq_trace"] is not None:
+        vm.set_system_seq_tracer(tracers[sc["seq_trace"]["tracer"]])
+    if sc["system_monitor"] is not None:
+        m = sc["system_monitor"]
+        vm.system_monitor(tracers[m["monitor"]], _monitor_opts(m))
+    if sc["system_profile"] is not None:
+        pr = sc["system_profile"]
+        vm.system_profile(tracers[pr["profiler"]], _profile_opts(pr))
+    return group_pids
+
+
 def execute(  # noqa: C901 - one run, from set-up to summary
     sc: dict,
     *,
@@ -1086,41 +1135,7 @@ def execute(  # noqa: C901 - one run, from set-up to summary
             messages[name] = []
             printed.add(name)
 
-        for t in sc["trace"]:
-            if t["pids"] == "new":
-                vm.trace("new", True, t["flags"], tracer=tracers[t["tracer"]])
-        group_pids: dict[str, list] = {}
-        for g in sc["groups"]:
-            w = WORKLOADS[g["workload"]]
-            pids = []
-            for i in range(g["count"]):
-                for role, pid in w.setup(env, g, g["params"]):
-                    labels[pid] = f"{g['name']}[{i}].{role}"
-                    pids.append(pid)
-            group_pids[g["name"]] = pids
-        for t in sc["trace"]:
-            if t["pids"] in ("all", "existing"):
-                vm.trace(t["pids"], True, t["flags"], tracer=tracers[t["tracer"]])
-        for g in sc["groups"]:
-            if g["tracer"] is not None and g["trace"]:
-                for pid in group_pids[g["name"]]:
-                    clock.check()
-                    vm.trace(pid, True, g["trace"], tracer=tracers[g["tracer"]])
-        for p in sc["patterns"]:
-            mfa = tuple(p["mfa"])
-            flags: list = [f for f in p["flags"] if f != "meta"]
-            if "meta" in p["flags"]:
-                flags.append(("meta", tracers[p["meta_tracer"]]))
-            env.define_calls() if mfa[0] == "wl_calls" else None
-            vm.trace_pattern(mfa, p["match_spec"], flags)
-        if sc["seq_trace"] is not None:
-            vm.set_system_seq_tracer(tracers[sc["seq_trace"]["tracer"]])
-        if sc["system_monitor"] is not None:
-            m = sc["system_monitor"]
-            vm.system_monitor(tracers[m["monitor"]], _monitor_opts(m))
-        if sc["system_profile"] is not None:
-            p = sc["system_profile"]
-            vm.system_profile(tracers[p["profiler"]], _profile_opts(p))
+        group_pids = set_up(vm, env, sc, tracers, labels, clock.check)
         plan, fault_records = _resolve_plan(plan_events, tracers, group_pids, sc)
         ctl = fault_log = None
         if plan:

@@ -35,13 +35,11 @@ from dataclasses import dataclass
 from smp.app.workloads import (
     _FAULT_OPS,
     FAULT_REC,
-    WORKLOADS,
     _Env,
-    _monitor_opts,
     _plan,
-    _profile_opts,
     _resolve_plan,
     _why,
+    set_up,
 )
 from smp.core.errors import ErlangException, ScenarioError, SmpError
 
@@ -165,41 +163,7 @@ class ScenarioWorkload:
         for new in new_collectors:
             name = new if isinstance(new, str) else new[0]  # (name, kind)
             tracers[name] = vm.spawn_collector(name=name)
-        for t in sc["trace"]:
-            if t["pids"] == "new":
-                vm.trace("new", True, t["flags"], tracer=tracers[t["tracer"]])
-        group_pids: dict = {}
-        for g in sc["groups"]:
-            w = WORKLOADS[g["workload"]]
-            pids = []
-            for i in range(g["count"]):
-                for role, pid in w.setup(env, g, g["params"]):
-                    names[pid] = f"{g['name']}[{i}].{role}"
-                    pids.append(pid)
-            group_pids[g["name"]] = pids
-        for t in sc["trace"]:
-            if t["pids"] in ("all", "existing"):
-                vm.trace(t["pids"], True, t["flags"], tracer=tracers[t["tracer"]])
-        for g in sc["groups"]:
-            if g["tracer"] is not None and g["trace"]:
-                for pid in group_pids[g["name"]]:
-                    vm.trace(pid, True, g["trace"], tracer=tracers[g["tracer"]])
-        for p in sc["patterns"]:
-            mfa = tuple(p["mfa"])
-            flags: list = [f for f in p["flags"] if f != "meta"]
-            if "meta" in p["flags"]:
-                flags.append(("meta", tracers[p["meta_tracer"]]))
-            if mfa[0] == "wl_calls":
-                env.define_calls()
-            vm.trace_pattern(mfa, p["match_spec"], flags)
-        if sc["seq_trace"] is not None:
-            vm.set_system_seq_tracer(tracers[sc["seq_trace"]["tracer"]])
-        if sc["system_monitor"] is not None:
-            m = sc["system_monitor"]
-            vm.system_monitor(tracers[m["monitor"]], _monitor_opts(m))
-        if sc["system_profile"] is not None:
-            p = sc["system_profile"]
-            vm.system_profile(tracers[p["profiler"]], _profile_opts(p))
+        group_pids = set_up(vm, env, sc, tracers, names)
         plan, _records = _resolve_plan(plan_events, tracers, group_pids, sc)
         if plan:
             log = vm.spawn_collector(name="fault log")
