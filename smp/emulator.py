@@ -19,13 +19,15 @@ import inspect
 import time
 
 from schedulers.procs import DEFAULT_MAX_PROCESSES, MAX_MAX_PROCESSES
+from smp.api.bifs import TraceBifs
+from smp.api.dispatcher import DispatcherControl
+from smp.api.ports import TracePorts
+from smp.api.statistics import StatisticsCalls
 from smp.backend import OutOfTime, SmpBackend
 from smp.core.bifs import call_bif
-from smp.core.errors import BadArg, EmulatorTimeout, Error, SchedulerLost, SmpError
-from smp.core.flags import flags_of, monitor_args_of
-from smp.core.matchspec import compile_match_spec
+from smp.core.errors import BadArg, EmulatorTimeout, SchedulerLost
 from smp.core.placement import owner
-from smp.core.terms import Atom, Pid, Port, atom_of
+from smp.core.terms import Pid, atom_of
 from smp.endpoints import plan_endpoints, plan_security, tcp_endpoints
 from smp.link import FrameLog, TimeBounds
 from smp.supervision import Supervisor
@@ -33,8 +35,6 @@ from smp.wire import rundir
 
 # tcp_endpoints: here too for the scheduler launcher (smp.app.cluster)
 __all__ = ["Emulator", "tcp_endpoints"]
-
-am_all, am_existing, am_new, am_true = Atom("all"), Atom("existing"), Atom("new"), Atom("true")
 
 # Time bounds.  run(timeout=T) and run_for(T) end within T + 1 s: the run
 # loop's own calls end by T + RUN_GRACE_S, a BIF that has begun to change
@@ -64,25 +64,13 @@ def smp_quiet(sts: dict, d: dict, live: list) -> bool:
 _atom = atom_of
 
 
-_flags = flags_of
-
-
-def _spec(x):
-    if isinstance(x, str):
-        return Atom(x)
-    return x
-
-
-_monitor_args = monitor_args_of
-
-
 async def collector(proc):
     """A process that receives forever; the emulator keeps what it receives."""
     while True:
         await proc.receive()
 
 
-class Emulator:
+class Emulator(TraceBifs, TracePorts, DispatcherControl, StatisticsCalls):
     """An emulated VM: ``mode="nonsmp"`` (one scheduler, no dispatcher) or
     ``mode="smp"`` with ``schedulers=N`` and a dispatcher process.
 
@@ -277,12 +265,6 @@ class Emulator:
                 raise
             raise OutOfTime(str(e)) from None
 
-    def _bif(self, name: str, *args, caller=None):
-        if self.smp:
-            return call_bif(self.backend, caller, name, args)
-        return self._sched_call(1, "bif", name, args)
-
-    # ================================================================ public API
     def spawn(self, fun, *args, scheduler: int | None = None, keep: bool = False) -> Pid:
         """Spawn ``fun(proc, *args)``; placed round-robin or on ``scheduler``.
         With ``keep=True`` the emulator keeps every message that reaches its
@@ -348,267 +330,6 @@ class Emulator:
             raise BadArg(f"{module}:{function} must take the process handle first")
         self._all_scheds("define", _atom(module), _atom(function), arity, fn)
 
-    def trace(self, pid_spec, how, flags, tracer=None) -> int:
-        """``erlang:trace/3``; ``tracer=`` adds ``{tracer, T}`` to the flags."""
-        flags = _flags(flags)
-        if tracer is not None:
-            flags.append((Atom("tracer"), tracer))
-        return self._bif("trace", _spec(pid_spec), how, flags)
-
-    def trace_info(self, what, item):
-        """``erlang:trace_info/2``: ``What`` is a pid, ``new``, ``on_load`` or
-        ``{Module, Function, Arity}`` (strings stand for atoms); ``Item`` is
-        ``flags`` or ``tracer`` for a pid or ``new``, and ``traced``,
-        ``match_spec``, ``meta``, ``meta_match_spec``, ``call_count``,
-        ``call_time`` or ``all`` for a function.  A port is badarg, as in
-        17.x (OTP 19 added ports)."""
-        if type(what) is tuple:
-            what = tuple(_spec(x) for x in what)
-        return self._bif("trace_info", _spec(what), _atom(item))
-
-    def trace_pattern(self, mfa, match_spec, flags=()) -> int:
-        """``erlang:trace_pattern/3``.  ``match_spec`` may be a term, Erlang
-        text (``"[{'_',[],[{return_trace}]}]"``) or dbg's ``"x"``, ``"c"``, ``"cx"``."""
-        if type(mfa) in (tuple, list):
-            mfa = tuple(_atom(x) for x in mfa)
-        else:
-            mfa = _atom(mfa)
-        if not self.smp and match_spec not in (True, False):
-            # checked here before it travels: a part that is no term, or one
-            # nested too deep to pickle, is a BadArg naming it, not a
-            # scheduler that failed to answer
-            compile_match_spec(match_spec)
-        return self._bif("trace_pattern", mfa, match_spec, _flags(flags))
-
-    def set_system_seq_tracer(self, tracer):
-        return self._bif("set_system_seq_tracer", tracer)
-
-    def get_system_seq_tracer(self):
-        return self._bif("get_system_seq_tracer")
-
-    def system_monitor(self, *args):
-        """``system_monitor()``, ``(undefined | {Pid, Options})``, ``(Pid, Options)``."""
-        return self._bif("system_monitor", *_monitor_args(args))
-
-    def system_profile(self, *args):
-        """``system_profile()``, ``(undefined | PidOrPort, Options)``."""
-        return self._bif("system_profile", *_monitor_args(args))
-
-    def trace_delivered(self, what) -> tuple:
-        """Returns ``{trace_delivered, What, Ref}`` once everything traced
-        before the call is delivered (the API has no mailbox to wait in)."""
-        return self._bif("trace_delivered", _spec(what))
-
-    def register(self, name, pid) -> Atom:
-        name = _atom(name)
-        if type(name) is not Atom:
-            raise BadArg(f"registered name must be an atom, not {name!r}")
-        if self.smp:
-            # erts_register_name (register.c) takes a live process or an open
-            # port; the dispatcher's table knows which ports are open
-            if type(pid) is not Port and not self.backend.bk_is_alive(pid):
-                raise BadArg(f"cannot register {name!r}: {pid!r} is not alive")
-            self._sync_dispatcher()
-            if not self._disp_call("register", name, pid):
-                raise BadArg(
-                    f"cannot register {name!r}: the name or {pid!r} is already registered, "
-                    "or the port is closed"
-                )
-            self._sched_call(self._owner(pid), "set_reg", name, pid)
-            self._all_scheds("set_reg", name, pid)
-        else:
-            try:
-                self._sched_call(1, "register", name, pid)
-            except Error:
-                raise BadArg(f"cannot register {name!r} for {pid!r}") from None
-        return am_true
-
-    def whereis(self, name):
-        name = _atom(name)
-        r = self._disp_call("whereis", name) if self.smp else self._sched_call(1, "whereis", name)
-        return Atom("undefined") if r is None else r
-
-    def exit(self, pid: Pid, reason) -> Atom:
-        """``exit(Pid, Reason)`` sent from outside the emulated processes."""
-        if type(pid) is not Pid:
-            raise BadArg(f"exit/2 needs a pid, not {pid!r}")
-        self._sched_call(self._owner(pid), "exit", pid, _atom(reason))
-        return am_true
-
-    def open_trace_port(self, kind: str, *args, **kw) -> Port:
-        """A tracer port: ``file`` (path, wrap=...), ``ip`` (port, queue_size=...),
-        ``memory`` (heavy_every=N) or ``null``."""
-        if self.smp:
-            return self._disp_call("open_trace_port", kind, args, kw)
-        return self._sched_call(1, "open_trace_port", kind, args, kw)
-
-    def _port_call(self, port: Port, method: str, *args):
-        if self.smp:
-            return self._disp_call("trace_port_call", port, method, args)
-        return self._sched_call(1, "trace_port_call", port, method, args)
-
-    def trace_port_terms(self, port: Port, start: int = 0) -> list:
-        """The terms written so far to a ``memory`` trace port (from ``start`` on)."""
-        return self._port_call(port, "terms", start)
-
-    def trace_port_info(self, port: Port) -> dict:
-        return self._port_call(port, "info")
-
-    def flush_trace_port(self, port: Port, timeout: float = 5.0):
-        return self._port_call(port, "flush", timeout)
-
-    def close_trace_port(self, port: Port) -> None:
-        """Close a tracer port; a file port writes its last buffer.  smp: the
-        close is an event in queue order: every message made before the call
-        is written first, later ones are dropped as ``port_closed``."""
-        self._sync_dispatcher()
-        self._port_call(port, "close")
-
-    # -- races ---------------------------------------------------------------
-    def hold_dispatcher(self) -> None:
-        """smp: let messages queue up in the dispatcher without dispatching them."""
-        if not self.smp:
-            raise SmpError("hold_dispatcher needs smp mode (nonsmp has no dispatcher)")
-        self._disp_call("hold")
-
-    def release_dispatcher(self) -> None:
-        if not self.smp:
-            raise SmpError("release_dispatcher needs smp mode (nonsmp has no dispatcher)")
-        self._sync_dispatcher()  # what the schedulers sent first is in the table
-        self._disp_call("release")
-
-    def step_dispatcher(self, n: int = 1, unit: str = "message", timeout: float = 10.0) -> list:
-        """smp, behind ``hold_dispatcher()``: dispatch exactly the next ``n``
-        queued messages (``unit="message"``, the seed's granularity: a run is
-        split) or runs (``unit="run"``) against the state now, and stay held;
-        ``queued_messages()`` lists what is left.  Returns ``(From, Receiver,
-        Msg, Outcome)`` for each message dispatched, Outcome ``"delivered"``
-        or the reason it was dropped (as ``statistics()`` names it).  Before
-        it returns, what was delivered has reached its receivers (the
-        emulator runs until their schedulers took it), so ``messages(pid)``
-        shows it and a later change cannot overtake it."""
-        if not self.smp:
-            raise SmpError(
-                "step_dispatcher needs smp mode (nonsmp has no dispatcher: "
-                "it delivers each message when it is made)"
-            )
-        if type(n) is not int or n < 1:
-            raise BadArg(f"step_dispatcher: n must be an integer >= 1, not {n!r}")
-        if unit not in ("message", "run"):
-            raise BadArg(f"step_dispatcher: unit must be 'message' or 'run', not {unit!r}")
-        self._sync_dispatcher()
-        if not self._disp_call("status")["held"]:
-            raise SmpError("step_dispatcher needs a held dispatcher: call hold_dispatcher() first")
-        done = self._disp_call("step", n, unit)
-        deadline = time.monotonic() + timeout
-        while True:  # until every scheduler took the deliveries the step sent it
-            sent = self._disp_call("status")["delivered_to"]
-            if all(sent[k] == st["deliveries"] for k, st in self._all_scheds("status").items()):
-                return done
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise EmulatorTimeout(f"step_dispatcher: deliveries not taken within {timeout:g} s")
-            self.run(timeout=left)
-
-    def queued_messages(self) -> list:
-        """``erts_foreach_sys_msg_in_q``: ``(From, To, Msg)`` of each queued message."""
-        if not self.smp:
-            return []
-        self._sync_dispatcher()
-        return self._disp_call("queue_list")
-
-    def latencies_ns(self) -> list[int]:
-        """smp: make-to-dispatch latencies in ns, one sample per run of messages
-        (its first message), the dispatcher's most recent 200,000."""
-        return self._disp_call("latencies") if self.smp else []
-
-    # -- statistics ----------------------------------------------------------
-    def statistics(self) -> dict:
-        """made = delivered + dropped (by reason) + queued, per type and in all;
-        ``auth_denied`` counts peers refused by CURVE at the dispatcher and here.
-
-        smp: ``made`` counts what entered the dispatcher's queue, ``queued``
-        what it has not decided yet (the batch being dispatched included),
-        and ``in_transit`` what the schedulers made that is still on its way
-        to the queue (push-back from a slow port holds it there).  Returns
-        within about a second whatever the dispatcher is doing."""
-        scheds = list(self._all_scheds("stats").values())
-        if self.smp:
-            sts = self._sync_dispatcher(limit=1.0)
-            d = self._disp_call("stats")
-            ingested = d.pop("ingested", None)
-            d["in_transit"] = (
-                0
-                if ingested is None
-                else sum(max(0, st["sys_made"] - ingested[k]) for k, st in sts.items())
-            )
-        else:
-            s = scheds[0]
-            d = {
-                k: s[k]
-                for k in (
-                    "made",
-                    "made_by_type",
-                    "delivered",
-                    "delivered_by_type",
-                    "dropped",
-                    "dropped_by_reason",
-                )
-            }
-            d.update(queued=0, in_transit=0, bad_frames=0, stderr_lines=[])
-        suppressed: dict = {}
-        for s in scheds:
-            for reason, by_type in s["suppressed_by_reason"].items():
-                for t, n in by_type.items():
-                    suppressed.setdefault(reason, {}).setdefault(t, 0)
-                    suppressed[reason][t] += n
-        d["suppressed"] = sum(s["suppressed"] for s in scheds)
-        d["suppressed_by_reason"] = suppressed
-        d["fake_schedule_pairs"] = sum(s["fake_schedule_pairs"] for s in scheds)
-        d["tracer_checks_reset"] = sum(s["tracer_checks_reset"] for s in scheds)
-        d["messages_sent"] = sum(s["messages_sent"] for s in scheds)
-        # what could not travel (a message that is not a term): never queued
-        d["unsendable"] = sum(s.get("unsendable", 0) for s in scheds)
-        d["processes"] = sum(s["processes"] for s in scheds)
-        d["schedulers"] = scheds
-        d["mode"] = self.mode
-        d["lost_schedulers"] = dict(self.lost_schedulers)
-        d["auth_denied"] = d.get("auth_denied", 0) + (self.auth.denied if self.auth else 0)
-        # frames refused (counted, logged, ignored): at the dispatcher's ingest
-        # and control sockets, at the controller's, at the schedulers'
-        at = dict(d.get("bad_frames_at", {}))
-        if self._frames.count:
-            at["controller"] = self._frames.count
-        in_scheds = sum(s.get("bad_frames", 0) for s in scheds)
-        if in_scheds:
-            at["schedulers"] = in_scheds
-        d["bad_frames_at"] = at
-        d["bad_frames"] = sum(at.values())
-        d["last_bad_frame"] = d.get("last_bad_frame") or self._frames.last
-        return d
-
-    # -- samples -------------------------------------------------------------
-    def sample(self, interval: float, t0: float | None = None) -> None:
-        """Each scheduler and the dispatcher sample their own counters every
-        ``interval`` s from ``t0`` (``time.monotonic()`` here; now when
-        None), in a thread of their own (``smp.core.sampler``)."""
-        t0 = time.monotonic() if t0 is None else t0
-        self._all_scheds("sample", interval, t0)
-        if self.smp:
-            self._disp_call("sample", interval, t0)
-
-    def series(self, final: bool = True) -> dict:
-        """``{"dispatcher": ..., "schedulers": {k: ...}}``: what each one
-        sampled since ``sample()`` (``final``: with a last sample now, and
-        sampling stops; otherwise only each one's latest ``(t_s, counters)``).
-        None for one that was not sampling; a lost scheduler is left out."""
-        scheds = self._all_scheds("series", final)
-        return {
-            "dispatcher": self._disp_call("series", final) if self.smp else None,
-            "schedulers": dict(sorted(scheds.items())),
-        }
-
-    # ================================================================ run
     def run_for(self, seconds: float) -> bool:
         """Run for at most ``seconds``; True when the system became quiet,
         False when it is still busy (it is paused again either way)."""

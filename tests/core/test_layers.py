@@ -30,6 +30,7 @@ LAYERS = (
     ("dispatcher.queue", 3),  # the queue's policy: no socket, no process (tests/dispatcher_queue)
     ("smp.emulator", 4),
     ("smp.backend", 4),
+    ("smp.api", 4),  # the emulator's API by concern: BIFs, ports, the dispatcher, statistics
     ("smp.endpoints", 4),  # the controller's endpoint layout and security plan
     ("smp.link", 4),  # the controller's request/reply links to its peers
     ("smp.supervision", 4),  # the controller's start, liveness, losses and close

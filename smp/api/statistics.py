@@ -1,0 +1,103 @@
+"""The counters: ``statistics()``, and the series each process samples.
+
+smp: the dispatcher's queue counts (made = delivered + dropped + queued)
+with what is still on its way from the schedulers; nonsmp: the one
+scheduler's.  Both with every scheduler's own counts and the frames each
+process refused.
+"""
+
+from __future__ import annotations
+
+import time
+
+__all__ = ["StatisticsCalls"]
+
+
+class StatisticsCalls:
+    """The statistics and sampling calls of ``smp.Emulator``."""
+
+    # -- statistics ----------------------------------------------------------
+    def statistics(self) -> dict:
+        """made = delivered + dropped (by reason) + queued, per type and in all;
+        ``auth_denied`` counts peers refused by CURVE at the dispatcher and here.
+
+        smp: ``made`` counts what entered the dispatcher's queue, ``queued``
+        what it has not decided yet (the batch being dispatched included),
+        and ``in_transit`` what the schedulers made that is still on its way
+        to the queue (push-back from a slow port holds it there).  Returns
+        within about a second whatever the dispatcher is doing."""
+        scheds = list(self._all_scheds("stats").values())
+        if self.smp:
+            sts = self._sync_dispatcher(limit=1.0)
+            d = self._disp_call("stats")
+            ingested = d.pop("ingested", None)
+            d["in_transit"] = (
+                0
+                if ingested is None
+                else sum(max(0, st["sys_made"] - ingested[k]) for k, st in sts.items())
+            )
+        else:
+            s = scheds[0]
+            d = {
+                k: s[k]
+                for k in (
+                    "made",
+                    "made_by_type",
+                    "delivered",
+                    "delivered_by_type",
+                    "dropped",
+                    "dropped_by_reason",
+                )
+            }
+            d.update(queued=0, in_transit=0, bad_frames=0, stderr_lines=[])
+        suppressed: dict = {}
+        for s in scheds:
+            for reason, by_type in s["suppressed_by_reason"].items():
+                for t, n in by_type.items():
+                    suppressed.setdefault(reason, {}).setdefault(t, 0)
+                    suppressed[reason][t] += n
+        d["suppressed"] = sum(s["suppressed"] for s in scheds)
+        d["suppressed_by_reason"] = suppressed
+        d["fake_schedule_pairs"] = sum(s["fake_schedule_pairs"] for s in scheds)
+        d["tracer_checks_reset"] = sum(s["tracer_checks_reset"] for s in scheds)
+        d["messages_sent"] = sum(s["messages_sent"] for s in scheds)
+        # what could not travel (a message that is not a term): never queued
+        d["unsendable"] = sum(s.get("unsendable", 0) for s in scheds)
+        d["processes"] = sum(s["processes"] for s in scheds)
+        d["schedulers"] = scheds
+        d["mode"] = self.mode
+        d["lost_schedulers"] = dict(self.lost_schedulers)
+        d["auth_denied"] = d.get("auth_denied", 0) + (self.auth.denied if self.auth else 0)
+        # frames refused (counted, logged, ignored): at the dispatcher's ingest
+        # and control sockets, at the controller's, at the schedulers'
+        at = dict(d.get("bad_frames_at", {}))
+        if self._frames.count:
+            at["controller"] = self._frames.count
+        in_scheds = sum(s.get("bad_frames", 0) for s in scheds)
+        if in_scheds:
+            at["schedulers"] = in_scheds
+        d["bad_frames_at"] = at
+        d["bad_frames"] = sum(at.values())
+        d["last_bad_frame"] = d.get("last_bad_frame") or self._frames.last
+        return d
+
+    # -- samples -------------------------------------------------------------
+    def sample(self, interval: float, t0: float | None = None) -> None:
+        """Each scheduler and the dispatcher sample their own counters every
+        ``interval`` s from ``t0`` (``time.monotonic()`` here; now when
+        None), in a thread of their own (``smp.core.sampler``)."""
+        t0 = time.monotonic() if t0 is None else t0
+        self._all_scheds("sample", interval, t0)
+        if self.smp:
+            self._disp_call("sample", interval, t0)
+
+    def series(self, final: bool = True) -> dict:
+        """``{"dispatcher": ..., "schedulers": {k: ...}}``: what each one
+        sampled since ``sample()`` (``final``: with a last sample now, and
+        sampling stops; otherwise only each one's latest ``(t_s, counters)``).
+        None for one that was not sampling; a lost scheduler is left out."""
+        scheds = self._all_scheds("series", final)
+        return {
+            "dispatcher": self._disp_call("series", final) if self.smp else None,
+            "schedulers": dict(sorted(scheds.items())),
+        }
