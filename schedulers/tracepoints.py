@@ -1,23 +1,23 @@
-"""Where every system message is made and, per mode, handed on: the TRACE
-builders (``trace_sched``, ``trace_send``, ...), ``send_to_tracer`` /
-``send_to_port`` with the nonsmp fake schedule pair, the SYSMON and SYSPROF
-builders with ``profile_send``, the error logger and ``erts_send_sys_msg_proc``.
-In smp mode each goes to the dispatcher's queue (``enqueue_sys_msg``); in
-nonsmp mode the receiver is looked up now (``ERTS_GET_TRACER_REF`` and the
-monitor, profiler and error-logger lookups), decided by the same
-``smp.core.dispatch.resolve`` the smp dispatcher uses: the modes differ only
-in what a drop does, as the seed's ``#ifdef ERTS_SMP`` branches do."""
+"""Where every system message is made: the TRACE builders (``trace_sched``,
+``trace_send``, ...), ``erts_check_my_tracer_proc``, the SYSMON and SYSPROF
+builders with ``profile_send``, the error logger and
+``erts_send_sys_msg_proc``.  Each hands its message on per mode, most through
+``schedulers.delivery`` (``send_to_tracer`` / ``send_to_port`` with the
+nonsmp fake schedule pair).  In smp mode each goes to the dispatcher's queue
+(``enqueue_sys_msg``); in nonsmp mode the receiver is looked up now
+(``ERTS_GET_TRACER_REF`` and the monitor, profiler and error-logger
+lookups), decided by the same ``smp.core.dispatch.resolve`` the smp
+dispatcher uses: the modes differ only in what a drop does, as the seed's
+``#ifdef ERTS_SMP`` branches do."""
 
 from __future__ import annotations
 
-from smp.core.dispatch import DELIVER_PID, DROP, Decision, disp_failure, resolve
-from smp.wire.etf import encode
+from smp.core.dispatch import DELIVER_PID, DROP, disp_failure
 
 from .common import (
     EXITED,
     EXITING,
     F_TIMESTAMP,
-    F_TRACE_SCHED,
     F_TRACE_SCHED_NO,
     F_TRACE_SEND,
     NIL,
@@ -28,7 +28,6 @@ from .common import (
     am_active,
     am_error_logger,
     am_exit,
-    am_in,
     am_out,
     am_out_exited,
     am_out_exiting,
@@ -36,91 +35,16 @@ from .common import (
     am_send_to_non_existing,
     are_trace_flags_on,
 )
+from .delivery import SysMsgDelivery
 
 __all__ = ["TracePoints"]
 
 
-class TracePoints:
-    """Mixed into ``schedulers.engine.Node``; runs in the scheduler process."""
+class TracePoints(SysMsgDelivery):
+    """Mixed into ``schedulers.engine.Node``; runs in the scheduler process.
+    Each builder hands its message on through ``SysMsgDelivery``."""
 
-    # ================================================================ delivery core
-    def _enqueue(self, type_: int, from_, to, msg, ts_kind: int) -> None:
-        """smp: ``enqueue_sys_msg`` - hand the message to the dispatcher's
-        queue (the transport counts it as made)."""
-        self.transport.sys(type_, from_, to, msg, ts_kind)  # no SysMsg: 0.25 us a message
-
-    def _decide_now(self, type_: int, from_, to) -> Decision:
-        """nonsmp: the receiver and the verdict at make time, by the one rule."""
-        return resolve(type_, from_, to, self.state, self)
-
-    def _deliver_now(self, t: Proc, type_: int, msg) -> None:
-        """nonsmp: ``erts_queue_message`` into the receiver at once."""
-        self.stats.made(type_)
-        self.stats.delivered(type_)
-        self._queue_message(t, msg, None)
-
-    def _write_port(self, tp, msg, type_: int) -> bool:
-        """``write_sys_msg_to_port``: external term format into the port."""
-
-        self.stats.made(type_)
-        try:
-            data = encode(msg)
-        except (TypeError, ValueError):
-            # not a term, or nested past the encoder's depth limit: never
-            # written, counted as the dispatcher counts it
-            self.stats.dropped(type_, "not_a_term")
-            return False
-        heavy = tp.write(data)
-        self.stats.delivered(type_)
-        return heavy
-
-    def _port_write_with_fix(self, tp, msg, type_: int, c_p: Proc | None, ts) -> None:
-        """``send_to_port`` / ``seq_trace_send_to_port`` in nonsmp: write, and
-        when the driver reports a heavy write while ``c_p`` is traced with
-        ``running`` and ``timestamp``, send the fake ``out``/``in`` pair."""
-        if c_p is None or not are_trace_flags_on(c_p.flags, F_TRACE_SCHED | F_TIMESTAMP):
-            self._write_port(tp, msg, type_)
-            return
-        if ts is None:
-            ts = self.clock.now()
-        if self._write_port(tp, msg, type_):
-            out_msg, _ = M.do_send_schedfix(c_p.pid, ts, ts)
-            self._write_port(tp, out_msg, M.SYS_MSG_TYPE_TRACE)
-            in_msg = (out_msg[0], c_p.pid, am_in, 0, self.clock.now())
-            self._write_port(tp, in_msg, M.SYS_MSG_TYPE_TRACE)
-            self.stats.fake_schedule_pairs += 1
-
-    def _send_to_tracer(self, holder, from_, msg, ts_on: bool, c_p: Proc | None) -> None:
-        """``send_to_tracer`` / ``send_to_port`` for TRACE messages.
-
-        ``holder`` carries ``tracer`` and ``flags`` (a process, a port, or a
-        meta-trace breakpoint); ``c_p`` is the running process that may get a
-        fake schedule pair (None for "no fake schedule")."""
-        tracer = holder.tracer
-        if self.smp:
-            self._enqueue(
-                M.SYS_MSG_TYPE_TRACE, from_, tracer, msg, M.TS_PATCH if ts_on else M.TS_NONE
-            )
-            return
-        d = self._decide_now(M.SYS_MSG_TYPE_TRACE, from_, tracer)
-        if d.action == DROP:
-            # ERTS_GET_TRACER_REF: reset the tracee, make nothing
-            holder.tracer = NIL
-            holder.flags &= ~TRACEE_FLAGS
-            self.stats.suppressed(M.SYS_MSG_TYPE_TRACE, d.reason)
-            return
-        if d.action == DELIVER_PID:
-            if ts_on:
-                msg = M.patch_ts(msg, self.clock.now())
-            self._deliver_now(self.procs[tracer], M.SYS_MSG_TYPE_TRACE, msg)
-            return
-        tp = self.tracer_port(tracer)
-        ts = None
-        if ts_on:
-            ts = self.clock.now()
-            msg = M.patch_ts(msg, ts)
-        self._port_write_with_fix(tp, msg, M.SYS_MSG_TYPE_TRACE, c_p, ts)
-
+    # ================================================================ tracer check
     def erts_check_my_tracer_proc(self, p: Proc) -> None:
         """smp: a tracee whose tracer is gone loses its flags when scheduled in."""
         if type(p.tracer) is Pid and not self.is_tracer(p.tracer):

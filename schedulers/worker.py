@@ -25,6 +25,13 @@ waits in a buffer while the scheduler sleeps.
 The loop notices a controller that is gone; when an emulated process never
 gives the loop back, the orphan watchdog thread (``smp.wire.rundir.watch_parent``)
 ends the scheduler instead.
+
+The rest has no socket and lives beside this module: the start-up
+handshake and the heartbeat thread (``schedulers.membership``), what the
+``Node`` hands on, collected for the loop to send (``schedulers.transport``),
+what a peer's signal or a publication does to the ``Node``
+(``schedulers.inbound``), and the controller's commands
+(``schedulers.commands``, which ask the loop for what needs a socket).
 """
 
 from __future__ import annotations
@@ -33,23 +40,16 @@ import os
 import signal
 import socket
 import sys
-import threading
 import time
 import traceback
 from collections import deque
 
 import psutil
 import zmq
-from zmq.utils.monitor import recv_monitor_message
 
-from schedulers.backend import LocalBackend
-from smp.core import messages as M
-from smp.core.bifs import call_bif
-from smp.core.errors import BadArg, ProtocolError
-from smp.core.sampler import Sampler
+from smp.core.errors import ProtocolError
 from smp.core.stats import Stats
-from smp.core.terms import Atom, Pid, Port
-from smp.ports.traceport import close_at_exit, open_trace_port, port_call
+from smp.core.terms import Pid, Port
 from smp.wire import codec, rundir
 from smp.wire.curve import (
     Authenticator,
@@ -60,176 +60,33 @@ from smp.wire.curve import (
     owner_only_dir,
     recv_from,
 )
-from smp.wire.frames import DELIVERIES, Batch, Run, TableEvent, decode_deliveries
+from smp.wire.frames import DELIVERIES, Batch, decode_deliveries
 from smp.wire.protocol import (
     Bye,
-    Dead,
-    Exit,
     Fin,
     FinAck,
-    Heartbeat,
     Hello,
-    Link,
-    Msg,
     Peer,
-    PortCmd,
-    PortReply,
     Publication,
     Ready,
-    Refused,
-    Registry,
     Reply,
     Request,
-    Rpc,
-    Snap,
-    Spawn,
-    TraceFlag,
-    TracerPorts,
-    Tracers,
-    Unlink,
-    Welcome,
     describe_signal,
     frame_kind,
 )
 from smp.wire.runtime import tune_gc
 
+from .commands import SchedulerCommands
 from .engine import Node, pid_owner, port_owner
-from .process import RPC, Op
+from .inbound import apply_publication, apply_signal
+from .membership import HANDSHAKE_EVENTS, HeartbeatThread, wait_welcome
+from .transport import SmpTransport
 
 __all__ = ["scheduler_main", "SmpTransport"]
 
-BATCH = 256
 HWM = 1000  # frames (batches) a socket buffers before push-back
 FLUSH_AFTER_NS = 1_000_000  # a batch waits at most ~1 ms while processes run
 HEARTBEAT_TIMEOUT = 5.0  # s without a word from a remote dispatcher: it is gone
-HEARTBEAT_EVERY = 1.0  # s between a remote scheduler's heartbeats to the controller
-
-
-_BY_RECEIVER = frozenset((M.SYS_MSG_TYPE_TRACE, M.SYS_MSG_TYPE_PROC_MSG))
-
-
-class SmpTransport:
-    """The scheduler side of the smp wiring.  Runs in the scheduler process.
-
-    System messages go to the dispatcher in batches.  Consecutive messages of
-    the same kind to the same receiver form a *run* whose bodies are pickled
-    together once; the dispatcher decides a run at once and forwards its
-    bytes to the receiver's scheduler without opening them.  A run never
-    crosses a process-table event, so the queue order is kept exactly.
-
-    It only collects (``schedulers.engine.Transport``): the scheduler's loop
-    sends the batch, the peer frames and the controller requests it holds."""
-
-    def __init__(self, sched_id: int, stats: Stats):
-        self.sched_id = sched_id
-        # the node's statistics: messages made are counted here a run at a
-        # time (a call per message cost more than the rest of sys())
-        self.stats = stats
-        self.run_counted = 0  # bodies of the open run already counted as made
-        self.sys_out: list = []  # closed runs and events, in order
-        self.run_key = None
-        self.run_bodies: list = []
-        self.run_made_ns = 0
-        self.peer_out: dict[int, list] = {}
-        self.ctl_out: list = []  # requests for the controller (a process's BIF call)
-        self.unsendable = 0  # bodies that are not terms, never queued
-        self.sys_made = 0
-        self.sys_items = 0
-        self.pending_msgs = 0
-        self.first_ns = 0
-
-    def sys(self, type_: int, from_, to, msg, ts_kind: int) -> None:
-        t = type_
-        # the dispatcher decides TRACE and PROC_MSG by receiver alone, so a
-        # run of them may hold several senders; the others need the sender
-        key = (t, to, ts_kind) if t in _BY_RECEIVER else (t, from_, to, ts_kind)
-        if key != self.run_key or ts_kind == M.TS_SCHED:  # one active count each
-            self._close_run()
-            self.run_key = key
-            self.run_hdr = (t, from_, to, ts_kind)
-            self.run_made_ns = time.monotonic_ns()
-            if not self.pending_msgs and not self.sys_out:
-                self.first_ns = self.run_made_ns
-        self.run_bodies.append(msg)
-        self.sys_made += 1
-        self.sys_items += 1
-        self.pending_msgs += 1
-
-    def count_made(self) -> None:
-        """Count the open run's messages as made (before the statistics are read)."""
-        if self.run_bodies:
-            self.stats.made(self.run_hdr[0], len(self.run_bodies) - self.run_counted)
-            self.run_counted = len(self.run_bodies)
-
-    def _close_run(self) -> None:
-        if self.run_bodies:
-            self.count_made()
-            self.run_counted = 0
-            t, from_, to, ts_kind = self.run_hdr
-            try:
-                # the encoder refuses what no decoder would build, so a body
-                # that is not a term never makes the dispatcher refuse a batch
-                blob = codec.dumps(self.run_bodies)
-            except codec.Unencodable:
-                blob = self._drop_unencodable()
-            if blob is not None:
-                self.sys_out.append(
-                    Run(t, from_, to, ts_kind, len(self.run_bodies), blob, self.run_made_ns)
-                )
-            self.run_bodies = []
-        self.run_key = None
-
-    def _drop_unencodable(self) -> bytes | None:
-        """Keep the bodies that are terms; the others never enter the queue
-        (counted as ``unsendable``, logged once per run)."""
-        keep = []
-        why = None
-        for body in self.run_bodies:
-            try:
-                codec.dumps(body)
-                keep.append(body)
-            except codec.Unencodable as e:
-                why = e
-        n = len(self.run_bodies) - len(keep)
-        self.sys_made -= n
-        self.sys_items -= n
-        self.unsendable += n
-        os.write(2, f"scheduler {self.sched_id}: {n} trace message(s) dropped: {why}\n".encode())
-        self.run_bodies = keep
-        return codec.dumps(keep) if keep else None
-
-    def take_batch(self) -> list:
-        self._close_run()
-        out, self.sys_out = self.sys_out, []
-        self.pending_msgs = 0
-        return out
-
-    def has_output(self) -> bool:
-        return bool(self.sys_out or self.run_bodies)
-
-    def batch_full(self) -> bool:
-        """Enough messages for a batch: the scheduler sends it now."""
-        return self.pending_msgs >= BATCH
-
-    def table_event(self, ev: tuple) -> None:
-        """``ev``: the event's kind and its arguments (``frames.EVENT_ARITY``)."""
-        self._close_run()
-        if not self.pending_msgs and not self.sys_out:
-            self.first_ns = time.monotonic_ns()
-        self.sys_out.append(TableEvent(ev[0], ev[1:]))
-        self.sys_items += 1
-
-    def peer(self, owner: int, signal_) -> None:
-        self.peer_out.setdefault(owner, []).append(signal_)
-
-    async def rpc(self, p, *request):
-        """A BIF process ``p`` asks of the controller: the request waits in
-        ``ctl_out`` for the scheduler's loop, and ``p`` until the reply."""
-        self.ctl_out.append(Rpc(p.pid, request))
-        result = await Op(RPC)
-        if isinstance(result, BaseException):
-            raise result
-        return result
 
 
 class Worker:
@@ -260,16 +117,7 @@ class Worker:
         curve_client(self.ctl, security)
         # with CURVE, watch the handshake: a key the controller refuses ends
         # this scheduler with a message instead of a silent wait
-        self.ctl_monitor = (
-            self.ctl.get_monitor_socket(
-                zmq.EVENT_HANDSHAKE_FAILED_AUTH
-                | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
-                | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
-                | zmq.EVENT_HANDSHAKE_SUCCEEDED
-            )
-            if security
-            else None
-        )
+        monitor = self.ctl.get_monitor_socket(HANDSHAKE_EVENTS) if security else None
         self.ctl.connect(endpoints["ctl"])
         self.poller = zmq.Poller()
         self.poller.register(self.ctl, zmq.POLLIN)
@@ -289,14 +137,22 @@ class Worker:
                 self.inbox_ep = f"tcp://{host}:{self.inbox_ep.rsplit(':', 1)[1]}"
         # sent once the connection is up: a DEALER with no peer (a CURVE
         # handshake the controller refused) would block a plain send for ever
-        self._hello = Hello(
+        hello = Hello(
             sched_id,
             self.inbox_ep,
             os.getpid(),
             socket_host(),
             security.get("public") if security else None,
         ).encode()
-        welcome = self._wait_welcome(endpoints.get("start_timeout", 30))
+        welcome = wait_welcome(
+            self.ctl,
+            monitor,
+            hello,
+            endpoints["ctl"],
+            security,
+            endpoints.get("start_timeout", 30),
+            self._bad,
+        )
         sched_id, nsched, inbox_map, allowed, dispatcher_pid, self.local, ids = welcome
         # who may send to this inbox (routing id -> sender, 0 the dispatcher),
         # with what key, and the routing ids this scheduler sends with
@@ -319,6 +175,8 @@ class Worker:
         )
         if options.get("max_processes") is not None:  # (limit, the node's shared semaphore)
             self.node.set_process_limit(*options["max_processes"])
+        # the controller's commands: the policy, on the node (the sockets stay here)
+        self.cmds = SchedulerCommands(self.node, self, self.local)
         self.running = False
         self.stopping = False
         self.terminated = False  # SIGTERM: stop at once, handing nothing over
@@ -338,7 +196,12 @@ class Worker:
         self.parent_pid = os.getppid()
         self.dispatcher_pid = dispatcher_pid
         self._next_watch = 0.0
-        self._start_heartbeat(ids.get("hb"))
+        # a scheduler on another host says it is there (a local one: the OS does)
+        self.heartbeat = (
+            None
+            if self.local or ids.get("hb") is None
+            else HeartbeatThread(self.ctx, ids["hb"], sched_id, endpoints["ctl"], security).start()
+        )
         self.pending: dict = {}
         self.unsendable = 0
         self.backpressure_waits = 0
@@ -347,7 +210,6 @@ class Worker:
         # total in ns and, while a run of slices is under way, when it began;
         # one attribute, so the sampler thread reads both at once
         self.busy: tuple[int, int] = (0, 0)
-        self.sampler: Sampler | None = None
         if smp:
             self.sys_sock = self.ctx.socket(zmq.DEALER)
             self.sys_sock.setsockopt(zmq.ROUTING_ID, ids["ingest"])
@@ -362,84 +224,6 @@ class Worker:
                 self.sub.connect(ep)
             self.poller.register(self.inbox, zmq.POLLIN)
             self.poller.register(self.sub, zmq.POLLIN)
-
-    def _wait_welcome(self, timeout: float):
-        deadline = time.monotonic() + timeout
-        parent = os.getppid()
-        poller = zmq.Poller()
-        poller.register(self.ctl, zmq.POLLIN)
-        if self.ctl_monitor is not None:
-            poller.register(self.ctl_monitor, zmq.POLLIN)
-        failed = 0
-        try:
-            while True:
-                if self._hello is not None:
-                    try:
-                        self.ctl.send(self._hello, zmq.NOBLOCK)
-                        self._hello = None
-                    except zmq.Again:
-                        pass  # no connection yet: the handshake's events come first
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise TimeoutError(
-                        f"no welcome from the controller at {self.ep['ctl']} within {timeout:g} s"
-                    )
-                wait_ms = 2 if self._hello is not None else 100  # hello still to send
-                events = dict(poller.poll(min(wait_ms, int(left * 1000) + 1)))
-                if self.ctl_monitor is not None and self.ctl_monitor in events:
-                    failed += self._handshake_event(failed)
-                if self.ctl not in events:
-                    if os.getppid() != parent:
-                        raise SystemExit(0)  # the controller went away: never linger
-                    continue
-                msg = self._welcome_frame()
-                if msg is not None:
-                    return msg
-        finally:
-            if self.ctl_monitor is not None:
-                self.ctl.disable_monitor()
-                self.ctl_monitor.close(linger=0)
-                self.ctl_monitor = None
-
-    def _handshake_event(self, failed: int) -> int:
-        """One event of the CURVE handshake with the controller: a refused
-        key ends this scheduler at once; a handshake that fails three times
-        (a server key that is not the controller's, or a controller without
-        CURVE) too.  Returns 1 for a failure to count."""
-
-        ev = recv_monitor_message(self.ctl_monitor)
-        ep = self.ep["ctl"]
-        if ev["event"] == zmq.EVENT_HANDSHAKE_FAILED_AUTH:
-            key = self.security["public"]
-            key = key.decode() if type(key) is bytes else key
-            raise PermissionError(
-                f"the controller at {ep} refused this scheduler's key {key} (CURVE status "
-                f"{ev['value']}): its NAME.key must be in the controller's keys/authorized/ "
-                "when the controller starts"
-            )
-        if ev["event"] == zmq.EVENT_HANDSHAKE_SUCCEEDED:
-            return 0
-        if failed >= 2:
-            raise PermissionError(
-                f"the CURVE handshake with the controller at {ep} failed 3 times: the "
-                "server.key given is not the controller's, or the controller runs without "
-                "CURVE (--insecure)"
-            )
-        return 1
-
-    def _welcome_frame(self) -> Welcome | None:
-        """The welcome (or None for anything else, a bad frame counted)."""
-        try:
-            msg = codec.loads_frame(self.ctl.recv())
-            kind = frame_kind(msg)
-            if kind == Welcome.KIND:
-                return Welcome.decode(msg)
-            if kind == Refused.KIND:
-                reason = Refused.decode(msg).reason
-                raise PermissionError(f"controller refused this scheduler: {reason}")
-        except ProtocolError as e:
-            self._bad("control", "the controller", e)
-        return None
 
     # ------------------------------------------------------------------ io
     def send_ctl(self, frame) -> None:
@@ -564,7 +348,7 @@ class Worker:
                 self.after[sender] = peer.batches
             for sig in peer.signals:
                 try:
-                    self.handle_signal(sig)
+                    apply_signal(self.node, sig)
                 except Exception as e:  # e.g. a spawn whose arguments do not fit the body
                     os.write(
                         2,
@@ -588,337 +372,22 @@ class Worker:
             return port_owner(pid, self.nsched) == self.sched_id
         return type(pid) is Pid and pid_owner(pid, self.nsched) == self.sched_id
 
-    def handle_signal(self, sig) -> None:
-        """One checked signal record from a peer (``smp.wire.protocol``)."""
-        node = self.node
-        t = type(sig)
-        if t is Msg:
-            node.deliver_remote(sig.to, sig.msg, sig.token)
-        elif t is Spawn:
-            try:
-                node.spawn_local(sig.pid, sig.fun, sig.args, None, sig.link_to, sig.inherit)
-            except BaseException:
-                node.unclaim_process()  # the spawning scheduler took its place
-                raise
-        elif t is Link:
-            p = node.procs.get(sig.to)
-            if p is None:
-                node.transport.peer(
-                    pid_owner(sig.from_, self.nsched),
-                    Exit(sig.from_, sig.to, Atom("noproc"), True, None).encode(),
-                )
-            else:
-                node.link_arrived(p, sig.from_, sig.inherit)
-        elif t is Unlink:
-            p = node.procs.get(sig.to)
-            if p is not None:
-                node.unlink_arrived(p, sig.from_)
-        elif t is PortCmd:
-            node.remote_port_command(sig.port, sig.caller, sig.data, sig.reply)
-        elif t is PortReply:
-            node.port_reply_arrived(sig.caller, sig.value)
-        elif t is TraceFlag:
-            node.set_trace_flag(sig.pid, sig.flags, sig.on)
-        elif t is Exit:
-            p = node.procs.get(sig.to)
-            if p is not None:
-                node.exit_signal_arrived(p, sig.from_, sig.reason, sig.link, sig.token)
-
     def handle_state(self, raw: bytes) -> None:
         """A publication of the dispatcher (``protocol.Publication``)."""
         pub = Publication.loads(raw)
         self.pub_seen[pub.socket] = pub.seq
         self.last_pub = time.monotonic()
-        node, body = self.node, pub.body
-        t = type(body)
-        if t is Snap:
-            node.apply_snapshot(body.snapshot)
-        elif t is Dead:
-            node.dead_remote.update(body.pids)
-        elif t is Tracers:
-            node.remote_tracers.update(body.pids)
-        elif t is TracerPorts:
-            node.remote_tracer_ports = set(body.ports)
-        elif t is Registry:
-            node.registry = dict(body.names)
+        apply_publication(self.node, pub.body)
 
-    # ------------------------------------------------------------------ commands
-    def command(self, cmd: str, args):
-        """Run a command from the controller (the scheduler's loop)."""
-        handler = self.COMMANDS.get(cmd) if type(cmd) is str else None
-        if handler is None or type(args) is not tuple:
-            raise BadArg(f"unknown scheduler command {cmd!r}")
-        return handler(self, *args)
-
-    def _cmd_spawn(self, fun, fargs, kept):
-        """Past the process limit: ``Error(system_limit)`` to the caller."""
-        node = self.node
-        node.claim_process()
-        try:
-            pid = node.new_pid()
-            node.spawn_local(pid, fun, fargs, kept=kept)
-        except BaseException:
-            node.unclaim_process()
-            raise
-        return pid
-
-    def _cmd_spawn_many(self, fun, arglist):
-        """All of them or, past the process limit, none (``Error(system_limit)``)."""
-        node = self.node
-        claimed = 0
-        try:
-            for _ in arglist:
-                node.claim_process()
-                claimed += 1
-            out = []
-            for fargs in arglist:
-                pid = node.new_pid()
-                node.spawn_local(pid, fun, fargs)
-                out.append(pid)
-                claimed -= 1
-        finally:
-            for _ in range(claimed):  # the places of what was not spawned
-                node.unclaim_process()
-        return out
-
-    def _cmd_define(self, m, f, arity, fn):
-        node = self.node
-        node.functions[(m, f, arity)] = fn
-        return True
-
-    def _cmd_resume(self, *args):
-        if self.smp and args:
-            self.wait_published(*args[:2])
-        self.running = True
-        return True
-
-    def _cmd_wait_published(self, *args):
-        return self.wait_published(*args)
-
-    def _cmd_pause(self):
-        self.running = False
-        self.flush()
-        return True
-
-    def _cmd_status(self):
-        return self.status()
-
-    def _cmd_sample(self, interval, t0=None):
-        """Sample this scheduler's counters every ``interval`` s from ``t0``
-        (the controller's monotonic clock, the same on its host; a scheduler
-        on another host counts from now), in a thread of its own."""
-        if self.sampler is not None:
-            self.sampler.stop()
-        if not self.local or t0 is None:
-            t0 = time.monotonic()
-        self.sampler = Sampler(self.read_counters, interval, t0, ("queued_max",)).start()
-        return True
-
-    def _cmd_series(self, final=True):
-        """The samples taken (``final``: a last one now, and sampling stops);
-        not final: only the latest sample, ``(t_s, counters)``."""
-        s = self.sampler
-        if s is None:
-            return None
-        if not final:
-            return s.latest()
-        s.stop()
-        return s.to_json()
-
-    def read_counters(self) -> dict:
-        """This scheduler's counters now (the sampler thread): made, messages
-        sent, and the seconds spent running processes; nonsmp, where the
-        scheduler delivers what it makes, delivered and dropped (by reason)
-        too.  Each read is of one int or one C-level pass over a Counter, so
-        the running loop never leaves it half-updated."""
-        st = self.node.stats
-        busy, since = self.busy
-        if since:
-            busy += time.monotonic_ns() - since
-        t = self.transport
-        d = {
-            "made": t.sys_made if t is not None else sum(st._made.values()),
-            "messages": st.messages_sent,
-            "busy_s": busy / 1e9,
-        }
-        if t is None:
-            d["delivered"] = sum(st._delivered.values())
-            dropped = list(st._dropped.items())
-            d["dropped"] = sum(n for _, n in dropped)
-            for (_, reason), n in dropped:
-                key = "dropped_by_reason." + reason
-                d[key] = d.get(key, 0) + n
-            d["queued"] = d["queued_max"] = 0
-        return d
-
-    def _cmd_stats(self):
-        node = self.node
-        if self.transport is not None:
-            self.transport.count_made()
-        d = node.stats.as_dict()
-        d["processes"] = sum(1 for p in node.procs.values() if p.status != "exited")
-        d["bad_frames"] = self.bad_frames
-        d["unsendable"] = self.unsendable + (self.transport.unsendable if self.transport else 0)
-        return d
-
-    def _cmd_messages(self, pid, start=0):
-        node = self.node
-        p = node.procs.get(pid)
-        if p is None or p.kept is None:
-            raise BadArg(f"{pid!r} is not a collector")
-        return p.kept[start:]
-
-    def _cmd_process_info(self, pid):
-        node = self.node
-        p = node.procs.get(pid)
-        if p is None or p.status == "exited":
-            return None
-        return {
-            "status": p.status,
-            "links": sorted(p.links, key=repr),
-            "trap_exit": p.trap_exit,
-            "registered_name": p.reg_name,
-            "message_queue_len": len(p.mailbox),
-            "current_function": p.current,
-            "last_calls": (list(p.saved_calls) if p.saved_calls is not None else Atom("false")),
-            "exit_reason": p.exit_reason,
-            "heap": p.heap.gc_values(),
-            "token": tuple(p.token) if p.token else [],
-        }
-
-    def _cmd_alive(self, pid):
-        node = self.node
-        return node.is_alive(pid)
-
-    def _cmd_valid_port(self, port):
-        node = self.node
-        return node.is_valid_tracer_port(port)
-
-    def _cmd_exit(self, *args):
-        node = self.node
-        return node.kill_from_outside(*args)
-
-    def _cmd_register(self, *args):
-        node = self.node
-        node.register(*args)
-        return True
-
-    def _cmd_set_reg(self, name, pid):
-        node = self.node
-        node.set_reg(name, pid)
-        return True
-
-    def _cmd_unset_reg(self, name, owner):
-        node = self.node
-        node.unset_reg(name, owner)
-        return True
-
-    def _cmd_whereis(self, name):
-        node = self.node
-        return node.whereis(name)
-
-    def _cmd_bif(self, *args):
-        node = self.node
-        return call_bif(LocalBackend(node), None, *args)
-
-    def _cmd_trace_apply(self, *args):
-        node = self.node
-        return node.set_trace_local(*args)
-
-    def _cmd_mark_tracer(self, pid):
-        node = self.node
-        return node.mark_tracer(pid)
-
-    def _cmd_trace_info(self, *args):
-        node = self.node
-        return node.trace_info_local(*args)
-
-    def _cmd_pattern(self, *args):
-        node = self.node
-        return node.set_pattern_local(*args)
-
-    def _cmd_open_trace_port(self, kind, a, kw):
-        node = self.node
-        port_id = node.new_port_id()
-        port_id = type(port_id)(port_id.number - self.sched_id)  # owner 0: trace ports
-        node.trace_ports[port_id] = open_trace_port(kind, *a, **kw)
-        return port_id
-
-    def _cmd_trace_port_call(self, port_id, method, a):
-        node = self.node
-        tp = node.trace_ports.get(port_id)
-        if tp is None:
-            raise BadArg(f"no trace port {port_id!r}")
-
-        def close():
-            tp.close()
-            node.state.trace_check_exiting(port_id, smp=False)
-
-        return port_call(tp, method, a, close)
-
-    def _cmd_reply(self, pid, value):
-        node = self.node
-        p = node.procs.get(pid)
-        if p is not None and p.status == "suspended" and p.pending_exit is None:
-            p.resume = value
-            node._make_runnable(p)
-        return None
-
-    def _cmd_stop(self):
-        self.stopping = True
-        return True
-
-    def _cmd_scheduler_lost(self, k, pids):
-        self.scheduler_lost(k, pids)
-        return True
-
-    #: The scheduler commands: each name and its handler (``_cmd_<name>``).
-    COMMANDS = {
-        "spawn": _cmd_spawn,
-        "spawn_many": _cmd_spawn_many,
-        "define": _cmd_define,
-        "resume": _cmd_resume,
-        "wait_published": _cmd_wait_published,
-        "pause": _cmd_pause,
-        "status": _cmd_status,
-        "sample": _cmd_sample,
-        "series": _cmd_series,
-        "stats": _cmd_stats,
-        "messages": _cmd_messages,
-        "process_info": _cmd_process_info,
-        "alive": _cmd_alive,
-        "valid_port": _cmd_valid_port,
-        "exit": _cmd_exit,
-        "register": _cmd_register,
-        "set_reg": _cmd_set_reg,
-        "unset_reg": _cmd_unset_reg,
-        "whereis": _cmd_whereis,
-        "bif": _cmd_bif,
-        "trace_apply": _cmd_trace_apply,
-        "mark_tracer": _cmd_mark_tracer,
-        "trace_info": _cmd_trace_info,
-        "pattern": _cmd_pattern,
-        "open_trace_port": _cmd_open_trace_port,
-        "trace_port_call": _cmd_trace_port_call,
-        "reply": _cmd_reply,
-        "stop": _cmd_stop,
-        "scheduler_lost": _cmd_scheduler_lost,
-    }
-
-    def scheduler_lost(self, k: int, pids) -> None:
-        """Scheduler ``k`` died: its processes are gone; links to them fire."""
+    # ------------------------------------------------------------------ for the commands
+    def peer_lost(self, k: int) -> None:
+        """Scheduler ``k`` died: its socket is closed, what waits for it dropped,
+        and nothing more is sent to it (``SchedulerCommands.scheduler_lost``)."""
         self.lost.add(k)
         sock = self.peers.pop(k, None)
         if sock is not None:
             self.pending.pop(sock, None)
             sock.close(linger=0)
-        node = self.node
-        gone = set(pids)
-        node.dead_remote.update(gone)
-        node.remote_tracers.difference_update(gone)
-        for p in list(node.procs.values()):
-            for pid in p.links & gone:
-                node.exit_signal_arrived(p, pid, Atom("killed"), True)
 
     def wait_published(self, seqs, timeout: float = 10.0) -> bool:
         """Take state publications until each PUB socket's ``seqs`` is seen,
@@ -935,26 +404,6 @@ class Worker:
                 self.handle_state(self.sub.recv())
         return True
 
-    def status(self) -> dict:
-        node = self.node
-        nd = node.next_deadline()
-        return {
-            "idle": not node.runq,
-            "timer": nd is not None,
-            "timer_in": None if nd is None else max(0.0, nd - time.monotonic()),
-            "peer_sent": list(self.peer_sent),
-            "peer_recv": self.peer_recv,
-            "sys_made": self.transport.sys_made if self.transport else 0,
-            "sys_items": self.transport.sys_items if self.transport else 0,
-            "deliveries": self.deliveries,
-            "procs": len(node.procs),
-            "runq": len(node.runq),
-            "busy": [repr(p.pid) for p in list(node.runq)[:5]],
-            "backlog": sum(len(q) for q in self.pending.values()),
-            "backpressure_waits": self.backpressure_waits,
-            "bad_frames": self.bad_frames,
-        }
-
     def handle_ctl(self, raw: bytes) -> None:
         """A command from the controller: ``(id or None, command, args)``.
         Function references may be imported; a frame with code (a closure)
@@ -967,7 +416,7 @@ class Worker:
             self._bad("control", "the controller", e, len(raw))
             return
         try:
-            value = self.command(cmd, args)
+            value = self.cmds.command(cmd, args)
             ok = True
         except BaseException as e:  # sent back to the caller, never kills the scheduler
             value, ok = e, False
@@ -988,45 +437,6 @@ class Worker:
             return False
         return True
 
-    def _start_heartbeat(self, ident: bytes | None) -> None:
-        """A scheduler on another host tells the controller every second that
-        it is there (the controller takes one silent for 5 s as lost; a local
-        one is watched by the OS).  A thread of its own, on a socket of its
-        own (the routing id the welcome gave it), so a process that holds
-        the scheduler for long does not silence it: only a link that is down
-        or a stopped process does.  Never blocks: a link that is down keeps
-        at most a few of them."""
-        self._hb_stop = threading.Event()
-        self._hb_thread = None
-        if self.local or ident is None:
-            return
-
-        def beat():
-            sock = self.ctx.socket(zmq.DEALER)
-            try:
-                sock.setsockopt(zmq.ROUTING_ID, ident)
-                sock.setsockopt(zmq.LINGER, 0)
-                sock.setsockopt(zmq.SNDHWM, 4)
-                curve_client(sock, self.security)
-                sock.connect(self.ep["ctl"])
-                frame = Heartbeat(self.sched_id).encode()
-                while not self._hb_stop.is_set():
-                    try:
-                        sock.send(frame, zmq.NOBLOCK)
-                    except zmq.Again:
-                        pass
-                    self._hb_stop.wait(HEARTBEAT_EVERY)
-            finally:
-                sock.close(linger=0)
-
-        self._hb_thread = threading.Thread(target=beat, name="heartbeat", daemon=True)
-        self._hb_thread.start()
-
-    def _stop_heartbeat(self) -> None:
-        if self._hb_thread is not None:
-            self._hb_stop.set()
-            self._hb_thread.join(2)
-
     def loop(self) -> None:
         node = self.node
         self.send_ctl(Ready(self.sched_id, os.getpid()))
@@ -1043,8 +453,7 @@ class Worker:
                 self.busy = (self.busy[0], began)
                 ran = node.run_some(32)
                 self.busy = (self.busy[0] + (time.monotonic_ns() - began if ran else 0), 0)
-            if self.sampler is not None:
-                self.sampler.poll()  # due while the loop kept the sampler thread waiting
+            self.cmds.sample_due()
             busy = self.running and clear and node.runq
             t = self.transport
             if t is not None and t.ctl_out:
@@ -1114,24 +523,9 @@ class Worker:
             )
         return True
 
-    def close_trace_ports(self) -> None:
-        """nonsmp: close this scheduler's tracer ports, so a file port writes its
-        last buffer (as ``trace_file_drv`` does on close) whatever ends the
-        scheduler: a stop, the controller gone, SIGTERM or a crash."""
-
-        for port_id, tp in self.node.trace_ports.items():
-            if not tp.closed:
-                err = close_at_exit(tp)
-                if err is not None:
-                    os.write(
-                        2,
-                        f"scheduler {self.sched_id}: closing trace port {port_id!r}: "
-                        f"{err}\n".encode(),
-                    )
-
     def shutdown(self) -> None:
         """Hand over explicitly: the last batch is acknowledged before exit."""
-        self.close_trace_ports()
+        self.cmds.close_trace_ports()
         if self.terminated:
             return
         self.flush()
@@ -1164,7 +558,8 @@ class Worker:
         )
         if self.auth is not None:
             self.auth.stop()
-        self._stop_heartbeat()
+        if self.heartbeat is not None:
+            self.heartbeat.stop()
         for s in (
             [self.ctl]
             + list(self.peers.values())
@@ -1215,7 +610,7 @@ def scheduler_main(sched_id, smp, endpoints, options, security=None, ctl_ident=N
             endpoints.get("dir"),
             hold,
             noticed=lambda: w.stopping or w.dispatcher_gone,
-            flush=w.close_trace_ports,
+            flush=w.cmds.close_trace_ports,
         )
 
         # SIGTERM (close() giving up on a stop, or the owner's exit): leave the
@@ -1229,6 +624,6 @@ def scheduler_main(sched_id, smp, endpoints, options, security=None, ctl_ident=N
         try:
             w.loop()
         finally:
-            w.close_trace_ports()  # also when the loop dies of an exception
+            w.cmds.close_trace_ports()  # also when the loop dies of an exception
     finally:
         rundir.release(endpoints.get("dir"), hold)

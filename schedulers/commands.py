@@ -1,0 +1,300 @@
+"""The scheduler's control commands: what the controller may ask of a
+scheduler process, with no socket.
+
+``SchedulerCommands`` holds the command table (``COMMANDS``, one
+``_cmd_<name>`` handler a command) and the policy behind it, all on the
+scheduler's ``schedulers.engine.Node``: spawning (``Error(system_limit)``
+past the process limit), defining functions, pause, resume and stop, a
+collector's messages, ``process_info``, registration, the trace BIFs on
+this scheduler's share of the processes, the nonsmp trace ports (opened,
+called, closed at exit), the reply to a process's BIF call, and a lost
+scheduler (its processes gone, links to them fired); status, statistics
+and sampling come from its base, ``schedulers.counters.CounterCommands``.  What does
+need the sockets (flushing what the transport collected, taking the state
+publications until the replica is current, closing a lost peer's socket,
+the sockets' counts) it asks of its ``Wire``, the ``schedulers.worker``
+loop, whose thread runs every command.  Kept apart so the command table is
+unit-tested directly (``tests/test_scheduler_commands.py``).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Protocol
+
+from schedulers.backend import LocalBackend
+from smp.core.bifs import call_bif
+from smp.core.errors import BadArg
+from smp.core.sampler import Sampler
+from smp.core.terms import Atom
+from smp.ports.traceport import close_at_exit, open_trace_port, port_call
+
+from .counters import CounterCommands
+from .engine import Node
+
+__all__ = ["SchedulerCommands", "Wire"]
+
+
+class Wire(Protocol):
+    """What the commands ask of the loop that holds the sockets
+    (``schedulers.worker.Worker``): its two flags, its counts, and three calls."""
+
+    running: bool  # processes run (between resume and pause)
+    stopping: bool  # the loop ends, and the scheduler hands over and exits
+    busy: tuple[int, int]  # ns spent running processes, and when the current run began
+    bad_frames: int
+    unsendable: int
+    deliveries: int
+    backpressure_waits: int
+    peer_sent: list[int]
+    peer_recv: list[int]
+    pending: dict  # socket -> the frames waiting for it (push-back)
+
+    def flush(self) -> None:
+        """Send what the transport collected."""
+
+    def wait_published(self, seqs, timeout: float = 10.0) -> bool:
+        """Take state publications until each PUB socket's ``seqs`` is seen."""
+
+    def peer_lost(self, k: int) -> None:
+        """Scheduler ``k`` is gone: close its socket and send it nothing more."""
+
+
+class SchedulerCommands(CounterCommands):
+    """The controller's commands on one scheduler (``command``), run by the
+    scheduler's loop between slices of its processes.  ``local``: the
+    scheduler runs on the controller's host (its monotonic clock is the
+    controller's)."""
+
+    def __init__(self, node: Node, wire: Wire, local: bool = True):
+        self.node = node
+        self.wire = wire
+        self.local = local
+        self.sampler: Sampler | None = None
+
+    def command(self, cmd: str, args):
+        """Run a command from the controller (the scheduler's loop)."""
+        handler = self.COMMANDS.get(cmd) if type(cmd) is str else None
+        if handler is None or type(args) is not tuple:
+            raise BadArg(f"unknown scheduler command {cmd!r}")
+        return handler(self, *args)
+
+    def _cmd_spawn(self, fun, fargs, kept):
+        """Past the process limit: ``Error(system_limit)`` to the caller."""
+        node = self.node
+        node.claim_process()
+        try:
+            pid = node.new_pid()
+            node.spawn_local(pid, fun, fargs, kept=kept)
+        except BaseException:
+            node.unclaim_process()
+            raise
+        return pid
+
+    def _cmd_spawn_many(self, fun, arglist):
+        """All of them or, past the process limit, none (``Error(system_limit)``)."""
+        node = self.node
+        claimed = 0
+        try:
+            for _ in arglist:
+                node.claim_process()
+                claimed += 1
+            out = []
+            for fargs in arglist:
+                pid = node.new_pid()
+                node.spawn_local(pid, fun, fargs)
+                out.append(pid)
+                claimed -= 1
+        finally:
+            for _ in range(claimed):  # the places of what was not spawned
+                node.unclaim_process()
+        return out
+
+    def _cmd_define(self, m, f, arity, fn):
+        node = self.node
+        node.functions[(m, f, arity)] = fn
+        return True
+
+    def _cmd_resume(self, *args):
+        if self.node.smp and args:
+            self.wire.wait_published(*args[:2])
+        self.wire.running = True
+        return True
+
+    def _cmd_wait_published(self, *args):
+        return self.wire.wait_published(*args)
+
+    def _cmd_pause(self):
+        self.wire.running = False
+        self.wire.flush()
+        return True
+
+    def _cmd_messages(self, pid, start=0):
+        node = self.node
+        p = node.procs.get(pid)
+        if p is None or p.kept is None:
+            raise BadArg(f"{pid!r} is not a collector")
+        return p.kept[start:]
+
+    def _cmd_process_info(self, pid):
+        node = self.node
+        p = node.procs.get(pid)
+        if p is None or p.status == "exited":
+            return None
+        return {
+            "status": p.status,
+            "links": sorted(p.links, key=repr),
+            "trap_exit": p.trap_exit,
+            "registered_name": p.reg_name,
+            "message_queue_len": len(p.mailbox),
+            "current_function": p.current,
+            "last_calls": (list(p.saved_calls) if p.saved_calls is not None else Atom("false")),
+            "exit_reason": p.exit_reason,
+            "heap": p.heap.gc_values(),
+            "token": tuple(p.token) if p.token else [],
+        }
+
+    def _cmd_alive(self, pid):
+        node = self.node
+        return node.is_alive(pid)
+
+    def _cmd_valid_port(self, port):
+        node = self.node
+        return node.is_valid_tracer_port(port)
+
+    def _cmd_exit(self, *args):
+        node = self.node
+        return node.kill_from_outside(*args)
+
+    def _cmd_register(self, *args):
+        node = self.node
+        node.register(*args)
+        return True
+
+    def _cmd_set_reg(self, name, pid):
+        node = self.node
+        node.set_reg(name, pid)
+        return True
+
+    def _cmd_unset_reg(self, name, owner):
+        node = self.node
+        node.unset_reg(name, owner)
+        return True
+
+    def _cmd_whereis(self, name):
+        node = self.node
+        return node.whereis(name)
+
+    def _cmd_bif(self, *args):
+        node = self.node
+        return call_bif(LocalBackend(node), None, *args)
+
+    def _cmd_trace_apply(self, *args):
+        node = self.node
+        return node.set_trace_local(*args)
+
+    def _cmd_mark_tracer(self, pid):
+        node = self.node
+        return node.mark_tracer(pid)
+
+    def _cmd_trace_info(self, *args):
+        node = self.node
+        return node.trace_info_local(*args)
+
+    def _cmd_pattern(self, *args):
+        node = self.node
+        return node.set_pattern_local(*args)
+
+    def _cmd_open_trace_port(self, kind, a, kw):
+        node = self.node
+        port_id = node.new_port_id()
+        port_id = type(port_id)(port_id.number - node.sched_id)  # owner 0: trace ports
+        node.trace_ports[port_id] = open_trace_port(kind, *a, **kw)
+        return port_id
+
+    def _cmd_trace_port_call(self, port_id, method, a):
+        node = self.node
+        tp = node.trace_ports.get(port_id)
+        if tp is None:
+            raise BadArg(f"no trace port {port_id!r}")
+
+        def close():
+            tp.close()
+            node.state.trace_check_exiting(port_id, smp=False)
+
+        return port_call(tp, method, a, close)
+
+    def _cmd_reply(self, pid, value):
+        node = self.node
+        p = node.procs.get(pid)
+        if p is not None and p.status == "suspended" and p.pending_exit is None:
+            p.resume = value
+            node._make_runnable(p)
+        return None
+
+    def _cmd_stop(self):
+        self.wire.stopping = True
+        return True
+
+    def _cmd_scheduler_lost(self, k, pids):
+        self.scheduler_lost(k, pids)
+        return True
+
+    #: The scheduler commands: each name and its handler (``_cmd_<name>``).
+    COMMANDS = {
+        "spawn": _cmd_spawn,
+        "spawn_many": _cmd_spawn_many,
+        "define": _cmd_define,
+        "resume": _cmd_resume,
+        "wait_published": _cmd_wait_published,
+        "pause": _cmd_pause,
+        "status": CounterCommands._cmd_status,
+        "sample": CounterCommands._cmd_sample,
+        "series": CounterCommands._cmd_series,
+        "stats": CounterCommands._cmd_stats,
+        "messages": _cmd_messages,
+        "process_info": _cmd_process_info,
+        "alive": _cmd_alive,
+        "valid_port": _cmd_valid_port,
+        "exit": _cmd_exit,
+        "register": _cmd_register,
+        "set_reg": _cmd_set_reg,
+        "unset_reg": _cmd_unset_reg,
+        "whereis": _cmd_whereis,
+        "bif": _cmd_bif,
+        "trace_apply": _cmd_trace_apply,
+        "mark_tracer": _cmd_mark_tracer,
+        "trace_info": _cmd_trace_info,
+        "pattern": _cmd_pattern,
+        "open_trace_port": _cmd_open_trace_port,
+        "trace_port_call": _cmd_trace_port_call,
+        "reply": _cmd_reply,
+        "stop": _cmd_stop,
+        "scheduler_lost": _cmd_scheduler_lost,
+    }
+
+    def close_trace_ports(self) -> None:
+        """nonsmp: close this scheduler's tracer ports, so a file port writes its
+        last buffer (as ``trace_file_drv`` does on close) whatever ends the
+        scheduler: a stop, the controller gone, SIGTERM or a crash."""
+
+        for port_id, tp in self.node.trace_ports.items():
+            if not tp.closed:
+                err = close_at_exit(tp)
+                if err is not None:
+                    os.write(
+                        2,
+                        f"scheduler {self.node.sched_id}: closing trace port {port_id!r}: "
+                        f"{err}\n".encode(),
+                    )
+
+    def scheduler_lost(self, k: int, pids) -> None:
+        """Scheduler ``k`` died: its processes are gone; links to them fire."""
+        self.wire.peer_lost(k)
+        node = self.node
+        gone = set(pids)
+        node.dead_remote.update(gone)
+        node.remote_tracers.difference_update(gone)
+        for p in list(node.procs.values()):
+            for pid in p.links & gone:
+                node.exit_signal_arrived(p, pid, Atom("killed"), True)
