@@ -20,7 +20,9 @@ Three threads, each with its own ZeroMQ sockets:
 * control (writer of the state): serves the controller's requests (from
   the controller's routing id alone): BIFs on the state, register,
   hold/release and step (the next n messages while held), statistics,
-  the queue listing, trace ports.
+  the queue listing, trace ports.  The command table and its policy are
+  ``dispatcher.commands.DispatcherCommands``, which has no socket: this
+  thread hands it each request and sends back what it returns.
 
 Every state change is published (PUB) as a versioned snapshot to the
 schedulers' replicas.
@@ -48,21 +50,17 @@ import zmq
 from zmq.utils.monitor import recv_monitor_message
 
 from dispatcher.journal import Journal
-from smp.core import messages as M
 from smp.core.clock import Clock
 from smp.core.dispatch import resolve
 from smp.core.errors import BadArg, ProtocolError
-from smp.core.sampler import Sampler
-from smp.core.state import TracerState, apply_state_op
-from smp.core.terms import Atom, Port
-from smp.ports.traceport import close_at_exit, open_trace_port, port_call
+from smp.core.state import TracerState
+from smp.ports.traceport import close_at_exit
 from smp.wire import codec, rundir
 from smp.wire.curve import Authenticator, curve_client, curve_server, describe_peer, recv_from
 from smp.wire.frames import (
     BATCH,
     DATA_PREFIX,
     Batch,
-    QueueEvent,
     encode_deliveries,
 )
 from smp.wire.protocol import (
@@ -81,16 +79,14 @@ from smp.wire.protocol import (
 )
 from smp.wire.runtime import tune_gc
 
+from .commands import DispatcherCommands
 from .queue import MAX_QUEUE as MAX_QUEUE
 from .queue import DispatchPlan, PortWrite, Published, SysMsgQueue
 from .table import PidTable
 
 __all__ = ["dispatcher_main", "Dispatcher"]
 
-am_error_logger = Atom("error_logger")
 HWM = 1000
-STOP_DRAIN_S = 2.0  # on stop, dispatch what is queued this long, then drop it
-CLOSE_WAIT_S = 20.0  # a port close waits this long for its turn in the queue
 
 
 class Dispatcher:
@@ -132,10 +128,9 @@ class Dispatcher:
         self.q = SysMsgQueue(
             nsched, self.state, self.table, self.journal, clock=self.clock, stopped=self.stop.is_set
         )
+        # the controller's commands and their policy (no socket)
+        self.cmds = DispatcherCommands(self, nsched, self.q, self.state, self.table, self.journal)
         self._tls = threading.local()
-        self.sampler: Sampler | None = None
-        self._port_counter = 0
-        self._markers: dict = {}
         self.ingest_sock = self.ctx.socket(zmq.ROUTER)
         self.ingest_sock.setsockopt(zmq.RCVHWM, HWM)
         self.ingest_sock.setsockopt(zmq.MAXMSGSIZE, codec.MAX_FRAME)  # a bigger one: disconnected
@@ -169,7 +164,7 @@ class Dispatcher:
         return s
 
     # ------------------------------------------------------------- publishing
-    def _pub(self, body) -> None:
+    def pub(self, body) -> None:
         """Publish ``body`` (a ``protocol.STATE_BODIES`` record) on this
         thread's PUB socket.  Each socket numbers what it sends, so a
         scheduler can tell it has seen everything up to a point."""
@@ -182,7 +177,7 @@ class Dispatcher:
         self.clock.cpu = snap.default_cpu_timestamp
         if self.journal is not None:
             self.journal.record("s", snap)
-        self._pub(Snap(snap))
+        self.pub(Snap(snap))
 
     # ------------------------------------------------------------- ingest
     def ingest_loop(self) -> None:
@@ -200,7 +195,7 @@ class Dispatcher:
             )
             poller.register(monitor, zmq.POLLIN)
         while not self.stop.is_set():
-            self._sample_due()
+            self.cmds.sample_due()
             events = dict(poller.poll(100))
             if monitor is not None and monitor in events:
                 recv_monitor_message(monitor)
@@ -272,13 +267,13 @@ class Dispatcher:
         """Tell the schedulers' replicas what a queued batch changed.  Runs in
         the ingest thread, right after the batch is queued."""
         if p.dead:
-            self._pub(Dead(p.dead))
+            self.pub(Dead(p.dead))
         if p.tracer:
-            self._pub(Tracers(p.tracer))
+            self.pub(Tracers(p.tracer))
         if p.registry is not None:
-            self._pub(Registry(p.registry))
+            self.pub(Registry(p.registry))
         if p.ports is not None:
-            self._pub(TracerPorts(p.ports))
+            self.pub(TracerPorts(p.ports))
 
     # ------------------------------------------------------------- dispatch
     def dispatch_loop(self) -> None:
@@ -287,7 +282,7 @@ class Dispatcher:
         self._tls.name = "dispatch"
         inboxes: dict[int, zmq.Socket] = {}
         while not self.stop.is_set():
-            self._sample_due()
+            self.cmds.sample_due()
             taken = self.q.next_for_dispatch()
             if taken is None:
                 break
@@ -301,10 +296,6 @@ class Dispatcher:
             self.q.step_finished(record)
         for s in inboxes.values():
             s.close()
-
-    def step(self, n, unit: str) -> list:
-        """Step mode (``SysMsgQueue.step``).  Runs in the control thread."""
-        return self.q.step(n, unit, CLOSE_WAIT_S)
 
     def _dispatch_recorded(self, item, inboxes, record: list) -> None:
         """Step mode: dispatch one item of the queue as ``_dispatch`` does
@@ -342,17 +333,17 @@ class Dispatcher:
                 written, error = self.table.ports[then.port].write_many(then.frames)
                 q.port_written(plan, then, written, error)
                 if error is not None:  # the driver failed: its port closes
-                    self._close_ports([then.port])
+                    self.cmds.events.close_ports([then.port])
                 plan = q.decide(local, plan)
                 continue
             self._settle(plan, inboxes)
-            self._sample_due()
+            self.cmds.sample_due()
             if then is None:
                 return
             if then.kind == "marker":  # trace_delivered
-                self._markers[then.payload].set()
+                self.cmds.events.marker_reached(then.payload)
             else:  # "close": port ids or None for all
-                self._close_ports(then.payload)
+                self.cmds.events.close_ports(then.payload)
                 then.done.set()
             plan = q.decide(local)
 
@@ -384,66 +375,6 @@ class Dispatcher:
                         q.undelivered(owner, deliveries, plan.kinds[owner], "emulator_closed")
                         break
 
-    def _close_ports(self, port_ids) -> None:
-        """Close tracer ports (``None``: every open one, as the emulator stops)
-        and tell the schedulers' replicas, the journal and the tracer state,
-        which resets whatever had the port as its tracer.  Runs in the
-        dispatch thread at the close's place in the queue; in the control
-        thread only while the dispatch thread is held or gone."""
-        ports = self.table.ports
-        closed = []
-        for port_id in list(ports) if port_ids is None else port_ids:
-            tp = ports.get(port_id)
-            if tp is None or tp.closed:
-                continue
-            if port_ids is None:
-                err = close_at_exit(tp)
-            else:
-                try:
-                    tp.close()
-                    err = None
-                except Exception as e:
-                    err = f"{type(e).__name__}: {e}"
-            if err is not None:
-                os.write(2, f"dispatcher: closing trace port {port_id!r}: {err}\n".encode())
-            closed.append(port_id)
-            if self.journal is not None:
-                self.journal.record("e", "port_close", port_id)
-        if closed:
-            self._pub(TracerPorts(self.table.open_tracer_ports()))
-            for port_id in closed:
-                self.state.trace_check_exiting(port_id, smp=True)
-
-    def _close_in_order(self, port_ids, wait: float) -> bool:
-        """Queue the close of ``port_ids`` (``None``: every port) behind every
-        message queued now and wait, at most ``wait`` s, for the dispatch
-        thread to reach it: what was queued before is written first, what
-        comes after finds the port closed (``port_closed``).  While the
-        dispatcher is held the close waits in the queue for the release.
-        True when the ports are closed.  Runs in the control thread."""
-        done = threading.Event()
-        if self.q.enqueue_event(QueueEvent("close", port_ids, done)):
-            return False  # held
-        return done.wait(wait)
-
-    def _stop_dispatching(self, drain: float = STOP_DRAIN_S) -> None:
-        """The emulator stops: dispatch what is queued for at most ``drain``
-        seconds more (``STOP_DRAIN_S``; the controller gives less when its
-        close() has less time left), then drop the rest as
-        ``emulator_closed``, and close every port after it, so each file ends
-        with whole frames and holds what was counted as delivered to it.  A
-        held queue stays queued.  Runs in the control thread."""
-        with self.q.smq:
-            held = self.q.held
-        if held:  # the dispatch thread is parked: no write is under way
-            self._close_ports(None)
-            return
-        if type(drain) not in (int, float) or not 0 <= drain <= STOP_DRAIN_S:
-            drain = STOP_DRAIN_S
-        self.q.drain_by = time.monotonic() + drain
-        if not self._close_in_order(None, drain + 0.5):
-            self._close_ports(None)  # stuck or gone: close anyway (frames stay whole)
-
     # ------------------------------------------------------------- control
     def control_loop(self) -> None:
         self._tls.name = "control"
@@ -452,17 +383,17 @@ class Dispatcher:
         last_hb = time.monotonic()
         while not self.stop.is_set():
             if self.terminated:  # SIGTERM: stop as on the stop command
-                self._stop_dispatching()
+                self.cmds.events.stop_dispatching()
                 self.stop.set()
                 break
             if not sock.poll(100):
                 if os.getppid() != parent:  # the controller is gone: never linger
-                    self._stop_dispatching()
+                    self.cmds.events.stop_dispatching()
                     self.stop.set()
                 now = time.monotonic()
                 if now - last_hb >= 1.0:  # heartbeat for schedulers on other hosts
                     last_hb = now
-                    self._pub(PubHeartbeat())
+                    self.pub(PubHeartbeat())
                 continue
             ident, parts, user = recv_from(sock, self.security is not None)
             try:
@@ -471,7 +402,7 @@ class Dispatcher:
                 self._bad("control", describe_peer(ident, user), sum(len(p) for p in parts), e)
                 continue
             try:
-                value, ok = self.command(cmd, args), True
+                value, ok = self.cmds.command(cmd, args), True
             except Exception as e:
                 value, ok = e, False
             sock.send_multipart([ident, Reply(req_id, ok, value).encode()])
@@ -510,230 +441,29 @@ class Dispatcher:
             for k, key in ids.get("keys", {}).items()
         }
 
-    def command(self, cmd: str, args):
-        """Run a command from the controller (the control thread)."""
-        handler = self.COMMANDS.get(cmd) if type(cmd) is str else None
-        if handler is None or type(args) is not tuple:
-            raise BadArg(f"unknown dispatcher command {cmd!r}")
-        return handler(self, *args)
-
-    def _cmd_state(self, op, a):
-        st = self.state
-        return apply_state_op(st, op, a)
-
-    def _cmd_set_inboxes(self, *args):
-        self.set_inboxes(*args)
-        return True
-
-    def _cmd_hello(self):
-        # publish on every socket (from its own thread's point of view the
-        # socket is only used under the GIL here: the other threads are idle
-        # at start-up), so schedulers can prove their SUB is connected
+    def hello(self) -> list:
+        """Publish on every socket (from its own thread's point of view the
+        socket is only used under the GIL here: the other threads are idle
+        at start-up), so schedulers can prove their SUB is connected."""
         for name in ("ingest", "dispatch", "control"):
             self._tls.name = name
-            self._pub(PubHello())
+            self.pub(PubHello())
         self._tls.name = "control"
+        return self.pub_seqs()
+
+    def pub_seqs(self) -> list:
+        """How many records each PUB socket has sent."""
         return list(self.pub_seq)
 
-    def _cmd_pub_seq(self):
-        return list(self.pub_seq)
-
-    def _cmd_is_alive(self, pid):
-        return self.table.is_alive(pid)
-
-    def _cmd_valid_port(self, port):
-        return self.table.is_valid_tracer_port(port)
-
-    def _cmd_register(self, name, pid):
-        ok = self.table.register(name, pid)
-        if ok:
-            if self.journal is not None:
-                self.journal.record("e", "register", name, pid)
-            self._pub(Registry(dict(self.table.registry)))
-        return ok
-
-    def _cmd_unregister(self, name):
-        ok = self.table.unregister(name)
-        if ok and self.journal is not None:
-            self.journal.record("e", "unregister", name, None)
-        self._pub(Registry(dict(self.table.registry)))
-        return ok
-
-    def _cmd_whereis(self, name):
-        return self.table.whereis(name)
-
-    def _cmd_hold(self):
-        self.q.hold()
-        return True
-
-    def _cmd_step(self, *args):
-        return self.step(*args)
-
-    def _cmd_release(self):
-        self.q.release()
-        return True
-
-    def _cmd_wait_ingested(self, *args):
-        return self.q.wait_ingested(*args)
-
-    def _cmd_scheduler_lost(self, k):
-        pids = self.q.scheduler_lost(k)
-        self._pub(Dead(pids))
-        self._pub(Registry(dict(self.table.registry)))
-        return pids
-
-    def _cmd_status(self):
-        q = self.q
-        with q.smq:
-            return {
-                "settled": sum(q.delivered.values()) + sum(q.dropped.values()),
-                "ingested": list(q.ingested),
-                "ingested_items": list(q.ingested_items),
-                "delivered_to": list(q.delivered_to),
-                "queued": len(q.queue),
-                "held": q.held,
-                "dispatching": q.dispatching,
-                "bad_frames": self.bad_frames,
-                "parked": len(q.parked),
-                "auth_denied": self.auth.denied if self.auth else 0,
-            }
-
-    def _cmd_stats(self):
-        return self.statistics()
-
-    def _cmd_sample(self, interval, t0=None):
-        """Sample the queue's counts every ``interval`` s from ``t0`` (the
-        controller's monotonic clock: the dispatcher runs on its host), in a
-        thread of its own, so a control request that waits (for the
-        schedulers' batches, a port) holds no sample back."""
-        if self.sampler is not None:
-            self.sampler.stop()
-        self.q.reset_level_peak()
-        self.sampler = Sampler(
-            self.q.sample_counters, interval, t0, ("queued_max", "queue_peak_run")
-        ).start()
-        return True
-
-    def _sample_due(self) -> None:
-        """A sample due now is taken by whichever busy thread gets here
-        first, the sampler thread being kept waiting (never under ``smq``)."""
-        s = self.sampler
-        if s is not None:
-            s.poll()
-
-    def _cmd_series(self, final=True):
-        """The samples taken (``final``: a last one now, and sampling stops);
-        not final: only the latest sample, ``(t_s, counters)``."""
-        s = self.sampler
-        if s is None:
-            return None
-        if not final:
-            return s.latest()
-        s.stop()
-        return s.to_json()
-
-    def _cmd_queue_list(self):
-        return self.q.foreach_sys_msg_in_q()
-
-    def _cmd_open_trace_port(self, kind, a, kw):
-        self._port_counter += 1
-        port_id = Port((self.nsched + 1) * self._port_counter)
-        self.table.ports[port_id] = open_trace_port(kind, *a, **kw)
-        if self.journal is not None:
-            self.journal.record("e", "port_open", port_id)
-        self._pub(TracerPorts(self.table.open_tracer_ports()))
-        return port_id
-
-    def _cmd_trace_port_call(self, port_id, method, a):
-        tp = self.table.ports.get(port_id)
-        if tp is None:
-            raise BadArg(f"no trace port {port_id!r}")
-        # a close is an event in queue order
-        return port_call(tp, method, a, lambda: self._close_in_order([port_id], CLOSE_WAIT_S))
-
-    def _cmd_trace_delivered(self, *args):
-        return self.trace_delivered(*args)
-
-    def _cmd_error_logger(self, *args):
-        return self.queue_error_logger(*args)
-
-    def _cmd_latencies(self):
-        return list(self.q.latencies)
-
-    def _cmd_stop(self, *args):
-        self._stop_dispatching(*args[:1])
-        return self.statistics()
-
-    #: The dispatcher commands: each name and its handler (``_cmd_<name>``).
-    COMMANDS = {
-        "state": _cmd_state,
-        "set_inboxes": _cmd_set_inboxes,
-        "hello": _cmd_hello,
-        "pub_seq": _cmd_pub_seq,
-        "is_alive": _cmd_is_alive,
-        "valid_port": _cmd_valid_port,
-        "register": _cmd_register,
-        "unregister": _cmd_unregister,
-        "whereis": _cmd_whereis,
-        "hold": _cmd_hold,
-        "step": _cmd_step,
-        "release": _cmd_release,
-        "wait_ingested": _cmd_wait_ingested,
-        "scheduler_lost": _cmd_scheduler_lost,
-        "status": _cmd_status,
-        "stats": _cmd_stats,
-        "sample": _cmd_sample,
-        "series": _cmd_series,
-        "queue_list": _cmd_queue_list,
-        "open_trace_port": _cmd_open_trace_port,
-        "trace_port_call": _cmd_trace_port_call,
-        "trace_delivered": _cmd_trace_delivered,
-        "error_logger": _cmd_error_logger,
-        "latencies": _cmd_latencies,
-        "stop": _cmd_stop,
-    }
-
-    def queue_error_logger(self, from_, msg) -> bool:
-        """``erts_queue_error_logger_message`` for a BIF the controller ran
-        (trace/3's ``** can only have one tracer per process``)."""
-        self.q.enqueue_sys_msg(M.SYS_MSG_TYPE_ERRLGR, from_, am_error_logger, msg)
-        return True
-
-    def wait_ingested(self, want, limit: float | None = None) -> bool:
-        """``SysMsgQueue.wait_ingested``.  Runs in the control thread."""
-        return self.q.wait_ingested(want, limit)
-
-    def trace_delivered(self, caller, what, ref):
-        """Queue ``{trace_delivered, What, Ref}`` behind everything queued now."""
-        msg = (Atom("trace_delivered"), what, ref)
-        if caller is not None:
-            self.q.enqueue_sys_msg(M.SYS_MSG_TYPE_PROC_MSG, caller, caller, msg)
-            return ref
-        ev = threading.Event()
-        self._markers[ref] = ev
-        self.q.enqueue_event(QueueEvent("marker", ref))
-        if not ev.wait(30):
-            raise TimeoutError("trace_delivered: dispatcher is held or stuck")
-        del self._markers[ref]
-        return msg
-
-    def foreach_sys_msg_in_q(self) -> list:
-        """``erts_foreach_sys_msg_in_q`` (``SysMsgQueue``)."""
-        return self.q.foreach_sys_msg_in_q()
-
-    def statistics(self) -> dict:
-        """The queue's counts (``SysMsgQueue.statistics``; ``queue_peak``
-        starts a new interval with each call) and the sockets' refusals."""
-        st = self.q.statistics()
-        lines = st.pop("stderr_lines")
+    def refusals(self) -> dict:
+        """The sockets' refusals: bad frames (in all, the last, by socket),
+        CURVE keys the authenticator denied, failed handshakes."""
         return {
-            **st,
             "bad_frames": self.bad_frames,
             "last_bad_frame": self.last_bad_frame,
             "bad_frames_at": dict(self.bad_at),
             "auth_denied": self.auth.denied if self.auth else 0,
             "handshake_failed": self.handshake_failed,
-            "stderr_lines": lines,
         }
 
     # ------------------------------------------------------------- main
