@@ -30,12 +30,20 @@ the ``repr`` of the composite types; :mod:`smp.core.pretty` has the rest of
 
 from __future__ import annotations
 
-import sys
-import threading
 from collections.abc import Iterable, Iterator
-from itertools import compress, repeat
-from operator import eq
-from typing import Any, TypeVar
+from typing import Any
+
+from smp.core.interning import (
+    _ATOMS,
+    _PIDS,
+    _SWEEP_MIN,
+    _intern_lock,
+    _next_sweep,
+    _sweep,
+    _sweep_grown,
+)
+from smp.core.quoting import quote_atom as quote_atom
+from smp.core.termorder import term_keys
 
 __all__ = [
     "Atom",
@@ -69,83 +77,6 @@ __all__ = [
 #: ``type(term) is ...``; a union of the kinds would make every use of a term
 #: a cast, so a term is ``Any`` under this name, which says what it is.
 Term = Any
-
-_K = TypeVar("_K")
-_V = TypeVar("_V")
-
-
-# ---------------------------------------------------------------- interning
-#
-# Atoms and pids are interned: while an atom or a pid is alive, every equal
-# one is the same object (so ``is``, ``==`` and the identity hash agree).
-# The tables are plain dicts, so a decoder finds an interned atom or pid
-# with one ``dict.get`` and no call; but a plain dict alone would keep every
-# atom and pid ever made, and a reader of a long trace (``read --follow``)
-# meets ever new pids.  So a table entry that nothing but the table refers
-# to is dropped: when a table has grown to twice its size after the last
-# sweep (and at least ``_SWEEP_MIN`` entries), the entries whose reference
-# count says the table alone holds them are removed.  An atom or pid that
-# anything still refers to (a process table, a module's ``am_ok``, a term
-# being read) stays, so uniqueness among live objects holds; one that is
-# dropped and made again later is a new object, which nothing can tell.
-#
-# Thread safety: lookups take no lock (``dict.get`` is atomic); every insert
-# and every sweep holds ``_intern_lock``.  A sweep pops a candidate and looks
-# at its count again: a thread that took the object from the table in
-# between holds a reference, and the entry is put back; a thread that looks
-# in the meantime misses, and its insert waits for the lock, then finds it.
-# This relies on CPython's reference counts (``sys.getrefcount``).
-
-_SWEEP_MIN = 1 << 16
-# reentrant: freeing an object in a sweep may run code (a weakref callback,
-# the cyclic collector) that makes an atom
-_intern_lock = threading.RLock()
-
-
-def _counts(table: dict[_K, _V]) -> list[int]:
-    """The reference count of each value of ``table`` (C calls only)."""
-    return list(map(sys.getrefcount, table.values()))
-
-
-def _calibrate() -> tuple[int, int]:
-    """The counts of a value the table alone refers to: seen by ``_counts``,
-    and once popped into a local variable (as ``_sweep`` sees it)."""
-    table = {0: object()}
-    in_table = _counts(table)[0]
-    popped = table.pop(0)
-    return in_table, sys.getrefcount(popped)
-
-
-_ONLY_TABLE, _ONLY_POPPED = _calibrate()
-
-
-def _sweep(table: dict[_K, _V]) -> int:
-    """Drop the entries of ``table`` nothing else refers to (hold
-    ``_intern_lock``); returns how many were dropped."""
-    unused = list(compress(table.keys(), map(eq, _counts(table), repeat(_ONLY_TABLE))))
-    dropped = 0
-    for key in unused:
-        value = table.pop(key, None)
-        if value is None:
-            continue
-        if sys.getrefcount(value) > _ONLY_POPPED:
-            table[key] = value  # taken from the table meanwhile: still in use
-        else:
-            dropped += 1
-        del value
-    return dropped
-
-
-#: When each table is swept next (its size after the last sweep, doubled):
-#: ``[atoms, pids]``.
-_next_sweep = [_SWEEP_MIN, _SWEEP_MIN]
-_ATOMS, _PIDS = 0, 1
-
-
-def _sweep_grown(table: dict[_K, _V], which: int) -> None:
-    """``table`` reached its next sweep (hold ``_intern_lock``)."""
-    _sweep(table)
-    _next_sweep[which] = max(_SWEEP_MIN, 2 * len(table))
 
 
 def sweep_interned() -> int:
@@ -235,7 +166,8 @@ class Pid(_Id):
     comparisons are cheap and a batch of messages pickles each pid once (a
     pid nothing refers to any more is dropped from the table, as an atom)."""
 
-    # _etf: the external format of this pid once encoded (smp.wire.etf fills it)
+    # _etf: the external format of this pid once encoded (smp.wire.etf_encoder
+    # fills it)
     __slots__ = ("number", "serial", "node", "creation", "_etf")
     number: int
     serial: int
@@ -531,41 +463,6 @@ class ExportFun:
     # this module's types, so this module cannot import it)
 
 
-def _ekey(t: Term) -> object:
-    """A hashable key that is equal for two terms exactly when Erlang's ``=:=``
-    (OTP 25) says they are equal: ``1`` and ``1.0`` differ, lists are keys."""
-    tp = type(t)
-    if tp is int or tp is Atom or tp is bytes or tp is Pid:
-        return t
-    if tp is float:
-        return ("\0f", t)
-    if tp is tuple:
-        return ("\0t",) + tuple(map(_ekey, t))
-    if tp is list:
-        return ("\0l",) + tuple(map(_ekey, t))
-    if tp is ImproperList:
-        return ("\0i", tuple(map(_ekey, t.elements)), _ekey(t.tail))
-    if tp is Map:
-        return ("\0m",) + tuple((_ekey(k), _ekey(v)) for k, v in t._items)
-    if tp is Fun:
-        return (
-            "\0F",
-            t.module,
-            t.arity,
-            t.uniq,
-            t.index,
-            t.old_index,
-            t.old_uniq,
-            _ekey(t.pid),
-            tuple(map(_ekey, t.free)),
-        )
-    if tp is bytearray or tp is memoryview:
-        return bytes(t)
-    if tp in (Port, Ref, BitString, ExportFun):
-        return t
-    raise TypeError(f"not an Erlang term: {t!r}")
-
-
 class Map:
     """An Erlang map.  Immutable; any terms are keys (``1`` and ``1.0`` are two
     keys, lists are keys), and the pairs are kept in the order an OTP 25
@@ -721,115 +618,9 @@ def charlist(text: str) -> list[int]:
     return [ord(c) for c in text]
 
 
-# erl_scan:reserved_word/1 of OTP 25 ('maybe' and 'else' only with the
-# maybe_expr feature, which is off by default there)
-_RESERVED = frozenset(
-    "after and andalso band begin bnot bor bsl bsr bxor case catch cond div end fun "
-    "if let not of or orelse receive rem try when xor".split()
-)
-
-
-def _name_char(c: int) -> bool:
-    # io_lib:name_char/1 (latin-1 letters included)
-    return (
-        97 <= c <= 122
-        or 223 <= c <= 255
-        and c != 247
-        or 65 <= c <= 90
-        or 192 <= c <= 222
-        and c != 215
-        or 48 <= c <= 57
-        or c == 95
-        or c == 64
-    )
-
-
-def quote_atom(name: str) -> str:
-    """Print an atom name as ``io_lib:write_atom_as_latin1/1`` (OTP 25) does,
-    i.e. as ``~p`` prints an atom: quoted where Erlang needs quotes (reserved
-    words, a first character that is not a lower-case letter, any character
-    that is not a latin-1 letter, digit, ``_`` or ``@``), control characters
-    escaped, characters above 255 written ``\\x{...}``."""
-    if name and name not in _RESERVED:
-        c = ord(name[0])
-        if (97 <= c <= 122 or 223 <= c <= 255 and c != 247) and all(
-            _name_char(ord(ch)) for ch in name[1:]
-        ):
-            return name
-    return "'" + "".join(_string_char(ord(ch), 39) for ch in name) + "'"
-
-
-_CTRL_ESC = {10: "\\n", 13: "\\r", 9: "\\t", 11: "\\v", 8: "\\b", 12: "\\f", 27: "\\e", 127: "\\d"}
-
-
-def _string_char(c: int, q: int) -> str:
-    """io_lib's string_char(unicode_as_latin1, C, Q): one character of a quoted
-    string or atom as ``~p`` writes it."""
-    if c == q:
-        return "\\" + chr(q)
-    if c == 92:
-        return "\\\\"
-    if 32 <= c <= 126 or 160 <= c <= 255:
-        return chr(c)
-    if c > 255:
-        return "\\x{%X}" % c
-    e = _CTRL_ESC.get(c)
-    if e is not None:
-        return e
-    return "\\%03o" % c
-
-
-# Erlang's term order: number < atom < reference < fun < port < pid < tuple
-# < map < [] < list < bit string.
-def _bits(data: bytes, size: int) -> str:
-    return "".join([format(b, "08b") for b in data])[:size]
-
-
-def _order_key(term: Term, exact: bool = False) -> tuple[object, ...]:
-    """A key that sorts as Erlang's term order; ``exact`` gives the order of
-    map keys (``=:=``: all integers before all floats)."""
-    t = type(term)
-    if t is int:
-        return (0, 0, term) if exact else (0, term)
-    if t is float:
-        return (0, 1, term) if exact else (0, term)
-    if t is Atom:
-        return (1, term.name)
-    if t is Ref:
-        return (2, term.node.name, term.creation, len(term.ids), tuple(reversed(term.ids)))
-    if t is Fun:
-        return (3, 0, term.module.name, term.old_index, term.old_uniq, term.index, term.uniq)
-    if t is ExportFun:
-        return (3, 1, term.module.name, term.function.name, term.arity)
-    if t is Port:
-        return (4, term.node.name, term.creation, term.number)
-    if t is Pid:
-        # the VM compares serial and number before the node
-        return (5, term.serial, term.number, term.node.name, term.creation)
-    if t is tuple:
-        return (6, len(term), tuple(_order_key(e, exact) for e in term))
-    if t is Map:
-        return (
-            7,
-            len(term),
-            tuple(_order_key(k, True) for k, _ in term._items),
-            tuple(_order_key(v, exact) for _, v in term._items),
-        )
-    if t is list:
-        if not term:
-            return (8,)
-        return (9, tuple((9, 1, _order_key(e, exact)) for e in term) + ((8,),))
-    if t is ImproperList:
-        return (
-            9,
-            tuple((9, 1, _order_key(e, exact)) for e in term.elements)
-            + (_order_key(term.tail, exact),),
-        )
-    if t is bytes or t is bytearray:
-        return (10, _bits(term, 8 * len(term)))
-    if t is BitString:
-        return (10, _bits(term.data, term.size))
-    raise TypeError(f"not an Erlang term: {term!r}")
+#: Erlang's term order and the key of ``=:=`` (smp.core.termorder), over
+#: this module's types
+_order_key, _ekey = term_keys(Atom, Pid, Port, Ref, BitString, Fun, ExportFun, Map, ImproperList)
 
 
 def term_order_key(term: Term) -> tuple[object, ...]:
