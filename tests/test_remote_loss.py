@@ -21,7 +21,7 @@ import pytest
 from helpers import free_base
 
 import smp
-from schedulers.worker import HEARTBEAT_EVERY
+from schedulers.membership import HEARTBEAT_EVERY
 from smp import Atom as A
 from smp.supervision import REMOTE_SILENCE_S
 from smp.wire.curve import InsecureWarning

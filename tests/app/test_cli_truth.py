@@ -12,7 +12,7 @@ import sys
 import pytest
 from click.testing import CliRunner
 
-import smp.app.cli as cli_mod
+import smp.app.cli_execute as cli_execute
 from smp.app.cli import cli
 from smp.app.scenario import NONSMP_RULE, parse_scenario
 from smp.core.errors import ScenarioError
@@ -72,8 +72,8 @@ class _Console:
 
 def test_stress_progress_counts_live(monkeypatch):
     log: list[str] = []
-    monkeypatch.setattr(cli_mod, "_stderr_tty", lambda: True)
-    monkeypatch.setattr(cli_mod, "_console", lambda: _Console(log))
+    monkeypatch.setattr(cli_execute, "_stderr_tty", lambda: True)
+    monkeypatch.setattr(cli_execute, "_console", lambda: _Console(log))
     r = _invoke(["stress", "--duration", "0.6", "--mode", "nonsmp", "--faults", "2"])
     assert r.exit_code == 0, r.output
     updates = log[1:]
@@ -101,7 +101,7 @@ def test_duration_is_honoured_or_the_output_says_why():
 
 
 def test_an_overrun_is_explained_from_the_samples():
-    from smp.app.workloads import _duration_report, duration_note
+    from smp.app.run_summary import _duration_report, duration_note
 
     sc = {"duration": {"seconds": 1.0, "operations": None}}
     summary = {

@@ -149,7 +149,7 @@ def test_compare_lists_each_message_only_one_mode_made_with_the_seed_reason(tmp_
 
 
 def test_a_message_smp_made_and_dropped_gets_erts_check_my_tracer_proc():
-    from smp.app.compare import _classify
+    from smp.app.compare_messages import _classify
     from smp.core.terms import A, Pid
 
     item = {

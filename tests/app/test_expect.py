@@ -321,7 +321,7 @@ def test_each_explore_check_can_say_no():
 def test_missing_numbers_are_counted_without_walking_each_one():
     from collections import Counter
 
-    from smp.app.compare import _missing
+    from smp.app.expect import _missing
 
     # two processes numbering 0..10**9: 0 seen twice, 1 once, 5 twice
     n, ranges = _missing(Counter({0: 2, 1: 1, 5: 2}), 10**9, 2)

@@ -78,7 +78,9 @@ def test_scenario_match_spec_takes_dbg_shortcuts(tmp_path, short):
     # x: exception_trace (returns and exceptions); c: the caller with each call
     assert ("exception_from {wl_calls,check,1} {error,badarg}" in out) == ("x" in short)
     assert ("returned from wl_calls:check/1 -> ok" in out) == ("x" in short)
-    assert ("call wl_calls:check(0) ({'smp.app.workloads',caller,5})" in out) == ("c" in short)
+    assert ("call wl_calls:check(0) ({'smp.app.workload_bodies',caller,5})" in out) == (
+        "c" in short
+    )
 
 
 def test_scenario_bad_match_spec_names_file_and_line(tmp_path):

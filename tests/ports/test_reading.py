@@ -108,7 +108,7 @@ def test_files_and_a_wrap_log_written_by_the_emulator_merge_by_time(tmp_path):
     """Three tracer ports of one emulated run (two files and a wrap log),
     each getting one process's sends with timestamps: read together they come
     out in timestamp order, each line marked with the file it came from."""
-    from smp.app.workloads import pp_ping, pp_pong
+    from smp.app.workload_bodies import pp_ping, pp_pong
 
     fa, fb, fw = str(tmp_path / "a.trc"), str(tmp_path / "b.trc"), str(tmp_path / "w")
     with smp.Emulator(mode="smp", schedulers=2) as vm:

@@ -17,8 +17,9 @@ import re
 from importlib import resources
 from typing import Any
 
-from smp.app.scenario import MAX_ATOM, read_file, read_toml
-from smp.app.workloads import Bound
+from smp.app.scenario_schema import MAX_ATOM
+from smp.app.scenario_toml import read_file, read_toml
+from smp.app.workload_registry import Bound, _cut
 from smp.core.bifs import MAX_SMALL
 from smp.core.errors import ScenarioError
 
@@ -72,12 +73,6 @@ BOUNDS: dict[str, Bound] = {
     ),
 }
 _NAME = re.compile(r"^[a-z][A-Za-z0-9_-]*$")
-
-
-def _cut(v, width: int = 60) -> str:
-    """``repr(v)`` cut to ``width`` characters: an error stays one short line."""
-    r = repr(v)
-    return r if len(r) <= width else r[: width - 3] + "..."
 
 
 def explore_example_names() -> list[str]:

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 
 import multiprocess
 
-from smp.app.compare import expect_checks
+from smp.app.expect import expect_checks
 from smp.app.explore.workload import Bounds, ScenarioWorkload
 from smp.app.scenario import load_scenario
 from smp.sim.explorer import Explorer, explore_split, replay

@@ -32,15 +32,9 @@ import copy
 import random
 from dataclasses import dataclass
 
-from smp.app.workloads import (
-    _FAULT_OPS,
-    FAULT_REC,
-    _Env,
-    _plan,
-    _resolve_plan,
-    _why,
-    set_up,
-)
+from smp.app.fault_plan import _plan, _resolve_plan
+from smp.app.fault_steps import _FAULT_OPS, FAULT_REC, _why
+from smp.app.run_setup import _Env, set_up
 from smp.core.errors import ErlangException, ScenarioError, SmpError
 
 __all__ = ["Bounds", "ScenarioWorkload", "sim_controller"]

@@ -1,0 +1,97 @@
+"""What several ``smp-emu`` commands share: the click options defined once
+(``--format``, ``--out``, ``--seed``), loading a scenario, opening an output
+file, and the one-line texts of an error (exit 2 for a usage error, 141 when
+stdout's reader went away).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+from smp.app.exitcodes import EXIT_BROKEN_PIPE, EXIT_USAGE
+from smp.app.scenario import load_scenario
+from smp.core.errors import ScenarioError
+
+# options several commands share (one definition each)
+_format_option = click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["dbg", "json", "terms"]),
+    default="dbg",
+    show_default=True,
+    help="trace output: dbg text, JSON lines, or Erlang terms",
+)
+_out_option = click.option(
+    "--out",
+    type=click.Path(dir_okay=False, writable=True),
+    help="write the trace here instead of stdout",
+)
+
+_seed_option = click.option(
+    "--seed",
+    type=click.IntRange(-(1 << 63), (1 << 63) - 1),
+    default=None,
+    help="the workload's random seed, instead of the scenario's seed (the summary records it)",
+)
+
+
+def _load(scenario):
+
+    try:
+        sc = load_scenario(scenario)
+    except ScenarioError as e:
+        click.echo(f"smp-emu: {e}", err=True)
+        sys.exit(EXIT_USAGE)
+    for note in sc.get("notes", []):
+        click.echo(f"smp-emu: note: {note}", err=True)
+    return sc
+
+
+def _open_out(path: str, option: str, mode: str = "w"):
+    """Open an output file, or say in one line which option named a file that
+    cannot be written and why (exit 2)."""
+    try:
+        return open(path, mode, encoding="utf-8")
+    except OSError as e:
+        click.echo(f"smp-emu: {option} {path}: cannot write it: {_why(e)}", err=True)
+        sys.exit(EXIT_USAGE)
+
+
+def _writable(path: str, option: str) -> None:
+    """Refuse, before a run, an output file a process will open later (the
+    dispatcher's journal): one line naming the option, exit 2."""
+    existed = os.path.lexists(path)
+    _open_out(path, option, "a").close()
+    if not existed:
+        os.unlink(path)
+
+
+def _clip_text(text: str, most: int = 300) -> str:
+    """One line of at most ``most`` characters of ``text`` (a message that
+    quotes what it got)."""
+    text = " ".join(text.split())
+    return text if len(text) <= most else text[: most - 3] + "..."
+
+
+def _stdout_gone() -> None:
+    """The reader of stdout went away (``| head``): no more output and no
+    message, exit 141 as a program killed by SIGPIPE would.  stdout is
+    pointed at /dev/null so the interpreter's own flush at exit cannot fail
+    again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    sys.exit(EXIT_BROKEN_PIPE)
+
+
+def _os_text(e: OSError) -> str:
+    """An OSError as a user reads it: ``FILE: what`` (no errno, no class)."""
+    return f"{e.filename}: {_why(e)}" if e.filename else _why(e)
+
+
+def _why(e: OSError) -> str:
+    """What went wrong, without the errno: ``no such file or directory``."""
+    why = e.strerror or str(e)
+    return why[:1].lower() + why[1:]

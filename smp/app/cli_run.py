@@ -1,0 +1,349 @@
+"""``smp-emu run`` (with ``--tp`` and ``--limit``, as dbg:tp and recon_trace
+take them) and ``smp-emu compare`` (the same seeded work in nonsmp and smp
+mode, and what differs).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import sys
+import tempfile
+
+import click
+
+from smp.app.cli_execute import _execute, _run_and_report
+from smp.app.cli_options import _format_option, _load, _out_option, _seed_option
+from smp.app.compare import compare_runs, journal_messages, same_work
+from smp.app.exitcodes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
+from smp.app.limits import parse_limit
+from smp.app.scenario import MAX_ATOM, NONSMP_RULE, match_spec_from
+from smp.app.workloads import fault_notes
+from smp.core.errors import BadArg, SmpError
+from smp.core.matchspec import compile_match_spec
+
+__all__ = ["run", "compare"]
+
+
+@click.command(
+    epilog="\b\nExample:\n  smp-emu run profile --json > run.json && smp-emu report run.json -o run.html\n  smp-emu run --tp 'wl_calls:check/1 x' --limit 100/1000"
+)
+@click.argument("scenario", required=False)
+@click.option(
+    "--mode",
+    type=click.Choice(["smp", "nonsmp"]),
+    help="run in this mode instead of the scenario's",
+)
+@click.option(
+    "--schedulers",
+    type=click.IntRange(1, 64),
+    help="how many schedulers smp mode runs instead of the scenario's (nonsmp always runs 1)",
+)
+@_format_option
+@_out_option
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="print a machine-readable summary on stdout (the trace goes to --out, if given)",
+)
+@click.option(
+    "--summary/--no-summary",
+    default=None,
+    help="show the summary table on stderr (default: when stderr is a terminal)",
+)
+@click.option("--check", is_flag=True, help="check the invariants; exit 1 when one fails")
+@click.option(
+    "--journal",
+    "journal_path",
+    type=click.Path(dir_okay=False, writable=True),
+    help="record the dispatcher's queue and decisions here, for smp-emu replay (smp)",
+)
+@click.option(
+    "--sample-interval",
+    type=click.FloatRange(0.01, 1.0),
+    default=0.1,
+    show_default=True,
+    help="seconds between two samples of the counters (the time series a report draws)",
+)
+@click.option(
+    "--tp",
+    "tps",
+    multiple=True,
+    metavar="'MOD:FUN/ARITY [MS]'",
+    help="set a global call pattern, as dbg:tp does (repeatable): FUN and ARITY "
+    "may be _ or left out; MS is a match spec in Erlang text or dbg's x, c, cx "
+    "(default: every call); processes still need the call flag",
+)
+@click.option(
+    "--limit",
+    "limit",
+    metavar="N | N/MS",
+    help="stop tracing after N trace messages, or when more than N come within "
+    "MS milliseconds, as recon_trace does (replaces the scenario's "
+    "max_messages and rate)",
+)
+@_seed_option
+def run(
+    scenario,
+    mode,
+    schedulers,
+    fmt,
+    out,
+    as_json,
+    summary,
+    check,
+    journal_path,
+    sample_interval,
+    tps,
+    limit,
+    seed,
+):
+    """Run SCENARIO (a TOML file or an example name; the built-in default if omitted)."""
+
+    sc = _load(scenario)
+    if seed is not None:
+        sc["seed"] = seed
+    _apply_tp_and_limit(sc, tps, limit)
+    if (mode or sc["mode"]) == "nonsmp" and schedulers not in (None, 1):
+        click.echo(f"smp-emu: note: --schedulers {schedulers}: {NONSMP_RULE}", err=True)
+    if journal_path and (mode or sc["mode"]) != "smp":
+        raise click.UsageError("--journal records the dispatcher's queue: it needs smp mode")
+    _run_and_report(
+        sc,
+        mode,
+        schedulers,
+        fmt,
+        out,
+        as_json,
+        summary,
+        check,
+        journal=journal_path,
+        sample_interval=sample_interval,
+    )
+
+
+def _parse_tp(text: str) -> dict:
+    """A --tp value, ``MOD:FUN/ARITY [MS]``, as a scenario's [[patterns]] entry
+    with the global flag (``dbg:tp``).  A bad value is one line on stderr
+    naming --tp, and exit 2."""
+
+    shown = repr(text) if len(text) <= 60 else repr(text[:57]) + "..."
+
+    def refuse(why: str):
+        click.echo(f"smp-emu: --tp {shown}: {why}", err=True)
+        sys.exit(EXIT_USAGE)
+
+    m = _TP.match(text)
+    if not m:
+        refuse(
+            "expected MOD:FUN/ARITY followed by an optional match spec, like 'wl_calls:check/1 x'"
+        )
+    mod, fun, arity = (x.strip("'") if x else "_" for x in m.group("m", "f", "a"))
+    if mod == "_" and (fun, arity) != ("_", "_") or fun == "_" and arity != "_":
+        refuse("with module _ the function and arity must be _ too, and with function _ the arity")
+    for name in (mod, fun):
+        if len(name) > MAX_ATOM:
+            refuse(
+                f"an atom of {len(name):,} characters: at most {MAX_ATOM} (Erlang's system_limit)"
+            )
+    if arity != "_" and (len(arity.lstrip("0")) > 3 or int(arity) > 255):
+        refuse(f"arity {arity[:20]}: at most 255")
+    ms_text = (m.group("ms") or "").strip()
+    try:
+        ms = match_spec_from(ms_text) if ms_text else True
+        compile_match_spec(ms)
+    except (ValueError, BadArg) as e:
+        refuse(f"bad match spec: {e}")
+    return {
+        "mfa": [mod, fun, int(arity) if arity.isdigit() else "_"],
+        "match_spec": ms,
+        "flags": ["global"],
+        "meta_tracer": None,
+    }
+
+
+_TP = re.compile(
+    r"\A\s*(?P<m>'[^']*'|[^\s:/']+)(?::(?P<f>'[^']*'|[^\s/']+)(?:/(?P<a>[0-9]+|_))?)?"
+    r"(?:\s+(?P<ms>.*))?\s*\Z",
+    re.S,
+)
+
+
+def _apply_tp_and_limit(sc: dict, tps, limit) -> None:
+    """--tp patterns go after the scenario's; --limit replaces its caps."""
+
+    for text in tps:
+        sc["patterns"].append(_parse_tp(text))
+    if tps and not any(
+        "call" in f or "all" in f
+        for f in [g["trace"] for g in sc["groups"]] + [t["flags"] for t in sc["trace"]]
+    ):
+        click.echo(
+            "smp-emu: note: --tp: no process of this scenario is traced with the call "
+            "flag, so the pattern traces nothing (dbg:p(..., c) is needed too)",
+            err=True,
+        )
+    if limit is not None:
+        try:
+            sc["max_messages"], sc["rate"] = parse_limit(limit)
+        except ValueError as e:
+            raise click.BadParameter(str(e), param_hint="--limit") from None
+
+
+@click.command(
+    epilog="\b\nExample:\n  smp-emu compare churn --json > cmp.json && smp-emu report cmp.json -o cmp.html"
+)
+@click.argument("scenario", required=False)
+@click.option(
+    "--schedulers",
+    type=click.IntRange(1, 64),
+    help="how many schedulers the smp run has (default: the scenario's)",
+)
+@click.option(
+    "--operations",
+    type=click.IntRange(1, 10_000_000),
+    default=None,
+    help="loop iterations per workload process in both modes (default: the "
+    "scenario's; a time-bounded scenario gets 100)",
+)
+@click.option("--json", "as_json", is_flag=True, help="print the comparison as JSON on stdout")
+@click.option(
+    "--first",
+    type=click.IntRange(1, 100000),
+    default=20,
+    show_default=True,
+    help="how many messages only one mode made to list per tracer",
+)
+@click.option(
+    "--sample-interval",
+    type=click.FloatRange(0.01, 1.0),
+    default=0.1,
+    show_default=True,
+    help="seconds between two samples of the counters",
+)
+@_seed_option
+def compare(scenario, schedulers, operations, as_json, first, sample_interval, seed):
+    """Run the same seeded SCENARIO in nonsmp and smp mode and show what differs.
+
+    Both modes do the same work: a time-bounded scenario is converted to a
+    number of operations, and the output says so.  Every differing counter
+    comes with the seed's reason, and every message only one mode made is
+    listed per tracer and tracee (smp's drops come from the dispatcher's
+    journal)."""
+
+    sc = _load(scenario)
+    if seed is not None:
+        sc["seed"] = seed
+    sc, work = same_work(sc, operations)
+    tmpdir = tempfile.mkdtemp(prefix="smp-emu-compare-")
+    journal = os.path.join(tmpdir, "smp.journal")
+    try:
+        try:
+            a = _execute(
+                sc, "nonsmp", 1, None, f"{sc['name']} (nonsmp)", sample_interval=sample_interval
+            )
+            if a.summary["interrupted"]:
+                raise KeyboardInterrupt
+            b = _execute(
+                sc,
+                "smp",
+                schedulers,
+                None,
+                f"{sc['name']} (smp)",
+                journal=journal,
+                sample_interval=sample_interval,
+            )
+        except KeyboardInterrupt:
+            click.echo("smp-emu: interrupted", err=True)
+            sys.exit(EXIT_INTERRUPTED)
+        except SmpError as e:
+            click.echo(f"smp-emu: {e}", err=True)
+            sys.exit(EXIT_FAILED)
+        try:
+            made = journal_messages(journal)
+        except (OSError, ValueError):
+            made = None
+    finally:
+        shutil.rmtree(tmpdir, ignore_errors=True)
+    c = compare_runs(a, b, first=first, scenario=sc, smp_made=made)
+    c["workload"] = work
+    c["seed"] = sc["seed"]
+    if as_json:
+        sys.stdout.write(json.dumps(c, indent=2, default=repr) + "\n")
+    else:
+        _print_compare(c)
+    for m, r in c["runs"].items():
+        for line in fault_notes(r, every=not as_json):
+            click.echo(f"smp-emu: {m}: {line}", err=True)
+    if any(r["error"] for r in c["runs"].values()):
+        sys.exit(EXIT_FAILED)
+    if b.summary["interrupted"]:
+        sys.exit(EXIT_INTERRUPTED)
+
+
+def _print_compare(c: dict) -> None:
+    ma, mb = c["modes"]
+    w = max(len(r["what"]) for r in c["rows"]) + 2
+    out = sys.stdout
+    if c.get("workload"):
+        out.write(f"work: {c['workload']['note']}\n")
+    if "seed" in c:
+        out.write(f"seed: {c['seed']}\n")
+    out.write("\n")
+    out.write(f"{'':{w}}{ma:>14}{mb:>14}\n")
+    for r in c["rows"]:
+        mark = "  *" if r["differs"] else ""
+        out.write(f"{r['what']:{w}}{_cell(r[ma]):>14}{_cell(r[mb]):>14}{mark}\n")
+    reasons = [(r["what"], r["why"]) for r in c["rows"] if r.get("why")]
+    if reasons:
+        out.write(
+            "\nwhy they differ (from the counters that differ, with the seed's "
+            "#ifdef ERTS_SMP branches):\n"
+        )
+        for what, text in reasons:
+            out.write(f"  * {what}: {text}\n")
+    if c.get("order_note"):
+        out.write(f"\nordering: {c['order_note']}\n")
+    for m in (ma, mb):
+        v = c["invariants"][m]
+        out.write(
+            f"\ninvariants ({m}): "
+            + (
+                "all hold (counts add up, per-tracee order, timestamps increase)"
+                if not v
+                else f"{len(v)} violated"
+            )
+            + "\n"
+        )
+        for x in v:
+            out.write(f"  {x}\n")
+    msgs = c.get("messages") or {}
+    if msgs:
+        out.write(f"\nmessages only one mode made: {msgs['note']}\n")
+    for t in msgs.get("tracers", []):
+        n = t["only_count"]
+        out.write(
+            f"\ntracer {t['tracer']}: {ma} made {t[ma]}, {mb} made {t[mb]}; only in "
+            f"{ma} {n[ma]}, only in {mb} {n[mb]}\n"
+        )
+        if not t["only"]:
+            out.write("  (none)\n")
+        for d in t["only"]:
+            out.write(
+                f"  only {d['mode']} ({d['fate']}), {d['tracee']} #{d['index']}: "
+                f"{d['message'] or '(none)'}\n      why: {d['why']}\n"
+            )
+        more = n[ma] + n[mb] - len(t["only"])
+        if more > 0:
+            out.write(f"  ({more} more not listed: --first N lists more)\n")
+
+
+def _cell(v) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.3f}" if v < 100 else f"{v:.0f}"
+    return str(v)
