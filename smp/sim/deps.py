@@ -57,7 +57,12 @@ __all__ = [
     "STATE_GROUPS",
     "group_of_type",
     "group_of_state_op",
+    "QUEUE",
 ]
+
+#: The footprint item of the dispatcher's queue (what ingests and dispatches
+#: write, and what a BIF that reads the queue reads).
+QUEUE = ("queue",)
 
 #: The kinds of events, each one step of one thread of the simulated build.
 KINDS = ("slice", "arrive", "publish", "bif", "ingest", "dispatch")

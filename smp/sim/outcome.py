@@ -26,9 +26,10 @@ from functools import lru_cache
 
 from schedulers.process import EXITED
 from smp.core.dispatch import DROP_REASONS
+from smp.core.messages import TYPE_NAMES
 from smp.core.pretty import format_term
 
-from .world import TYPE_NAMES, mid_text
+from .world import mid_text
 
 __all__ = ["Outcome", "outcome_of", "nonsmp_outcome_of", "Namer"]
 

@@ -42,226 +42,28 @@ import inspect
 import io
 from collections import deque
 
-from dispatcher.table import PidTable
 from schedulers.backend import LocalBackend
-from schedulers.engine import Node
-from schedulers.process import EXITED, RPC, SUSPENDED, WAITING, Op, Tokened
+from schedulers.inbound import apply_signal
+from schedulers.process import EXITED, SUSPENDED, WAITING
 from smp.core import messages as M
 from smp.core.bifs import call_bif
-from smp.core.clock import Clock, us_to_ts
+from smp.core.clock import us_to_ts
 from smp.core.dispatch import DELIVER_PID, DELIVER_PORT, disp_failure, resolve
 from smp.core.errors import BadArg, SmpError
 from smp.core.placement import pid_owner
-from smp.core.state import NIL, TracerState, apply_state_op
+from smp.core.state import NIL, TracerState
 from smp.core.stats import Stats
-from smp.core.terms import Atom, Pid, Port, Ref
+from smp.core.terms import Atom, Pid
+from smp.wire.protocol import Msg, describe_signal
 
-from .deps import STATE_GROUPS, Event, group_of_state_op, group_of_type
+from .backend import SimBackend
+from .deps import QUEUE, STATE_GROUPS, Event, group_of_type
+from .nodes import SimClock, SimError, SimNode, SimTable, SimTransport, collector, signal_of
 
 __all__ = ["World", "NonsmpWorld", "SimError", "collector", "thread_order", "mid_text"]
 
 am_active = Atom("active")
-QUEUE = ("queue",)
 _BASE_US = 1_700_000_000_000_000  # a plausible now() for the first timestamp
-
-
-class SimError(SmpError):
-    """A workload or schedule the simulator cannot run as given."""
-
-
-async def collector(proc):
-    """A process that receives forever; the simulator keeps what it receives."""
-    while True:
-        await proc.receive()
-
-
-class SimClock(Clock):
-    """``GET_NOW`` as a counter: the same choices give the same timestamps."""
-
-    __slots__ = ()
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.last = _BASE_US
-
-    def now_us(self) -> int:
-        self.last += 1
-        return self.last
-
-
-class _Table(PidTable):
-    """The dispatcher's process table, recording what each event reads and writes."""
-
-    def __init__(self, world):
-        super().__init__()
-        self.world = world
-
-    def is_alive(self, pid) -> bool:
-        self.world.fp_r.add(("alive", pid))
-        return pid in self.alive
-
-    def is_tracer(self, pid) -> bool:
-        self.world.fp_r.add(("alive", pid))
-        return pid in self.tracers and pid in self.alive
-
-    def whereis(self, name):
-        self.world.fp_r.add(("reg", name))
-        pid = self.registry.get(name)
-        if type(pid) is Pid:
-            self.world.fp_r.add(("alive", pid))
-        return super().whereis(name)
-
-    def is_valid_tracer_port(self, port) -> bool:
-        return False  # ports are not simulated
-
-    def spawned(self, pid) -> None:
-        self.world.fp_w.add(("alive", pid))
-        super().spawned(pid)
-
-    def exited(self, pid) -> list:
-        self.world.fp_w.add(("alive", pid))
-        names = super().exited(pid)
-        for n in names:
-            self.world.fp_w.add(("reg", n))
-        return names
-
-    def mark_tracer(self, pid) -> None:
-        self.world.fp_w.add(("alive", pid))
-        super().mark_tracer(pid)
-
-    def register(self, name, pid) -> bool:
-        self.world.fp_w.add(("reg", name))
-        self.world.fp_r.add(("alive", pid))
-        return super().register(name, pid)
-
-    def unregister(self, name) -> bool:
-        self.world.fp_w.add(("reg", name))
-        return super().unregister(name)
-
-
-class _Transport:
-    """``schedulers.engine.Transport`` of a simulated scheduler: collects what
-    the node hands on; the world moves it after each of the node's events."""
-
-    def __init__(self, world, k: int, stats: Stats):
-        self.world, self.k, self.stats = world, k, stats
-        self.sys_made = self.sys_items = 0
-        self.out: list = []  # messages (mid first, a tuple) and table events (kind first)
-        self.peer_out: list = []
-        self.ctl_out: list = []
-
-    def sys(self, type_: int, from_, to, msg, ts_kind: int) -> None:
-        mid = self.world.new_message(type_, from_, to, msg, self.k)
-        self.out.append((mid, type_, from_, to, msg, ts_kind))
-        self.stats.made(type_)
-        self.sys_made += 1
-        self.sys_items += 1
-
-    def count_made(self) -> None:
-        pass  # counted in sys()
-
-    def table_event(self, ev: tuple) -> None:
-        self.out.append(ev)
-        self.sys_items += 1
-
-    def peer(self, owner: int, signal_) -> None:
-        self.peer_out.append((owner, signal_))
-
-    def has_output(self) -> bool:
-        return bool(self.out)
-
-    def take_batch(self) -> list:
-        out, self.out = self.out, []
-        return out
-
-    async def rpc(self, p, *request):
-        self.ctl_out.append((p.pid, request))
-        result = await Op(RPC)
-        if isinstance(result, BaseException):
-            raise result
-        return result
-
-
-class _SimNode(Node):
-    """A scheduler whose timers never fire and whose spawns are named."""
-
-    def __init__(self, world, *a, **kw):
-        super().__init__(*a, **kw)
-        self.world = world
-        self.clock = SimClock()
-
-    def fire_timers(self) -> None:
-        pass
-
-    # the replica of dead pids and tracer marks, read per pid (smp.sim.deps "replica")
-    def is_alive(self, pid) -> bool:
-        if type(pid) is Pid and pid_owner(pid, self.nsched) != self.sched_id:
-            self.world.fp_r.add(("replica", self.sched_id, pid))
-        return super().is_alive(pid)
-
-    def is_tracer(self, pid) -> bool:
-        if type(pid) is Pid and pid_owner(pid, self.nsched) != self.sched_id:
-            self.world.fp_r.add(("replica", self.sched_id, pid))
-        return super().is_tracer(pid)
-
-    # a collector nobody traces is passive: its receive is invisible, so a
-    # message only joins its kept list and it never enters the run queue
-    def _make_runnable(self, p) -> None:
-        if (
-            p.status == WAITING
-            and p.pid in self.world.collectors
-            and p.tracer is NIL
-            and p.pending_exit is None
-            and not self.state.profile_runnable_procs
-            and not any(type(e) is Tokened for e in p.mailbox)
-        ):
-            p.mailbox.clear()
-            return
-        super()._make_runnable(p)
-
-    def _queue_message(self, t, msg, token, trace_recv=False) -> None:
-        self.world.fp_w.add(("proc", t.pid))
-        super()._queue_message(t, msg, token, trace_recv)
-
-    def deliver_sys_run(self, to, bodies: list) -> None:
-        self.world.fp_w.add(("proc", to))
-        super().deliver_sys_run(to, bodies)
-
-    def op_spawn(self, parent, fun, args, link=False, scheduler=None):
-        pid = super().op_spawn(parent, fun, args, link=link, scheduler=scheduler)
-        self.world.name_child(parent.pid, pid)
-        return pid
-
-
-def _handle_signal(node: Node, sig) -> None:
-    """A signal from a peer scheduler, as ``schedulers.worker.Worker.handle_signal``."""
-    k = sig[0]
-    if k == "msg":
-        node.deliver_remote(sig[1], sig[2], sig[3])
-    elif k == "spawn":
-        _, pid, fun, args, link_to, inherit = sig
-        node.spawn_local(pid, fun, args, None, link_to, inherit)
-    elif k == "link":
-        t = node.procs.get(sig[1])
-        if t is None:
-            node.transport.peer(
-                pid_owner(sig[2], node.nsched), ("exit", sig[2], sig[1], Atom("noproc"), True, None)
-            )
-        else:
-            node.link_arrived(t, sig[2], sig[3])
-    elif k == "unlink":
-        t = node.procs.get(sig[1])
-        if t is not None:
-            node.unlink_arrived(t, sig[2])
-    elif k == "trace_flag":
-        node.set_trace_flag(sig[1], sig[2], sig[3])
-    elif k == "exit":
-        _, to, from_, reason, link, token = sig
-        t = node.procs.get(to)
-        if t is not None:
-            node.exit_signal_arrived(t, from_, reason, link, token)
-    else:
-        raise SimError(f"the simulator does not carry {k} signals (ports are not simulated)")
 
 
 def mid_text(mid: tuple) -> str:
@@ -319,7 +121,7 @@ class World(_Base):
             raise BadArg("schedulers must be >= 1")
         super().__init__(nsched)
         self.atomic = True  # setup: every change reaches every replica at once
-        self.table = _Table(self)
+        self.table = SimTable(self)
         self.state = TracerState(liveness=self.table, on_change=self._on_state_change)
         self._snap = self.state.snapshot()
         self.clock = SimClock()
@@ -329,10 +131,10 @@ class World(_Base):
         self.nodes: list = [None]
         for k in range(1, nsched + 1):
             stats = Stats()
-            t = _Transport(self, k, stats)
+            t = SimTransport(self, k, stats)
             self.transports.append(t)
             self.nodes.append(
-                _SimNode(
+                SimNode(
                     self,
                     k,
                     nsched,
@@ -566,9 +368,7 @@ class World(_Base):
             self.fp_p.add(("sig", 0, owner, seq))
             self.fates[mid] = ("delivered", d.receiver)
             self.delivered += 1
-            return (
-                f"dispatch {mid_text(mid)} {_TYPES[type_]} {from_!r} -> {d.receiver!r}: delivered"
-            )
+            return f"dispatch {mid_text(mid)} {M.TYPE_NAMES[type_]} {from_!r} -> {d.receiver!r}: delivered"
         if d.action == DELIVER_PORT:
             raise SimError("ports are not simulated")
         if d.failure:
@@ -577,24 +377,28 @@ class World(_Base):
             )
         self.fates[mid] = ("dropped", d.reason, d.receiver)
         self.dropped += 1
-        return f"dispatch {mid_text(mid)} {_TYPES[type_]} {from_!r} -> {d.receiver!r}: dropped {d.reason}"
+        return f"dispatch {mid_text(mid)} {M.TYPE_NAMES[type_]} {from_!r} -> {d.receiver!r}: dropped {d.reason}"
 
     def _arrive(self, i: int, k: int) -> str:
         seq, payload, nb = self.chans[(i, k)].popleft()
         self.fp_c.add(("sig", i, k, seq))
         node = self.nodes[k]
-        target = node.procs.get(payload[1])
+        if i == 0:  # a delivery from the dispatcher: (message id, to, term)
+            mid, to, term = payload
+            quiet = True
+        else:
+            sig = signal_of(payload, i, k, self.nsched)
+            quiet = type(sig) is Msg and sig.token is None
+            to = sig.to if type(sig) is Msg else None
+        target = node.procs.get(to) if quiet else None
         if not (
-            (i == 0 or payload[0] == "msg")
-            and target is not None
+            target is not None
             and target.pid in self.collectors
             and target.status == WAITING
             and target.tracer is NIL
-            and (i == 0 or payload[3] is None)
         ):
             self.fp_w.add(("node", k))
         if i == 0:
-            mid, to, term = payload
             p = node.procs.get(to)
             if p is None or p.status == EXITED:
                 self.fates[mid] = ("arrived_dead", to)
@@ -606,8 +410,8 @@ class World(_Base):
         else:
             if nb > self.after[k][i]:
                 self.after[k][i] = nb
-            _handle_signal(node, payload)
-            label = f"{payload[0]} signal from scheduler {i} reaches {payload[1]!r}"
+            apply_signal(node, sig)
+            label = f"{describe_signal(sig)} from scheduler {i} arrives"
         t = self.transports[k]
         if t.out or t.peer_out or t.ctl_out:
             self.fp_w.add(("node", k))  # its output joins node k's ordered streams
@@ -763,94 +567,6 @@ class World(_Base):
             yield from self.nodes[k].procs.values()
 
 
-_TYPES = {
-    M.SYS_MSG_TYPE_TRACE: "TRACE",
-    M.SYS_MSG_TYPE_SEQTRACE: "SEQTRACE",
-    M.SYS_MSG_TYPE_SYSMON: "SYSMON",
-    M.SYS_MSG_TYPE_ERRLGR: "ERRLGR",
-    M.SYS_MSG_TYPE_PROC_MSG: "PROC_MSG",
-    M.SYS_MSG_TYPE_SYSPROF: "SYSPROF",
-}
-TYPE_NAMES = _TYPES
-
-
-class SimBackend:
-    """``smp.core.bifs.Backend`` for the simulated controller, as
-    ``smp.backend.SmpBackend`` asks the schedulers and the dispatcher; each
-    call records what it touches for the event that serves the BIF."""
-
-    def __init__(self, world: World):
-        self.w = world
-
-    def _node(self, k: int, write: bool = True):
-        self.w.fp_w.add(("node", k))
-        return self.w.nodes[k]
-
-    def bk_is_alive(self, pid) -> bool:
-        if type(pid) is not Pid:
-            return False
-        return self._node(self.w.owner(pid)).is_alive(pid)
-
-    def bk_valid_tracer_port(self, port) -> bool:
-        return False
-
-    def bk_trace_apply(self, spec, how, bits, tracer) -> int:
-        w = self.w
-        if type(spec) is Pid:
-            return self._node(w.owner(spec)).set_trace_local(spec, how, bits, tracer)
-        if type(spec) is Port:
-            raise BadArg("ports are not simulated")
-        return sum(
-            self._node(k).set_trace_local(spec, how, bits, tracer) for k in range(1, w.nsched + 1)
-        )
-
-    def bk_mark_tracer(self, tracer) -> None:
-        self._node(self.w.owner(tracer)).mark_tracer(tracer)
-
-    def bk_state(self, op: str, *args):
-        g = group_of_state_op(op)
-        self.w.fp_r.add(("state", g))
-        if op == "set_system_profile":
-            self.w.fp_w.add(("state", "active"))
-        return apply_state_op(self.w.state, op, args)
-
-    def bk_trace_info(self, what, item):
-        if type(what) is not Pid:
-            return Atom("undefined")
-        return self._node(self.w.owner(what)).trace_info_local(what, item)
-
-    def bk_trace_info_func(self, mfa, key):
-        return self._node(1).trace_info_func_local(mfa, key)
-
-    def bk_pattern(self, mfa, ms, kind, meta_tracer, enable) -> int:
-        source = None if ms is None else ms.source
-        counts = [
-            self._node(k).set_pattern_local(mfa, source, kind, meta_tracer, enable)
-            for k in range(1, self.w.nsched + 1)
-        ]
-        return counts[0]
-
-    def bk_active_schedulers(self) -> int:
-        w = self.w
-        return sum(1 for k in range(1, w.nsched + 1) if self._node(k).runq)
-
-    def bk_make_ref(self):
-        self.w.refs += 1
-        return Ref((self.w.refs, 0, 0))
-
-    def bk_error_logger(self, caller, text: str) -> None:
-        w = self.w
-        msg = M.error_logger_str(text, None if caller is None else Pid(0))
-        from_ = NIL if caller is None else caller
-        mid = w.new_message(M.SYS_MSG_TYPE_ERRLGR, from_, NIL, msg, 0)
-        w.queue.append((mid, M.SYS_MSG_TYPE_ERRLGR, from_, NIL, msg, M.TS_NONE, 0, 0))
-        w.fp_w.add(QUEUE)
-        w.fp_p.add(("msg", mid))
-
-    def bk_trace_delivered(self, caller, what, ref):
-        raise BadArg("trace_delivered is not simulated")
-
-
 class NonsmpWorld(_Base):
     """The nonsmp build: one ``Node`` without a dispatcher, run in its one
     order (every message decided when it is made)."""
@@ -859,7 +575,7 @@ class NonsmpWorld(_Base):
 
     def __init__(self, reductions: int = 200):
         super().__init__(1)
-        self.node = _SimNode(self, 1, 1, smp=False, reductions=reductions, stderr=io.StringIO())
+        self.node = SimNode(self, 1, 1, smp=False, reductions=reductions, stderr=io.StringIO())
 
     def spawn(self, k: int, fun, args, keep: bool, name: str | None) -> Pid:
         pid = self.node.new_pid()

@@ -1,0 +1,200 @@
+"""The parts of the simulated SMP build a world is made of: a scheduler's
+``Node`` (``SimNode``) with its transport cut where the real one lets the
+order vary (``SimTransport``), the dispatcher's process table as the simulator
+keeps it (``SimTable``), the clock, and the check of a signal between
+schedulers.  ``smp.sim.world`` steps them."""
+
+from __future__ import annotations
+
+from dispatcher.table import PidTable
+from schedulers.engine import Node
+from schedulers.process import RPC, WAITING, Op, Tokened
+from smp.core.clock import Clock
+from smp.core.errors import SmpError
+from smp.core.placement import pid_owner
+from smp.core.state import NIL
+from smp.core.stats import Stats
+from smp.core.terms import Pid
+from smp.wire.protocol import PortCmd, PortReply, decode_signal
+
+__all__ = ["SimError", "SimClock", "SimTable", "SimTransport", "SimNode", "signal_of", "collector"]
+
+_BASE_US = 1_700_000_000_000_000  # a plausible now() for the first timestamp
+
+
+class SimError(SmpError):
+    """A workload or schedule the simulator cannot run as given."""
+
+
+async def collector(proc):
+    """A process that receives forever; the simulator keeps what it receives."""
+    while True:
+        await proc.receive()
+
+
+class SimClock(Clock):
+    """``GET_NOW`` as a counter: the same choices give the same timestamps."""
+
+    __slots__ = ()
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.last = _BASE_US
+
+    def now_us(self) -> int:
+        self.last += 1
+        return self.last
+
+
+class SimTable(PidTable):
+    """The dispatcher's process table, recording what each event reads and writes."""
+
+    def __init__(self, world):
+        super().__init__()
+        self.world = world
+
+    def is_alive(self, pid) -> bool:
+        self.world.fp_r.add(("alive", pid))
+        return pid in self.alive
+
+    def is_tracer(self, pid) -> bool:
+        self.world.fp_r.add(("alive", pid))
+        return pid in self.tracers and pid in self.alive
+
+    def whereis(self, name):
+        self.world.fp_r.add(("reg", name))
+        pid = self.registry.get(name)
+        if type(pid) is Pid:
+            self.world.fp_r.add(("alive", pid))
+        return super().whereis(name)
+
+    def is_valid_tracer_port(self, port) -> bool:
+        return False  # ports are not simulated
+
+    def spawned(self, pid) -> None:
+        self.world.fp_w.add(("alive", pid))
+        super().spawned(pid)
+
+    def exited(self, pid) -> list:
+        self.world.fp_w.add(("alive", pid))
+        names = super().exited(pid)
+        for n in names:
+            self.world.fp_w.add(("reg", n))
+        return names
+
+    def mark_tracer(self, pid) -> None:
+        self.world.fp_w.add(("alive", pid))
+        super().mark_tracer(pid)
+
+    def register(self, name, pid) -> bool:
+        self.world.fp_w.add(("reg", name))
+        self.world.fp_r.add(("alive", pid))
+        return super().register(name, pid)
+
+    def unregister(self, name) -> bool:
+        self.world.fp_w.add(("reg", name))
+        return super().unregister(name)
+
+
+class SimTransport:
+    """``schedulers.engine.Transport`` of a simulated scheduler: collects what
+    the node hands on; the world moves it after each of the node's events."""
+
+    def __init__(self, world, k: int, stats: Stats):
+        self.world, self.k, self.stats = world, k, stats
+        self.sys_made = self.sys_items = 0
+        self.out: list = []  # messages (mid first, a tuple) and table events (kind first)
+        self.peer_out: list = []
+        self.ctl_out: list = []
+
+    def sys(self, type_: int, from_, to, msg, ts_kind: int) -> None:
+        mid = self.world.new_message(type_, from_, to, msg, self.k)
+        self.out.append((mid, type_, from_, to, msg, ts_kind))
+        self.stats.made(type_)
+        self.sys_made += 1
+        self.sys_items += 1
+
+    def count_made(self) -> None:
+        pass  # counted in sys()
+
+    def table_event(self, ev: tuple) -> None:
+        self.out.append(ev)
+        self.sys_items += 1
+
+    def peer(self, owner: int, signal_) -> None:
+        self.peer_out.append((owner, signal_))
+
+    def has_output(self) -> bool:
+        return bool(self.out)
+
+    def take_batch(self) -> list:
+        out, self.out = self.out, []
+        return out
+
+    async def rpc(self, p, *request):
+        self.ctl_out.append((p.pid, request))
+        result = await Op(RPC)
+        if isinstance(result, BaseException):
+            raise result
+        return result
+
+
+class SimNode(Node):
+    """A scheduler whose timers never fire and whose spawns are named."""
+
+    def __init__(self, world, *a, **kw):
+        super().__init__(*a, **kw)
+        self.world = world
+        self.clock = SimClock()
+
+    def fire_timers(self) -> None:
+        pass
+
+    # the replica of dead pids and tracer marks, read per pid (smp.sim.deps "replica")
+    def is_alive(self, pid) -> bool:
+        if type(pid) is Pid and pid_owner(pid, self.nsched) != self.sched_id:
+            self.world.fp_r.add(("replica", self.sched_id, pid))
+        return super().is_alive(pid)
+
+    def is_tracer(self, pid) -> bool:
+        if type(pid) is Pid and pid_owner(pid, self.nsched) != self.sched_id:
+            self.world.fp_r.add(("replica", self.sched_id, pid))
+        return super().is_tracer(pid)
+
+    # a collector nobody traces is passive: its receive is invisible, so a
+    # message only joins its kept list and it never enters the run queue
+    def _make_runnable(self, p) -> None:
+        if (
+            p.status == WAITING
+            and p.pid in self.world.collectors
+            and p.tracer is NIL
+            and p.pending_exit is None
+            and not self.state.profile_runnable_procs
+            and not any(type(e) is Tokened for e in p.mailbox)
+        ):
+            p.mailbox.clear()
+            return
+        super()._make_runnable(p)
+
+    def _queue_message(self, t, msg, token, trace_recv=False) -> None:
+        self.world.fp_w.add(("proc", t.pid))
+        super()._queue_message(t, msg, token, trace_recv)
+
+    def deliver_sys_run(self, to, bodies: list) -> None:
+        self.world.fp_w.add(("proc", to))
+        super().deliver_sys_run(to, bodies)
+
+    def op_spawn(self, parent, fun, args, link=False, scheduler=None):
+        pid = super().op_spawn(parent, fun, args, link=link, scheduler=scheduler)
+        self.world.name_child(parent.pid, pid)
+        return pid
+
+
+def signal_of(payload, sender: int, here: int, nsched: int):
+    """A signal on a scheduler-to-scheduler channel, decoded and checked as
+    ``schedulers.worker`` decodes a peer frame's (``protocol.decode_signal``);
+    ports are not simulated."""
+    sig = decode_signal(payload, sender, here, nsched)
+    if type(sig) in (PortCmd, PortReply):
+        raise SimError(f"the simulator does not carry {sig.KIND} signals (ports are not simulated)")
+    return sig
