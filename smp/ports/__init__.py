@@ -1,7 +1,8 @@
 """Trace ports and reading traces back.
 
-``traceport`` is OTP's trace file and ip drivers (plus the memory and null
-ports); ``reader`` reads trace files and merges them as ``ttb`` does;
+``traceport`` opens the tracer ports: OTP's trace file driver
+(``traceport_file``), its ip driver (``traceport_ip``), and the memory and
+null ports; ``reader`` reads trace files and merges them as ``ttb`` does;
 ``dbgfmt`` prints messages as ``dbg``'s default handler does, or as JSON;
 ``order`` checks the per-tracee order of a stream of trace messages.
 
