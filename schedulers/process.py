@@ -92,7 +92,13 @@ NOTHING: frozenset = frozenset()
 
 
 class Proc:
-    """An emulated process.  Runs in its scheduler's OS process."""
+    """An emulated process.  Runs in its scheduler's OS process.
+
+    Also the facade a process body awaits on (``proc.send``,
+    ``proc.receive``, ``proc.spawn``, ``proc.trace``, ...): one method per
+    Erlang BIF or primitive a body can call, so over the project's 30
+    methods a class; splitting it would split the one object a body holds.
+    Most are short forwards to the node's operations (``node.op_send``, ...)."""
 
     __slots__ = (
         "pid",

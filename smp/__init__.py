@@ -52,6 +52,7 @@ from smp.ports.reader import merge_traces, read_trace
 
 __all__ = [
     "Emulator",
+    "Statistics",
     "explore",
     "Atom",
     "Pid",
@@ -86,7 +87,11 @@ __all__ = [
 ]
 
 #: Names loaded on first use, and the module that holds each.
-_LAZY = {"Emulator": "smp.emulator", "explore": "smp.app.explore"}
+_LAZY = {
+    "Emulator": "smp.emulator",
+    "Statistics": "smp.api.statistics",
+    "explore": "smp.app.explore",
+}
 
 
 def __getattr__(name: str):

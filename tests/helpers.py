@@ -9,10 +9,10 @@ import threading
 from smp.core.terms import Atom
 
 
-def check_counts(vm) -> dict:
+def check_counts(vm):
     """Every message accounted for: made = delivered + dropped + queued."""
     s = vm.statistics()
-    assert s["made"] == s["delivered"] + s["dropped"] + s["queued"], s
+    assert s.made == s.delivered + s.dropped + s.queued, s
     return s
 
 

@@ -54,7 +54,7 @@ def test_lock_only_bifs_of_a_process_complete_while_the_dispatcher_takes_nothing
         while True:  # the port stalls: the dispatcher takes no more batches
             assert vm.run_for(0.5) is False
             st = vm.statistics()
-            if st["queued"] >= MAX_QUEUE and st["in_transit"] > 0:
+            if st.queued >= MAX_QUEUE and st.in_transit > 0:
                 break
             assert time.monotonic() < deadline, st
         vm.spawn(lock_only_caller, got, tracee, tracer, seq, monitor, profiler, scheduler=2)
@@ -65,7 +65,7 @@ def test_lock_only_bifs_of_a_process_complete_while_the_dispatcher_takes_nothing
         # stall reached the dispatcher (a BIF waiting for the queue would
         # have been put back, run after run)
         assert vm.messages(got) == [1, A("false"), A("undefined"), A("undefined")]
-        assert vm.statistics()["in_transit"] > 0
+        assert vm.statistics().in_transit > 0
         for p in floods:
             vm.exit(p, A("kill"))
         reader.go()

@@ -71,7 +71,7 @@ def workload(vm) -> None:
         A("stop"),
     ]
     s = vm.statistics()
-    assert s["made"] == s["delivered"] + s["dropped"] + s["queued"] == 4
+    assert s.made == s.delivered + s.dropped + s.queued == 4
 
 
 def test_remote_schedulers_over_tcp_insecure():
@@ -143,14 +143,14 @@ def test_curve_schedulers_join_and_a_peer_without_the_key_cannot_inject(tmp_path
             # wait (bounded) until the handshake of the rogue has been refused
             for _ in range(200):
                 st = vm.statistics()
-                if st["auth_denied"] >= 1 and st["handshake_failed"] >= 1:
+                if st.auth_denied >= 1 and st.handshake_failed >= 1:
                     break
                 vm.run()
             after = vm.statistics()
-            assert after["auth_denied"] >= 1  # the unknown key, at the ZAP handler
-            assert after["handshake_failed"] >= 1  # the peer with no CURVE at all
-            assert after["made"] == before["made"]
-            assert after["bad_frames"] == before["bad_frames"]
+            assert after.auth_denied >= 1  # the unknown key, at the ZAP handler
+            assert after.handshake_failed >= 1  # the peer with no CURVE at all
+            assert after.made == before.made
+            assert after.bad_frames == before.bad_frames
             plain.close()
             rogue.close()
     finally:
@@ -297,7 +297,7 @@ def test_a_scheduler_with_an_unauthorized_key_stops_at_once_with_a_message(tmp_p
             assert "refused this scheduler's key" in lines[0]
             assert "authorized" in lines[0]
             workload(vm)
-            assert vm.statistics()["auth_denied"] >= 1
+            assert vm.statistics().auth_denied >= 1
     finally:
         code, err = finish(good)
     assert code == 0, err

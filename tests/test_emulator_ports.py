@@ -53,8 +53,8 @@ def test_memory_port_tracer(vm):
     p, s = _traced_run(vm, port)
     _check(vm.trace_port_terms(port), p, s, 5)
     st = vm.statistics()
-    assert st["made"] == st["delivered"] + st["dropped"] + st["queued"]
-    assert st["delivered_by_type"]["TRACE"] == 10
+    assert st.made == st.delivered + st.dropped + st.queued
+    assert st.delivered_by_type["TRACE"] == 10
 
 
 def test_file_port_tracer_read_back(vm, tmp_path):
@@ -75,13 +75,13 @@ def test_trace_port_closed_tracee_reset(vm):
     vm.close_trace_port(port)
     vm.run()
     st = vm.statistics()
-    assert st["made"] == st["delivered"] + st["dropped"] + st["queued"]
+    assert st.made == st.delivered + st.dropped + st.queued
     if vm.mode == "nonsmp":
         # ERTS_GET_TRACER_REF/send_to_port: the tracee is reset, nothing is made
-        assert st["made"] == 0 and st["suppressed_by_reason"]["port_closed"]["TRACE"] == 1
+        assert st.made == 0 and st.suppressed_by_reason["port_closed"]["TRACE"] == 1
     else:
         # made, then dropped by the dispatcher
-        assert st["made"] == 3 and st["dropped_by_reason"]["port_closed"]["TRACE"] == 3
+        assert st.made == 3 and st.dropped_by_reason["port_closed"]["TRACE"] == 3
 
 
 def test_ip_port_tracer(vm):

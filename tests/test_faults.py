@@ -68,8 +68,8 @@ def test_scheduler_killed_mid_run():
         vm.release_dispatcher()
         vm.run()
         s = vm.statistics()
-        assert s["made"] == s["delivered"] + s["dropped"] + s["queued"]
-        assert s["dropped_by_reason"]["scheduler_lost"]["TRACE"] == 4  # 3 to sink, 1 to the killer
+        assert s.made == s.delivered + s.dropped + s.queued
+        assert s.dropped_by_reason["scheduler_lost"]["TRACE"] == 4  # 3 to sink, 1 to the killer
         assert vm.messages(sink) == [0, 1, 2]
     finally:
         vm.close()
@@ -125,7 +125,7 @@ def test_lost_active_scheduler_reported_inactive_with_profile_scheduler_q():
         counts = [m[4] for m in msgs]
         assert all(c >= 0 for c in counts) and counts[-1] == 0
         s = vm.statistics()
-        assert s["made"] == s["delivered"] + s["dropped"] + s["queued"]
+        assert s.made == s.delivered + s.dropped + s.queued
     finally:
         vm.close()
 

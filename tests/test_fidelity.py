@@ -312,7 +312,7 @@ def test_second_tracer_without_error_logger_is_dropped(vm):
         vm.trace(p, True, ["receive"], tracer=t2)
     vm.run()
     s = check_counts(vm)
-    assert s["dropped_by_reason"].get("no_error_logger") == {"ERRLGR": 1}, s
+    assert s.dropped_by_reason.get("no_error_logger") == {"ERRLGR": 1}, s
 
 
 def test_trace_existing_counts_processes_only(vm):
@@ -663,4 +663,4 @@ def test_a_traced_non_term_is_dropped_alone(smp2):
     smp2.run(timeout=20)
     assert smp2.messages(t) == [(T, p, A.send, A.before, sink), (T, p, A.send, A.after, sink)]
     s = check_counts(smp2)
-    assert s["unsendable"] == 1, s
+    assert s.unsendable == 1, s

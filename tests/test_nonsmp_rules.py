@@ -53,9 +53,9 @@ def test_dead_tracer_resets_tracee_and_makes_nothing(nonsmp):
     vm.exit(tracer, "kill")
     vm.run()
     s = check_counts(vm)
-    assert s["made"] == 0
-    assert s["suppressed"] == 1  # the first send found it dead
-    assert s["suppressed_by_reason"] == {"receiver_dead": {"TRACE": 1}}
+    assert s.made == 0
+    assert s.suppressed == 1  # the first send found it dead
+    assert s.suppressed_by_reason == {"receiver_dead": {"TRACE": 1}}
     assert vm.trace_info(p, "flags") == (A.flags, [])
     assert vm.trace_info(p, "tracer") == (A.tracer, [])
     assert vm.messages(sink) == [0, 1, 2]
@@ -75,7 +75,7 @@ def test_dead_tracer_smp_reset_when_scheduled_in(smp2):
     vm.spawn(go, p, scheduler=1)
     vm.run()
     s = check_counts(vm)
-    assert s["made"] == 0 and s["tracer_checks_reset"] == 1
+    assert s.made == 0 and s.tracer_checks_reset == 1
     assert vm.trace_info(p, "flags") == (A.flags, [])
     assert vm.messages(sink) == [0, 1, 2]
 
@@ -143,7 +143,7 @@ def test_system_monitor_not_told_about_itself(nonsmp):
     other = vm.spawn(big_garbage)
     vm.run()
     s = check_counts(vm)
-    assert s["suppressed_by_reason"] == {"sender_is_receiver": {"SYSMON": 1}}
+    assert s.suppressed_by_reason == {"sender_is_receiver": {"SYSMON": 1}}
     assert [m[:3] for m in vm.messages(report)] == [(A.monitor, other, A.long_gc)]
 
 
@@ -159,7 +159,7 @@ def test_system_profile_not_told_about_itself(nonsmp):
         (A.profile, w, A.inactive, mfa(short_lived)),
     ]
     s = check_counts(vm)
-    assert s["suppressed_by_reason"].get("sender_is_receiver", {}).get("SYSPROF", 0) >= 1
+    assert s.suppressed_by_reason.get("sender_is_receiver", {}).get("SYSPROF", 0) >= 1
 
 
 def test_profile_send_to_port(nonsmp):
@@ -175,7 +175,7 @@ def test_profile_send_to_port(nonsmp):
     ]
     assert_increasing([m[4] for m in terms])
     s = check_counts(vm)
-    assert s["delivered_by_type"] == {"SYSPROF": 2}
+    assert s.delivered_by_type == {"SYSPROF": 2}
 
 
 # ---------------------------------------------------------------- heavy port writes
@@ -213,7 +213,7 @@ def test_fake_schedule_pair_after_heavy_write(nonsmp):
         assert stamps[i + 1] == stamps[i]
         assert stamps[i + 2] > stamps[i + 1]
     s = check_counts(vm)
-    assert s["fake_schedule_pairs"] == 3
+    assert s.fake_schedule_pairs == 3
 
 
 def test_no_fake_pair_without_timestamp(nonsmp):
@@ -228,7 +228,7 @@ def test_no_fake_pair_without_timestamp(nonsmp):
         (T, p, A.send, A.ping, sink),
         (T, p, A.send, A.pong, sink),
     ]
-    assert check_counts(vm)["fake_schedule_pairs"] == 0
+    assert check_counts(vm).fake_schedule_pairs == 0
 
 
 def test_smp_heavy_write_gives_no_fake_pair(smp2):
@@ -244,7 +244,7 @@ def test_smp_heavy_write_gives_no_fake_pair(smp2):
         (TS, p, A.send, A.ping, sink),
         (TS, p, A.send, A.pong, sink),
     ]
-    assert check_counts(vm)["fake_schedule_pairs"] == 0
+    assert check_counts(vm).fake_schedule_pairs == 0
 
 
 # ---------------------------------------------------------------- exiting_reset

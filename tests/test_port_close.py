@@ -138,7 +138,7 @@ def test_file_ports_closed_at_random_moments(tmp_path, mode, n):
     with smp.Emulator(mode=mode, schedulers=n) as vm:
         for i in range(6):
             path = tmp_path / f"t{i}.trc"
-            before = check_counts(vm)["delivered"]
+            before = check_counts(vm).delivered
             port = vm.open_trace_port("file", str(path), buffer_size=rng.choice([512, 65536]))
             ps = start_flood(vm, port, rng.choice([200, 5000, 10**7]), procs=rng.randint(1, 3))
             for _ in range(rng.randint(0, 3)):
@@ -148,7 +148,7 @@ def test_file_ports_closed_at_random_moments(tmp_path, mode, n):
             vm.close_trace_port(port)
             got = frames(path)
             st = check_counts(vm)
-            assert got == st["delivered"] - before
+            assert got == st.delivered - before
             info = vm.trace_port_info(port)
             assert info["closed"] is True and info["messages"] == got
             for p in ps:
@@ -185,13 +185,13 @@ def test_messages_after_a_close_are_dropped_and_counted(tmp_path, mode, n):
         st = check_counts(vm)
         assert frames(path) == written
         assert len(vm.messages(coll)) == 3000
-        assert st["delivered"] == written + 3000
+        assert st.delivered == written + 3000
         if vm.smp:
-            late = st["dropped_by_reason"]["port_closed"]["TRACE"]
-            assert late > 0 and st["made"] == written + 3000 + late
+            late = st.dropped_by_reason["port_closed"]["TRACE"]
+            assert late > 0 and st.made == written + 3000 + late
         else:
-            assert st["made"] == written + 3000
-            assert st["suppressed_by_reason"]["port_closed"]["TRACE"] == 2
+            assert st.made == written + 3000
+            assert st.suppressed_by_reason["port_closed"]["TRACE"] == 2
 
 
 # ---------------------------------------------------------------- the port itself

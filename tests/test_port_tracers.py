@@ -166,9 +166,9 @@ def test_port_as_seq_tracer(vm, tmp_path, kind, timestamp):
     else:
         assert terms == expected
     s = check_counts(vm)
-    assert s["made_by_type"] == {"SEQTRACE": 2}
-    assert s["delivered"] == 2 and s["dropped"] == 0
-    assert s["fake_schedule_pairs"] == 0
+    assert s.made_by_type == {"SEQTRACE": 2}
+    assert s.delivered == 2 and s.dropped == 0
+    assert s.fake_schedule_pairs == 0
 
 
 @pytest.mark.parametrize("timestamp", [False, True], ids=["no_ts", "ts"])
@@ -189,7 +189,7 @@ def test_seq_tracer_port_heavy_write_fake_schedule(vm, timestamp):
     s = check_counts(vm)
     if not timestamp:
         assert terms == [send, recv]
-        assert s["fake_schedule_pairs"] == 0
+        assert s.fake_schedule_pairs == 0
         return
     if vm.mode == "nonsmp":
         assert len(terms) == 4
@@ -198,11 +198,11 @@ def test_seq_tracer_port_heavy_write_fake_schedule(vm, timestamp):
         assert terms[1] == (A.trace_ts, a, A.out, 0, ts_send)
         assert terms[2][:4] == (A.trace_ts, a, A["in"], 0) and terms[2][4] >= ts_send
         assert terms[3][:3] == recv and terms[3][3] >= terms[2][4]
-        assert s["fake_schedule_pairs"] == 1
-        assert s["delivered_by_type"]["TRACE"] == 2 + len(vm.trace_port_terms(other))
+        assert s.fake_schedule_pairs == 1
+        assert s.delivered_by_type["TRACE"] == 2 + len(vm.trace_port_terms(other))
     else:
         assert [t[:3] for t in terms] == [send, recv]
-        assert s["fake_schedule_pairs"] == 0
+        assert s.fake_schedule_pairs == 0
     # the running trace went to its own tracer, with no fake pair there
     assert all(t[3] != 0 for t in vm.trace_port_terms(other))
 
@@ -235,9 +235,9 @@ def test_port_as_system_profiler(vm, tmp_path, kind):
     assert len(terms) == 6
     assert_increasing([t[4] for t in terms])
     s = check_counts(vm)
-    assert s["made_by_type"] == {"SYSPROF": 6}
-    assert s["delivered_by_type"] == {"SYSPROF": 6}
-    assert s["dropped"] == 0 and s["queued"] == 0
+    assert s.made_by_type == {"SYSPROF": 6}
+    assert s.delivered_by_type == {"SYSPROF": 6}
+    assert s.dropped == 0 and s.queued == 0
 
 
 def test_profiler_port_closed_resets_profiling(vm):
@@ -253,18 +253,18 @@ def test_profiler_port_closed_resets_profiling(vm):
     vm.spawn(waits_for_one)
     vm.run()
     s = check_counts(vm)
-    assert s["delivered"] == 0
-    made = s["made"]
+    assert s.delivered == 0
+    made = s.made
     if vm.mode == "nonsmp":
-        assert made == 0 and s["suppressed"] == 0
+        assert made == 0 and s.suppressed == 0
     else:
         # made before the dispatcher cleared the flags, then dropped
-        assert s["made_by_type"]["SYSPROF"] == made and made in (1, 2)
-        assert s["dropped_by_reason"] == {"no_receiver": {"SYSPROF": made}}
+        assert s.made_by_type["SYSPROF"] == made and made in (1, 2)
+        assert s.dropped_by_reason == {"no_receiver": {"SYSPROF": made}}
     vm.spawn(waits_for_one)
     vm.run()
     s = check_counts(vm)
-    assert s["made"] == made and s["delivered"] == 0
+    assert s.made == made and s.delivered == 0
     assert vm.trace_port_terms(port) == []
 
 
@@ -300,15 +300,15 @@ def test_file_port_buffer_heavy_write_fake_schedule(vm, tmp_path):
     _check_real_messages(terms, p, s_)
     assert info["os_writes"] >= 5  # the buffer reached the disk many times
     s = check_counts(vm)
-    assert info["messages"] == len(terms) == s["delivered_by_type"]["TRACE"]
+    assert info["messages"] == len(terms) == s.delivered_by_type["TRACE"]
     if vm.mode == "nonsmp":
         pairs = fake_pairs_by_oracle(terms, p, OtpFileDrv(200))
         assert pairs >= 3
-        assert s["fake_schedule_pairs"] == pairs
+        assert s.fake_schedule_pairs == pairs
         assert len(terms) == 1 + N_PINGS + 2 * pairs
     else:
         # smp: the dispatcher writes; a heavy write only clears the flag
-        assert s["fake_schedule_pairs"] == 0
+        assert s.fake_schedule_pairs == 0
         assert len(terms) == 1 + N_PINGS
 
 
@@ -326,9 +326,9 @@ def test_wrap_file_rollover_heavy_write_fake_schedule(vm, tmp_path):
     if vm.mode == "nonsmp":
         pairs = fake_pairs_by_oracle(terms, p, OtpFileDrv(8192 * 8, wrap_size=300))
         assert pairs >= 3
-        assert s["fake_schedule_pairs"] == pairs
+        assert s.fake_schedule_pairs == pairs
     else:
-        assert s["fake_schedule_pairs"] == 0
+        assert s.fake_schedule_pairs == 0
         assert len(terms) == 1 + N_PINGS
     # one file per roll-over plus the first; none deleted (count 60)
     files = sorted(f for f in os.listdir(tmp_path) if f.endswith(".trc"))
@@ -394,7 +394,7 @@ def test_ip_port_queue_and_drop_record(vm):
     )
     s = check_counts(vm)
     # written to the port is delivered; what the driver dropped is its own count
-    assert s["delivered_by_type"] == {"TRACE": n + 3}
+    assert s.delivered_by_type == {"TRACE": n + 3}
     vm.close_trace_port(port)
 
 
@@ -415,8 +415,8 @@ def test_exclusive_profile_around_slow_port_call(vm, exclusive):
     assert all(len(t) == 5 for t in terms)
     assert_increasing([t[4] for t in terms])
     s = check_counts(vm)
-    assert s["made_by_type"] == {"SYSPROF": len(states)}
-    assert s["delivered"] == len(states)
+    assert s.made_by_type == {"SYSPROF": len(states)}
+    assert s.delivered == len(states)
 
 
 # ================================================================ 5. interop

@@ -183,11 +183,11 @@ def test_remote_link_down_is_a_lost_scheduler(link):
             assert vm.messages(seen) == [A("linked"), (A("EXIT"), victim, A("killed"))]
             assert vm.is_alive(victim) is False and vm.is_alive(near) is False
             s = vm.statistics()
-            assert s["made"] == s["delivered"] + s["dropped"] + s["queued"], s
-            assert s["queued"] == 0
-            assert 2 in s["lost_schedulers"]
+            assert s.made == s.delivered + s.dropped + s.queued, s
+            assert s.queued == 0
+            assert 2 in s.lost_schedulers
             # what the lost scheduler made before the link went down still counts
-            assert s["made"] >= len(vm.messages(tracer)) > 0
+            assert s.made >= len(vm.messages(tracer)) > 0
         finally:
             t0 = time.monotonic()
             vm.close()

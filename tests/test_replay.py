@@ -101,9 +101,9 @@ def raced(tmp_path_factory):
         assert len(vm.messages(new)) == 3 and vm.messages(old) == []
         assert len(vm.messages(kept)) == 4
         stats = vm.statistics()
-    assert stats["dropped_by_reason"]["receiver_dead"]["TRACE"] == 5
-    assert stats["dropped_by_reason"]["no_receiver"]["SYSPROF"] >= 1
-    return path, stats
+    assert stats.dropped_by_reason["receiver_dead"]["TRACE"] == 5
+    assert stats.dropped_by_reason["no_receiver"]["SYSPROF"] >= 1
+    return path, stats.as_dict()
 
 
 @pytest.fixture(scope="module")

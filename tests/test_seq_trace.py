@@ -61,7 +61,7 @@ def test_seq_trace_chain_serials(vm):
     assert tokens[A.b] == (SEND | RECV, 7, 2, a, 0)
     assert tokens[A.c] == (SEND | RECV, 7, 4, b, 2)
     s = check_counts(vm)
-    assert s["made_by_type"]["SEQTRACE"] == len(msgs)
+    assert s.made_by_type["SEQTRACE"] == len(msgs)
 
 
 def test_seq_trace_report_sends(vm):

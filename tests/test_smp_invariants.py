@@ -57,8 +57,8 @@ def test_order_timestamps_and_counts(smp_vm):
     assert sum(1 for m in everything if m[2] == A("send")) == n_send
     assert sum(1 for m in everything if m[2] == A("receive")) == n_send
     s = vm.statistics()
-    assert s["made"] == s["delivered"] + s["dropped"] + s["queued"]
-    assert s["made"] == 2 * n_send and s["delivered"] == 2 * n_send and s["queued"] == 0
+    assert s.made == s.delivered + s.dropped + s.queued
+    assert s.made == 2 * n_send and s.delivered == 2 * n_send and s.queued == 0
 
 
 async def flood(proc, to, n):
@@ -100,4 +100,4 @@ def test_thousands_of_processes_per_scheduler(smp2):
     vm.run(timeout=60)
     got = vm.messages(sink)
     assert sorted(m[1] for m in got) == sorted(pids)
-    assert vm.statistics()["processes"] == 1  # only the collector is left
+    assert vm.statistics().processes == 1  # only the collector is left

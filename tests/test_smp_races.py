@@ -47,8 +47,8 @@ def test_seq_tracer_replaced_before_dispatch_gets_queued_messages(smp_vm):
     queued = vm.queued_messages()
     assert [to for (_f, to, _m) in queued] == [old, old, old]  # resolved now: the current tracer
     first = vm.statistics()
-    assert first["queued"] == 3 and first["queue_peak"] >= 3
-    assert vm.statistics()["queue_peak"] == 3  # a new interval starts at the level now
+    assert first.queued == 3 and first.queue_peak >= 3
+    assert vm.statistics().queue_peak == 3  # a new interval starts at the level now
     assert vm.set_system_seq_tracer(new) == old
     assert [to for (_f, to, _m) in vm.queued_messages()] == [new, new, new]
     vm.release_dispatcher()
@@ -58,7 +58,7 @@ def test_seq_tracer_replaced_before_dispatch_gets_queued_messages(smp_vm):
         (A("seq_trace"), 7, (A("send"), (0, i + 1), p, sink, (A("hop"), i))) for i in range(3)
     ]
     s = check_counts(vm)
-    assert s["delivered_by_type"]["SEQTRACE"] == 3
+    assert s.delivered_by_type["SEQTRACE"] == 3
 
 
 async def gc_heavy(proc, report_to=None):
@@ -88,8 +88,8 @@ def test_monitor_replaced_before_dispatch_drops_event_from_new_monitor(smp2):
     vm.run()
     assert vm.messages(m1) == []
     s = check_counts(vm)
-    assert s["dropped_by_reason"]["sender_is_receiver"]["SYSMON"] == 1
-    assert s["delivered_by_type"]["SYSMON"] == 1  # the event from 'other' reached m2
+    assert s.dropped_by_reason["sender_is_receiver"]["SYSMON"] == 1
+    assert s.delivered_by_type["SYSMON"] == 1  # the event from 'other' reached m2
     assert vm.is_alive(driver) is False
     got = vm.messages(seen)
     assert [m[:3] for m in got] == [(A("monitor"), other, A("long_gc"))]
@@ -115,15 +115,15 @@ def test_tracer_killed_with_messages_queued(smp_vm):
     vm.release_dispatcher()
     vm.run()
     s = check_counts(vm)
-    assert s["dropped_by_reason"]["receiver_dead"]["TRACE"] == 5
+    assert s.dropped_by_reason["receiver_dead"]["TRACE"] == 5
     assert vm.messages(sink) == [0, 1, 2, 3, 4]
-    assert s["tracer_checks_reset"] == 0  # the tracee keeps its flags until scheduled in
+    assert s.tracer_checks_reset == 0  # the tracee keeps its flags until scheduled in
     vm.spawn(_go, [p])
     vm.run()
     s = check_counts(vm)
-    assert s["tracer_checks_reset"] == 1  # erts_check_my_tracer_proc at schedule-in
-    assert s["delivered_by_type"].get("TRACE", 0) == 0
-    assert s["made_by_type"]["TRACE"] == 5
+    assert s.tracer_checks_reset == 1  # erts_check_my_tracer_proc at schedule-in
+    assert s.delivered_by_type.get("TRACE", 0) == 0
+    assert s.made_by_type["TRACE"] == 5
 
 
 def test_run_returns_after_the_dispatcher_took_every_table_event(smp2):
@@ -153,7 +153,7 @@ def test_run_returns_after_the_dispatcher_took_every_table_event(smp2):
     ]
     vm.release_dispatcher()
     vm.run()
-    assert check_counts(vm)["dropped_by_reason"]["receiver_dead"]["TRACE"] == 1
+    assert check_counts(vm).dropped_by_reason["receiver_dead"]["TRACE"] == 1
 
 
 def _statuses(made, items, ingested, ingested_items, held=False):
@@ -204,30 +204,30 @@ def test_profiler_killed_scheduler_messages_dropped_quietly_runnable_clears(smp2
     vm.run()
     queued = [m for (_f, _t, m) in vm.queued_messages()]
     assert queued and all(m[0] == A("profile") for m in queued)
-    made_before_kill = check_counts(vm)["made_by_type"]["SYSPROF"]
+    made_before_kill = check_counts(vm).made_by_type["SYSPROF"]
     vm.exit(prof, A("kill"))
     vm.spawn(busy_worker, 3)
     vm.run()
     assert vm.system_profile() == A("undefined")
     s = check_counts(vm)
     # the options are still on until the dispatcher meets a failure
-    assert s["made_by_type"]["SYSPROF"] > made_before_kill
+    assert s.made_by_type["SYSPROF"] > made_before_kill
     held = [m for (_f, _t, m) in vm.queued_messages()]
     first_runnable = next(i for i, m in enumerate(held) if m[1] != A("scheduler"))
     vm.release_dispatcher()
     vm.run()
     s = check_counts(vm)
-    dropped = s["dropped_by_reason"]
+    dropped = s.dropped_by_reason
     n_sched = sum(1 for m in held if m[1] == A("scheduler"))
     assert dropped["nil_sender_nil_receiver"]["SYSPROF"] == n_sched
     assert dropped["no_receiver"]["SYSPROF"] == len(held) - n_sched
     assert first_runnable < len(held)
-    assert s.get("delivered_by_type", {}).get("SYSPROF", 0) == 0
+    assert s.delivered_by_type.get("SYSPROF", 0) == 0
     # cleared: nothing more is made
-    made = s["made_by_type"]["SYSPROF"]
+    made = s.made_by_type["SYSPROF"]
     vm.spawn(busy_worker, 3)
     vm.run()
-    assert check_counts(vm)["made_by_type"]["SYSPROF"] == made
+    assert check_counts(vm).made_by_type["SYSPROF"] == made
 
 
 def test_hold_needs_smp():

@@ -68,7 +68,7 @@ def test_soak_memory_bounded_with_tracer_churn(mode, n):
             assert vm.run_for(5.0) is False  # it never goes quiet
             samples.append([q.memory_info().rss for q in procs])
             s = vm.statistics()
-            assert s["made"] == s["delivered"] + s["dropped"] + s["queued"]
+            assert s.made == s.delivered + s.dropped + s.queued
         third = max(1, len(samples) // 3)
         early = [max(col) for col in zip(*samples[:third], strict=False)]
         late = [max(col) for col in zip(*samples[-third:], strict=False)]
@@ -81,5 +81,5 @@ def test_soak_memory_bounded_with_tracer_churn(mode, n):
         )
         for e, last in zip(early, late, strict=False):
             assert last <= e * 1.5 + 32 * 2**20, (early, late)
-        exited = sum(x["processes_exited"] for x in s["schedulers"])
+        exited = sum(x["processes_exited"] for x in s.schedulers)
         assert exited > SECONDS / 2 / 0.05 / 4  # the churn really swapped tracers

@@ -73,22 +73,22 @@ def test_statistics_returns_quickly_and_adds_up_under_pushback(tmp_path):
                 t0 = time.monotonic()
                 st = vm.statistics()
                 assert time.monotonic() - t0 < 5
-                assert st["made"] == st["delivered"] + st["dropped"] + st["queued"], st
-                assert st["queued"] > 0
-                made_by_schedulers = sum(x["made"] for x in st["schedulers"])
-                assert st["made"] + st["in_transit"] == made_by_schedulers
+                assert st.made == st.delivered + st.dropped + st.queued, st
+                assert st.queued > 0
+                made_by_schedulers = sum(x["made"] for x in st.schedulers)
+                assert st.made + st.in_transit == made_by_schedulers
             for p in ps:
                 vm.exit(p, A("kill"))
             reader.go()
             vm.run(timeout=60)
             st = check_counts(vm)
-            assert st["queued"] == 0 and st["in_transit"] == 0
-            assert st["made"] == st["delivered"] == sum(x["made"] for x in st["schedulers"])
+            assert st.queued == 0 and st.in_transit == 0
+            assert st.made == st.delivered == sum(x["made"] for x in st.schedulers)
             vm.close_trace_port(port)
     finally:
         reader.go()
         reader.thread.join(30)
-    assert sum(1 for _ in read_trace(str(out))) == st["delivered"]
+    assert sum(1 for _ in read_trace(str(out))) == st.delivered
 
 
 def test_statistics_right_after_run_for_counts_the_batch_being_dispatched(tmp_path):
@@ -100,4 +100,4 @@ def test_statistics_right_after_run_for_counts_the_batch_being_dispatched(tmp_pa
         for _ in range(8):
             vm.run_for(0.1)
             st = vm.statistics()
-            assert st["made"] == st["delivered"] + st["dropped"] + st["queued"], st
+            assert st.made == st.delivered + st.dropped + st.queued, st

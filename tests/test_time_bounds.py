@@ -154,7 +154,7 @@ def test_a_bif_waiting_for_a_pushed_back_dispatcher_waits_for_the_next_run(tmp_p
         while True:  # the port stalls: push-back
             assert vm.run_for(0.5) is False
             st = vm.statistics()
-            if st["queued"] >= MAX_QUEUE and st["in_transit"] > 0:
+            if st.queued >= MAX_QUEUE and st.in_transit > 0:
                 break
             assert time.monotonic() < deadline, st
         got = vm.spawn_collector(scheduler=1)
@@ -171,7 +171,7 @@ def test_a_bif_waiting_for_a_pushed_back_dispatcher_waits_for_the_next_run(tmp_p
         assert vm.messages(got) == [A("false")] * 3
         assert vm.is_alive(caller) is False
         s = vm.statistics()
-        assert s["made"] == s["delivered"] + s["dropped"] + s["queued"] and s["queued"] == 0
+        assert s.made == s.delivered + s.dropped + s.queued and s.queued == 0
     finally:
         reader.go()
         closed_in_time(vm)

@@ -564,8 +564,8 @@ def test_error_logger_message(vm):
     got = vm.messages(el)
     assert sorted(got, key=repr) == sorted([report(p, r1), report(q, r2)], key=repr)
     s = check_counts(vm)
-    assert s["made_by_type"]["ERRLGR"] == 2
-    assert s["delivered_by_type"]["ERRLGR"] == 2
+    assert s.made_by_type["ERRLGR"] == 2
+    assert s.delivered_by_type["ERRLGR"] == 2
 
 
 async def exits_with(proc, reason):
@@ -594,7 +594,7 @@ def _no_error_logger(vm, capfd):
     p = vm.spawn(crasher)
     vm.run()
     s = check_counts(vm)
-    assert s["dropped_by_reason"] == {"no_error_logger": {"ERRLGR": 1}}
+    assert s.dropped_by_reason == {"no_error_logger": {"ERRLGR": 1}}
     err = capfd.readouterr().err
     assert f'(no error logger present) error: "Error in process {p!r} with exit value: ' in err
 
@@ -614,7 +614,7 @@ def test_trace_delivered_from_process(vm):
     [(ref, msg)] = vm.messages(report)
     assert msg == (A.trace_delivered, tracee, ref)
     s = check_counts(vm)
-    assert s["delivered_by_type"]["PROC_MSG"] == 1
+    assert s.delivered_by_type["PROC_MSG"] == 1
     assert vm.is_alive(p) is False
 
 

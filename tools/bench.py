@@ -537,7 +537,7 @@ def bench_b(cfg) -> dict:
                         time.sleep(0.002)
                         if time.monotonic() >= next_status:
                             st = rig.call("status")
-                            max_q = max(max_q, st["queued"])
+                            max_q = max(max_q, st.queued)
                             next_status = time.monotonic() + 0.1
                     t_pids = rig.last_t.value
                     t_port = t_pids
@@ -684,9 +684,9 @@ def _emu_run(vm, nsched: int, total: int, tracers: list, timeout: float, labels:
         _run(vm, timeout)
         wall = time.perf_counter() - t0
     st1 = vm.statistics()
-    made = st1["made"] - st0["made"]
-    delivered = st1["delivered"] - st0["delivered"]
-    dropped = st1["dropped"] - st0["dropped"]
+    made = st1.made - st0.made
+    delivered = st1.delivered - st0.delivered
+    dropped = st1.dropped - st0.dropped
     res = {
         "senders": nsend,
         "per_sender": per,
@@ -694,7 +694,7 @@ def _emu_run(vm, nsched: int, total: int, tracers: list, timeout: float, labels:
         "made": made,
         "delivered": delivered,
         "dropped": dropped,
-        "sent": st1["messages_sent"] - st0["messages_sent"],
+        "sent": st1.messages_sent - st0.messages_sent,
         "made_per_s": made / wall,
         "delivered_per_s": delivered / wall,
         "peak_rss": dict(rss.peak),
@@ -767,9 +767,9 @@ def bench_paced(cfg) -> dict:
         "target_rate": PACED_RATE,
         "tick_ms": cfg.tick_ms,
         "seconds": wall,
-        "made": st["made"],
-        "delivered": st["delivered"],
-        "achieved_per_s": st["made"] / wall,
+        "made": st.made,
+        "delivered": st.delivered,
+        "achieved_per_s": st.made / wall,
         "lat_samples": len(lat),
         "p50_ns": pct(lat, 0.5),
         "p90_ns": pct(lat, 0.9),

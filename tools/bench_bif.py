@@ -162,7 +162,7 @@ def summarize(first, calls, notes, st=None) -> dict:
     out["gap_outside_calls_max_ms"] = max(outside, default=0) / 1e6
     out["sends_noted"] = sum(len(ns) - 1 for ns in notes) * NOTE_EVERY
     if st is not None:
-        out["delivered"] = st["delivered"]
+        out["delivered"] = st.delivered
     return out
 
 

@@ -236,9 +236,9 @@ def emu_run(mode: str, nsched: int, senders: int, rate: float, seconds: float) -
     first = min(m[3] for m in done)
     last = max(m[4] for m in done)
     span_ns = max(1, last - first)
-    made = st["made"] - st0["made"]
-    delivered = st["delivered"] - st0["delivered"]
-    dropped = st["dropped"] - st0["dropped"]
+    made = st.made - st0.made
+    delivered = st.delivered - st0.delivered
+    dropped = st.dropped - st0.dropped
     problems = []
     if recorded + other_trace != delivered:
         problems.append(
@@ -249,7 +249,7 @@ def emu_run(mode: str, nsched: int, senders: int, rate: float, seconds: float) -
         problems.append(f"{sent:,} sent, {recorded:,} recorded by the tracer")
     if made != sent:
         problems.append(f"{sent:,} traced sends, {made:,} trace messages made")
-    if dropped or st.get("queued") or st.get("in_transit"):
+    if dropped or st.queued or st.in_transit:
         problems.append(
             f"dropped {dropped:,} {st.get('dropped_by_reason')}, queued "
             f"{st.get('queued')}, in transit {st.get('in_transit')}"

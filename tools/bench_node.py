@@ -166,7 +166,7 @@ def emu_run(mode: str, nsched: int, total: int, file_port: bool, tmp: str, place
             vm.close_trace_port(tracer)
         wall = time.perf_counter() - t0
         st1 = vm.statistics()
-        delivered = st1["delivered"] - st0["delivered"]
+        delivered = st1.delivered - st0.delivered
         if delivered < SENDERS * per:
             raise RuntimeError(f"only {delivered} of {SENDERS * per} trace messages delivered")
         return delivered / wall

@@ -175,7 +175,7 @@ def run(args) -> int:
         t0 = time.perf_counter()
         vm.run(timeout=600)
         wall = time.perf_counter() - t0
-        delivered = vm.statistics()["delivered"] - st0["delivered"]
+        delivered = vm.statistics().delivered - st0.delivered
         for _, _, sp in spies:
             sp.send_signal(signal.SIGINT)
         for label, _, sp in spies:

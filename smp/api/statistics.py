@@ -8,17 +8,62 @@ process refused.
 
 from __future__ import annotations
 
+import dataclasses
 import time
+from typing import Any
 
-__all__ = ["StatisticsCalls"]
+__all__ = ["Statistics", "StatisticsCalls"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Statistics:
+    """What ``Emulator.statistics()`` returns: one snapshot of the counters,
+    read as attributes (``st.made``); ``as_dict()`` gives the plain dict
+    (for JSON).  ``made == delivered + dropped + queued`` in every snapshot.
+    The docs' statistics table says what each field counts."""
+
+    mode: str
+    made: int
+    made_by_type: dict[str, int]
+    delivered: int
+    delivered_by_type: dict[str, int]
+    dropped: int
+    #: ``{reason: {type: n}}``, the reasons of ``smp.core.dispatch.DROP_REASONS``
+    dropped_by_reason: dict[str, dict[str, int]]
+    queued: int
+    #: smp: made by the schedulers, still on the way to the queue
+    in_transit: int
+    suppressed: int
+    suppressed_by_reason: dict[str, dict[str, int]]
+    fake_schedule_pairs: int
+    tracer_checks_reset: int
+    messages_sent: int
+    unsendable: int
+    processes: int
+    #: each scheduler's own counters
+    schedulers: list[dict[str, Any]]
+    lost_schedulers: dict[int, str]
+    bad_frames: int
+    #: where frames were refused: ``ingest``, ``control``, ``controller``, ``schedulers``
+    bad_frames_at: dict[str, int]
+    last_bad_frame: str = ""
+    auth_denied: int = 0
+    handshake_failed: int = 0
+    stderr_lines: list[str] = dataclasses.field(default_factory=list)
+    #: smp: the deepest the queue was since the previous call (0 in nonsmp)
+    queue_peak: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        """The snapshot as a plain dict, one key per field."""
+        return dataclasses.asdict(self)
 
 
 class StatisticsCalls:
     """The statistics and sampling calls of ``smp.Emulator``."""
 
     # -- statistics ----------------------------------------------------------
-    def statistics(self) -> dict:
-        """made = delivered + dropped (by reason) + queued, per type and in all;
+    def statistics(self) -> Statistics:
+        """A ``Statistics`` snapshot: made = delivered + dropped (by reason) + queued, per type and in all;
         ``auth_denied`` counts peers refused by CURVE at the dispatcher and here.
 
         smp: ``made`` counts what entered the dispatcher's queue, ``queued``
@@ -79,7 +124,7 @@ class StatisticsCalls:
         d["bad_frames_at"] = at
         d["bad_frames"] = sum(at.values())
         d["last_bad_frame"] = d.get("last_bad_frame") or self._frames.last
-        return d
+        return Statistics(**d)
 
     # -- samples -------------------------------------------------------------
     def sample(self, interval: float, t0: float | None = None) -> None:

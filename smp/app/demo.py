@@ -71,11 +71,11 @@ def run_demo(mode: str, schedulers: int, out=None, err=None) -> dict:
         stats = vm.statistics()
         out.flush()
         err.write(
-            f"-- {mode} ({schedulers} scheduler(s)): made {stats['made']}, "
-            f"delivered {stats['delivered']}, dropped {stats['dropped']} "
+            f"-- {mode} ({schedulers} scheduler(s)): made {stats.made}, "
+            f"delivered {stats.delivered}, dropped {stats.dropped} "
             f"in {elapsed * 1000:.1f} ms\n"
         )
-        return stats
+        return stats.as_dict()
 
 
 def main() -> None:

@@ -122,7 +122,7 @@ class TraceLimit:
         if self.tripped is not None:
             return False
         try:
-            delivered = vm.statistics()["delivered"]
+            delivered = vm.statistics().delivered
         except SmpError:
             return False
         if not self.update(delivered, t):

@@ -288,7 +288,7 @@ def execute(  # noqa: C901 - one run, from set-up to summary
         # From here on the run is over: a second Ctrl-C must not leave it half-measured.
         if not collected:
             end_samples()
-        stats = vm.statistics()
+        stats = vm.statistics().as_dict()  # the result is plain data (JSON)
         fault_log_terms: list = []
         if fault_log is not None:
             try:

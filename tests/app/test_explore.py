@@ -68,7 +68,7 @@ def test_step_dispatcher_message_by_message_then_by_run():
         assert [to for _f, to, _m in vm.queued_messages()] == [new, new, new]
         assert len(vm.step_dispatcher(1, unit="run")) == 3  # the rest of the run at once
         assert vm.step_dispatcher(5) == []  # nothing left: still held
-        assert check_counts(vm)["queued"] == 0
+        assert check_counts(vm).queued == 0
         vm.release_dispatcher()
         vm.run()
         assert [m[2][1] for m in vm.messages(new)] == [(0, 2), (0, 3), (0, 4)]
@@ -98,7 +98,7 @@ def test_stepped_run_replays_from_its_journal(tmp_path):
     r = replay(path)  # one run of 4, decided as 1 + 2 + 1
     assert r.ok, (r.divergences, r.violations)
     assert r.runs == 3
-    assert r.totals["delivered_by_type"] == stats["delivered_by_type"] == {"SEQTRACE": 3}
+    assert r.totals["delivered_by_type"] == stats.delivered_by_type == {"SEQTRACE": 3}
 
 
 def test_step_dispatcher_needs_smp():

@@ -91,15 +91,15 @@ def test_garbage_is_counted_and_nothing_accepted_is_lost(shared_vm, batch):
     # only if it was sent later, so wait for the count rather than assume)
     deadline_stats = after
     for _ in range(100):
-        if deadline_stats["bad_frames"] - before["bad_frames"] == len(batch):
+        if deadline_stats.bad_frames - before.bad_frames == len(batch):
             break
         vm.run()
         deadline_stats = vm.statistics()
-    assert deadline_stats["bad_frames"] - before["bad_frames"] == len(batch)
-    assert "rejected ingest frame" in deadline_stats["last_bad_frame"]
-    assert after["made"] - before["made"] == 10
-    assert after["delivered"] - before["delivered"] == 10
-    assert after["made"] == after["delivered"] + after["dropped"] + after["queued"]
+    assert deadline_stats.bad_frames - before.bad_frames == len(batch)
+    assert "rejected ingest frame" in deadline_stats.last_bad_frame
+    assert after.made - before.made == 10
+    assert after.delivered - before.delivered == 10
+    assert after.made == after.delivered + after.dropped + after.queued
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))

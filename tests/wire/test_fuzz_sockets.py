@@ -353,7 +353,7 @@ def fuzz_vm():
 
 
 def bad_count(st, where) -> int:
-    return st["bad_frames_at"].get(where, 0)
+    return st.bad_frames_at.get(where, 0)
 
 
 def fuzz_round(vm, tracer, send, where, n=6):
@@ -377,13 +377,13 @@ def fuzz_round(vm, tracer, send, where, n=6):
             break
     assert not os.path.exists(MARKER), "a frame ran code"
     assert bad_count(after, where) - bad_count(before, where) == expected
-    assert after["bad_frames"] - before["bad_frames"] == expected  # nowhere else
+    assert after.bad_frames - before.bad_frames == expected  # nowhere else
     assert vm.messages(sink) == [(A("ping"), i) for i in range(n)]
     traced = vm.messages(tracer, seen)
     assert [m[3] for m in traced] == [(A("ping"), i) for i in range(n)]
-    assert after["made"] - before["made"] == n
-    assert after["delivered"] - before["delivered"] == n
-    assert after["made"] == after["delivered"] + after["dropped"] + after["queued"]
+    assert after.made - before.made == n
+    assert after.delivered - before.delivered == n
+    assert after.made == after.delivered + after.dropped + after.queued
     assert all(q.is_alive() for q in vm._sup.procs)  # no process died of a frame
 
 
@@ -432,7 +432,7 @@ def test_ingest_from_a_peer_that_is_no_scheduler(fuzz_vm, frames, ident):
     fuzz_round(
         vm, tracer, lambda sink, p: from_forged(vm.endpoints["ingest"], ident, frames), "ingest"
     )
-    assert "not from a scheduler" in vm.statistics()["last_bad_frame"]
+    assert "not from a scheduler" in vm.statistics().last_bad_frame
 
 
 @SETTINGS
@@ -705,6 +705,16 @@ near_valid = st.builds(
 )
 
 
+def _holds_float_pid(obj) -> bool:
+    if obj is FLOAT_PID:
+        return True
+    if type(obj) in (tuple, list):
+        return any(_holds_float_pid(x) for x in obj)
+    if type(obj) is dict:
+        return any(_holds_float_pid(k) or _holds_float_pid(v) for k, v in obj.items())
+    return False
+
+
 def _decode_or_refuse(cls, ctx, obj):
     """``cls.decode``: a record of ``cls`` that decodes again from its own
     encoding, or ``ProtocolError``; never another exception.  True: a record."""
@@ -713,7 +723,15 @@ def _decode_or_refuse(cls, ctx, obj):
     except ProtocolError:
         return False
     assert type(rec) is cls
-    again = cls.decode(_loaded(rec), *ctx)
+    try:
+        loaded = _loaded(rec)
+    except ProtocolError:
+        # a field no decoder checks deeply (a request's arguments) holds what
+        # the restricted decoder refuses on the way in: such a frame never
+        # reaches a decoder
+        assert _holds_float_pid(obj)
+        return True
+    again = cls.decode(loaded, *ctx)
     assert type(again) is cls and repr(again) == repr(rec)
     return True
 

@@ -168,7 +168,7 @@ def run_schedule(sc: dict, positions, mode: str = "smp", expect_queue: list | No
         "received": received,
         "state": state,
         "results": results,
-        "made": stats["made"],
+        "made": stats.made,
         "elapsed_s": round(time.monotonic() - t0, 3),
     }
 
