@@ -156,7 +156,7 @@ RUN_KEYS: tuple[Key, ...] = (
     Key("tracers[].port", "integer", 0, "the TCP port an ip tracer listens on (0: any free port)", low=0, high=65535, when="kind = ip"),
     Key("tracers[].queue_size", "integer", 1000, "messages an ip tracer queues before it drops (and writes a drop record)", low=1, when="kind = ip"),
     Key("tracers[].heavy_every", "integer", 0, "report every Nth write as heavy, so nonsmp sends fake schedule out/in pairs (0: never)", low=0, when="kind = memory"),
-    Key("tracers[].print", "boolean", True, "print what this tracer received in the run's trace output"),
+    Key("tracers[].print", "boolean", True, "print what this tracer received in the run's trace output (an ip tracer: what was dispatched to its port, kept at the port, so its client slot stays free for dbg:trace_client)"),
     Key("groups", "array of tables", REQUIRED, "process groups, each running a built-in workload (at least one)"),
     Key("groups[].name", "string", REQUIRED, "the name faults refer to"),
     Key("groups[].workload", "string", REQUIRED, "the built-in workload the group runs", _WORKLOADS),

@@ -15,7 +15,7 @@ here, where they all were before the module was split by job.
 from __future__ import annotations
 
 import random
-import threading
+import sys
 import time
 from typing import Any, Callable
 
@@ -43,6 +43,7 @@ from smp.app.workload_registry import (
 from smp.core.errors import SchedulerLost, SmpError
 from smp.emulator import Emulator
 from smp.ports.reader import read_trace
+from smp.ports.traceport import IP_EXIT_WAIT
 
 __all__ = [
     "WORKLOADS",
@@ -61,23 +62,6 @@ __all__ = [
     "fault_report",
     "lost_in_gap",
 ]
-
-
-class _IpReader(threading.Thread):
-    """Reads an ip trace port as dbg's trace client would, in the user's process."""
-
-    def __init__(self, port: int):
-        super().__init__(daemon=True)
-        self.port = port
-        self.terms: list = []
-        self.error: str | None = None
-
-    def run(self):
-        try:
-            for t in read_trace(("127.0.0.1", self.port), timeout=None):
-                self.terms.append(t)
-        except Exception as e:  # the port closed under us, or bad frames
-            self.error = str(e)
 
 
 def execute(  # noqa: C901 - one run, from set-up to summary
@@ -133,7 +117,6 @@ def execute(  # noqa: C901 - one run, from set-up to summary
         env = _Env(vm, ops, secs, rng, clock)
         collectors: dict[str, Any] = {}  # name -> pid, in display order
         ports: dict[str, tuple] = {}  # name -> (kind, Port, spec)
-        ip_readers: dict[str, _IpReader] = {}
         tracers: dict[str, Any] = {}
         for t in sc["tracers"]:
             if t["kind"] == "collector":
@@ -146,12 +129,12 @@ def execute(  # noqa: C901 - one run, from set-up to summary
                 ref = vm.open_trace_port("file", t["path"], wrap=wrap)
                 ports[t["name"]] = ("file", ref, t)
             elif t["kind"] == "ip":
-                ref = vm.open_trace_port("ip", t["port"], queue_size=t["queue_size"])
+                # printing keeps a copy at the port (what was dispatched to it):
+                # the port's one client slot stays free for dbg:trace_client
+                ref = vm.open_trace_port(
+                    "ip", t["port"], queue_size=t["queue_size"], keep=bool(t["print"])
+                )
                 ports[t["name"]] = ("ip", ref, t)
-                if t["print"]:
-                    r = _IpReader(vm.trace_port_info(ref)["port"])
-                    r.start()
-                    ip_readers[t["name"]] = r
             elif t["kind"] == "memory":
                 ref = vm.open_trace_port("memory", heavy_every=t["heavy_every"])
                 ports[t["name"]] = ("memory", ref, t)
@@ -319,15 +302,23 @@ def execute(  # noqa: C901 - one run, from set-up to summary
                             emit(name, term)
                     port_info[name] = vm.trace_port_info(ref)
                 elif kind == "ip":
-                    vm.flush_trace_port(ref)
+                    # a client connected gets a bounded time to take the queue;
+                    # without one nothing waits (the driver drops on close)
+                    if vm.trace_port_info(ref)["connected"]:
+                        vm.flush_trace_port(ref, IP_EXIT_WAIT)
                     port_info[name] = vm.trace_port_info(ref)
-                    vm.close_trace_port(ref)
-                    r = ip_readers.get(name)
-                    if r is not None:
-                        r.join(5)
-                        for term in r.terms:
+                    if t["print"]:
+                        for term in vm.trace_port_terms(ref):
                             messages[name].append(term)
                             emit(name, term)
+                    vm.close_trace_port(ref)
+                    refused = port_info[name]["rejected"]
+                    if refused:
+                        sys.stderr.write(
+                            f"ip tracer {name} (port {port_info[name]['port']}): refused "
+                            f"{refused} client(s) while one was served "
+                            "(trace_ip_drv serves one client at a time)\n"
+                        )
                 else:
                     port_info[name] = vm.trace_port_info(ref)
             except (SmpError, OSError) as e:

@@ -180,13 +180,15 @@ PORT_CALLS = ("terms", "info", "flush", "close")
 def port_call(tp, method: str, args: tuple, close) -> object:
     """Serve a controller's call on trace port ``tp`` in the process that owns
     it (the nonsmp scheduler or the smp dispatcher): ``terms`` (a memory
-    port's written terms from ``start``), ``info``, ``flush(timeout)``, and
+    port's written terms from ``start``, or an ip port's opened with ``keep``), ``info``, ``flush(timeout)``, and
     ``close``, which the owner does its way (``close()``: at once in nonsmp,
     at the close's place in the queue in smp)."""
     if method not in PORT_CALLS or type(args) is not tuple:
         raise TracePortError(f"no trace port call {method!r} (calls: {', '.join(PORT_CALLS)})")
     if method == "terms":
-        return tp.terms(*args) if isinstance(tp, MemoryTracePort) else None
+        if isinstance(tp, MemoryTracePort) or (isinstance(tp, IpTracePort) and tp.kept is not None):
+            return tp.terms(*args)
+        return None
     if method == "close":
         close()
         return True

@@ -20,6 +20,7 @@ from typing import Optional
 
 from smp.core.errors import TracePortError
 from smp.ports.traceport_file import OP_DATA, OP_DROP, _BasePort, _pack_hdr
+from smp.wire.etf import decode
 
 #: dbg's default queue size for ``trace_port(ip, PortNo)`` (OTP 25).
 DEFAULT_QUEUE_SIZE = 200
@@ -41,19 +42,31 @@ class IpTracePort(_BasePort):
     * When a client disconnects the queue is kept for the next client; a
       message that was partly sent is resent whole (the driver would send the
       next client the rest of it, corrupting that client's stream).
+    * ``keep=True``: every message written is also kept, so the run that
+      opened the port can print what was dispatched to it (``terms``)
+      without taking the port's one client slot from a user's
+      ``dbg:trace_client(ip, ...)``.
     """
 
     kind = "ip"
 
     def __init__(
-        self, port: int = 0, *, host: str = "127.0.0.1", queue_size: int = DEFAULT_QUEUE_SIZE
+        self,
+        port: int = 0,
+        *,
+        host: str = "127.0.0.1",
+        queue_size: int = DEFAULT_QUEUE_SIZE,
+        keep: bool = False,
     ):
         if type(port) is not int or not 0 <= port <= 65535:
             raise TracePortError(f"ip trace port number must be an int in 0..65535, not {port!r}")
         if type(queue_size) is not int or queue_size < 1:
             raise TracePortError(f"queue_size must be an int >= 1, not {queue_size!r}")
+        if type(keep) is not bool:
+            raise TracePortError(f"keep must be true or false, not {keep!r}")
         self.queue_size = queue_size
         self.host = host
+        self.kept: list[bytes] | None = [] if keep else None
         try:
             ls = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         except OSError as e:
@@ -96,6 +109,8 @@ class IpTracePort(_BasePort):
             if self._closed:
                 raise TracePortError("trace port is closed")
             self.messages += 1
+            if self.kept is not None:
+                self.kept.append(payload)
             n = len(q)
             qs = self.queue_size
             if n > qs and q[-1][0] == OP_DROP:  # full: data slots + a drop frame
@@ -155,6 +170,15 @@ class IpTracePort(_BasePort):
         if threading.current_thread() is not self._thread:
             self._thread.join(10)
 
+    def terms(self, start: int = 0) -> list:
+        """The terms written from ``start`` on, for a port opened with
+        ``keep=True`` (whatever a client received or the queue dropped)."""
+        if self.kept is None:
+            raise TracePortError("this ip trace port keeps no copy (open it with keep=True)")
+        with self._lock:
+            payloads = self.kept[start:]
+        return [decode(p) for p in payloads]
+
     @property
     def closed(self) -> bool:
         return self._closed
@@ -178,6 +202,7 @@ class IpTracePort(_BasePort):
                 "queued": len(self._q),
                 "clients": self.clients,
                 "rejected": self.rejected,
+                "connected": self._client is not None,
             }
 
     # -- background thread -------------------------------------------------

@@ -332,3 +332,23 @@ def test_ip_flush_times_out_without_client(ip_port):
     p.write(encode(1))
     assert p.flush(0.05) is False
     assert p.stats["queued"] == 1
+
+
+def test_ip_keep_holds_what_was_written_whatever_the_client_got(ip_port):
+    """keep=True: terms() gives every message written, those a client was
+    sent and those the full queue dropped alike; a port without it refuses."""
+    p = ip_port(queue_size=3, keep=True)
+    for i in range(5):  # 3 queued, then a drop frame counting 2
+        p.write(encode(i))
+    assert p.terms() == [0, 1, 2, 3, 4] and p.terms(3) == [3, 4]
+    c = connect(p.port)
+    got = list(read_frames(recv_exactly(c, sum(len(frame(encode(i))) for i in range(3)) + 5)))
+    assert got == [0, 1, 2, (Atom("drop"), 2)]
+    assert p.stats["connected"] is True
+    c.close()
+    plain = ip_port()
+    plain.write(encode(0))
+    with pytest.raises(TracePortError, match="keeps no copy"):
+        plain.terms()
+    with pytest.raises(TracePortError, match="keep must be"):
+        ip_port(keep=1)
