@@ -172,6 +172,8 @@ class Emulator(TraceBifs, TracePorts, DispatcherControl, StatisticsCalls):
         #: After close(): each scheduler's last statistics, and the dispatcher's.
         self.final_statistics: dict[int, dict] = sup.links.byes
         self.final_dispatcher_statistics: dict | None = None
+        #: what ``run_for`` last found still busy when its time was up (or None)
+        self.last_busy: str | None = None
         self.disp = None
         try:
             sup.start(start_timeout, {"reductions": reductions, "placement": placement})
@@ -332,11 +334,14 @@ class Emulator(TraceBifs, TracePorts, DispatcherControl, StatisticsCalls):
 
     def run_for(self, seconds: float) -> bool:
         """Run for at most ``seconds``; True when the system became quiet,
-        False when it is still busy (it is paused again either way)."""
+        False when it is still busy (it is paused again either way; what
+        was busy is in ``last_busy``)."""
         try:
             self.run(timeout=seconds)
+            self.last_busy = None
             return True
-        except EmulatorTimeout:
+        except EmulatorTimeout as e:
+            self.last_busy = str(e).split(": ", 1)[-1]
             return False
 
     def run(self, timeout: float = 10.0) -> None:

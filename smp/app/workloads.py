@@ -241,7 +241,9 @@ def execute(  # noqa: C901 - one run, from set-up to summary
                     vm.exit(ctl, am_kill)
                     ctl = None
                 if time.monotonic() >= deadline:
-                    error = f"run not finished within {sc['timeout']:g} s"
+                    error = f"run not finished within {sc['timeout']:g} s" + (
+                        f"; still busy: {vm.last_busy}" if vm.last_busy else ""
+                    )
                     break
                 if on_trace is not None:
                     pull()  # only what is new since the last sample

@@ -211,6 +211,11 @@ def test_exit_codes_are_the_same_in_every_command(tmp_path):
     p = _scenario(tmp_path, extra="timeout = 0.001\n", duration="seconds = 0.5")
     r = _invoke(["run", str(p), "--out", os.devnull])
     assert r.exit_code == 1 and "run not finished within" in r.output
+    # a run past its timeout names what was still busy
+    p = _scenario(tmp_path, extra="timeout = 2\n", duration="seconds = 30")
+    r = _invoke(["run", str(p), "--out", os.devnull])
+    assert r.exit_code == 1 and "run not finished within 2 s; still busy: scheduler" in r.output
+    assert "runnable" in r.output
 
 
 # ---------------------------------------------------------------- 13: help texts
