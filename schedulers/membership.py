@@ -22,7 +22,13 @@ from smp.wire import codec
 from smp.wire.curve import curve_client
 from smp.wire.protocol import Heartbeat, Refused, Welcome, frame_kind
 
-__all__ = ["HANDSHAKE_EVENTS", "HEARTBEAT_EVERY", "HeartbeatThread", "wait_welcome"]
+__all__ = [
+    "CONNECT_EVENTS",
+    "HANDSHAKE_EVENTS",
+    "HEARTBEAT_EVERY",
+    "HeartbeatThread",
+    "wait_welcome",
+]
 
 HEARTBEAT_EVERY = 1.0  # s between a remote scheduler's heartbeats to the controller
 
@@ -34,6 +40,12 @@ HANDSHAKE_EVENTS = (
     | zmq.EVENT_HANDSHAKE_SUCCEEDED
 )
 
+#: The events of the tcp connection to the controller that ``wait_welcome``
+#: watches: refused connects with none made for ``REFUSED_FOR`` s mean
+#: nothing listens at the address.
+CONNECT_EVENTS = zmq.EVENT_CONNECT_RETRIED | zmq.EVENT_CONNECTED
+REFUSED_FOR = 5.0
+
 
 def wait_welcome(ctl, monitor, hello: bytes, ep: str, security, timeout: float, bad) -> Welcome:
     """Say ``hello`` on ``ctl`` (connected to the controller at ``ep``) and
@@ -41,7 +53,8 @@ def wait_welcome(ctl, monitor, hello: bytes, ep: str, security, timeout: float, 
     ``HANDSHAKE_EVENTS`` with CURVE (``security``), else None; it is closed on
     return.  ``bad(where, sender, e)`` counts and logs a frame that is not a
     welcome.  A refusal, a refused key or a failing CURVE handshake raises
-    ``PermissionError``; no welcome within ``timeout`` s ``TimeoutError``;
+    ``PermissionError``; over tcp, every connect refused for ``REFUSED_FOR``
+    s ``ConnectionRefusedError``; no welcome within ``timeout`` s ``TimeoutError``;
     the controller gone ``SystemExit``."""
     deadline = time.monotonic() + timeout
     parent = os.getppid()
@@ -50,6 +63,7 @@ def wait_welcome(ctl, monitor, hello: bytes, ep: str, security, timeout: float, 
     if monitor is not None:
         poller.register(monitor, zmq.POLLIN)
     failed = 0
+    refused_since: float | None = None  # the first refused connect since the last made
     try:
         while True:
             if hello is not None:
@@ -64,7 +78,18 @@ def wait_welcome(ctl, monitor, hello: bytes, ep: str, security, timeout: float, 
             wait_ms = 2 if hello is not None else 100  # hello still to send
             events = dict(poller.poll(min(wait_ms, int(left * 1000) + 1)))
             if monitor is not None and monitor in events:
-                failed += _handshake_event(monitor, failed, ep, security)
+                ev = recv_monitor_message(monitor)
+                if ev["event"] == zmq.EVENT_CONNECT_RETRIED:
+                    refused_since = refused_since or time.monotonic()
+                elif ev["event"] == zmq.EVENT_CONNECTED:
+                    refused_since = None
+                else:
+                    failed += _handshake_event(ev, failed, ep, security)
+            if refused_since is not None and time.monotonic() - refused_since >= REFUSED_FOR:
+                raise ConnectionRefusedError(
+                    f"nothing listens at {ep}: every connect refused for {REFUSED_FOR:g} s "
+                    "(is smp-emu dispatcher --bind running there?)"
+                )
             if ctl not in events:
                 if os.getppid() != parent:
                     raise SystemExit(0)  # the controller went away: never linger
@@ -78,13 +103,11 @@ def wait_welcome(ctl, monitor, hello: bytes, ep: str, security, timeout: float, 
             monitor.close(linger=0)
 
 
-def _handshake_event(monitor, failed: int, ep: str, security) -> int:
+def _handshake_event(ev: dict, failed: int, ep: str, security) -> int:
     """One event of the CURVE handshake with the controller: a refused
     key ends this scheduler at once; a handshake that fails three times
     (a server key that is not the controller's, or a controller without
     CURVE) too.  Returns 1 for a failure to count."""
-
-    ev = recv_monitor_message(monitor)
     if ev["event"] == zmq.EVENT_HANDSHAKE_FAILED_AUTH:
         key = security["public"]
         key = key.decode() if type(key) is bytes else key

@@ -79,7 +79,7 @@ from smp.wire.runtime import tune_gc
 from .commands import SchedulerCommands
 from .engine import Node, pid_owner, port_owner
 from .inbound import apply_publication, apply_signal
-from .membership import HANDSHAKE_EVENTS, HeartbeatThread, wait_welcome
+from .membership import CONNECT_EVENTS, HANDSHAKE_EVENTS, HeartbeatThread, wait_welcome
 from .transport import SmpTransport
 
 __all__ = ["scheduler_main", "SmpTransport"]
@@ -116,8 +116,14 @@ class Worker:
         self.ctl.setsockopt(zmq.LINGER, 2000)
         curve_client(self.ctl, security)
         # with CURVE, watch the handshake: a key the controller refuses ends
-        # this scheduler with a message instead of a silent wait
-        monitor = self.ctl.get_monitor_socket(HANDSHAKE_EVENTS) if security else None
+        # this scheduler with a message instead of a silent wait; over tcp,
+        # watch the connection too: nothing listening ends it in seconds
+        tcp = endpoints["ctl"].startswith("tcp://")
+        monitor = (
+            self.ctl.get_monitor_socket(HANDSHAKE_EVENTS | (CONNECT_EVENTS if tcp else 0))
+            if security or tcp
+            else None
+        )
         self.ctl.connect(endpoints["ctl"])
         self.poller = zmq.Poller()
         self.poller.register(self.ctl, zmq.POLLIN)
@@ -597,7 +603,11 @@ def scheduler_main(sched_id, smp, endpoints, options, security=None, ctl_ident=N
     try:
         try:
             w = Worker(sched_id, smp, endpoints, options, security, ctl_ident)
-        except (PermissionError, TimeoutError) as e:  # refused, or no controller: say so
+        except (
+            PermissionError,
+            TimeoutError,
+            ConnectionRefusedError,
+        ) as e:  # refused, or no controller: say so
             os.write(2, f"scheduler: {e}\n".encode())
             sys.exit(3)
         except Exception:

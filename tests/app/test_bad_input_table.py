@@ -233,6 +233,21 @@ def test_the_port_row_names_the_busy_port(files, busy_port):
     assert r.seconds < 30, (r.seconds, line)
 
 
+def test_a_scheduler_with_no_controller_at_its_address_says_so_in_seconds(tmp_path):
+    """Every connect refused (nothing listens at --connect): one line naming
+    the address well before the 60 s the welcome may take."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again: nothing listens there
+    url = f"tcp://127.0.0.1:{port}"
+    keys = tmp_path / "keys"
+    for name in ("server", "scheduler"):
+        assert run_cli("keygen", str(keys), "--name", name, timeout=60).returncode == 0
+    r = run_cli("scheduler", "--connect", url, "--keys", str(keys), timeout=90)
+    line = assert_one_line(r, 1, contains=f"nothing listens at tcp://127.0.0.1:{port}")
+    assert r.seconds < 30, (r.seconds, line)
+
+
 # ------------------------------------------------- the summary, off a terminal
 def _summary(stderr: str, command: str) -> str:
     lines = [x for x in stderr.splitlines() if x.startswith(f"smp-emu: {command} ")]
