@@ -266,8 +266,10 @@ def _read_source(source: str, wrap_suffix, wrap_count: int):
 )
 def report(result, output):
     """Write a self-contained HTML report from a saved result: the JSON of
-    run --json, stress --json, compare --json or explore --json.  It shows throughput, queue
-    depth and drops over time, the latency histogram, the scheduler timeline
+    run --json, stress --json, compare --json or explore --json (an explore
+    of a run scenario in the simulator: its outcomes, fates, race pairs,
+    events and replay commands).  It shows throughput, queue depth and drops
+    over time, the latency histogram, the scheduler timeline
     (when the scenario profiles schedulers, as the profile example does) and
     the totals; a compare draws both modes on the same axes and lists the
     messages only one mode made."""
@@ -281,7 +283,9 @@ def report(result, output):
         html = render_report(data)
     except (ValueError, KeyError, TypeError, AttributeError, IndexError) as e:
         what = _result_fault(e)
-        click.echo(f"smp-emu: {result}: not a run, stress or compare result ({what})", err=True)
+        click.echo(
+            f"smp-emu: {result}: not a run, stress, compare or explore result ({what})", err=True
+        )
         sys.exit(EXIT_USAGE)
     with _open_out(output, "-o/--output") as f:
         f.write(html)

@@ -15,7 +15,13 @@ import tempfile
 import click
 
 from smp.app.cli_execute import _execute, _run_and_report
-from smp.app.cli_options import _format_option, _load, _out_option, _seed_option
+from smp.app.cli_options import (
+    _format_option,
+    _load,
+    _out_option,
+    _sample_interval_option,
+    _seed_option,
+)
 from smp.app.compare import compare_runs, journal_messages, same_work
 from smp.app.exitcodes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
 from smp.app.limits import parse_limit
@@ -61,13 +67,7 @@ __all__ = ["run", "compare"]
     type=click.Path(dir_okay=False, writable=True),
     help="record the dispatcher's queue and decisions here, for smp-emu replay (smp)",
 )
-@click.option(
-    "--sample-interval",
-    type=click.FloatRange(0.01, 1.0),
-    default=0.1,
-    show_default=True,
-    help="seconds between two samples of the counters (the time series a report draws)",
-)
+@_sample_interval_option
 @click.option(
     "--tp",
     "tps",
@@ -217,13 +217,7 @@ def _apply_tp_and_limit(sc: dict, tps, limit) -> None:
     show_default=True,
     help="how many messages only one mode made to list per tracer",
 )
-@click.option(
-    "--sample-interval",
-    type=click.FloatRange(0.01, 1.0),
-    default=0.1,
-    show_default=True,
-    help="seconds between two samples of the counters",
-)
+@_sample_interval_option
 @_seed_option
 def compare(scenario, schedulers, operations, as_json, first, sample_interval, seed):
     """Run the same seeded SCENARIO in nonsmp and smp mode and show what differs.

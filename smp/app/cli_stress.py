@@ -15,7 +15,7 @@ import tempfile
 import click
 
 from smp.app.cli_execute import _execute, _shield
-from smp.app.cli_options import _load, _writable
+from smp.app.cli_options import _load, _sample_interval_option, _writable
 from smp.app.cli_output import _expect_notes, _summary_line
 from smp.app.compare import check_invariants
 from smp.app.exitcodes import EXIT_FAILED, EXIT_INTERRUPTED
@@ -67,13 +67,7 @@ __all__ = ["stress"]
     "file, kept and named only when an invariant fails)",
 )
 @click.option("--json", "as_json", is_flag=True, help="print the result as JSON on stdout")
-@click.option(
-    "--sample-interval",
-    type=click.FloatRange(0.01, 1.0),
-    default=0.1,
-    show_default=True,
-    help="seconds between two samples of the counters",
-)
+@_sample_interval_option
 def stress(
     scenario, duration, schedulers, mode, seed, faults, journal_path, as_json, sample_interval
 ):

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 from html import escape
 
-from smp.app.explore import explore_html
+from smp.app.explore import explore_html, explore_sim_html
 from smp.app.plots import (
     Bars,
     Line,
@@ -81,7 +81,9 @@ def load_result(path: str) -> dict:
             f"{path}: nested deeper than {MAX_RESULT_DEPTH} levels: not a saved result"
         ) from None
     if not isinstance(doc, dict):
-        raise ResultFileError(f"{path}: not a run, stress or compare result (not a JSON object)")
+        raise ResultFileError(
+            f"{path}: not a run, stress, compare or explore result (not a JSON object)"
+        )
     stack = [(doc, 1)]
     while stack:  # iteratively: the depth is what is being checked
         x, depth = stack.pop()
@@ -161,7 +163,7 @@ def _text(v) -> str:
 
 
 def report_kind(data: dict) -> str:
-    if data.get("kind") in ("compare", "stress", "run", "explore"):
+    if data.get("kind") in ("compare", "stress", "run", "explore", "explore-sim"):
         return data["kind"]
     if "runs" in data and "rows" in data:
         return "compare"
@@ -680,6 +682,8 @@ def render_report(data: dict) -> str:
     kind = report_kind(data)
     if kind == "explore":  # smp-emu explore --json: the outcomes as a tree
         title, body = explore_html(data)
+    elif kind == "explore-sim":  # a run scenario explored in the simulator
+        title, body = explore_sim_html(data)
     elif kind == "compare":
         runs = data["runs"]
         title = f"smp-emu compare: {next(iter(runs.values()))['scenario']}"

@@ -5,6 +5,7 @@ tree as DOT, and what it refuses)."""
 
 from __future__ import annotations
 
+import html
 import json
 
 import pytest
@@ -165,3 +166,27 @@ def test_faults_are_steps_of_the_controller_process():
     assert "controller<0." in events  # the fault controller runs as a process
     received = dict(data["result"]["outcomes"][0]["outcome"]["received"])
     assert received["fault log"][0].startswith("{'$smp_fault',0,0,0,")
+
+
+def test_the_report_of_a_simulated_explore_shows_each_outcome(tmp_path):
+    """``smp-emu report`` of ``explore RUN-SCENARIO --json``: every outcome
+    with its fates, race pairs, nonsmp verdict and the command that replays it."""
+    r = CliRunner().invoke(cli, ["explore", "churn", "--max-executions", "12", "--json"])
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.output)
+    assert data["kind"] == "explore-sim"
+    (tmp_path / "sim.json").write_text(r.output)
+    out = tmp_path / "sim.html"
+    r = CliRunner().invoke(cli, ["report", str(tmp_path / "sim.json"), "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    page = out.read_text()
+    outcomes = data["result"]["outcomes"]
+    assert page.count("<h3 id='outcome-") == len(outcomes) > 1
+    for o in outcomes:
+        assert f"Outcome #{o['index']} ({o['count']} executions)" in page
+        assert html.escape(o["replay"]) in page
+        for _msg, fate in o["outcome"]["fates"]:
+            assert html.escape(fate) in page
+    races = [x for o in outcomes for x in o["races"]]
+    assert races and all(html.escape(x) in page for x in races)
+    assert "cut by executions" in page

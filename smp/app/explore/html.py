@@ -1,4 +1,6 @@
-"""The HTML report of an explore result (``smp-emu report`` of its JSON).
+"""The HTML report of an explore result (``smp-emu report`` of its JSON):
+``explore_html`` for an explore scenario's, ``explore_sim_html`` for a run
+scenario's explored in the simulator.
 
 ``explore_html`` gives the page's title and body: the figures, the queue,
 the changes, the outcome tree as an SVG and the outcome table.  The tree
@@ -14,7 +16,7 @@ from html import escape
 
 from smp.app.explore.text import _state_text
 
-__all__ = ["explore_html"]
+__all__ = ["explore_html", "explore_sim_html"]
 
 
 def explore_html(d: dict) -> tuple[str, str]:
@@ -145,3 +147,91 @@ def _tree_svg(d: dict) -> str:
         + heads
         + "</svg></figure>"
     )
+
+
+def _fates_table(fates: list) -> str:
+    return (
+        "<table><tr><th>message</th><th>fate</th></tr>"
+        + "".join(
+            f"<tr><td><code>{escape(str(m))}</code></td><td>{escape(str(f))}</td></tr>"
+            for m, f in fates
+        )
+        + "</table>"
+    )
+
+
+def explore_sim_html(d: dict) -> tuple[str, str]:
+    """(title, body) of the report page for a simulator explore result
+    (``smp-emu explore SCENARIO --json`` of a run scenario): the figures and
+    bounds, then each distinct outcome with its fates, what each tracer
+    received, the invariants it broke, the race pairs that made the explorer
+    try it, nonsmp's verdict, its events and the command that replays it."""
+    r = d["result"]
+    title = f"smp-emu explore: {d['scenario']} (simulator)"
+    runs = r["executions"] + r["blocked"]
+    cut = ", ".join(r["cut_by"]) if r["cut_by"] else ""
+    figures = (
+        f"<p>{escape(str(r['method']))}"
+        f"{'' if r['seed'] is None else ', seed ' + escape(str(r['seed']))}, "
+        f"{r['schedulers']} schedulers: {runs} executions ({r['blocked']} blocked), "
+        f"{r['events']} events, {len(r['outcomes'])} distinct outcomes in "
+        f"{r['elapsed']:.2f} s; "
+        + (
+            "exhaustive."
+            if r["exhausted"]
+            else f"cut by {escape(cut or 'a bound')} (estimated total {r['estimate']:,.0f})."
+        )
+        + (
+            ""
+            if r["first_violation"] is None
+            else f" First broken invariant at execution {r['first_violation']}."
+        )
+        + "</p>"
+    )
+    bounds = ", ".join(f"{escape(k)} {escape(str(v))}" for k, v in d["bounds"].items())
+    notes = "".join(f"<li>{escape(str(n))}</li>" for n in list(d["notes"]) + list(r["notes"]))
+    parts = [
+        figures,
+        f"<p>Bounds: {bounds or 'none'}.</p>",
+        f"<h2>Notes</h2><ul>{notes}</ul>" if notes else "",
+    ]
+    rows = "".join(
+        f"<tr><td><a href='#outcome-{o['index']}'>#{o['index']}</a></td><td>{o['count']}</td>"
+        f"<td>{len(o['outcome']['fates'])}</td><td>{len(o['outcome']['violations'])}</td>"
+        f"<td>{len(o['races'])}</td><td>{escape(str(o['nonsmp_verdict'] or ''))}</td></tr>"
+        for o in r["outcomes"]
+    )
+    parts.append(
+        "<h2>Outcomes</h2><table><tr><th>#</th><th>executions</th><th>messages</th>"
+        "<th>broken invariants</th><th>race pairs</th><th>nonsmp</th></tr>" + rows + "</table>"
+    )
+    for o in r["outcomes"]:
+        out = o["outcome"]
+        received = "".join(
+            f"<li><code>{escape(name)}</code>: {len(terms)} message(s)"
+            + (
+                "<ul>" + "".join(f"<li><code>{escape(t)}</code></li>" for t in terms) + "</ul>"
+                if terms
+                else ""
+            )
+            + "</li>"
+            for name, terms in out["received"].items()
+        )
+        violations = "".join(f"<li>{escape(str(v))}</li>" for v in out["violations"])
+        races = "".join(f"<li><pre>{escape(str(x))}</pre></li>" for x in o["races"])
+        parts.append(
+            f"<h3 id='outcome-{o['index']}'>Outcome #{o['index']} ({o['count']} executions)</h3>"
+            + (f"<p>Broken invariants:</p><ul>{violations}</ul>" if violations else "")
+            + f"<p>nonsmp: {escape(str(o['nonsmp_verdict'] or 'no verdict'))}</p>"
+            + _fates_table(out["fates"])
+            + f"<p>Received:</p><ul>{received}</ul>"
+            + (f"<p>Race pairs:</p><ul>{races}</ul>" if races else "")
+            + f"<p>Replay: <code>{escape(o['replay'])}</code></p>"
+            + "<details><summary>events</summary><pre>"
+            + escape("\n".join(o["events"]))
+            + "</pre></details>"
+        )
+    nonsmp = r.get("nonsmp")
+    if nonsmp:
+        parts.append("<h2>nonsmp</h2>" + _fates_table(nonsmp["fates"]))
+    return title, "".join(parts)
