@@ -273,6 +273,14 @@ def _too_deep(max_depth: int, at: int) -> DecodeError:
     return DecodeError(f"term nested deeper than {max_depth} levels (over the max_depth limit)", at)
 
 
+#: How many map keys a map may sit inside (a key holding a map whose key
+#: holds a map ...).  Making a map computes its keys' equality and order
+#: keys, which take time in the size of the key: without a bound a term
+#: of such maps nested ``max_depth`` deep would take time in the square of
+#: its size; with it, at most ``MAX_KEY_NESTING`` + 1 times its size.
+MAX_KEY_NESTING = 32
+
+
 def _dec(data: bytes, pos: int, n: int, max_depth: int = MAX_DEPTH) -> tuple[Term, int]:
     """Decode one term at ``pos``; return ``(term, next_pos)``.
 
@@ -284,6 +292,7 @@ def _dec(data: bytes, pos: int, n: int, max_depth: int = MAX_DEPTH) -> tuple[Ter
     stack: list[list[Any]] = []
     push = stack.append
     value: Term
+    in_keys = 0  # open frames that are a key of the map around them
     while True:
         # ---- one term at pos: a leaf gives ``value``; a compound term
         # with elements opens a frame and goes on with its first element
@@ -318,6 +327,9 @@ def _dec(data: bytes, pos: int, n: int, max_depth: int = MAX_DEPTH) -> tuple[Ter
                 if len(stack) >= max_depth:
                     raise _too_deep(max_depth, pos)
                 push([_K_TUPLE, [], arity, 0, 0])
+                if len(stack) > 1 and stack[-2][0] == _K_MAP and not len(stack[-2][1]) & 1:
+                    stack[-1].append(True)  # a key of the map around it
+                    in_keys += 1
                 pos = p
                 continue
             value = ()
@@ -334,6 +346,9 @@ def _dec(data: bytes, pos: int, n: int, max_depth: int = MAX_DEPTH) -> tuple[Ter
                     raise _too_deep(max_depth, pos)
                 # no elements: only the tail is to come
                 push([_K_LIST, [], length, 0, 0] if length else [_K_TAIL, [], 1, p, 0])
+                if len(stack) > 1 and stack[-2][0] == _K_MAP and not len(stack[-2][1]) & 1:
+                    stack[-1].append(True)  # a key of the map around it
+                    in_keys += 1
                 pos = p
                 continue
             value = []
@@ -349,6 +364,15 @@ def _dec(data: bytes, pos: int, n: int, max_depth: int = MAX_DEPTH) -> tuple[Ter
                 if len(stack) >= max_depth:
                     raise _too_deep(max_depth, pos)
                 push([_K_MAP, [], 2 * arity, pos, 0])
+                if len(stack) > 1 and stack[-2][0] == _K_MAP and not len(stack[-2][1]) & 1:
+                    stack[-1].append(True)  # a key of the map around it
+                    in_keys += 1
+                if in_keys > MAX_KEY_NESTING:
+                    raise DecodeError(
+                        f"a map inside the keys of more than {MAX_KEY_NESTING} maps "
+                        "(a key holding a map whose key holds a map ...)",
+                        pos,
+                    )
                 pos = p
                 continue
             value = Map([])
@@ -369,6 +393,9 @@ def _dec(data: bytes, pos: int, n: int, max_depth: int = MAX_DEPTH) -> tuple[Ter
                 if len(stack) >= max_depth:
                     raise _too_deep(max_depth, pos)
                 push([_K_ID, [], 1, tag, count])
+                if len(stack) > 1 and stack[-2][0] == _K_MAP and not len(stack[-2][1]) & 1:
+                    stack[-1].append(True)  # a key of the map around it
+                    in_keys += 1
                 pos = p
                 continue
         elif tag == NEW_FUN_EXT:
@@ -383,6 +410,9 @@ def _dec(data: bytes, pos: int, n: int, max_depth: int = MAX_DEPTH) -> tuple[Ter
             # a: where the fun's body starts and ends, b: the header and the
             # end the outer terms are bounded by
             push([_K_FUN, [], 4 + header[4], (p, end), (header, n)])
+            if len(stack) > 1 and stack[-2][0] == _K_MAP and not len(stack[-2][1]) & 1:
+                stack[-1].append(True)  # a key of the map around it
+                in_keys += 1
             n = end
             pos = p + 29
             continue
@@ -392,6 +422,9 @@ def _dec(data: bytes, pos: int, n: int, max_depth: int = MAX_DEPTH) -> tuple[Ter
                 if len(stack) >= max_depth:
                     raise _too_deep(max_depth, pos)
                 push([_K_EXPORT, [], 3, p, 0])
+                if len(stack) > 1 and stack[-2][0] == _K_MAP and not len(stack[-2][1]) & 1:
+                    stack[-1].append(True)  # a key of the map around it
+                    in_keys += 1
                 pos = p
                 continue
             value, pos = done
@@ -463,7 +496,8 @@ def _dec(data: bytes, pos: int, n: int, max_depth: int = MAX_DEPTH) -> tuple[Ter
                 ):
                     raise DecodeError("bad EXPORT_EXT (module, function or arity)", fr[3])
                 value = ExportFun(module, function, arity)
-            stack.pop()
+            if len(stack.pop()) == 6:
+                in_keys -= 1
         else:
             return value, pos
 
