@@ -637,3 +637,23 @@ def test_smp_system_messages_enqueue_with_their_type():
     st = s.stats()
     assert (st["made"], st["suppressed"]) == (0, 0)  # the transport counts what it queues
     assert s.err.getvalue() == ""
+
+
+def test_a_message_a_port_cannot_encode_is_dropped_and_is_no_heavy_write(s):
+    """nonsmp's ``WRITE_SYS_MSG_TO_PORT`` (``do_send_to_port``, seed 407-437)
+    encodes the message (``erts_encode_ext``) into the port.  A body that is
+    not a term (which a workload's Python object can make, a BEAM process
+    cannot) cannot be encoded: it is made, counted dropped as ``not_a_term``
+    (as smp's dispatcher counts it), never written, and being no write it is
+    no heavy one: no fake ``out``/``in`` pair follows (seed 543-552), while
+    the next message, a term, gets its pair."""
+    port, tp = s.port(heavy_every=1)
+    p = s.traced(port, RUNNING_TS | F_TRACE_SEND)
+    s.node.trace_send(p, A.somewhere, (A.hi, object()))
+    st = s.stats()
+    assert tp.terms() == [] and st["fake_schedule_pairs"] == 0
+    assert (st["made"], st["delivered"], st["dropped"]) == (1, 0, 1)
+    assert st["dropped_by_reason"] == {"not_a_term": {"TRACE": 1}}
+    s.node.trace_send(p, A.somewhere, A.hi)
+    assert [m[2] for m in tp.terms()] == [A.send, A.out, A["in"]]
+    assert s.stats()["fake_schedule_pairs"] == 1

@@ -78,6 +78,11 @@ DEFAULT_TESTS = {
         "tests/test_tracepoints_seed.py",
         "tests/test_nonsmp_rules.py",
     ],
+    # the trace points' hand-over to a tracer (process, port, the fake pair)
+    "schedulers/delivery.py": [
+        "tests/test_tracepoints_seed.py",
+        "tests/test_nonsmp_rules.py",
+    ],
 }
 
 #: Subscripted names that make type expressions: their tuples are not values.
