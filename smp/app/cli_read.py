@@ -19,7 +19,8 @@ from smp.app.cli_output import _console, _stderr_tty, _TraceWriter
 from smp.app.exitcodes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
 from smp.app.replay import BadRecord, NotAJournal, format_listing, queue_listing
 from smp.app.replay import replay as do_replay
-from smp.app.report import ResultFileError, load_result, render_report
+from smp.app.report import render_report
+from smp.app.result_file import ResultFileError, load_result
 from smp.core.errors import DecodeError
 from smp.core.pretty import NodeNumbers, clip_term
 from smp.core.terms import Atom
