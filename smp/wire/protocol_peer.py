@@ -285,7 +285,8 @@ def describe_signal(sig: object) -> str:
         sig = sig.encode()
     if type(sig) is not tuple or len(sig) < 2:
         return "a malformed signal"
-    return f"a {sig[0]} signal for {_what(sig[1])}"
+    article = "an" if str(sig[0])[:1] in ("a", "e", "i", "o", "u") else "a"
+    return f"{article} {sig[0]} signal for {_what(sig[1])}"
 
 
 class _PeerFields(NamedTuple):

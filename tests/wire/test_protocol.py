@@ -263,5 +263,6 @@ def test_frame_kind_and_describe_signal():
         with pytest.raises(ProtocolError, match="starts with its kind"):
             W.frame_kind(bad)
     assert W.describe_signal(SIGNALS[0]) == f"a msg signal for {MINE!r}"
-    assert W.describe_signal(("unlink", MINE, THEIRS)) == f"a unlink signal for {MINE!r}"
+    assert W.describe_signal(("unlink", MINE, THEIRS)) == f"an unlink signal for {MINE!r}"
+    assert W.describe_signal(("exit", MINE, THEIRS)) == f"an exit signal for {MINE!r}"
     assert W.describe_signal(("x",)) == "a malformed signal"
