@@ -108,6 +108,11 @@ def term_keys(
         its end (or its improper tail's tokens).  No term's tokens are a
         prefix of another's, so comparing two keys token by token is
         comparing the terms; built and compared without recursion."""
+        t = type(term)  # the usual map key, an atom or an integer: its tokens at once
+        if t is Atom:
+            return (1, term.name)
+        if t is int:
+            return (0, 0, term) if exact else (0, term)
         out: list[object] = []
         put, more = out.append, out.extend
         stack: list[Any] = [(term, exact)]

@@ -526,11 +526,14 @@ class Map:
         return [v for _, v in self._items]
 
     def __eq__(self, other: object) -> bool:
-        # keys exactly (=:=), values as == does; by the flat order keys, so
-        # a map nested as deep as the decoder allows compares without recursion
         if type(other) is not Map or len(other) != len(self):
             return False
-        return self is other or _order_key(self) == _order_key(other)
+        idx = other._index
+        for k, v in self._items:
+            i = idx.get(_ekey(k))
+            if i is None or not (other._items[i][1] == v):
+                return False
+        return True
 
     def __hash__(self) -> int:
         return hash(("map",) + tuple(self._index))
