@@ -16,6 +16,7 @@ from smp.app.exitcodes import EXIT_USAGE
 from smp.app.explore.command import is_run_scenario
 from smp.app.explore.simulate import SimOptions, simulate
 from smp.app.explore.workload import Bounds
+from smp.app.scenario import example_path
 from smp.sim.catalogue import by_name
 from smp.sim.explorer import explore_split
 
@@ -182,11 +183,45 @@ def test_the_report_of_a_simulated_explore_shows_each_outcome(tmp_path):
     page = out.read_text()
     outcomes = data["result"]["outcomes"]
     assert page.count("<h3 id='outcome-") == len(outcomes) > 1
-    for o in outcomes:
-        assert f"Outcome #{o['index']} ({o['count']} executions)" in page
+    for n, o in enumerate(outcomes, 1):  # numbered as the text report numbers them
+        assert f"Outcome #{n}: {o['count']} execution(s), the first execution {o['index']}" in page
         assert html.escape(o["replay"]) in page
         for _msg, fate in o["outcome"]["fates"]:
             assert html.escape(fate) in page
     races = [x for o in outcomes for x in o["races"]]
     assert races and all(html.escape(x) in page for x in races)
     assert "cut by executions" in page
+    assert not any(o["outcome"]["violations"] for o in outcomes)
+    assert "Expect clauses" not in page and "Broken invariants:" not in page
+
+
+def test_the_report_says_which_outcomes_break_an_expect_clause(tmp_path):
+    """The same report for a scenario whose expect clause breaks (tracer t,
+    killed, cannot receive every send of pp): the clause, the outcomes that
+    break it and nonsmp's verdict, and each outcome's broken invariant;
+    the churn report above, with no clause, shows none of this."""
+    with open(example_path("churn"), encoding="utf-8") as f:
+        text = f.read()
+    scenario = tmp_path / "c.toml"
+    scenario.write_text(
+        text + '\n[[expect]]\nkind = "receives_every"\ntracer = "t"\ngroup = "pp"\n'
+    )
+    r = CliRunner().invoke(cli, ["explore", str(scenario), "--max-executions", "12", "--json"])
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.output)
+    (tmp_path / "c.json").write_text(r.output)
+    out = tmp_path / "c.html"
+    r = CliRunner().invoke(cli, ["report", str(tmp_path / "c.json"), "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    page = out.read_text()
+    (clause,) = data["expect"]
+    broken = [o for o in data["result"]["outcomes"] if o["outcome"]["violations"]]
+    outcomes = data["result"]["outcomes"]
+    assert broken and [outcomes.index(o) + 1 for o in broken] == clause["broken_in"]
+    listed = ", ".join(f"#{n}" for n in clause["broken_in"])
+    assert f"broken in outcome(s) {listed} of {clause['outcomes']}" in page
+    assert "Expect clauses" in page and html.escape(clause["clause"]) in page
+    assert f"of {clause['outcomes']}" in page and "nonsmp breaks it" in page
+    assert page.count("Broken invariants:") == len(broken)
+    for o in broken:
+        assert all(html.escape(v) in page for v in o["outcome"]["violations"])

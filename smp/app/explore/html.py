@@ -195,17 +195,40 @@ def explore_sim_html(d: dict) -> tuple[str, str]:
         f"<p>Bounds: {bounds or 'none'}.</p>",
         f"<h2>Notes</h2><ul>{notes}</ul>" if notes else "",
     ]
+    expect = "".join(
+        f"<li><code>{escape(str(e['where']))}</code> <code>{escape(str(e['clause']))}</code>: "
+        + (
+            f"broken in outcome(s) {escape(', '.join(f'#{i}' for i in e['broken_in']))} "
+            f"of {e['outcomes']}"
+            if e["broken_in"]
+            else f"held in all {e['outcomes']} outcome(s)"
+        )
+        + (
+            ""
+            if e["nonsmp_broken"] is None
+            else f"; nonsmp {'breaks' if e['nonsmp_broken'] else 'keeps'} it"
+        )
+        + "</li>"
+        for e in d.get("expect", [])
+    )
+    if expect:
+        parts.append(f"<h2>Expect clauses</h2><ul>{expect}</ul>")
+    # outcomes are numbered from 1 in their order, as the text report and the
+    # expect clauses' broken_in number them; "index" is the execution that
+    # first reached each
     rows = "".join(
-        f"<tr><td><a href='#outcome-{o['index']}'>#{o['index']}</a></td><td>{o['count']}</td>"
+        f"<tr><td><a href='#outcome-{n}'>#{n}</a></td><td>{o['count']}</td>"
+        f"<td>{o['index']}</td>"
         f"<td>{len(o['outcome']['fates'])}</td><td>{len(o['outcome']['violations'])}</td>"
         f"<td>{len(o['races'])}</td><td>{escape(str(o['nonsmp_verdict'] or ''))}</td></tr>"
-        for o in r["outcomes"]
+        for n, o in enumerate(r["outcomes"], 1)
     )
     parts.append(
-        "<h2>Outcomes</h2><table><tr><th>#</th><th>executions</th><th>messages</th>"
+        "<h2>Outcomes</h2><table><tr><th>#</th><th>executions</th><th>first at execution</th>"
+        "<th>messages</th>"
         "<th>broken invariants</th><th>race pairs</th><th>nonsmp</th></tr>" + rows + "</table>"
     )
-    for o in r["outcomes"]:
+    for n, o in enumerate(r["outcomes"], 1):
         out = o["outcome"]
         received = "".join(
             f"<li><code>{escape(name)}</code>: {len(terms)} message(s)"
@@ -220,7 +243,8 @@ def explore_sim_html(d: dict) -> tuple[str, str]:
         violations = "".join(f"<li>{escape(str(v))}</li>" for v in out["violations"])
         races = "".join(f"<li><pre>{escape(str(x))}</pre></li>" for x in o["races"])
         parts.append(
-            f"<h3 id='outcome-{o['index']}'>Outcome #{o['index']} ({o['count']} executions)</h3>"
+            f"<h3 id='outcome-{n}'>Outcome #{n}: {o['count']} execution(s), the first "
+            f"execution {o['index']}</h3>"
             + (f"<p>Broken invariants:</p><ul>{violations}</ul>" if violations else "")
             + f"<p>nonsmp: {escape(str(o['nonsmp_verdict'] or 'no verdict'))}</p>"
             + _fates_table(out["fates"])
