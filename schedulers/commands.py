@@ -56,6 +56,9 @@ class Wire(Protocol):
     def wait_published(self, seqs, timeout: float = 10.0) -> bool:
         """Take state publications until each PUB socket's ``seqs`` is seen."""
 
+    def wait_peer(self, sender: int, n: int, timeout: float = 10.0) -> bool:
+        """Take inbox frames until ``n`` signals from ``sender`` are applied."""
+
     def peer_lost(self, k: int) -> None:
         """Scheduler ``k`` is gone: close its socket and send it nothing more."""
 
@@ -123,6 +126,17 @@ class SchedulerCommands(CounterCommands):
 
     def _cmd_wait_published(self, *args):
         return self.wire.wait_published(*args)
+
+    def _cmd_wait_peer(self, sender, n, timeout=10.0):
+        if (
+            type(sender) is not int
+            or not 1 <= sender <= self.node.nsched
+            or type(n) is not int
+            or type(timeout) not in (int, float)
+            or not 0 <= timeout <= 60
+        ):
+            raise BadArg("wait_peer takes a scheduler id, a count and a timeout of 0..60 s")
+        return self.wire.wait_peer(sender, n, float(timeout))
 
     def _cmd_pause(self):
         self.wire.running = False
@@ -247,6 +261,7 @@ class SchedulerCommands(CounterCommands):
         "define": _cmd_define,
         "resume": _cmd_resume,
         "wait_published": _cmd_wait_published,
+        "wait_peer": _cmd_wait_peer,
         "pause": _cmd_pause,
         "status": CounterCommands._cmd_status,
         "sample": CounterCommands._cmd_sample,

@@ -410,6 +410,19 @@ class Worker:
                 self.handle_state(self.sub.recv())
         return True
 
+    def wait_peer(self, sender: int, n: int, timeout: float = 10.0) -> bool:
+        """Take inbox frames until ``n`` signals from scheduler ``sender``
+        have been applied (a spawn it sent before a BIF that names the new
+        process, say); False when ``sender`` was lost or ``timeout`` passed."""
+        deadline = time.monotonic() + timeout
+        while self.peer_recv[sender] < n and sender not in self.lost:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            if self.inbox.poll(int(left * 1000) + 1):
+                self.take_inbox(zmq.NOBLOCK)
+        return self.peer_recv[sender] >= n
+
     def handle_ctl(self, raw: bytes) -> None:
         """A command from the controller: ``(id or None, command, args)``.
         Function references may be imported; a frame with code (a closure)
@@ -463,6 +476,9 @@ class Worker:
             busy = self.running and clear and node.runq
             t = self.transport
             if t is not None and t.ctl_out:
+                # the signals a process sent before its BIF call leave first
+                # (the BIF may name a process spawned on another scheduler)
+                self.flush()
                 for request in t.ctl_out:
                     self.send_ctl(request)
                 t.ctl_out = []

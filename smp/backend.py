@@ -95,6 +95,8 @@ class SmpBackend:
         #: the scheduler of the process whose lock-only BIF is being served
         #: (``begin_process_bif``), else None
         self._caller_sched: int | None = None
+        #: the scheduler of the process whose BIF (any) is being served, else None
+        self._bif_sched: int | None = None
         #: live tracers whose mark the dispatcher has taken (pids are never
         #: reused; a dead one is refused by the liveness check first)
         self._marked: set[Pid] = set()
@@ -103,11 +105,12 @@ class SmpBackend:
     def begin_process_bif(self, k: int, name: str) -> None:
         """The controller serves BIF ``name`` that a process on scheduler
         ``k`` called; ``end_process_bif`` when it is answered."""
+        self._bif_sched = k
         if self.emu.smp and name in LOCK_ONLY_BIFS:
             self._caller_sched = k
 
     def end_process_bif(self) -> None:
-        self._caller_sched = None
+        self._caller_sched = self._bif_sched = None
 
     def _lock_only(self) -> bool:
         return self._caller_sched is not None
@@ -202,9 +205,26 @@ class SmpBackend:
         return result
 
     def bk_is_alive(self, pid) -> bool:
-        if type(pid) is not Pid or self.emu._owner(pid) in self.emu.lost_schedulers:
+        emu = self.emu
+        if type(pid) is not Pid:
             return False
-        return bool(self.emu._sched_call(self.emu._owner(pid), "alive", pid))
+        owner = emu._owner(pid)
+        if owner in emu.lost_schedulers:
+            return False
+        if emu._sched_call(owner, "alive", pid):
+            return True
+        # 17.x creates a process before spawn returns; here a spawn on another
+        # scheduler is a signal that may still be on its way when the parent's
+        # next BIF names the new process: take the caller's scheduler's
+        # signals to that scheduler first, then ask again
+        k = self._bif_sched
+        if k is None or k == owner or k in emu.lost_schedulers:
+            return False
+        sent = emu._sched_call(k, "status")["peer_sent"][owner]
+        limit = self._bound()
+        if not emu._sched_call(owner, "wait_peer", k, sent, 10.0 if limit is None else limit):
+            return False
+        return bool(emu._sched_call(owner, "alive", pid))
 
     def bk_valid_tracer_port(self, port) -> bool:
         """A trace port (the dispatcher's) or a port a process opened, asked

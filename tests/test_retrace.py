@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
+
 from smp import Atom as A
+from smp import Emulator
 
 
 async def sender(proc, to, n):
@@ -30,3 +33,35 @@ def test_new_tracer_after_the_old_one_died(vm):
     assert [m[3] for m in vm.messages(new)] == [1, 2]
     assert [m[3] for m in vm.messages(old)] == [0]
     assert vm.messages(new, start=1) == vm.messages(new)[1:]
+
+
+async def _sink(proc):
+    while True:
+        await proc.receive()
+
+
+async def _spawn_then_trace(proc, tracee, n, out):
+    """Spawn a tracer on the other scheduler and name it in trace/3 at once,
+    kill it and wait for its death, ``n`` times (the churn workload's loop)."""
+    await proc.process_flag("trap_exit", True)
+    got = []
+    for _ in range(n):
+        t = await proc.spawn_link(_sink, scheduler=2)
+        got.append(await proc.trace(tracee, True, ["send", (A("tracer"), t)]))
+        await proc.exit(t, A("kill"))
+        await proc.receive(match=lambda m, t=t: type(m) is tuple and m[:2] == (A("EXIT"), t))
+    await proc.send(out, tuple(got))
+
+
+@pytest.mark.parametrize("nsched", [2, 4])
+def test_a_tracer_just_spawned_elsewhere_is_alive_for_trace(nsched):
+    """17.x creates a process before spawn returns, so trace/3 right after
+    spawn on another scheduler finds the tracer alive; and a tracer whose
+    'EXIT' its killer received is gone for the next trace/3
+    (``already_traced``).  Each of the 20 calls returns 1, none badarg."""
+    with Emulator(mode="smp", schedulers=nsched) as vm:
+        out = vm.spawn_collector(scheduler=1)
+        tracee = vm.spawn(_sink, scheduler=1)
+        vm.spawn(_spawn_then_trace, tracee, 20, out, scheduler=1)
+        vm.run()
+        assert vm.messages(out) == [tuple([1] * 20)]
