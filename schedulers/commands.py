@@ -35,6 +35,11 @@ from .engine import Node
 __all__ = ["SchedulerCommands", "Wire"]
 
 
+#: entries of a list a command returns in one reply (the caller asks again
+#: from where the reply ended)
+FRAME_ITEMS = 2_000
+
+
 class Wire(Protocol):
     """What the commands ask of the loop that holds the sockets
     (``schedulers.worker.Worker``): its two flags, its counts, and three calls."""
@@ -142,6 +147,31 @@ class SchedulerCommands(CounterCommands):
         self.wire.running = False
         self.wire.flush()
         return True
+
+    def _cmd_lineage(self, start=0, count=FRAME_ITEMS):
+        """``(parent, child)`` of this scheduler's spawns from ``start``."""
+        if type(start) is not int or type(count) is not int or start < 0 or count < 1:
+            raise BadArg("lineage takes a start and a count")
+        return self.node.lineage[start : start + min(count, FRAME_ITEMS)]
+
+    def _cmd_record_fates(self, on):
+        """nonsmp: keep every message's fate from now on (``on``), or stop."""
+        node = self.node
+        if node.smp:
+            raise BadArg("the fates of smp's messages are the dispatcher's journal")
+        if type(on) is not bool:
+            raise BadArg("record_fates takes a boolean")
+        node.fates = [] if on else None
+        node.fates_cut = 0
+        return True
+
+    def _cmd_fates(self, start=0, count=FRAME_ITEMS):
+        """``(entries from start, entries not kept)`` of the fate log."""
+        node = self.node
+        if type(start) is not int or type(count) is not int or start < 0 or count < 1:
+            raise BadArg("fates takes a start and a count")
+        got = node.fates or []
+        return got[start : start + min(count, FRAME_ITEMS)], node.fates_cut
 
     def _cmd_messages(self, pid, start=0):
         node = self.node
@@ -268,6 +298,9 @@ class SchedulerCommands(CounterCommands):
         "series": CounterCommands._cmd_series,
         "stats": CounterCommands._cmd_stats,
         "messages": _cmd_messages,
+        "lineage": _cmd_lineage,
+        "record_fates": _cmd_record_fates,
+        "fates": _cmd_fates,
         "process_info": _cmd_process_info,
         "alive": _cmd_alive,
         "valid_port": _cmd_valid_port,

@@ -26,7 +26,10 @@ from .common import (
     are_trace_flags_on,
 )
 
-__all__ = ["SysMsgDelivery"]
+__all__ = ["SysMsgDelivery", "FATES_MAX"]
+
+#: messages a nonsmp scheduler keeps the fate of (``Node.fates``)
+FATES_MAX = 1_000_000
 
 
 class SysMsgDelivery:
@@ -42,11 +45,23 @@ class SysMsgDelivery:
         """nonsmp: the receiver and the verdict at make time, by the one rule."""
         return resolve(type_, from_, to, self.state, self)
 
+    def _fate(self, type_: int, to, msg, fate: str) -> None:
+        """nonsmp with ``fates`` on: what became of a message, made or not."""
+        if len(self.fates) < FATES_MAX:
+            self.fates.append(("m", type_, to, msg, fate))
+        else:
+            self.fates_cut += 1
+
     def _deliver_now(self, t: Proc, type_: int, msg) -> None:
         """nonsmp: ``erts_queue_message`` into the receiver at once."""
         self.stats.made(type_)
         self.stats.delivered(type_)
+        if self.fates is not None:
+            self._fate(type_, t.pid, msg, "delivered")
         self._queue_message(t, msg, None)
+
+    def _port_id(self, tp):
+        return next((k for k, v in self.trace_ports.items() if v is tp), None)
 
     def _write_port(self, tp, msg, type_: int) -> bool:
         """``write_sys_msg_to_port``: external term format into the port."""
@@ -58,9 +73,13 @@ class SysMsgDelivery:
             # not a term, or nested past the encoder's depth limit: never
             # written, counted as the dispatcher counts it
             self.stats.dropped(type_, "not_a_term")
+            if self.fates is not None:
+                self._fate(type_, self._port_id(tp), msg, "dropped not_a_term")
             return False
         heavy = tp.write(data)
         self.stats.delivered(type_)
+        if self.fates is not None:
+            self._fate(type_, self._port_id(tp), msg, "delivered")
         return heavy
 
     def _port_write_with_fix(self, tp, msg, type_: int, c_p: Proc | None, ts) -> None:
@@ -97,6 +116,8 @@ class SysMsgDelivery:
             holder.tracer = NIL
             holder.flags &= ~TRACEE_FLAGS
             self.stats.suppressed(M.SYS_MSG_TYPE_TRACE, d.reason)
+            if self.fates is not None:
+                self._fate(M.SYS_MSG_TYPE_TRACE, tracer, msg, "suppressed " + d.reason)
             return
         if d.action == DELIVER_PID:
             if ts_on:

@@ -93,6 +93,10 @@ __all__ = [
 ]
 
 
+#: spawns a scheduler remembers the parent of (``Node.lineage``)
+LINEAGE_MAX = 1_000_000
+
+
 class Transport(Protocol):
     """What leaves an smp scheduler, as its ``Node`` hands it on
     (``schedulers.worker.SmpTransport``).  The transport only collects: the
@@ -192,6 +196,14 @@ class Node(ProcessOps, CallTracing, ResourceOps, SeqTrace, TracePoints, LocalBif
         self._timer_seq = 0
         self.suspended_on_port: dict[Port, deque] = {}
         self.remote_waiting: dict[Port, list] = {}  # smp: callers on other schedulers
+        #: (parent, child) of every spawn made here, in order (at most
+        #: ``LINEAGE_MAX``): how ``compare`` names processes nobody named
+        self.lineage: list[tuple[Pid, Pid]] = []
+        #: nonsmp, when the controller asks (``record_fates``): every message
+        #: made or not made, ``("m", type, to, term, fate)``, and every tracer's
+        #: death, ``("x", pid)``, in order (``compare``'s journal of nonsmp)
+        self.fates: list | None = None
+        self.fates_cut = 0  # entries past ``FATES_MAX`` not kept
 
     # ---------------------------------------------------------------- ids
     def new_pid(self, owner: int | None = None) -> Pid:
@@ -323,6 +335,8 @@ class Node(ProcessOps, CallTracing, ResourceOps, SeqTrace, TracePoints, LocalBif
                 )
             owner = self.sched_id
         pid = self.new_pid(owner)
+        if len(self.lineage) < LINEAGE_MAX:
+            self.lineage.append((parent.pid, pid))
         inherit = inherited_tracing(parent, F_TRACE_SOS, F_TRACE_SOS1)
         if owner == self.sched_id:
             self.spawn_local(pid, fun, args, parent, parent.pid if link else None, inherit)

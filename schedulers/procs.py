@@ -17,6 +17,7 @@ from .common import (
     F_TRACE_SCHED_EXIT,
     F_TRACE_SOL,
     F_TRACE_SOL1,
+    F_TRACER,
     GROUP_LEADER,
     NIL,
     SUSPENDED,
@@ -54,6 +55,7 @@ from .common import (
     inherited_tracing,
     pid_owner,
 )
+from .delivery import FATES_MAX
 from .process import NOTHING, Tokened
 
 __all__ = ["ProcessOps", "ProcessLimit", "DEFAULT_MAX_PROCESSES", "MAX_MAX_PROCESSES"]
@@ -195,6 +197,8 @@ class ProcessOps:
             if self.state.profile_runnable_procs:
                 self.profile_runnable_proc(p, am_inactive)
         p.status = EXITED
+        if self.fates is not None and p.flags & F_TRACER and len(self.fates) < FATES_MAX:
+            self.fates.append(("x", p.pid))
         p.timer_gen += 1
         if p.coro is not None:
             try:

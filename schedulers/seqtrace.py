@@ -160,6 +160,8 @@ class SeqTrace:
                         self.state,
                     )
                 self.stats.suppressed(M.SYS_MSG_TYPE_SEQTRACE, d.reason)
+                if self.fates is not None:
+                    self._fate(M.SYS_MSG_TYPE_SEQTRACE, d.receiver, mess, "suppressed " + d.reason)
                 return
             if d.action == DELIVER_PORT:
                 tp = self.tracer_port(seq_tracer)

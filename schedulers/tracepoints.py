@@ -144,6 +144,13 @@ class TracePoints(SysMsgDelivery):
         d = self._decide_now(M.SYS_MSG_TYPE_SYSMON, from_, NIL)
         if d.action != DELIVER_PID:  # a monitor is a process (erlang:system_monitor/2)
             self.stats.suppressed(M.SYS_MSG_TYPE_SYSMON, d.reason or "no_receiver")
+            if self.fates is not None:
+                self._fate(
+                    M.SYS_MSG_TYPE_SYSMON,
+                    d.receiver,
+                    msg,
+                    "suppressed " + (d.reason or "no_receiver"),
+                )
             return
         self._deliver_now(self.procs[d.receiver], M.SYS_MSG_TYPE_SYSMON, msg)
 
@@ -170,6 +177,8 @@ class TracePoints(SysMsgDelivery):
         d = self._decide_now(M.SYS_MSG_TYPE_SYSPROF, from_, NIL)
         if d.action == DROP:
             self.stats.suppressed(M.SYS_MSG_TYPE_SYSPROF, d.reason)
+            if self.fates is not None:
+                self._fate(M.SYS_MSG_TYPE_SYSPROF, d.receiver, msg, "suppressed " + d.reason)
         elif d.action == DELIVER_PID:
             self._deliver_now(self.procs[d.receiver], M.SYS_MSG_TYPE_SYSPROF, msg)
         else:

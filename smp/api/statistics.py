@@ -12,6 +12,8 @@ import dataclasses
 import time
 from typing import Any
 
+from smp.core.errors import BadArg
+
 __all__ = ["Statistics", "StatisticsCalls"]
 
 
@@ -146,3 +148,45 @@ class StatisticsCalls:
             "dispatcher": self._disp_call("series", final) if self.smp else None,
             "schedulers": dict(sorted(scheds.items())),
         }
+
+    # -- records for compare -------------------------------------------------
+    def spawn_lineage(self) -> list[tuple]:
+        """``(parent, child)`` of every spawn a process made, each parent's in
+        the order it spawned (at most a million per scheduler): how
+        ``compare`` names the processes the scenario does not name."""
+        out: list[tuple] = []
+        for k in range(1, self.nsched + 1):
+            if k in self.lost_schedulers:
+                continue
+            start = 0
+            while True:
+                got = self._sched_call(k, "lineage", start)
+                out.extend(tuple(x) for x in got)
+                if not got:
+                    break
+                start += len(got)
+        return out
+
+    def record_fates(self, on: bool = True) -> None:
+        """nonsmp: from now on keep what became of every message the
+        scheduler made or did not make (``fates()``); smp's record of the
+        same is the dispatcher's journal (``journal=``)."""
+        if self.smp:
+            raise BadArg("smp's fates are in the dispatcher's journal: Emulator(journal=PATH)")
+        self._sched_call(1, "record_fates", bool(on))
+
+    def fates(self) -> tuple[list, int]:
+        """nonsmp: ``(entries, not_kept)``: ``("m", type, to, term, fate)`` for
+        each message in the order it was made or not (fate ``delivered``,
+        ``dropped REASON`` or ``suppressed REASON``), ``("x", pid)`` for each
+        tracer's death; ``not_kept`` counts entries past the million kept."""
+        if self.smp:
+            raise BadArg("smp's fates are in the dispatcher's journal: Emulator(journal=PATH)")
+        out: list = []
+        cut = 0
+        while True:
+            got, cut = self._sched_call(1, "fates", len(out))
+            if not got:
+                break
+            out.extend(tuple(x) for x in got)
+        return out, cut

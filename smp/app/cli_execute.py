@@ -80,6 +80,7 @@ def _execute(
     journal=None,
     emulator_options=None,
     sample_interval=None,
+    record_fates=False,
 ):
 
     tty = _stderr_tty()
@@ -106,6 +107,7 @@ def _execute(
                     journal=journal,
                     emulator_options=emulator_options,
                     check_expect=check_expect,
+                    record_fates=record_fates,
                     **options,
                 )
             except KeyboardInterrupt:  # before the run started: nothing measured

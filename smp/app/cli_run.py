@@ -21,8 +21,10 @@ from smp.app.cli_options import (
     _out_option,
     _sample_interval_option,
     _seed_option,
+    _writable,
 )
 from smp.app.compare import compare_runs, journal_messages, same_work
+from smp.app.compare_causes import death_text, message_causes
 from smp.app.exitcodes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
 from smp.app.limits import parse_limit
 from smp.app.scenario import MAX_ATOM, NONSMP_RULE, match_spec_from
@@ -217,9 +219,17 @@ def _apply_tp_and_limit(sc: dict, tps, limit) -> None:
     show_default=True,
     help="how many messages only one mode made to list per tracer",
 )
+@click.option(
+    "--journal",
+    "journal_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="keep the smp run's dispatcher journal in this file (the commands "
+    "that show each class of differing messages replay it)",
+)
 @_sample_interval_option
 @_seed_option
-def compare(scenario, schedulers, operations, as_json, first, sample_interval, seed):
+def compare(scenario, schedulers, operations, as_json, first, journal_path, sample_interval, seed):
     """Run the same seeded SCENARIO in nonsmp and smp mode and show what differs.
 
     Both modes do the same work: a time-bounded scenario is converted to a
@@ -232,12 +242,20 @@ def compare(scenario, schedulers, operations, as_json, first, sample_interval, s
     if seed is not None:
         sc["seed"] = seed
     sc, work = same_work(sc, operations)
+    if journal_path:
+        _writable(journal_path, "--journal")
     tmpdir = tempfile.mkdtemp(prefix="smp-emu-compare-")
-    journal = os.path.join(tmpdir, "smp.journal")
+    journal = journal_path or os.path.join(tmpdir, "smp.journal")
     try:
         try:
             a = _execute(
-                sc, "nonsmp", 1, None, f"{sc['name']} (nonsmp)", sample_interval=sample_interval
+                sc,
+                "nonsmp",
+                1,
+                None,
+                f"{sc['name']} (nonsmp)",
+                sample_interval=sample_interval,
+                record_fates=True,
             )
             if a.summary["interrupted"]:
                 raise KeyboardInterrupt
@@ -249,6 +267,7 @@ def compare(scenario, schedulers, operations, as_json, first, sample_interval, s
                 f"{sc['name']} (smp)",
                 journal=journal,
                 sample_interval=sample_interval,
+                record_fates=True,
             )
         except KeyboardInterrupt:
             click.echo("smp-emu: interrupted", err=True)
@@ -258,11 +277,15 @@ def compare(scenario, schedulers, operations, as_json, first, sample_interval, s
             sys.exit(EXIT_FAILED)
         try:
             made = journal_messages(journal)
+            causes = message_causes(a, b, journal, limit=first)
         except (OSError, ValueError):
-            made = None
+            made = causes = None
     finally:
         shutil.rmtree(tmpdir, ignore_errors=True)
-    c = compare_runs(a, b, first=first, scenario=sc, smp_made=made)
+    if causes is not None:
+        causes["journal"] = journal_path
+    c = compare_runs(a, b, first=first, scenario=sc, smp_made=made, causes=causes)
+    c["first"] = first
     c["workload"] = work
     c["seed"] = sc["seed"]
     if as_json:
@@ -314,6 +337,9 @@ def _print_compare(c: dict) -> None:
         )
         for x in v:
             out.write(f"  {x}\n")
+    if c.get("causes") is not None:
+        _print_causes(c["causes"], c.get("first", 20))
+        return
     msgs = c.get("messages") or {}
     if msgs:
         out.write(f"\nmessages only one mode made: {msgs['note']}\n")
@@ -333,6 +359,57 @@ def _print_compare(c: dict) -> None:
         more = n[ma] + n[mb] - len(t["only"])
         if more > 0:
             out.write(f"  ({more} more not listed: --first N lists more)\n")
+
+
+def _print_causes(causes: dict, first: int) -> None:
+    """The differing messages by class: count, seed reason, an example in
+    dbg's text and the command that shows it."""
+    out = sys.stdout
+    j = causes.get("journal")
+    out.write(
+        f"\nwhy the messages differ, from both runs' records (nonsmp's fate log, smp's "
+        f"journal), lined up per tracer and tracee: {causes['total']:,} differ\n"
+    )
+    for k in causes["classes"]:
+        ex = k["example"]
+        out.write(
+            f"\n  {k['class']}: {k['count']:,} ({k['title']})\n"
+            f"    seed: {k['seed']}\n"
+            f"    e.g. at {ex['tracer']} from {ex['tracee']}: {ex['message']} "
+            f"({ex['fates']})\n"
+        )
+        if ex["queue_seq"] is not None:
+            out.write(
+                f"    see: smp-emu replay {j} --around {ex['queue_seq']}\n"
+                if j
+                else "    see: compare with --journal FILE keeps smp's journal; then "
+                f"smp-emu replay FILE --around {ex['queue_seq']}\n"
+            )
+        if k["class"] == "timing":
+            for d in causes["timing_deaths"]:
+                out.write(f"    {death_text(d)}\n")
+    if not causes["classes"]:
+        out.write("  (none: every message was made and met the same fate in both)\n")
+    if causes.get("not_kept"):
+        out.write(
+            f"  ({causes['not_kept']:,} of nonsmp's messages past the first million not kept)\n"
+        )
+    out.write("\nper tracer, most differing first (messages made; differing):\n")
+    ranked = sorted(causes["tracers"], key=lambda t: -t["differ"])  # stable: by name after
+    for t in ranked[:first]:
+        out.write(
+            f"  {t['tracer']}: nonsmp {t['nonsmp']:,}, smp {t['smp']:,}; {t['differ']:,} differ\n"
+        )
+    if len(ranked) > first:
+        out.write(f"  ({len(ranked) - first} more tracers: --first N lists more)\n")
+    shown = causes["diffs"][:first]
+    if shown:
+        out.write(f"\nthe first {len(shown)} differing messages (--first N lists more):\n")
+        for d in shown:
+            out.write(
+                f"  [{d['class']}] at {d['tracer']} from {d['tracee']}: {d['message']} "
+                f"(nonsmp {d['nonsmp'] or 'none'}, smp {d['smp'] or 'none'})\n"
+            )
 
 
 def _cell(v) -> str:

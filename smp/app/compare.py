@@ -17,7 +17,10 @@ a differing row is put together from the counters that differ: a cause whose
 counter is zero is not named.
 
 The work is split by job: ``smp.app.compare_why`` (why a row differs),
-``smp.app.compare_messages`` (the messages only one mode made, and why) and
+``smp.app.compare_causes`` (every differing message in a class by its
+cause, from both runs' records: what ``smp-emu compare`` prints),
+``smp.app.compare_messages`` (without those records: the messages only one
+mode made, with a reason guessed from each message's kind) and
 ``smp.app.expect`` (a scenario's ``[[expect]]`` clauses); their public names
 are importable from here.
 """
@@ -139,17 +142,29 @@ def check_invariants(outcome, limit: int = 20) -> list[str]:
 
 
 def compare_runs(
-    a, b, first: int = 20, *, scenario: dict | None = None, smp_made: list | None = None
+    a,
+    b,
+    first: int = 20,
+    *,
+    scenario: dict | None = None,
+    smp_made: list | None = None,
+    causes: dict | None = None,
 ) -> dict:
     """Side by side of two runs (``a`` nonsmp, ``b`` smp, say); JSON-able.
-    ``first``: how many messages only one mode made to list per tracer."""
+    ``first``: how many messages only one mode made to list per tracer;
+    ``causes``: ``smp.app.compare_causes.message_causes`` of the two runs,
+    which the rows' "why" then points to instead of guessing a cause."""
     sa, sb = a.summary, b.summary
     rows = []
     a_mode, b_mode = sa["mode"], sb["mode"]
     if a_mode == b_mode:
         a_mode, b_mode = a_mode + "(a)", b_mode + "(b)"
     ta, tb = sa["stats"], sb["stats"]
-    rest = _rest(scenario, sa, sb)
+    rest = (
+        _rest(scenario, sa, sb)
+        if causes is None
+        else "every differing message is in a class below, from both runs' records"
+    )
 
     def row(what, x, y):
         rows.append(
@@ -205,6 +220,7 @@ def compare_runs(
         "messages": msgs,
         "runs": {a_mode: sa, b_mode: sb},
         "order_note": ORDER_NOTE,
+        "causes": causes,
     }
 
 

@@ -121,11 +121,6 @@ def _count(t: dict, key: str, typ: str | None) -> int:
     return (t.get(f"{key}_by_type") or {}).get(typ, 0)
 
 
-def _seed(row: str) -> str:
-    text = why(row) or ""
-    return f" ({text})" if text else ""
-
-
 def _fake_part(ta, tb, ma, mb, typ) -> tuple[int, str | None]:
     """How much of a made/delivered difference nonsmp's fake schedule pairs make."""
     if typ not in (None, "TRACE"):
@@ -137,7 +132,7 @@ def _fake_part(ta, tb, ma, mb, typ) -> tuple[int, str | None]:
     who = ma if n > 0 else mb
     return n, (
         f"{abs(n):,} are the fake out/in pairs {who} sent after heavy port writes "
-        f"(fake_schedule_pairs {fa:,} vs {fb:,}){_seed('fake_schedule_pairs')}"
+        f"(fake_schedule_pairs {fa:,} vs {fb:,})"
     )
 
 
@@ -174,18 +169,14 @@ def explain_row(
             da, db = _drops(ta, "dropped_by_reason", typ), _drops(tb, "dropped_by_reason", typ)
             for r in sorted(set(da) | set(db)):
                 if da.get(r, 0) != db.get(r, 0):
-                    parts.append(
-                        f"dropped {r}: {ma} {da.get(r, 0):,}, {mb} {db.get(r, 0):,}"
-                        f"{_seed('dropped ' + r)}"
-                    )
+                    parts.append(f"dropped {r}: {ma} {da.get(r, 0):,}, {mb} {db.get(r, 0):,}")
             sa, sb = (
                 _drops(ta, "suppressed_by_reason", typ),
                 _drops(tb, "suppressed_by_reason", typ),
             )
             for r in sorted(set(sa) | set(sb)):
                 parts.append(
-                    f"suppressed {r} (never made): {ma} {sa.get(r, 0):,}, "
-                    f"{mb} {sb.get(r, 0):,}{_seed('suppressed ' + r)}"
+                    f"suppressed {r} (never made): {ma} {sa.get(r, 0):,}, {mb} {sb.get(r, 0):,}"
                 )
             qa, qb = _count(ta, "queued", None), _count(tb, "queued", None)
             if typ is None and qa != qb:
@@ -202,14 +193,14 @@ def explain_row(
         if left:
             parts.append(
                 f"{abs(left):,} {'more' if left > 0 else 'fewer'} delivered by {ma} "
-                f"than {mb} without a counter that explains them: {rest}"
+                f"than {mb} with no counter for it: {rest}"
             )
         return f"{more} {head} {abs(xa - xb):,} more" + (": " + "; ".join(parts) if parts else "")
     if what in ("dropped", "suppressed"):
         kind = f"{what}_by_reason"
         da, db = _drops(ta, kind, None), _drops(tb, kind, None)
         parts = [
-            f"{r}: {ma} {da.get(r, 0):,}, {mb} {db.get(r, 0):,}{_seed(what + ' ' + r)}"
+            f"{r}: {ma} {da.get(r, 0):,}, {mb} {db.get(r, 0):,}"
             for r in sorted(set(da) | set(db))
             if da.get(r, 0) != db.get(r, 0)
         ]

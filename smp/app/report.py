@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from html import escape
 
+from smp.app.compare_causes import death_text
 from smp.app.explore import explore_html, explore_sim_html
 from smp.app.plots import (
     Bars,
@@ -565,8 +566,41 @@ def _compare_body(data: dict) -> str:
     return "".join(parts)
 
 
+def _causes_section(causes: dict) -> str:
+    """The differing messages by class, as ``smp-emu compare`` prints them."""
+    out = [
+        "<h2>why the messages differ</h2>",
+        f"<p class=note>From both runs' records (nonsmp's fate log, smp's journal), lined "
+        f"up per tracer and tracee: {_num(causes['total'])} messages differ.</p>",
+        "<table class=causes><tr><th>class</th><th>messages</th><th>seed</th><th>example</th></tr>",
+    ]
+    for k in causes["classes"]:
+        ex = k["example"]
+        extra = ""
+        if k["class"] == "timing":
+            extra = "".join(
+                f"<br><small>{escape(death_text(d))}</small>"
+                for d in causes.get("timing_deaths", [])
+            )
+        see = ""
+        if ex.get("queue_seq") is not None:
+            j = causes.get("journal") or "FILE"
+            see = f"<br><code>smp-emu replay {escape(j)} --around {ex['queue_seq']}</code>"
+        out.append(
+            f"<tr><td>{escape(k['class'])}<br><small>{escape(k['title'])}</small></td>"
+            f"<td class=n>{_num(k['count'])}</td><td class=why>{escape(k['seed'])}</td>"
+            f"<td>at {escape(ex['tracer'])} from {escape(ex['tracee'])}: "
+            f"<code>{escape(_text(ex['message']))}</code> ({escape(ex['fates'])}){see}{extra}"
+            f"</td></tr>"
+        )
+    out.append("</table>")
+    return "".join(out)
+
+
 def _messages_section(data: dict) -> str:
     ma, mb = data["modes"]
+    if data.get("causes"):
+        return _causes_section(data["causes"])
     msgs = data.get("messages") or {}
     out = ["<h2>messages only one mode made</h2>"]
     if msgs.get("note"):

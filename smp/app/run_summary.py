@@ -21,6 +21,10 @@ class RunOutcome:
     summary: dict
     messages: dict  # tracer name -> [term, ...] in arrival order
     labels: dict  # pid/port -> stable label ("pp[0].ping")
+    #: nonsmp with ``record_fates``: ``Emulator.fates()`` (entries, not kept)
+    fates: tuple | None = None
+    #: with ``record_fates``: ``Emulator.spawn_lineage()``
+    lineage: list | None = None
 
 
 def _duration_report(sc: dict, summary: dict, held: dict) -> dict:

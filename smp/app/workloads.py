@@ -76,6 +76,7 @@ def execute(  # noqa: C901 - one run, from set-up to summary
     emulator_options: dict | None = None,
     sample_interval: float | None = None,
     check_expect: Callable[[RunOutcome, dict], list] | None = None,
+    record_fates: bool = False,
 ) -> RunOutcome:
     """Run scenario ``sc`` once; ``on_trace(tracer_name, term)`` is called as
     terms arrive, ``on_progress({"elapsed", "made", "delivered", "received"})``
@@ -86,7 +87,9 @@ def execute(  # noqa: C901 - one run, from set-up to summary
     them over at the end: ``summary["timeseries"]``.  ``journal`` (smp mode) is where the dispatcher records its
     queue and decisions for ``smp.app.replay``; ``emulator_options`` go to
     ``Emulator`` (``bind``, ``remote_schedulers``, ``keys``... for schedulers
-    on other hosts).  KeyboardInterrupt stops the run early: the outcome is still
+    on other hosts).  ``record_fates``: keep what ``compare`` lines up,
+    nonsmp's fate log (``RunOutcome.fates``) and every run's spawn lineage
+    (``RunOutcome.lineage``).  KeyboardInterrupt stops the run early: the outcome is still
     returned, with ``summary["interrupted"] = True``.  The scenario's
     ``timeout`` counts from the start of the set-up: a set-up that outlasts it
     raises ``SetupTimeout`` (nothing ran), a run that does ends with
@@ -114,6 +117,8 @@ def execute(  # noqa: C901 - one run, from set-up to summary
         journal=journal if mode == "smp" else None,
         **(emulator_options or {}),
     ) as vm:
+        if record_fates and mode == "nonsmp":
+            vm.record_fates()  # smp's are the dispatcher's journal
         env = _Env(vm, ops, secs, rng, clock)
         collectors: dict[str, Any] = {}  # name -> pid, in display order
         ports: dict[str, tuple] = {}  # name -> (kind, Port, spec)
@@ -274,6 +279,13 @@ def execute(  # noqa: C901 - one run, from set-up to summary
         if not collected:
             end_samples()
         stats = vm.statistics().as_dict()  # the result is plain data (JSON)
+        fates = lineage = None
+        if record_fates:
+            try:
+                lineage = vm.spawn_lineage()
+                fates = vm.fates() if mode == "nonsmp" else None
+            except SmpError:  # a scheduler went away: nothing to line up
+                pass
         fault_log_terms: list = []
         if fault_log is not None:
             try:
@@ -357,7 +369,7 @@ def execute(  # noqa: C901 - one run, from set-up to summary
         "profiled": bool(prof and prof["scheduler"]),
         **(scheduler_timeline(messages, run_start_us) if prof and prof["scheduler"] else {}),
     }
-    outcome = RunOutcome(summary, messages, labels)
+    outcome = RunOutcome(summary, messages, labels, fates, lineage)
     # the scenario's [[expect]] clauses, each held or broken with its
     # evidence: checked by the checker the caller hands in
     # (smp.app.compare.check_expect)

@@ -108,9 +108,9 @@ def test_why_names_only_causes_whose_counters_are_not_zero():
         assert absent not in text, absent
     b["delivered"] = b["delivered_by_type"]["TRACE"] = 90
     text = explain_row("delivered", a, b, "nonsmp", "smp", "REST")
-    assert text == (
-        "nonsmp delivered 10 more: 10 more delivered by nonsmp than smp without a "
-        "counter that explains them: REST"
+    assert (
+        text
+        == "nonsmp delivered 10 more: 10 more delivered by nonsmp than smp with no counter for it: REST"
     )
 
 
@@ -143,8 +143,16 @@ def test_compare_lists_each_message_only_one_mode_made_with_the_seed_reason(tmp_
     for d in mem["only"]:
         # the rest: real schedule in/out, which depends on the interleaving
         assert d in fakes or d["why"].startswith("scheduling (trace_sched)"), d
+    # the same from both runs' records, by cause
+    causes = c["causes"]
+    counts = {k["class"]: k["count"] for k in causes["classes"]}
+    mem_diffs = [d for d in causes["diffs"] if d["tracer"] == "mem"]
+    assert counts.get("fake_schedule_pair") == 2 * fake
+    assert {d["class"] for d in mem_diffs} <= {"fake_schedule_pair", "scheduling"}
+    assert not [d for d in causes["diffs"] if d["tracer"] == "t"]
     text = _compare([str(p), "--first", "2"]).stdout
-    assert "why: do_send_schedfix_to_port" in text and "more not listed" in text
+    assert "fake_schedule_pair: " in text and "do_send_schedfix_to_port" in text
+    assert "[fake_schedule_pair] at mem" in text and "--first N lists more" in text
     assert "None" not in text
 
 

@@ -415,7 +415,7 @@ def test_compare_report_draws_both_modes_on_each_chart(saved):
     for mode, k in (("nonsmp", 1), ("smp", 1), ("smp", 2)):
         assert _has(fig, f"sched-{mode}-{k}")
     # the tables are still there, and the messages only one mode made
-    assert "<th>nonsmp</th><th>smp</th>" in html and "messages only one mode made" in html
+    assert "<th>nonsmp</th><th>smp</th>" in html and "why the messages differ" in html
     assert "compare converted it" in html  # time-bounded: the page says what ran
 
 
@@ -423,6 +423,9 @@ def test_messages_section_never_prints_a_python_none(saved):
     from smp.app.report import render_report
 
     data = copy.deepcopy(saved["compare"][0])
+    text = " ".join(_parse(render_report(data)).text)
+    assert data["causes"]["classes"] and "None" not in text  # the messages by cause
+    data["causes"] = None  # compare_runs from Python: the messages only one mode made
     data["messages"]["tracers"].append(
         {
             "tracer": "x",

@@ -1,0 +1,154 @@
+"""compare explains every differing message by its cause, from both runs'
+records, and the classes are checked against the smp run's journal."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from smp.app.cli import cli
+from smp.app.compare_causes import CLASSES, _classify, full_labels
+from smp.app.replay import read_records
+from smp.core.dispatch import DROP
+from smp.core.terms import Atom, Pid
+
+
+def _compare(tmp_path, *args) -> tuple[dict, str]:
+    journal = str(tmp_path / "smp.journal")
+    r = CliRunner().invoke(
+        cli, ["compare", "churn", "--json", "--first", "5000", "--journal", journal, *args]
+    )
+    assert r.exit_code == 0, r.output
+    return json.loads(r.stdout)["causes"], journal
+
+
+def _journal_facts(path: str):
+    """From the journal alone: each queue record's receiver and the seq and
+    fate of its decision, and the seq of each process's exit."""
+    _, records, _ = read_records(path)
+    runs, exits, pending = {}, {}, []
+    for rec in records:
+        if rec[1] == "q":
+            pending.append(rec)
+        elif rec[1] == "d" and pending and (pending[0][2], pending[0][7]) == (rec[2], rec[3]):
+            q = pending.pop(0)
+            runs[q[0]] = (q[4], rec[0], rec[4] == DROP and rec[6])
+        elif rec[1] == "e" and rec[2] == "exit":
+            exits.setdefault(rec[3], rec[0])
+    return runs, exits
+
+
+@pytest.mark.parametrize("schedulers", ["2", "4"])
+def test_every_differing_message_is_in_a_class_the_journal_confirms(tmp_path, schedulers):
+    """``compare churn`` (three kills of t, and the churn workload's own
+    tracers, killed after each burst): every message that differs is in a
+    class, none unexplained, and each class's defining order of events is
+    what the journal holds; the race compare is for happened."""
+    causes, journal = _compare(tmp_path, "--schedulers", schedulers)
+    counts = {k["class"]: k["count"] for k in causes["classes"]}
+    assert sum(counts.values()) == causes["total"] == len(causes["diffs"])
+    assert "unexplained" not in counts, causes["classes"]
+    assert counts.get("dead_at_dispatch", 0) > 0  # the race happened, and was found
+    runs, exits = _journal_facts(journal)
+    moved = {d["tracer"].split("~")[0] for d in causes["timing_deaths"]}
+    for d in causes["diffs"]:
+        if d["class"] == "dead_at_dispatch":
+            to, decided, reason = runs[d["queue_seq"]]
+            assert reason == "receiver_dead" and d["nonsmp"] == "delivered"
+            assert d["queue_seq"] < exits[to] < decided  # queued alive, decided dead
+        elif d["class"] == "made_after_death":
+            to, decided, reason = runs[d["queue_seq"]]
+            assert reason == "receiver_dead" and exits[to] < d["queue_seq"]
+            assert d["nonsmp"] in (None, "suppressed receiver_dead")
+        elif d["class"] == "timing":
+            assert d["tracer"].split("~")[0] in moved
+    for k in causes["classes"]:
+        assert k["seed"] and k["example"]["message"]
+
+
+def test_the_text_prints_one_line_per_class_with_the_command_that_shows_it(tmp_path):
+    journal = str(tmp_path / "c.journal")
+    r = CliRunner().invoke(cli, ["compare", "churn", "--journal", journal, "--first", "3"])
+    assert r.exit_code == 0, r.output
+    out = r.stdout
+    assert "why the messages differ, from both runs' records" in out
+    assert "dead_at_dispatch: " in out and f"see: smp-emu replay {journal} --around " in out
+    assert "without a counter" not in out and "timing, not the seed" not in out
+    # the counters' why no longer repeats a sentence per counter
+    assert out.count("sys_msg_dispatcher_func") <= 2
+
+
+def _item(type_, to, fate, seq=None):
+    return (type_, to, (Atom("trace"), Pid(1, 0), Atom("send"), 1, Pid(2, 0)), fate, seq)
+
+
+@pytest.mark.parametrize(
+    ("nonsmp", "q_seq", "moved", "want"),
+    [
+        ("delivered", 5, set(), "dead_at_dispatch"),  # queued before the exit at 10
+        ("delivered", 15, set(), "unexplained"),  # queued after it, yet nonsmp delivered
+        ("delivered", 15, {"t"}, "timing"),  # ... because t died at another point
+        ("suppressed receiver_dead", 15, set(), "made_after_death"),
+        (None, 15, set(), "made_after_death"),
+        ("suppressed receiver_dead", 5, set(), "unexplained"),
+    ],
+)
+def test_a_class_is_given_only_when_its_order_of_events_holds(nonsmp, q_seq, moved, want):
+    t = Pid(9, 0)
+    d = {
+        "key": ("t", "p"),
+        "a": _item("TRACE", t, nonsmp) if nonsmp else None,
+        "b": _item("TRACE", t, "dropped receiver_dead", (q_seq, 20)),
+    }
+    ctx = {"smp_exits": {t: (10, 3)}, "fake": 0, "moved_deaths": moved}
+    assert _classify(d, ctx) == want
+    assert want in {c[0] for c in CLASSES}
+
+
+def test_spawned_processes_are_named_after_their_parent_in_spawn_order():
+    p, a, b, c, x = (Pid(i, 0) for i in range(5))
+    labels = full_labels({p: "churn[0].churner"}, [(p, a), (a, c), (p, b), (x, Pid(7, 0))])
+    assert labels[a] == "churn[0].churner.1" and labels[b] == "churn[0].churner.2"
+    assert labels[c] == "churn[0].churner.1.1"
+    assert x not in labels  # a process nobody named stays unnamed
+
+
+async def _sink(proc):
+    while True:
+        await proc.receive()
+
+
+async def _trace_kill_send(proc, out):
+    t = await proc.spawn(_sink)
+    await proc.trace(proc.pid, True, ["send", (Atom("tracer"), t)])
+    await proc.send(out, 1)
+    await proc.process_flag("trap_exit", True)
+    await proc.link(t)
+    await proc.exit(t, Atom("kill"))
+    await proc.receive(match=lambda m: type(m) is tuple and m[0] == Atom("EXIT"))
+    await proc.send(out, 2)
+    await proc.send(out, 3)
+
+
+def test_nonsmp_keeps_each_message_fate_and_each_tracer_death():
+    """The fate log holds the message nonsmp did not make (with its term and
+    why), the tracer's death between, and nothing after the reset; the
+    lineage names the parent of the tracer it spawned."""
+    from smp import Emulator
+    from smp.core.errors import BadArg
+
+    with Emulator("nonsmp") as vm:
+        vm.record_fates()
+        out = vm.spawn_collector()
+        p = vm.spawn(_trace_kill_send, out)
+        vm.run()
+        fates, cut = vm.fates()
+        ((parent, t),) = vm.spawn_lineage()
+    assert parent == p and cut == 0
+    kinds = [(e[0], e[-1]) if e[0] == "m" else e for e in fates]
+    assert kinds == [("m", "delivered"), ("x", t), ("m", "suppressed receiver_dead")]
+    assert fates[0][2] == fates[2][2] == t and fates[2][3][3] == 2  # the send of 2, to t
+    with Emulator("smp", schedulers=1) as vm, pytest.raises(BadArg, match="journal"):
+        vm.record_fates()
