@@ -41,7 +41,7 @@ __all__ = [
 class Branch:
     """One position of the exploration tree (the state before an event)."""
 
-    __slots__ = ("enabled", "sleep", "backtrack", "done", "chosen", "event", "why")
+    __slots__ = ("enabled", "sleep", "backtrack", "done", "chosen", "event", "why", "pre")
 
     def __init__(self, enabled: list, sleep: dict, chosen: str):
         self.enabled = enabled
@@ -51,6 +51,7 @@ class Branch:
         self.chosen = chosen
         self.event: Event | None = None
         self.why: dict = {}  # thread -> (event index, race event index, labels) that added it
+        self.pre = 0  # preemptions on the path up to and including this choice
 
 
 def happens_before(events: list[Event]) -> tuple[list[int], list[list[int]], list[list[int]]]:
@@ -139,7 +140,13 @@ def races(events: list[Event], start: int = 0):
 class Tree:
     """The exploration state: the branches of the current execution's path."""
 
-    def __init__(self, new_world: Callable[[], World], max_events: int = 5000, prefix: tuple = ()):
+    def __init__(
+        self,
+        new_world: Callable[[], World],
+        max_events: int = 5000,
+        prefix: tuple = (),
+        preemptions: int | None = None,
+    ):
         self.new_world = new_world
         self.max_events = max_events
         self.stack: list[Branch] = _prefix_stack(new_world, prefix) if prefix else []
@@ -147,6 +154,24 @@ class Tree:
         self.floor = len(self.stack)
         self.first_new = 0
         self.finished = False
+        #: at most this many preemptions per execution (None: no bound): a
+        #: thread other than the last one chosen while the last one could go
+        self.preemptions = preemptions
+        #: branches the bound kept the search from (the bound cut it)
+        self.bound_cut = 0
+        for k, b in enumerate(self.stack):
+            b.pre = self._pre_at(k, b.chosen)
+        if preemptions is not None and self.stack and self.stack[-1].pre > preemptions:
+            self.finished = True  # a split's prefix already past the bound
+            self.bound_cut += 1
+
+    def _pre_at(self, k: int, thread: str) -> int:
+        """Preemptions of the path to branch ``k`` with ``thread`` chosen there."""
+        if k == 0:
+            return 0
+        prev = self.stack[k - 1]
+        switch = thread != prev.chosen and prev.chosen in self.stack[k].enabled
+        return prev.pre + (1 if switch else 0)
 
     def execute(self) -> tuple[World, str]:
         """Run the next execution: replay the path, extend it.  Returns the
@@ -178,8 +203,12 @@ class Tree:
                 return w, "blocked"
             if len(stack) >= self.max_events:
                 return w, "cut"
-            b = Branch(en, sleep, avail[0])
+            chosen = avail[0]
+            if self.preemptions is not None and stack and stack[-1].chosen in avail:
+                chosen = stack[-1].chosen  # bounded: the last thread goes on
+            b = Branch(en, sleep, chosen)
             stack.append(b)
+            b.pre = self._pre_at(len(stack) - 1, chosen)
             b.event = w.step(b.chosen)
 
     def add_races(self) -> int:
@@ -199,6 +228,9 @@ class Tree:
                 q = next((t for t in initials if t in b.enabled), None)
                 if q is None:
                     continue
+            if self.preemptions is not None and self._pre_at(i, q) > self.preemptions:
+                self.bound_cut += 1
+                continue
             b.backtrack.append(q)
             b.why[q] = (i, j, events[i].label, events[j].label, explain(events[i], events[j]))
             added += 1
@@ -221,6 +253,7 @@ class Tree:
             nxt = next((t for t in b.backtrack if t not in b.done and t not in b.sleep), None)
             if nxt is not None:
                 b.chosen = nxt
+                b.pre = self._pre_at(len(stack) - 1, nxt)
                 self.first_new = len(stack) - 1
                 return True
             stack.pop()

@@ -76,7 +76,7 @@ class ExploreResult:
     outcomes: list[OutcomeGroup]
     nonsmp: Outcome | None
     exhausted: bool  # every class explored
-    cut_by: list[str]  # "executions", "time" when a bound cut the search
+    cut_by: list[str]  # "executions", "time", "preemptions" when a bound cut the search
     estimate: float  # executions in all (exact when exhausted)
     elapsed: float
     events: int  # events run, replays included
@@ -167,6 +167,7 @@ class Explorer:
         prefix: tuple = (),
         graph: bool = False,
         stop_at_violation: bool = False,
+        preemptions: int | None = None,
     ):
         if schedulers < 1:
             raise SimError("schedulers must be >= 1")
@@ -178,7 +179,14 @@ class Explorer:
         self.checks = tuple(checks)
         self.nonsmp = nonsmp
         self.blocked_ok = blocked_ok
-        self.tree = Tree(_world_factory(setup, schedulers, reductions), max_events, tuple(prefix))
+        if preemptions is not None and (type(preemptions) is not int or preemptions < 0):
+            raise SimError(f"preemptions must be an integer >= 0, not {preemptions!r}")
+        self.tree = Tree(
+            _world_factory(setup, schedulers, reductions),
+            max_events,
+            tuple(prefix),
+            preemptions=preemptions,
+        )
         self.executions = self.blocked = self.cut_events = self.events = 0
         self.groups: dict[Outcome, OutcomeGroup] = {}
         self._estimates = 0.0
@@ -211,7 +219,7 @@ class Explorer:
         deadline = None if self.time_budget is None else t0 + self.time_budget
         tree = self.tree
         cut_by = []
-        while True:
+        while not tree.finished:  # (a split's prefix past the preemption bound: nothing)
             w, how = tree.execute()
             self.events += len(w.trace)
             tree.add_races()
@@ -238,6 +246,8 @@ class Explorer:
                 cut_by.append("violation")
                 break
         exhausted = tree.finished
+        if tree.bound_cut:
+            cut_by.append("preemptions")
         estimate = (
             float(self.executions)
             if exhausted

@@ -62,6 +62,12 @@ def _summary(r: ExploreResult) -> list[str]:
         if "time" in r.cut_by:
             lines.append("The time budget cut the runs.")
         lines.append("A sample: it does not say how many orders there are, nor that none is left.")
+    elif r.exhausted and "preemptions" in r.cut_by:
+        lines.append(
+            "The search is complete within the preemption bound: every equivalence class with "
+            "at most that many preemptions the explorer had to add was explored; the bound cut "
+            "the others."
+        )
     elif r.exhausted:
         lines.append("The search is complete: every equivalence class was explored.")
     else:

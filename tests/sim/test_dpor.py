@@ -108,3 +108,42 @@ def test_equivalent_interleavings_have_one_key_and_one_outcome():
         w.dispose()
     assert len(by_key) == bf["traces"]
     assert all(len(outcomes) == 1 for outcomes in by_key.values()), desc
+
+
+def _bounded_runs(race, bound):
+    """Every execution of a bounded search: its preemptions and its outcome."""
+    from smp.sim.dpor import Tree
+    from smp.sim.explorer import _world_factory
+
+    t = Tree(_world_factory(race.setup, race.schedulers, 200), preemptions=bound)
+    runs = []
+    while not t.finished:
+        w, _how = t.execute()
+        t.add_races()
+        runs.append(t.stack[-1].pre)
+        w.dispose()
+        if not t.advance():
+            break
+    return runs, t.bound_cut
+
+
+@pytest.mark.parametrize("name", ["seq_tracer_replaced", "running_pairs_at_one_tracer"])
+def test_a_preemption_bound_cuts_the_search_and_says_so(name):
+    """No execution of a search bounded to P preemptions has more; the
+    outcomes grow with P up to the unbounded search's, and a bound that cut
+    something is named in ``cut_by``."""
+    from smp.sim.catalogue import by_name
+    from smp.sim.explorer import Explorer
+
+    race = by_name(name)
+    full = {g.outcome for g in Explorer(race.setup, race.schedulers, nonsmp=False).run().outcomes}
+    seen = []
+    for bound in (0, 1, 2, 50):
+        runs, cut = _bounded_runs(race, bound)
+        assert max(runs) <= bound
+        r = Explorer(race.setup, race.schedulers, nonsmp=False, preemptions=bound).run()
+        got = {g.outcome for g in r.outcomes}
+        assert got <= full and r.exhausted
+        assert ("preemptions" in r.cut_by) == (cut > 0)
+        seen.append(got)
+    assert seen[0] < full and seen[0] <= seen[1] <= seen[2] and seen[-1] == full

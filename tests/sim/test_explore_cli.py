@@ -225,3 +225,15 @@ def test_the_report_says_which_outcomes_break_an_expect_clause(tmp_path):
     assert page.count("Broken invariants:") == len(broken)
     for o in broken:
         assert all(html.escape(v) in page for v in o["outcome"]["violations"])
+
+
+def test_a_preemption_bound_is_an_option_and_the_output_says_it_cut():
+    r = CliRunner().invoke(
+        cli,
+        ["explore", "churn", "--operations", "1", "--preemptions", "0", "--json", "--jobs", "1"],
+    )
+    assert r.exit_code == 0, r.output
+    res = json.loads(r.stdout)["result"]
+    assert "preemptions" in res["cut_by"]
+    r = CliRunner().invoke(cli, ["explore", "seq", "--preemptions", "1"])
+    assert r.exit_code == EXIT_USAGE and "--preemptions is for run scenarios" in r.output

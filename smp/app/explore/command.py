@@ -34,6 +34,7 @@ __all__ = ["explore_command", "is_run_scenario"]
 _SIM_ONLY = (
     "max_executions",
     "time_budget",
+    "preemptions",
     "random_runs",
     "pct",
     "depth",
@@ -110,6 +111,14 @@ def _make_command():
         type=click.FloatRange(0, min_open=True),
         default=None,
         help="run scenario: stop after this many seconds",
+    )
+    @click.option(
+        "--preemptions",
+        type=click.IntRange(0),
+        default=None,
+        help="run scenario: explore only executions with at most this many preemptions "
+        "(a thread other than the last one chosen while it could go on); the output says "
+        "when the bound cut the search",
     )
     @click.option(
         "--random",
@@ -260,6 +269,7 @@ def _simulate(scenario, schedule, as_json, seed, no_nonsmp, kw) -> None:
         schedulers=kw["schedulers"],
         max_executions=DEFAULT_MAX_EXECUTIONS if m is None else (m or None),
         time_budget=kw["time_budget"],
+        preemptions=kw["preemptions"],
         random=kw["random_runs"],
         pct=kw["pct"],
         depth=kw["depth"],

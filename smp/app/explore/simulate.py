@@ -40,6 +40,7 @@ class SimOptions:
     schedulers: int | None = None
     max_executions: int | None = DEFAULT_MAX_EXECUTIONS
     time_budget: float | None = None
+    preemptions: int | None = None
     random: int | None = None
     pct: int | None = None
     depth: int = 3
@@ -80,6 +81,8 @@ def _run(wl: ScenarioWorkload, o: SimOptions, checks: list):
             **common,
         )
     opts = dict(max_executions=o.max_executions, time_budget=o.time_budget, **common)
+    if o.preemptions is not None:
+        opts["preemptions"] = o.preemptions
     if o.jobs <= 1:
         return explore_split(wl.setup, **opts)
     with multiprocess.Pool(o.jobs) as pool:
