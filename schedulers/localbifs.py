@@ -44,6 +44,7 @@ class LocalBifs:
         the loops follow the mask: processes for process flags, ports for
         port flags, both for the modifiers; "matches are not counted for
         ports"."""
+        self._know_tracer(tracer)
         if type(spec) is Pid:
             t = self.procs.get(spec)
             if t is None or t.status == EXITED:
@@ -78,6 +79,14 @@ class LocalBifs:
                     continue
                 self._set_tracee_flags(port, how, bits, tracer)
         return count
+
+    def _know_tracer(self, tracer) -> None:
+        """trace_3 sets F_TRACER on the tracer itself, which every scheduler
+        sees at once: a tracer on another scheduler is one in this replica
+        before the BIF returns, so erts_check_my_tracer_proc at a tracee's
+        next schedule-in does not take it for a dead one."""
+        if type(tracer) is Pid and not self.is_local_pid(tracer):
+            self.remote_tracers.add(tracer)
 
     def _already_traced(self, t, tracer) -> bool:
         """``already_traced`` / ``port_already_traced``: traced by another

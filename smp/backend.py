@@ -258,7 +258,24 @@ class SmpBackend:
             if owner == 0:
                 raise BadArg(f"{spec!r} is a trace port and cannot be traced")
             return self.emu._sched_call(owner, "trace_apply", spec, how, bits, tracer)
+        self._signals_taken()
         return sum(self.emu._all_scheds("trace_apply", spec, how, bits, tracer).values())
+
+    def _signals_taken(self) -> None:
+        """Every signal a scheduler has sent another is applied there (17.x
+        blocks thread progress for ``trace(all | existing, ...)``: a spawn on
+        another scheduler is done, its process in the table, or not begun)."""
+        emu = self.emu
+        live = [k for k in range(1, emu.nsched + 1) if k not in emu.lost_schedulers]
+        if len(live) < 2:
+            return
+        sts = {k: emu._sched_call(k, "status") for k in live}
+        limit = self._bound()
+        for k in live:
+            for j in live:
+                need = sts[j]["peer_sent"][k]
+                if j != k and sts[k]["peer_recv"][j] < need:
+                    emu._sched_call(k, "wait_peer", j, need, 10.0 if limit is None else limit)
 
     def _trace_apply_lock_only(self, spec, how, bits, tracer) -> int:
         """``trace(Pid | Port, ...)`` from a process: the tracee's locks alone
