@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 
 from schedulers.process import message_of
-from smp.core.errors import ErlangException, Error, Exit, SmpError, Throw
+from smp.core.errors import Error, Exit, Throw
 from smp.core.terms import Atom
 
 A = Atom
@@ -32,7 +32,15 @@ STOP, PING, PONG, TOKEN, CAST, DONE, REQ, ECHO = (
     A("echo"),
 )
 IDLE_MS = 5000  # a receive backstop: nothing for this long and the process gives up
-am_kill, am_sensitive, am_new = A("kill"), A("sensitive"), A("new")
+am_kill, am_sensitive, am_new, am_EXIT = A("kill"), A("sensitive"), A("new"), A("EXIT")
+
+
+def _is_echo(m) -> bool:
+    return type(m) is tuple and len(m) == 4 and m[0] is ECHO
+
+
+def _is_exit_of(m, pid) -> bool:
+    return type(m) is tuple and len(m) == 3 and m[0] is am_EXIT and m[1] == pid
 
 
 def _is_ctl(m) -> bool:
@@ -239,19 +247,24 @@ async def churn_echo(proc):
 
 
 async def churner(proc, ops, secs, burst, flags, sensitive):
+    """Trace the worker to a fresh tracer, make ``burst`` messages, kill the
+    tracer and wait for its death before the next one takes over, as an
+    Erlang program replacing a tracer does (trace/3 refuses a second tracer
+    while the first is alive: ``already_traced``, erl_bif_trace.c).  The
+    messages made in the burst may still wait in smp's queue when their
+    tracer dies: the race this workload is for."""
     end, i, seq = _end(secs), 0, 0
     await _start(proc, sensitive)
+    await proc.process_flag("trap_exit", True)
     worker = await proc.spawn_link(churn_echo)
     while _more(i, ops, end):
-        t = await proc.spawn(churn_sink)
-        try:
-            await proc.trace(worker, True, list(flags) + [(A("tracer"), t)])
-        except (ErlangException, SmpError):
-            pass
+        t = await proc.spawn_link(churn_sink)
+        await proc.trace(worker, True, list(flags) + [(A("tracer"), t)])
         for _ in range(burst):
             await proc.send(worker, (REQ, proc.pid, seq))
             seq += 1
-            await _recv(proc)
+            await _recv(proc, _is_echo)
         await proc.exit(t, am_kill)
+        await _recv(proc, lambda m, t=t: _is_exit_of(m, t))
         i += 1
     await proc.send(worker, (STOP, proc.pid, seq))

@@ -5,7 +5,9 @@ and table, and records what each call touches for the event that serves it
 
 from __future__ import annotations
 
+from schedulers.backend import LocalBackend
 from smp.core import messages as M
+from smp.core.bifs import ALREADY_TRACED
 from smp.core.errors import BadArg
 from smp.core.state import NIL, apply_state_op
 from smp.core.terms import Atom, Pid, Port, Ref
@@ -28,22 +30,60 @@ class SimBackend:
         return self.w.nodes[k]
 
     def bk_is_alive(self, pid) -> bool:
+        """As ``SmpBackend.bk_is_alive``: a pid not alive at its owner is asked
+        again once the owner took the signals the BIF's caller's scheduler
+        sent it (a spawn on its way: 17.x creates a process before spawn
+        returns)."""
         if type(pid) is not Pid:
             return False
-        return self._node(self.w.owner(pid)).is_alive(pid)
+        w = self.w
+        owner = w.owner(pid)
+        if self._node(owner).is_alive(pid):
+            return True
+        k = w.bif_sched
+        if k is None or k == owner:
+            return False
+        w.take_signals([(k, owner)])  # (reads the channel: empty or not)
+        return self._node(owner).is_alive(pid)
 
     def bk_valid_tracer_port(self, port) -> bool:
         return False
 
     def bk_trace_apply(self, spec, how, bits, tracer) -> int:
         w = self.w
+        if type(spec) not in (Pid, Port):
+            # all/existing: every signal between schedulers taken first, as
+            # SmpBackend.bk_trace_apply does (17.x blocks thread progress: a
+            # spawn is done or not begun)
+            w.take_signals(
+                [(i, k) for i in range(1, w.nsched + 1) for k in range(1, w.nsched + 1) if i != k]
+            )
         if type(spec) is Pid:
-            return self._node(w.owner(spec)).set_trace_local(spec, how, bits, tracer)
+            return self._trace_pid(spec, how, bits, tracer)
         if type(spec) is Port:
             raise BadArg("ports are not simulated")
         return sum(
             self._node(k).set_trace_local(spec, how, bits, tracer) for k in range(1, w.nsched + 1)
         )
+
+    def _trace_pid(self, spec, how, bits, tracer) -> int:
+        """As ``SmpBackend._trace_apply_lock_only``: a tracee held by a tracer
+        its replica still thinks alive is asked again once the replica knows
+        the tracer dead at its own scheduler (17.x ``already_traced`` looks
+        the tracer up in the one process table)."""
+        w = self.w
+        k = w.owner(spec)
+        node = self._node(k)
+        n = node.set_trace_local(spec, how, bits, tracer)
+        if n != ALREADY_TRACED:
+            return n
+        p = node.procs.get(spec)
+        old = p.tracer if p is not None else None
+        if type(old) is not Pid or self._node(w.owner(old)).is_alive(old):
+            return n
+        w.fp_w.add(("replica", k, old))
+        node.dead_remote.add(old)
+        return node.set_trace_local(spec, how, bits, tracer)
 
     def bk_mark_tracer(self, tracer) -> None:
         self._node(self.w.owner(tracer)).mark_tracer(tracer)
@@ -89,4 +129,24 @@ class SimBackend:
         w.fp_p.add(("msg", mid))
 
     def bk_trace_delivered(self, caller, what, ref):
-        raise BadArg("trace_delivered is not simulated")
+        """``SmpBackend.bk_trace_delivered``: the dispatcher takes every batch
+        the schedulers have sent (``Emulator._sync_dispatcher``), then queues
+        ``{trace_delivered, What, Ref}`` to the caller (17.x
+        ``trace_delivered_1``: ``erts_send_sys_msg_proc``, a PROC_MSG behind
+        every message made before, as the seed's are in ``sys_message_queue``
+        from the moment they are made).  Here the caller's scheduler makes it,
+        as ``LocalBackend`` does, in a batch whose ingest waits for every
+        batch each other scheduler has sent so far (``World._after_ok``),
+        which depends on their last events: the BIF reads every scheduler.
+        From the setup (no caller) the emulator waits for the dispatcher to
+        reach a marker, and the setup runs no dispatcher."""
+        if caller is None:
+            raise BadArg("trace_delivered from the setup is not simulated (call it from a process)")
+        w = self.w
+        k = w.owner(caller)
+        after = w.after[k]
+        for i in range(1, w.nsched + 1):
+            if i != k:
+                w.fp_r.add(("node", i))
+                after[i] = max(after[i], w.ing_sent[i])
+        return LocalBackend(self._node(k)).bk_trace_delivered(caller, what, ref)

@@ -20,6 +20,9 @@ from smp.core.terms import Atom
 __all__ = ["Race", "CATALOGUE", "by_name"]
 
 am_kill, am_go, am_ping = Atom("kill"), Atom("go"), Atom("ping")
+am_all, am_done, am_trap_exit = Atom("all"), Atom("done"), Atom("trap_exit")
+_LONG_GC = [(Atom("long_gc"), 1)]  # ms: a collection of 30,000 words takes 3 (schedulers.heap)
+_ALL_PROC_FLAGS = ["send", "procs", "set_on_spawn"]
 
 
 @dataclass(frozen=True)
@@ -71,6 +74,63 @@ async def _starter(proc, a, b):
     await proc.send(b, am_go)
 
 
+async def _send_yield_send_then_go(proc, to, n):
+    for i in range(n):
+        if i:
+            await proc.yield_()
+        await proc.send(to, (am_ping, i))
+    await proc.receive()
+    await proc.send(to, (am_ping, n))
+
+
+async def _replace_tracer_on_exit(proc, old, tracee, new):
+    # the process API has no erlang:monitor/2: a link with trap_exit gives
+    # {'EXIT', T, killed} where a monitor gives {'DOWN', ...}, both sent as T exits
+    await proc.process_flag(am_trap_exit, True)
+    await proc.link(old)
+    await proc.exit(old, am_kill)
+    await proc.receive()
+    await proc.trace(tracee, True, ["send", ("tracer", new)])
+    await proc.send(tracee, am_go)
+
+
+async def _long_gc(proc):
+    await proc.allocate(30000)  # the heap overflows: a collection of 3 ms
+
+
+async def _long_gc_then_monitor(proc, options):
+    await proc.allocate(30000)
+    await proc.system_monitor(proc.self(), options)
+    while True:
+        await proc.receive()
+
+
+async def _send_go_send(proc, to, asker):
+    await proc.send(to, (am_ping, 0))
+    await proc.send(asker, (am_go, proc.self()))
+    await proc.yield_()
+    await proc.send(to, (am_ping, 1))
+
+
+async def _trace_delivered_then_done(proc, tracer):
+    _go, tracee = await proc.receive()
+    await proc.trace_delivered(tracee)
+    await proc.receive()  # {trace_delivered, P, Ref}
+    await proc.send(tracer, am_done)
+
+
+async def _ping(proc, to):
+    await proc.send(to, am_ping)
+
+
+async def _spawn_on(proc, to, scheduler):
+    await proc.spawn(_ping, to, scheduler=scheduler)
+
+
+async def _untrace_all(proc, flags):
+    await proc.trace(am_all, False, flags)
+
+
 # ---------------------------------------------------------------- workloads
 def tracer_killed_with_messages_queued(vm):
     t = vm.spawn_collector(scheduler=2, name="T")
@@ -117,6 +177,39 @@ def running_pairs_at_one_tracer(vm):
     vm.trace(a, True, ["running", "exiting"], tracer=t)
     vm.trace(b, True, ["running", "exiting"], tracer=t)
     vm.spawn(_starter, a, b, scheduler=2, name="S")
+
+
+def tracer_replaced_on_down(vm):
+    t = vm.spawn_collector(scheduler=2, name="T")
+    t2 = vm.spawn_collector(scheduler=1, name="T2")
+    sink = vm.spawn_collector(scheduler=2, name="sink")
+    p = vm.spawn(_send_yield_send_then_go, sink, 2, scheduler=2, name="P")
+    vm.spawn(_replace_tracer_on_exit, t, p, t2, scheduler=1, name="C")
+    vm.trace(p, True, ["send"], tracer=t)
+
+
+def monitor_replaced_with_its_own_event_queued(vm):
+    m = vm.spawn_collector(scheduler=2, name="M")
+    vm.spawn(_long_gc_then_monitor, _LONG_GC, scheduler=1, keep=True, name="G")
+    vm.spawn(_long_gc, scheduler=2, name="H")
+    vm.system_monitor(m, _LONG_GC)
+
+
+def trace_delivered_against_queue(vm):
+    t = vm.spawn_collector(scheduler=2, name="T")
+    sink = vm.spawn_collector(scheduler=1, name="sink")
+    c = vm.spawn(_trace_delivered_then_done, t, scheduler=2, name="C")
+    p = vm.spawn(_send_go_send, sink, c, scheduler=1, name="P")
+    vm.trace(p, True, ["send"], tracer=t)
+
+
+def trace_all_false_racing_spawn(vm):
+    t = vm.spawn_collector(scheduler=2, name="T")
+    sink = vm.spawn_collector(scheduler=1, name="sink")
+    # the child on the other scheduler (nonsmp has one)
+    p = vm.spawn(_spawn_on, sink, vm.schedulers, scheduler=1, name="P")
+    vm.spawn(_untrace_all, _ALL_PROC_FLAGS, scheduler=2, name="K")
+    vm.trace(p, True, _ALL_PROC_FLAGS, tracer=t)
 
 
 CATALOGUE: tuple[Race, ...] = (
@@ -207,6 +300,98 @@ CATALOGUE: tuple[Race, ...] = (
         tracer="T",
         nonsmp_received=(),
         checks=(killed_tracer_misses_something,),
+    ),
+    Race(
+        "tracer_replaced_on_down",
+        tracer_replaced_on_down,
+        2,
+        "C kills the tracer T, waits for its exit (a link with trap_exit: the process API "
+        "has no monitors), retraces P to T2 and lets P send a third time; P, on T's "
+        "scheduler, sends twice before that, yielding between.  A TRACE message names its "
+        "tracer when it is made (in smp ERTS_GET_TRACER_REF only copies the pid) and "
+        "sys_msg_dispatcher_func looks the receiver up when it takes it: one made while T "
+        "lived is delivered, reaches T as it dies, or is dropped receiver_dead "
+        "(sys_msg_disp_failure leaves TRACE alone).  P drops its flags only when "
+        "scheduled in after T is gone (erts_check_my_tracer_proc), so the second may be "
+        "never made; made after the retrace (trace_3 sets P's tracer) it goes to T2, as "
+        "the third always does, though T2 is on another scheduler than P (trace_3 sets "
+        "F_TRACER on T2 itself, so P never finds it unmarked at schedule-in): 15 "
+        "combinations in queue order and arrival.  In nonsmp T gets the first two, T2 the "
+        "third.",
+        executions=295,
+        outcomes=15,
+        tracer="T",
+        nonsmp_received=(
+            "{trace,P,send,{ping,0},sink}",
+            "{trace,P,send,{ping,1},sink}",
+        ),
+    ),
+    Race(
+        "monitor_replaced_with_its_own_event_queued",
+        monitor_replaced_with_its_own_event_queued,
+        2,
+        "G has a long_gc event queued (monitor_long_gc: enqueue_sys_msg(SYS_MSG_TYPE_SYSMON, "
+        "G, NIL, ...)) and then makes itself the system monitor in place of M; H, on the "
+        "other scheduler, has one queued too.  A SYSMON message goes to whoever is the "
+        "monitor when the dispatcher takes it (sys_msg_dispatcher_func reads "
+        "erts_get_system_monitor()), and one from the monitor itself is dropped "
+        "(smqp->from == receiver: drop_sys_msg, no failure, the monitor stays): G's own "
+        "event reaches M or is dropped sender_is_receiver, H's reaches M or G, in either "
+        "order of the two batches.  In nonsmp monitor_long_gc looks the monitor up when "
+        "the event is made (#ifndef ERTS_SMP: !monitor_p || p == monitor_p): M gets G's, "
+        "G gets H's.",
+        executions=15,
+        outcomes=5,
+        tracer="M",
+        nonsmp_received=(
+            "{monitor,G,long_gc,[{timeout,3},{old_heap_block_size,0},{heap_block_size,233},"
+            "{mbuf_size,0},{stack_size,10},{old_heap_size,0},{heap_size,0}]}",
+        ),
+    ),
+    Race(
+        "trace_delivered_against_queue",
+        trace_delivered_against_queue,
+        2,
+        "P, traced for send by T, sends, has C (on T's scheduler) call trace_delivered(P), "
+        "yields and sends again.  trace_delivered_1 (erl_bif_trace.c) queues its answer "
+        "with erts_send_sys_msg_proc: a PROC_MSG to the caller in sys_message_queue, behind "
+        "every message made before (the emulator takes every batch sent first), which the "
+        "dispatcher delivers first: C's done reaches T after them.  P's last send races "
+        "the call: queued before the answer or after it, then done can reach T first.  In "
+        "nonsmp everything is delivered already: done comes before the last message.  On "
+        "another scheduler than T, C's answer and T's deliveries travel apart and done may "
+        "overtake them, which the seed (erts_queue_message into T's queue before the "
+        "answer is taken) never does.",
+        executions=20,
+        outcomes=2,
+        tracer="T",
+        nonsmp_received=(
+            "{trace,P,send,{ping,0},sink}",
+            "{trace,P,send,{go,P},C}",
+            "done",
+            "{trace,P,send,{ping,1},sink}",
+        ),
+    ),
+    Race(
+        "trace_all_false_racing_spawn",
+        trace_all_false_racing_spawn,
+        2,
+        "P, traced with send, procs and set_on_spawn, spawns a child on the other "
+        "scheduler that sends once; K calls trace(all, false, the same flags).  trace_3 "
+        "clears the flags of every process there is, and a child takes its parent's flags "
+        "when created (set_on_spawn): T gets nothing (K first), P's spawn and exit (K "
+        "after the child is created, before it runs) or everything (K after it ran).  In "
+        "nonsmp K runs before the child: T gets P's spawn and exit.  The seed blocks "
+        "thread progress for trace(all, ...), so a spawn is done or not begun: a clear "
+        "served while P's spawn signal is on its way to the child's scheduler takes the "
+        "signal first (the child made, with P's flags, then cleared), never misses it.",
+        executions=12,
+        outcomes=3,
+        tracer="T",
+        nonsmp_received=(
+            "{trace,P,spawn,P.1,{'smp.sim.catalogue','_ping',[sink]}}",
+            "{trace,P,exit,normal}",
+        ),
     ),
 )
 

@@ -33,6 +33,10 @@ The objects, named after the seed's shared data:
   another scheduler read it; the dead and tracer publications write it).
 * ``("pub", k)``: the order of the publications scheduler ``k``'s replica
   takes.
+* ``("tail", i, k)`` and ``("head", i, k)``: the two ends of the channel of
+  signals from scheduler ``i`` to ``k``: a scheduler's event that sends
+  writes the tail, an arrival writes the head, and a BIF that takes the
+  channel's signals at once reads the tail and writes the head.
 
 ``RULES`` names every pair of event kinds that can conflict on an object,
 with the seed's reason; ``explain`` gives that reason for a race, and the
@@ -257,6 +261,27 @@ RULES: tuple[Rule, ...] = (
             "order it makes them; a replica applies them in that order",
         )
         for a, b in (("ingest", "ingest"), ("ingest", "dispatch"), ("dispatch", "dispatch"))
+    ),
+    *(
+        _r(
+            a,
+            "bif",
+            "tail",
+            "a BIF that waits for the signals between schedulers (trace(all | existing): "
+            "17.x blocks thread progress, so a spawn is done or not begun; a pid the "
+            "caller just spawned elsewhere: 17.x creates it before spawn returns) takes "
+            "what was sent before it, not what is sent after",
+        )
+        for a in ("slice", "arrive", "bif")
+    ),
+    *(
+        _r(
+            a,
+            "bif",
+            "head",
+            "a signal arrives on its own or is taken by a BIF that waits for it, not both",
+        )
+        for a in ("arrive", "bif")
     ),
 )
 

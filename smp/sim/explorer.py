@@ -291,12 +291,17 @@ class Explorer:
             g.count += 1
             return oc
         namer = Namer(w.names)
+        pairs = self.tree.why() if why is None else why()
+        if not pairs:
+            # reached by a branch no race made (the first execution, or a
+            # step of a split tried for every thread): the races it holds
+            pairs = execution_races(w.trace)
         first = Execution(
             self.executions,
             " ".join(e.thread for e in w.trace) if why is not None else self.tree.schedule(),
             oc,
             _describe(w, namer),
-            _describe_races(self.tree.why() if why is None else why(), namer),
+            _describe_races(pairs, namer),
         )
         self.groups[oc] = OutcomeGroup(oc, 1, first)
         return oc

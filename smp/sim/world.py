@@ -151,6 +151,7 @@ class World(_Base):
         self.ingested = [0 for _ in r]
         self.after = [[0] * (nsched + 1) for _ in r]
         self.chans: dict = {}  # (from, to) -> deque of (seq, payload, batches sent)
+        self.bif_sched: int | None = None  # the scheduler of the BIF being served
         self.chan_sent: dict = {}
         self.pubs: list = [deque() for _ in r]
         self.pub_sent = [0 for _ in r]
@@ -220,6 +221,7 @@ class World(_Base):
                     q = self.chans[key] = deque()
                 q.append((seq, sig, nb))
                 self.fp_p.add(("sig", k, owner, seq))
+                self.fp_w.add(("tail", k, owner))  # what a BIF taking the channel sees
             t.peer_out = []
         if t.ctl_out:
             for pid, req in t.ctl_out:
@@ -382,6 +384,8 @@ class World(_Base):
     def _arrive(self, i: int, k: int) -> str:
         seq, payload, nb = self.chans[(i, k)].popleft()
         self.fp_c.add(("sig", i, k, seq))
+        if i:
+            self.fp_w.add(("head", i, k))  # what a BIF taking the channel sees
         node = self.nodes[k]
         if i == 0:  # a delivery from the dispatcher: (message id, to, term)
             mid, to, term = payload
@@ -439,6 +443,19 @@ class World(_Base):
             node.registry = dict(data)
         return f"scheduler {k}'s replica takes {kind} {data!r}"
 
+    def take_signals(self, keys) -> None:
+        """Within the current event, every signal waiting on the channels
+        ``keys`` (``(from, to)``) arrives, in order (a BIF that waits for them)."""
+        consumed = set(self.fp_c)
+        for key in keys:
+            self.fp_r.add(("tail", *key))
+            self.fp_w.add(("head", *key))
+            while self.chans.get(key):
+                self._arrive(*key)
+        # not a cause: the BIF takes what is there when it runs, and could run
+        # before the signal was sent (the conflict on the channel orders them)
+        self.fp_c = consumed
+
     def _serve(self, pid_text: str) -> str:
         pid = next(p for p in self.rpcs if repr(p) == pid_text)
         seq, req = self.rpcs.pop(pid)
@@ -446,11 +463,13 @@ class World(_Base):
         k = self.owner(pid)
         self.fp_w.add(("node", k))
         self.atomic = True
+        self.bif_sched = k
         try:
             value = self.serve_request(pid, req)
         except BadArg as e:
             value = e
         self.atomic = False
+        self.bif_sched = None
         node = self.nodes[k]
         p = node.procs.get(pid)
         if p is not None and p.status == SUSPENDED and p.pending_exit is None:

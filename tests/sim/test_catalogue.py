@@ -91,3 +91,30 @@ def test_a_report_names_roles_races_and_a_schedule(results):
     assert "races with" in text and "T" in text
     for g in r.outcomes:
         assert all(t[0] in "SAIDPR" for t in g.first.schedule.split())
+
+
+def test_a_replacement_on_another_scheduler_gets_every_send_after_the_retrace(results):
+    """trace_3 marks the new tracer itself: the tracee, on another scheduler,
+    never takes it for a dead one at schedule-in, in any order."""
+    r = results["tracer_replaced_on_down"]
+    for g in r.outcomes:
+        assert "{trace,P,send,{ping,2},sink}" in dict(g.outcome.received)["T2"], g.first.schedule
+
+
+def test_a_clear_of_all_never_misses_a_spawn_on_its_way():
+    """P's slice sends the spawn to scheduler 2, K asks for trace(all, false)
+    and is served before the spawn arrives: the clear takes the spawn first
+    (the seed blocks thread progress), so the child is made and cleared and
+    T gets P's spawn and exit only, never the child's send."""
+    from smp.sim.explorer import _world_factory
+
+    race = by_name("trace_all_false_racing_spawn")
+    w = _world_factory(race.setup, race.schedulers, 200)()
+    w.step("S1")
+    w.step("S2")
+    serve = [t for t in w.enabled() if t.startswith("R")]
+    assert "A1>2" in w.enabled() and len(serve) == 1  # the spawn is on its way
+    w.dispose()
+    got = replay(race.setup, "S1 S2 " + serve[0], schedulers=race.schedulers)
+    spawn = "{trace,P,spawn,P.1,{'smp.sim.catalogue','_ping',[sink]}}"
+    assert dict(got.outcome.received)["T"] == (spawn, "{trace,P,exit,normal}")
