@@ -14,7 +14,8 @@ example is run:
   pages read "as a real node wrote it";
 * a ``python`` block runs as a script in that directory and must exit 0;
 * a ``toml`` block must be a valid scenario (an explore scenario when it
-  has a ``[[queue]]``).
+  has a ``[[queue]]``); one whose fence names a file (```` ```toml
+  title="swap.toml" ````) is also written there, for the commands after it.
 
 ``sh`` blocks without prompts are recipes (installing, benchmarks, other
 hosts), not examples, and are not run.
@@ -42,14 +43,25 @@ DOCS = ROOT / "docs"
 README = ROOT / "README.md"
 PAGES = sorted(DOCS.rglob("*.md")) + [README]
 SHELLS = ("console", "sh", "shell", "bash")
-_FENCE = re.compile(r"^```([\w-]*)[^\n]*\n(.*?)^```\s*$", re.MULTILINE | re.DOTALL)
+_FENCE = re.compile(r"^```([\w-]*)([^\n]*)\n(.*?)^```\s*$", re.MULTILINE | re.DOTALL)
+_TITLE = re.compile(r'title="([\w.-]+)"')
 _EXIT = re.compile(r"#\s*exit\s+(\d+)\s*$")
 #: command output already seen in this process: (command, files there) -> result
 _SEEN: dict[tuple, tuple[int, str]] = {}
 
 
 def _blocks(page: Path) -> list[tuple[str, str]]:
-    return [(m.group(1), m.group(2)) for m in _FENCE.finditer(page.read_text("utf-8"))]
+    return [(m.group(1), m.group(3)) for m in _FENCE.finditer(page.read_text("utf-8"))]
+
+
+def _titled(page: Path) -> dict[str, str]:
+    """Block body -> the file its fence names (``title="NAME"``)."""
+    out = {}
+    for m in _FENCE.finditer(page.read_text("utf-8")):
+        t = _TITLE.search(m.group(2))
+        if t:
+            out[m.group(3)] = t.group(1)
+    return out
 
 
 def _commands(body: str) -> list[tuple[str, list[str]]]:
@@ -118,8 +130,11 @@ EXAMPLE_PAGES = [p for p in PAGES if any(_is_example(lang, body) for lang, body 
 @pytest.mark.parametrize("page", EXAMPLE_PAGES, ids=_page_id)
 def test_examples_of_the_page_run(page, tmp_path):
     _make_node_trace(tmp_path / "node1.trace")
+    titled = _titled(page)
     ran = 0
     for lang, body in _blocks(page):
+        if body in titled:
+            (tmp_path / titled[body]).write_text(body)
         if lang in SHELLS:
             for command, expected in _commands(body):
                 m = _EXIT.search(command)
