@@ -89,6 +89,12 @@ FLUSH_AFTER_NS = 1_000_000  # a batch waits at most ~1 ms while processes run
 HEARTBEAT_TIMEOUT = 5.0  # s without a word from a remote dispatcher: it is gone
 
 
+#: how long the loop runs processes before it looks at its sockets again
+#: (a controller's request, a peer's signal): at most 32 slices, and none
+#: begun after this many ns
+SLICES_NS = 3_000_000
+
+
 class Worker:
     """Start-up is a handshake: the scheduler binds its inbox, says hello to
     the controller (with the inbox's address, so schedulers may live on other
@@ -470,7 +476,7 @@ class Worker:
             if self.running and clear:
                 began = time.monotonic_ns()
                 self.busy = (self.busy[0], began)
-                ran = node.run_some(32)
+                ran = node.run_some(32, began + SLICES_NS)
                 self.busy = (self.busy[0] + (time.monotonic_ns() - began if ran else 0), 0)
             self.cmds.sample_due()
             busy = self.running and clear and node.runq
