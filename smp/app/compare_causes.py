@@ -247,7 +247,7 @@ def _classify(d: dict, ctx: dict) -> str:
     if b is not None and fb in _DEAD:
         died = ctx["smp_exits"].get(b[1])
         q_seq = b[4][0]
-        if died is not None and q_seq < died[0] and fa in (None, "delivered"):
+        if died is not None and q_seq < died[0] and fa == "delivered":
             return "dead_at_dispatch"
         if died is not None and q_seq > died[0] and (fa is None or fa.startswith("suppressed")):
             return "made_after_death"

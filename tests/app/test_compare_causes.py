@@ -93,6 +93,8 @@ def _item(type_, to, fate, seq=None):
         ("suppressed receiver_dead", 15, set(), "made_after_death"),
         (None, 15, set(), "made_after_death"),
         ("suppressed receiver_dead", 5, set(), "unexplained"),
+        (None, 5, set(), "unexplained"),  # queued while t lived, yet nonsmp never made it
+        (None, 5, {"t"}, "timing"),  # ... because nonsmp's t died earlier in the work
     ],
 )
 def test_a_class_is_given_only_when_its_order_of_events_holds(nonsmp, q_seq, moved, want):
