@@ -390,6 +390,11 @@ def _print_causes(causes: dict, first: int) -> None:
                 out.write(f"    {death_text(d)}\n")
     if not causes["classes"]:
         out.write("  (none: every message was made and met the same fate in both)\n")
+    if causes.get("reordered"):
+        out.write(
+            f"  ({causes['reordered']:,} more were made and met the same fate in both, in "
+            "another order among other senders' messages: not a difference)\n"
+        )
     if causes.get("not_kept"):
         out.write(
             f"  ({causes['not_kept']:,} of nonsmp's messages past the first million not kept)\n"

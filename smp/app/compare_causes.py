@@ -77,6 +77,13 @@ CLASSES = (
         "whoever holds the role when the message is made",
     ),
     (
+        "serial_order",
+        "the same seq_trace message with another serial in each build",
+        "seq_trace_update_send numbers a traced process's sends in the order it makes "
+        "them; exit signals to its links go in the order of its link set, which depends on "
+        "the pids, numbered differently in the two builds",
+    ),
+    (
         "fake_schedule_pair",
         "a fake out/in pair after a heavy port write (nonsmp only)",
         "#ifndef ERTS_SMP do_send_schedfix_to_port: a heavy write to a trace port sends "
@@ -230,6 +237,34 @@ def _align(xa: list, xb: list):
     return pairs, oa, ob
 
 
+_SERIAL = re.compile(r"^(\{seq_trace,[^,]+,\{(?:send|'receive'),)\{\d+,\d+\}")
+
+
+def _serial_free(text: str) -> str:
+    """A seq_trace message's text with its serial left out."""
+    return _SERIAL.sub(r"\1{_,_}", text)
+
+
+def _reordered(xa: list, xb: list, oa: list, ob: list, key=None) -> tuple[list, list, list]:
+    """Pair what only one side's alignment left over by text (or by
+    ``key(text)``), in order: ``(pairs, left in a, left in b)``."""
+    if not oa or not ob:
+        return [], oa, ob
+    key = key or (lambda t: t)
+    waiting: dict = {}
+    for j in ob:
+        waiting.setdefault(key(xb[j][0]), deque()).append(j)
+    pairs, left_a = [], []
+    for i in oa:
+        q = waiting.get(key(xa[i][0]))
+        if q:
+            pairs.append((i, q.popleft()))
+        else:
+            left_a.append(i)
+    used = {j for _, j in pairs}
+    return pairs, left_a, [j for j in ob if j not in used]
+
+
 def _is_sched(term) -> bool:
     return (
         type(term) is tuple
@@ -243,6 +278,8 @@ def _classify(d: dict, ctx: dict) -> str:
     """The class of one difference: ``d`` has ``a`` (nonsmp's item or None)
     and ``b`` (smp's item or None)."""
     a, b = d["a"], d["b"]
+    if d.get("serial"):
+        return "serial_order"
     fa, fb = a[3] if a else None, b[3] if b else None
     if b is not None and fb in _DEAD:
         died = ctx["smp_exits"].get(b[1])
@@ -349,12 +386,25 @@ def message_causes(a, b, journal: str | None, limit: int = 20) -> dict | None:
     ga, gb = _by_stream(items_a, la), _by_stream(items_b, lb)
     diffs: list[dict] = []
     per_tracer: dict = {}
+    reordered = 0
     for key in sorted(set(ga) | set(gb)):
         xa, xb = ga.get(key, []), gb.get(key, [])
         t = per_tracer.setdefault(key[0], {"nonsmp": 0, "smp": 0, "differ": 0})
         t["nonsmp"] += sum(1 for _, it in xa if not it[3].startswith("suppressed"))
         t["smp"] += len(xb)
         pairs, oa, ob = _align(xa, xb)
+        # the same message in both, in another order among the others: not a
+        # difference of what was made or of its fate (order across senders,
+        # or exit signals sent to linked processes in pid order, pids
+        # differing between the builds, is promised by neither)
+        moved, oa, ob = _reordered(xa, xb, oa, ob)
+        pairs += moved
+        reordered += len(moved)
+        renumbered, oa, ob = _reordered(xa, xb, oa, ob, _serial_free)
+        for i, j in renumbered:
+            diffs.append(
+                {"key": key, "norm": xa[i][0], "a": xa[i][1], "b": xb[j][1], "serial": True}
+            )
         for i, j in pairs:
             if xa[i][1][3] != xb[j][1][3]:
                 diffs.append({"key": key, "norm": xa[i][0], "a": xa[i][1], "b": xb[j][1]})
@@ -397,6 +447,7 @@ def message_causes(a, b, journal: str | None, limit: int = 20) -> dict | None:
             {"tracer": k, **v} for k, v in sorted(per_tracer.items(), key=lambda x: _natural(x[0]))
         ],
         "not_kept": a.fates[1],
+        "reordered": reordered,
         "diffs": [
             {
                 "class": d["class"],

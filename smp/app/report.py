@@ -571,7 +571,14 @@ def _causes_section(causes: dict) -> str:
     out = [
         "<h2>why the messages differ</h2>",
         f"<p class=note>From both runs' records (nonsmp's fate log, smp's journal), lined "
-        f"up per tracer and tracee: {_num(causes['total'])} messages differ.</p>",
+        f"up per tracer and tracee: {_num(causes['total'])} messages differ"
+        + (
+            f"; {_num(causes['reordered'])} more were made and met the same fate in both, "
+            "in another order among other senders' messages"
+            if causes.get("reordered")
+            else ""
+        )
+        + ".</p>",
         "<table class=causes><tr><th>class</th><th>messages</th><th>seed</th><th>example</th></tr>",
     ]
     for k in causes["classes"]:
