@@ -385,6 +385,8 @@ def _print_causes(causes: dict, first: int) -> None:
                 else "    see: compare with --journal FILE keeps smp's journal; then "
                 f"smp-emu replay FILE --around {ex['queue_seq']}\n"
             )
+        if k.get("explore"):
+            out.write(f"    every order of it, in the simulator: {k['explore']}\n")
         if k["class"] == "timing":
             for d in causes["timing_deaths"]:
                 out.write(f"    {death_text(d)}\n")

@@ -34,6 +34,7 @@ from smp.core.terms import Atom
 
 __all__ = [
     "CLASSES",
+    "RACES",
     "full_labels",
     "journal_events",
     "nonsmp_events",
@@ -116,6 +117,14 @@ CLASSES = (
         "work explains it",
     ),
 )
+#: the race of the simulator's catalogue (``smp-emu explore NAME``) that
+#: shows a class, every order of it
+RACES = {
+    "dead_at_dispatch": "tracer_killed_with_messages_queued",
+    "made_after_death": "tracer_killed_with_messages_queued",
+    "resolved_at_dispatch": "seq_tracer_replaced",
+    "scheduling": "running_pairs_at_one_tracer",
+}
 _TITLE = {c[0]: c[1] for c in CLASSES}
 _SEED = {c[0]: c[2] for c in CLASSES}
 
@@ -328,6 +337,7 @@ def _class_list(classes: dict) -> list[dict]:
                 "nonsmp": e["nonsmp"],
                 "smp": e["smp"],
                 "seed": seed,
+                "explore": f"smp-emu explore {RACES[name]}" if name in RACES else None,
                 "example": {
                     "tracer": d["key"][0],
                     "tracee": d["key"][1],

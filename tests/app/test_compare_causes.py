@@ -170,3 +170,12 @@ def test_a_message_made_in_both_in_another_order_or_renumbered_is_paired():
     renumbered, oa, ob = _reordered(xa, xb, oa, ob, _serial_free)
     assert renumbered == [(0, 1), (1, 0)] and oa == [] and ob == [2]
     assert _serial_free("{seq_trace,7,{print,{1,2}}}") == "{seq_trace,7,{print,{1,2}}}"
+
+
+def test_each_class_names_a_race_the_catalogue_has():
+    from smp.app.compare_causes import RACES
+    from smp.sim.catalogue import by_name
+
+    assert set(RACES) <= {c[0] for c in CLASSES}
+    for cls, name in RACES.items():
+        assert by_name(name).name == name, cls

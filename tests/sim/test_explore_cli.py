@@ -237,3 +237,29 @@ def test_a_preemption_bound_is_an_option_and_the_output_says_it_cut():
     assert "preemptions" in res["cut_by"]
     r = CliRunner().invoke(cli, ["explore", "seq", "--preemptions", "1"])
     assert r.exit_code == EXIT_USAGE and "--preemptions is for run scenarios" in r.output
+
+
+def test_a_race_of_the_catalogue_runs_by_name_and_replays():
+    """``smp-emu explore RACE``: the paragraph, the exhaustive counts the
+    catalogue states, and each outcome's replay command runs that outcome."""
+    from smp.sim.catalogue import by_name
+
+    race = by_name("seq_tracer_replaced")
+    r = CliRunner().invoke(cli, ["explore", race.name, "--json", "--jobs", "1"])
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.stdout)
+    res = data["result"]
+    assert data["source"] == "catalogue" and res["exhausted"]
+    assert res["executions"] == race.executions and len(res["outcomes"]) == race.outcomes
+    o = res["outcomes"][-1]
+    assert o["replay"].startswith(f"smp-emu explore {race.name} --schedule ")
+    schedule = o["replay"].split("--schedule ", 1)[1].strip("'")
+    again = CliRunner().invoke(cli, ["explore", race.name, "--schedule", schedule, "--json"])
+    assert again.exit_code == 0, again.output
+    assert json.loads(again.stdout)["replay"]["outcome"] == o["outcome"]
+    text = CliRunner().invoke(cli, ["explore", race.name, "--jobs", "1"]).output
+    assert text.startswith(f"Race {race.name} (smp.sim.catalogue) in the simulator")
+    r = CliRunner().invoke(cli, ["explore", race.name, "--operations", "3"])
+    assert r.exit_code == EXIT_USAGE and "fixed workload" in r.output
+    r = CliRunner().invoke(cli, ["explore", "no-such"])
+    assert r.exit_code == EXIT_USAGE and "a race: " in r.output and race.name in r.output

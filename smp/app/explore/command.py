@@ -22,7 +22,14 @@ import click
 from smp.app.exitcodes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
 from smp.app.explore.runner import explore
 from smp.app.explore.scenario import MAX_CHANGES, MAX_MESSAGES, SAMPLES, explore_example_names
-from smp.app.explore.simulate import DEFAULT_MAX_EXECUTIONS, SimOptions, default_jobs, simulate
+from smp.app.explore.simulate import (
+    DEFAULT_MAX_EXECUTIONS,
+    SimOptions,
+    default_jobs,
+    is_race,
+    race_names,
+    simulate,
+)
 from smp.app.explore.text import format_text
 from smp.app.explore.workload import Bounds
 from smp.app.scenario import example_names, read_file, read_toml
@@ -190,8 +197,10 @@ def _make_command():
         """Explore the interleavings of SCENARIO and list the distinct outcomes.
 
         SCENARIO is an explore scenario (TOML with [[queue]], or a shipped one:
-        seq, monitor, commute, races) or a run/stress scenario (TOML with
-        [[groups]], or an example of smp-emu run: churn, default...).
+        seq, monitor, commute, races), a run/stress scenario (TOML with
+        [[groups]], or an example of smp-emu run: churn, default...), or a
+        race of the simulator's catalogue by its name
+        (tracer_killed_with_messages_queued, seq_tracer_replaced, ...).
 
         An explore scenario runs once per distinct interleaving of its state
         changes with the dispatch of its queued messages, each on a fresh smp
@@ -221,11 +230,12 @@ def _make_command():
           smp-emu explore races --json > races.json && smp-emu report races.json -o races.html
           smp-emu explore churn --max-executions 200
           smp-emu explore churn --pct 100 --depth 2 --seed 7
+          smp-emu explore tracer_killed_with_messages_queued
         """
         given = {
             k for k in kw if ctx.get_parameter_source(k) is not click.core.ParameterSource.DEFAULT
         }
-        if is_run_scenario(scenario):
+        if is_run_scenario(scenario) or is_race(scenario):
             bad = sorted(given & set(_QUEUE_ONLY))
             if bad:
                 click.echo(
@@ -236,6 +246,14 @@ def _make_command():
                 sys.exit(EXIT_USAGE)
             _simulate(scenario, schedule, as_json, seed, no_nonsmp, kw)
             return
+        if not os.path.exists(scenario) and scenario not in explore_example_names():
+            click.echo(
+                f"smp-emu: {scenario}: no such explore scenario, run scenario or race (a TOML "
+                f"file; an explore example: {', '.join(explore_example_names())}; a run "
+                f"example: {', '.join(example_names())}; a race: {', '.join(race_names())})",
+                err=True,
+            )
+            sys.exit(EXIT_USAGE)
         bad = sorted(given & set(_SIM_ONLY))
         if bad:
             click.echo(
