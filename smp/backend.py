@@ -302,6 +302,10 @@ class SmpBackend:
 
     def bk_mark_tracer(self, tracer) -> None:
         emu = self.emu
+        if self._lock_only() and tracer in self._marked:
+            # marked before, and the BIF found it alive: a mark is never taken
+            # off a live process, so there is nothing to do at its scheduler
+            return
         owner = emu._owner(tracer)
         emu._sched_call(owner, "mark_tracer", tracer)
         if not self._lock_only():
