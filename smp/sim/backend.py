@@ -112,8 +112,15 @@ class SimBackend:
         return counts[0]
 
     def bk_active_schedulers(self) -> int:
+        """``erts_active_schedulers`` for ``erts_system_profile_setup_active_schedulers``:
+        the schedulers marked active (``Node.active``, which ``Node.set_active``
+        sets and clears as it makes each ``profile_scheduler`` message), the
+        marks the dispatcher's count (``active_sched``, ``sched_active`` in
+        ``dispatcher.queue``) moves with from then on: from a setup the count
+        stays in 0..N.  A run queue filled in the setup is no active
+        scheduler: none has run yet (``SmpBackend`` answers 0 between runs)."""
         w = self.w
-        return sum(1 for k in range(1, w.nsched + 1) if self._node(k).runq)
+        return sum(1 for k in range(1, w.nsched + 1) if self._node(k).active)
 
     def bk_make_ref(self):
         self.w.refs += 1

@@ -131,6 +131,11 @@ async def _untrace_all(proc, flags):
     await proc.trace(am_all, False, flags)
 
 
+async def _go_to_then_wait(proc, name):
+    await proc.send(name, am_go)
+    await proc.receive()
+
+
 # ---------------------------------------------------------------- workloads
 def tracer_killed_with_messages_queued(vm):
     t = vm.spawn_collector(scheduler=2, name="T")
@@ -210,6 +215,15 @@ def trace_all_false_racing_spawn(vm):
     p = vm.spawn(_spawn_on, sink, vm.schedulers, scheduler=1, name="P")
     vm.spawn(_untrace_all, _ALL_PROC_FLAGS, scheduler=2, name="K")
     vm.trace(p, True, _ALL_PROC_FLAGS, tracer=t)
+
+
+def profiler_active_count(vm):
+    prof = vm.spawn_collector(scheduler=1, name="Prof")
+    a = vm.spawn(_go_to_then_wait, Atom("b"), scheduler=1, name="A")
+    b = vm.spawn(_go_to_then_wait, Atom("a"), scheduler=2, name="B")
+    vm.register("a", a)
+    vm.register("b", b)
+    vm.system_profile(prof, ["scheduler"])
 
 
 CATALOGUE: tuple[Race, ...] = (
@@ -391,6 +405,39 @@ CATALOGUE: tuple[Race, ...] = (
         nonsmp_received=(
             "{trace,P,spawn,P.1,{'smp.sim.catalogue','_ping',[sink]}}",
             "{trace,P,exit,normal}",
+        ),
+    ),
+    Race(
+        "profiler_active_count",
+        profiler_active_count,
+        2,
+        "Prof profiles the schedulers (system_profile(Prof, [scheduler])); A on scheduler 1 "
+        "and B on scheduler 2 each send go to the other and wait for the other's, so "
+        "whoever runs first waits and each scheduler goes active once or twice, one of "
+        "them twice.  erts_system_profile_setup_active_schedulers sets active_sched to "
+        "erts_active_schedulers() with thread progress blocked (here the schedulers marked "
+        "active: 0, none has run).  profile_scheduler takes smq_mtx, moves active_sched by "
+        "one, makes {profile, scheduler, Id, active|inactive, NumActive, Ts} with GET_NOW "
+        "and queues it (enqueue_sys_msg_unlocked) under that lock.  Here a scheduler makes "
+        "the message without count or time (TS_SCHED) and the dispatcher completes it as "
+        "it takes the batch into the queue under smq_mtx: counts and timestamps follow "
+        "queue order, the order Prof receives them in, so each count is the one before "
+        "plus or minus one, within 0..2, ending at 0.  The race is how the two schedulers' "
+        "periods interleave: 9 outcomes.  A slice's messages leave in one batch, so "
+        "nothing comes between the active and the inactive of a one-slice period (the "
+        "seed queues each as the scheduler wakes and as it sleeps, and another's may come "
+        "between): NumActive reaches 2 only when B's first period falls inside scheduler "
+        "1's first, which spans Prof's first slice and A's.  A period a go starts is "
+        "queued after the batches its sender made before sending it.  Prof takes its "
+        "messages without being scheduled (a passive collector), so they wake no "
+        "scheduler.  In nonsmp the one scheduler runs until nothing can: one active, one "
+        "inactive.",
+        executions=63,
+        outcomes=9,
+        tracer="Prof",
+        nonsmp_received=(
+            "{profile,scheduler,1,active,1,Ts}",
+            "{profile,scheduler,1,inactive,0,Ts}",
         ),
     ),
 )

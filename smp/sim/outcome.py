@@ -12,7 +12,8 @@ each collector received in order, and the invariants broken:
 * counts balance: made == delivered + dropped, nothing left queued, every
   message with a fate and every drop reason one of ``DROP_REASONS``;
 * per-tracee order at each receiver: the messages about one sender arrive
-  in the order they were made (only per-sender order is promised);
+  in the order they were made (only per-sender order is promised); those
+  without a sender (NIL) in the order their scheduler made them;
 * no process blocked forever (a collector or a ``keep=True`` process is a
   server and may wait);
 * the user's predicates over the outcome.
@@ -28,6 +29,7 @@ from schedulers.process import EXITED
 from smp.core.dispatch import DROP_REASONS
 from smp.core.messages import TYPE_NAMES
 from smp.core.pretty import format_term
+from smp.core.state import NIL
 
 from .world import mid_text
 
@@ -133,6 +135,30 @@ def _user_checks(outcome: Outcome, checks) -> list[str]:
     return out
 
 
+def _order_key(info):
+    """Whose order a message keeps: its sender's; for a message without one
+    (NIL: ``profile_scheduler``'s ``{profile, scheduler, ...}``, an error
+    report of the controller) the thread that made it, scheduler ``k`` (0:
+    the controller).  The seed promises order per sender, and NIL is no
+    sender: each scheduler makes its own ``profile_scheduler`` messages, so
+    only one scheduler's are ordered (message ids are numbered per maker,
+    and the ids of two makers say nothing of the order they were made in).
+    ``smp.ports.order.OrderChecker``, the real emulator's check, never
+    orders them (it checks only the trace messages of a tracee's
+    ``send``/``'receive'``, by their workload sequence numbers; a profile
+    message has no tracee); here they keep their maker's order, which the
+    build keeps (one scheduler's batches are queued in order, and the
+    dispatcher delivers in queue order)."""
+    sender = info[1]
+    return (sender, info[4]) if sender is NIL else sender
+
+
+def _sender_text(namer: Namer, key) -> str:
+    if type(key) is tuple:
+        return f"scheduler {key[1]} (no sender)" if key[1] else "the controller (no sender)"
+    return namer.pid(key)
+
+
 def outcome_of(world, checks=(), blocked_ok: bool = False) -> Outcome:
     """The outcome of a finished smp execution."""
     namer = Namer(world.names)
@@ -164,13 +190,13 @@ def outcome_of(world, checks=(), blocked_ok: bool = False) -> Outcome:
     for receiver, mids in world.arrivals.items():
         last: dict = {}
         for mid in mids:
-            sender = msgs[mid][1]
-            if sender in last and last[sender] > mid:
+            key = _order_key(msgs[mid])
+            if key in last and last[key] > mid:
                 violations.append(
-                    f"{namer.pid(receiver)} got {mid_text(mid)} from {namer.pid(sender)} "
-                    f"after {mid_text(last[sender])}, made later"
+                    f"{namer.pid(receiver)} got {mid_text(mid)} from {_sender_text(namer, key)} "
+                    f"after {mid_text(last[key])}, made later"
                 )
-            last[sender] = mid
+            last[key] = mid
     if not blocked_ok:
         violations += _blocked(world, namer)
     received = _received(world, namer)

@@ -118,3 +118,29 @@ def test_a_clear_of_all_never_misses_a_spawn_on_its_way():
     got = replay(race.setup, "S1 S2 " + serve[0], schedulers=race.schedulers)
     spawn = "{trace,P,spawn,P.1,{'smp.sim.catalogue','_ping',[sink]}}"
     assert dict(got.outcome.received)["T"] == (spawn, "{trace,P,exit,normal}")
+
+
+def test_the_active_count_moves_by_one_in_queue_order_within_0_to_2(results):
+    """Each profile_scheduler message's count is the one before it plus or
+    minus one in the order the profiler receives them (the queue's), from
+    the setup's 0 to 0 at the end; each scheduler goes active once or twice
+    (one of them twice); 2 only with B's first period inside scheduler 1's."""
+    r = results["profiler_active_count"]
+    twos = 0
+    for g in r.outcomes:
+        got = [m[1:-1].split(",") for m in dict(g.outcome.received)["Prof"]]
+        count, states = 0, {"1": [], "2": []}
+        for tag, what, sched, state, n, _ts in got:
+            assert (tag, what) == ("profile", "scheduler")
+            count += 1 if state == "active" else -1
+            assert int(n) == count and 0 <= count <= 2, g.first.schedule
+            states[sched].append(state)
+            if count == 2:
+                twos += 1
+                assert sched == "2" and states["1"] == ["active"], g.first.schedule
+        assert count == 0
+        periods = sorted(len(s) // 2 for s in states.values())
+        assert periods in ([1, 2], [2, 2])
+        for s in states.values():
+            assert s == ["active", "inactive"] * (len(s) // 2)
+    assert twos  # the periods do overlap in the queue
