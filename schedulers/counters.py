@@ -86,6 +86,7 @@ class CounterCommands:
         nd = node.next_deadline()
         return {
             "idle": not node.runq,
+            "active": node.active,  # as its last profile_scheduler message says
             "timer": nd is not None,
             "timer_in": None if nd is None else max(0.0, nd - time.monotonic()),
             "peer_sent": list(wire.peer_sent),

@@ -359,9 +359,12 @@ class SmpBackend:
         )
 
     def bk_active_schedulers(self) -> int:
+        """``erts_active_schedulers``: the schedulers active as their own
+        profile_scheduler messages last said (the count the dispatcher keeps
+        from those messages follows the same flags); 0 between runs."""
         if not self.emu._running:
             return 0
-        return sum(1 for s in self.emu._all_scheds("status").values() if not s["idle"])
+        return sum(1 for s in self.emu._all_scheds("status").values() if s["active"])
 
     def bk_make_ref(self):
         return Ref((next(self._refs), 0, 0))

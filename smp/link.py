@@ -70,6 +70,7 @@ CHANGES = frozenset(
 
 _STATUS = {
     "idle": bool,
+    "active": bool,
     "timer": bool,
     "backlog": int,
     "runq": int,
