@@ -124,6 +124,7 @@ RACES = {
     "made_after_death": "tracer_killed_with_messages_queued",
     "resolved_at_dispatch": "seq_tracer_replaced",
     "scheduling": "running_pairs_at_one_tracer",
+    "profile_scheduler": "profiler_active_count",
 }
 _TITLE = {c[0]: c[1] for c in CLASSES}
 _SEED = {c[0]: c[2] for c in CLASSES}
