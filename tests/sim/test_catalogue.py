@@ -144,3 +144,11 @@ def test_the_active_count_moves_by_one_in_queue_order_within_0_to_2(results):
         for s in states.values():
             assert s == ["active", "inactive"] * (len(s) // 2)
     assert twos  # the periods do overlap in the queue
+
+
+def test_the_readme_states_each_race_with_its_counts():
+    from pathlib import Path
+
+    readme = " ".join((Path(__file__).resolve().parents[2] / "README.md").read_text().split())
+    for race in CATALOGUE:
+        assert f"`{race.name}` {race.executions}/{race.outcomes}" in readme, race.name
