@@ -98,7 +98,10 @@ class Browser:
         if session:
             msg["sessionId"] = session
         os.write(self._to_child, json.dumps(msg).encode() + b"\0")
-        deadline = time.monotonic() + self.timeout
+        # the first answer waits for chromium to start, which on a loaded
+        # 2-core machine (the suite's two workers) can take tens of seconds
+        wait = self.timeout * (3 if self._id == 1 else 1)
+        deadline = time.monotonic() + wait
         while True:
             m = self._read_message(deadline)
             if m.get("id") == self._id:

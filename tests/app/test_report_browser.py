@@ -95,7 +95,7 @@ def reports(tmp_path_factory):
     return results, pages
 
 
-@pytest.mark.timeout(90)
+@pytest.mark.timeout(150)
 def test_every_report_kind_draws_its_charts_in_a_browser(reports):
     results, pages = reports
     with Browser() as browser:
