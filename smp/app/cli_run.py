@@ -23,7 +23,7 @@ from smp.app.cli_options import (
     _seed_option,
     _writable,
 )
-from smp.app.compare import compare_runs, journal_messages, same_work
+from smp.app.compare import compare_runs, journal_events, same_work
 from smp.app.compare_causes import death_text, message_causes
 from smp.app.exitcodes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
 from smp.app.limits import parse_limit
@@ -217,7 +217,7 @@ def _apply_tp_and_limit(sc: dict, tps, limit) -> None:
     type=click.IntRange(1, 100000),
     default=20,
     show_default=True,
-    help="how many messages only one mode made to list per tracer",
+    help="how many tracers and differing messages to list (--json: of each class)",
 )
 @click.option(
     "--journal",
@@ -276,8 +276,9 @@ def compare(scenario, schedulers, operations, as_json, first, journal_path, samp
             click.echo(f"smp-emu: {e}", err=True)
             sys.exit(EXIT_FAILED)
         try:
-            made = journal_messages(journal)
-            causes = message_causes(a, b, journal, limit=first)
+            events = journal_events(journal)
+            made = [e[:4] for e in events[0]]
+            causes = message_causes(a, b, events, limit=first)
         except (OSError, ValueError):
             made = causes = None
     finally:

@@ -26,9 +26,7 @@ import re
 from collections import Counter, deque
 
 from smp.app.compare_messages import _show, normalise
-from smp.app.replay import _terms, read_records
 from smp.core import messages as M
-from smp.core.dispatch import DROP
 from smp.core.pretty import format_term
 from smp.core.terms import Atom
 
@@ -36,7 +34,6 @@ __all__ = [
     "CLASSES",
     "RACES",
     "full_labels",
-    "journal_events",
     "nonsmp_events",
     "message_causes",
     "death_text",
@@ -162,41 +159,6 @@ def nonsmp_events(fates: list) -> tuple[list, dict]:
             if not fate.startswith("suppressed"):
                 made[to] += 1
     return items, deaths
-
-
-def journal_events(path: str) -> tuple[list, dict]:
-    """From smp's journal: ``[(type, tracer, term, fate, (q_seq, d_seq))]``
-    of the compared types, in queue order (``tracer``: where it went, or the
-    tracer it was made for when it was dropped), and ``{tracer: messages
-    queued for it before its exit}`` from the exit events."""
-    _, records, _ = read_records(path)
-    queued: deque = deque()
-    items = []
-    exits: dict = {}
-    made: Counter = Counter()
-    for rec in records:
-        kind = rec[1]
-        if kind == "q" and len(rec) == 10:
-            queued.append(rec)
-            if rec[2] == M.SYS_MSG_TYPE_TRACE:
-                made[rec[4]] += rec[7]
-        elif kind == "e" and rec[2] == "exit":
-            exits.setdefault(rec[3], (rec[0], made[rec[3]]))
-        elif kind == "d" and len(rec) == 7:
-            _, d_seq, d_type, d_n, action, receiver, reason = rec
-            if not queued or (queued[0][2], queued[0][7]) != (d_type, d_n):
-                continue  # a trace_delivered reply: queued with no 'q' record
-            q = queued.popleft()
-            tname = _COMPARED.get(q[2])
-            if tname is None:
-                continue
-            dropped = action == DROP
-            who = q[4] if dropped and tname == "TRACE" else receiver
-            fate = f"dropped {reason}" if dropped else "delivered"
-            for term in _terms(q):
-                if type(term) is not str:
-                    items.append((tname, who, term, fate, (q[0], d_seq)))
-    return items, exits
 
 
 def _name(labels: dict, x) -> str:
@@ -375,6 +337,17 @@ def one_line(text: str) -> str:
     return "".join(line.strip() for line in text.splitlines())
 
 
+def _first_of_each_class(diffs: list, limit: int) -> list:
+    """The differing messages in order, at most ``limit`` of each class."""
+    seen: Counter = Counter()
+    out = []
+    for d in diffs:
+        seen[d["class"]] += 1
+        if seen[d["class"]] <= limit:
+            out.append(d)
+    return out
+
+
 def death_text(d: dict) -> str:
     """One line on a tracer the two runs saw die at different points."""
 
@@ -384,16 +357,17 @@ def death_text(d: dict) -> str:
     return f"{d['tracer']}: in nonsmp it {when(d['nonsmp'])}, in smp it {when(d['smp'])}"
 
 
-def message_causes(a, b, journal: str | None, limit: int = 20) -> dict | None:
+def message_causes(a, b, journal: tuple | None, limit: int = 20) -> dict | None:
     """Every message that differs between nonsmp run ``a`` (recorded with
-    ``record_fates``) and smp run ``b`` (with ``journal``), in its class;
-    None when a run has no record to line up."""
+    ``record_fates``) and smp run ``b``, whose journal ``journal_events``
+    read, in its class; None when a run has no record to line up.  The
+    first ``limit`` messages of each class are listed."""
     if a.fates is None or journal is None:
         return None
     la = full_labels(a.labels, a.lineage)
     lb = full_labels(b.labels, b.lineage)
     items_a, deaths_a = nonsmp_events(a.fates[0])
-    items_b, exits_b = journal_events(journal)
+    items_b, exits_b = journal
     ga, gb = _by_stream(items_a, la), _by_stream(items_b, lb)
     diffs: list[dict] = []
     per_tracer: dict = {}
@@ -469,6 +443,6 @@ def message_causes(a, b, journal: str | None, limit: int = 20) -> dict | None:
                 "smp": d["b"][3] if d["b"] is not None else None,
                 "queue_seq": d["b"][4][0] if d["b"] is not None else None,
             }
-            for d in diffs[: limit * 20]
+            for d in _first_of_each_class(diffs, limit)
         ],
     }

@@ -69,20 +69,28 @@ _OUT, _IN = Atom("out"), Atom("in")
 _MONITOR = Atom("monitor")
 
 
-def journal_messages(path: str) -> list[tuple]:
-    """``(type, receiver, term, fate)`` of every message an smp run's
-    dispatcher queued, in queue order, from its journal: ``receiver`` is
-    where it went (or, when dropped, the tracer it was made for), ``fate``
-    ``delivered`` or ``dropped REASON``."""
-
+def journal_events(path: str) -> tuple[list, dict]:
+    """From an smp run's journal: ``(type, receiver, term, fate, (q_seq,
+    d_seq))`` of every message its dispatcher queued, in queue order
+    (``receiver``: where it went or, when dropped, the tracer it was made
+    for; ``fate``: ``delivered`` or ``dropped REASON``; the seqs of its
+    queue and decision records), and ``{pid: (exit seq, trace messages
+    queued for it before)}`` from the exit events."""
     _, records, _ = read_records(path)
     queued: deque = deque()
     out = []
+    exits: dict = {}
+    made: Counter = Counter()
     for rec in records:
-        if rec[1] == "q" and len(rec) == 10:
+        kind = rec[1]
+        if kind == "q" and len(rec) == 10:
             queued.append(rec)
-        elif rec[1] == "d" and len(rec) == 7:
-            _, _, d_type, d_n, action, receiver, reason = rec
+            if rec[2] == M.SYS_MSG_TYPE_TRACE:
+                made[rec[4]] += rec[7]
+        elif kind == "e" and rec[2] == "exit":
+            exits.setdefault(rec[3], (rec[0], made[rec[3]]))
+        elif kind == "d" and len(rec) == 7:
+            _, d_seq, d_type, d_n, action, receiver, reason = rec
             if not queued or (queued[0][2], queued[0][7]) != (d_type, d_n):
                 continue  # a trace_delivered reply: queued with no 'q' record
             q = queued.popleft()
@@ -90,12 +98,18 @@ def journal_messages(path: str) -> list[tuple]:
             if tname not in _TYPES_COMPARED:
                 continue
             dropped = action == DROP
-            who = (q[4] if tname == "TRACE" else receiver) if dropped else receiver
+            who = q[4] if dropped and tname == "TRACE" else receiver
             fate = f"dropped {reason}" if dropped else "delivered"
             for term in _terms(q):
                 if type(term) is not str:
-                    out.append((tname, who, term, fate))
-    return out
+                    out.append((tname, who, term, fate, (q[0], d_seq)))
+    return out, exits
+
+
+def journal_messages(path: str) -> list[tuple]:
+    """``(type, receiver, term, fate)`` of every message an smp run's
+    dispatcher queued, in queue order (``journal_events`` without the seqs)."""
+    return [e[:4] for e in journal_events(path)[0]]
 
 
 def _kind(term) -> str:
