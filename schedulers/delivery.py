@@ -47,8 +47,12 @@ class SysMsgDelivery:
 
     def _fate(self, type_: int, to, msg, fate: str) -> None:
         """nonsmp with ``fates`` on: what became of a message, made or not."""
+        self.keep_fate(("m", type_, to, msg, fate))
+
+    def keep_fate(self, entry: tuple) -> None:
+        """An entry of the fate log, or one more not kept past ``FATES_MAX``."""
         if len(self.fates) < FATES_MAX:
-            self.fates.append(("m", type_, to, msg, fate))
+            self.fates.append(entry)
         else:
             self.fates_cut += 1
 

@@ -55,7 +55,6 @@ from .common import (
     inherited_tracing,
     pid_owner,
 )
-from .delivery import FATES_MAX
 from .process import NOTHING, Tokened
 
 __all__ = ["ProcessOps", "ProcessLimit", "DEFAULT_MAX_PROCESSES", "MAX_MAX_PROCESSES"]
@@ -197,8 +196,8 @@ class ProcessOps:
             if self.state.profile_runnable_procs:
                 self.profile_runnable_proc(p, am_inactive)
         p.status = EXITED
-        if self.fates is not None and p.flags & F_TRACER and len(self.fates) < FATES_MAX:
-            self.fates.append(("x", p.pid))
+        if self.fates is not None and p.flags & F_TRACER:
+            self.keep_fate(("x", p.pid))
         p.timer_gen += 1
         if p.coro is not None:
             try:

@@ -12,7 +12,12 @@ import dataclasses
 import time
 from typing import Any
 
-from smp.core.errors import BadArg
+from schedulers.delivery import FATES_MAX
+from schedulers.engine import LINEAGE_MAX
+from smp.core import messages as M
+from smp.core.dispatch import DROP_REASONS
+from smp.core.errors import BadArg, ProtocolError
+from smp.core.terms import Atom, Pid, Port
 
 __all__ = ["Statistics", "StatisticsCalls"]
 
@@ -160,11 +165,13 @@ class StatisticsCalls:
                 continue
             start = 0
             while True:
-                got = self._sched_call(k, "lineage", start)
-                out.extend(tuple(x) for x in got)
+                got = _checked(self._sched_call(k, "lineage", start), _lineage_entry, k)
+                out.extend(got)
+                start += len(got)
                 if not got:
                     break
-                start += len(got)
+                if start > LINEAGE_MAX:
+                    raise ProtocolError(f"scheduler {k} sent more than {LINEAGE_MAX:,} spawns")
         return out
 
     def record_fates(self, on: bool = True) -> None:
@@ -185,8 +192,45 @@ class StatisticsCalls:
         out: list = []
         cut = 0
         while True:
-            got, cut = self._sched_call(1, "fates", len(out))
+            reply = self._sched_call(1, "fates", len(out))
+            if type(reply) is not tuple or len(reply) != 2 or type(reply[1]) is not int:
+                raise ProtocolError("scheduler 1 sent a fate log reply of another shape")
+            got, cut = _checked(reply[0], _fate_entry, 1), reply[1]
             if not got:
                 break
-            out.extend(tuple(x) for x in got)
+            out.extend(got)
+            if len(out) > FATES_MAX:
+                raise ProtocolError(f"scheduler 1 sent more than {FATES_MAX:,} fates")
         return out, cut
+
+
+_ADDRESS = (Pid, Port, Atom, type(None))
+_FATES = {"delivered"} | {f"{w} {r}" for w in ("dropped", "suppressed") for r in DROP_REASONS}
+
+
+def _lineage_entry(x) -> bool:
+    return type(x) is tuple and len(x) == 2 and type(x[0]) is Pid and type(x[1]) is Pid
+
+
+def _fate_entry(x) -> bool:
+    if type(x) is not tuple or not x:
+        return False
+    if x[0] == "x":
+        return len(x) == 2 and type(x[1]) is Pid
+    return (
+        x[0] == "m"
+        and len(x) == 5
+        and type(x[1]) is int
+        and x[1] in M.TYPE_NAMES
+        and type(x[2]) in _ADDRESS
+        and type(x[4]) is str
+        and x[4] in _FATES
+    )
+
+
+def _checked(got, ok, k: int) -> list:
+    """A scheduler's list reply, each entry checked (``ProtocolError``, one
+    line, for one that is not what the command returns)."""
+    if type(got) is not list or not all(ok(x) for x in got):
+        raise ProtocolError(f"scheduler {k} sent a malformed record list")
+    return got

@@ -179,3 +179,24 @@ def test_each_class_names_a_race_the_catalogue_has():
     assert set(RACES) <= {c[0] for c in CLASSES}
     for cls, name in RACES.items():
         assert by_name(name).name == name, cls
+
+
+def test_a_malformed_fate_log_or_lineage_reply_is_refused_in_one_line():
+    from smp.api.statistics import _checked, _fate_entry, _lineage_entry
+    from smp.core.errors import ProtocolError
+
+    p = Pid(3, 0)
+    good = [("m", 1, p, (Atom("trace"), p), "suppressed receiver_dead"), ("x", p)]
+    assert _checked(good, _fate_entry, 1) == good
+    for bad in (
+        [("m", 1, p, 0, "eaten")],  # no such fate
+        [("m", 99, p, 0, "delivered")],  # no such type
+        [("x", "pid")],
+        [("m", 1, p)],
+        "not a list",
+    ):
+        with pytest.raises(ProtocolError, match="scheduler 1 sent a malformed record list"):
+            _checked(bad, _fate_entry, 1)
+    assert _checked([(p, p)], _lineage_entry, 2) == [(p, p)]
+    with pytest.raises(ProtocolError):
+        _checked([(p,)], _lineage_entry, 2)
