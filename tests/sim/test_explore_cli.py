@@ -237,6 +237,8 @@ def test_a_preemption_bound_is_an_option_and_the_output_says_it_cut():
     assert "preemptions" in res["cut_by"]
     r = CliRunner().invoke(cli, ["explore", "seq", "--preemptions", "1"])
     assert r.exit_code == EXIT_USAGE and "--preemptions is for run scenarios" in r.output
+    r = CliRunner().invoke(cli, ["explore", "churn", "--preemptions", "1", "--random", "3"])
+    assert r.exit_code == EXIT_USAGE and "not --random or --pct" in r.output
 
 
 def test_a_race_of_the_catalogue_runs_by_name_and_replays():
@@ -261,5 +263,7 @@ def test_a_race_of_the_catalogue_runs_by_name_and_replays():
     assert text.startswith(f"Race {race.name} (smp.sim.catalogue) in the simulator")
     r = CliRunner().invoke(cli, ["explore", race.name, "--operations", "3"])
     assert r.exit_code == EXIT_USAGE and "fixed workload" in r.output
+    r = CliRunner().invoke(cli, ["explore", race.name, "--schedulers", "3"])
+    assert r.exit_code == EXIT_USAGE and "written for 2 schedulers" in r.output
     r = CliRunner().invoke(cli, ["explore", "no-such"])
     assert r.exit_code == EXIT_USAGE and "a race: " in r.output and race.name in r.output

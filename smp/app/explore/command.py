@@ -281,6 +281,11 @@ def _simulate(scenario, schedule, as_json, seed, no_nonsmp, kw) -> None:
     if kw["random_runs"] is not None and kw["pct"] is not None:
         click.echo("smp-emu: give one of --random and --pct", err=True)
         sys.exit(EXIT_USAGE)
+    if kw["preemptions"] is not None and (kw["random_runs"] is not None or kw["pct"] is not None):
+        click.echo(
+            "smp-emu: --preemptions bounds the exhaustive search, not --random or --pct", err=True
+        )
+        sys.exit(EXIT_USAGE)
     m = kw["max_executions"]
     o = SimOptions(
         bounds=Bounds(kw["operations"], kw["count"], kw["size"], kw["firings"]),
