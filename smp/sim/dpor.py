@@ -119,10 +119,9 @@ def happens_before(events: list[Event]) -> tuple[list[int], list[list[int]], lis
 
 
 def races(events: list[Event], start: int = 0):
-    """Yield ``(i, j, initials, v)`` for each race ``events[i] ⋖ events[j]``
-    with ``j >= start``: ``v`` the indexes of ``notdep(e_i).e_j`` (the events
-    after ``e_i`` that do not happen after it, then ``e_j``) and ``initials``
-    the threads that can start it from the state before ``e_i``."""
+    """Yield ``(i, j, initials)`` for each race ``events[i] ⋖ events[j]`` with
+    ``j >= start``: the threads that can start ``notdep(e_i).e_j`` from the
+    state before ``e_i``."""
     hb, preds, cands = happens_before(events)
     for j in range(start, len(events)):
         if not cands[j]:
@@ -144,7 +143,7 @@ def races(events: list[Event], start: int = 0):
                     if th not in initials:
                         initials.append(th)
                 vmask |= 1 << k
-            yield i, j, initials, v
+            yield i, j, initials
 
 
 class Tree:
@@ -217,7 +216,6 @@ class Tree:
             stack.append(b)
             b.pre = self._pre_at(len(stack) - 1, b.chosen)
             b.event = w.step(b.chosen)
-            self._extended(b)
 
     def _choose(self, avail: list) -> str:
         """The thread a new branch takes first."""
@@ -226,16 +224,13 @@ class Tree:
             return stack[-1].chosen  # bounded: the last thread goes on
         return avail[0]
 
-    def _extended(self, b: Branch) -> None:
-        """A new branch was taken (``b.event`` done)."""
-
     def add_races(self) -> int:
         """Plan the reversal of every race the new events are in; returns how
         many branches were added."""
         stack = self.stack
         events = [b.event for b in stack]
         added = 0
-        for i, j, initials, _v in races(events, self.first_new):
+        for i, j, initials in races(events, self.first_new):
             if i < self.floor:
                 continue  # a fixed branch: every thread is tried there
             b = stack[i]

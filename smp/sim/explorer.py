@@ -133,7 +133,7 @@ def execution_races(events: list, limit: int = 12) -> list[tuple]:
     ``limit``): for a schedule no explorer branched on (a replay, a random
     run), the pairs of events whose order it fixed."""
     out = []
-    for i, j, _initials, _v in races(events):
+    for i, j, _initials in races(events):
         out.append((i, j, events[i].label, events[j].label, explain(events[i], events[j])))
         if len(out) >= limit:
             break
