@@ -245,8 +245,9 @@ WORKLOAD_PARAMS: dict[str, tuple[str, tuple[Key, ...]]] = {
         Key("flags", "string list", ["send", "receive", "print"], "the seq_trace flags set on the token", ("send", "receive", "print", "timestamp")),
         Key("print_every", "integer", 1, "seq_trace:print every Nth round (0: never)", low=0),
     )),
-    "churn": ("a process that traces its worker to short-lived tracers it kills", (
-        Key("burst", "integer", 5, "tracers made and killed per iteration", low=1),
+    "churn": ("a process that traces its worker to short-lived tracers, each killed after "
+              "a burst and replaced once it is dead", (
+        Key("burst", "integer", 5, "requests sent while one tracer lives", low=1),
         Key("flags", "string list", ["send", "receive"], "the trace flags set on the worker", _FLAGS),
     )),
 }  # fmt: skip

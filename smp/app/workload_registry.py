@@ -351,7 +351,8 @@ WORKLOADS: dict[str, Workload] = {
         ),
         Workload(
             "churn",
-            "a process that traces its worker to short-lived tracers it kills",
+            "a process that traces its worker to short-lived tracers, each killed after "
+            "a burst and replaced once it is dead",
             {
                 "burst": (5, Bound(int, 1, 100_000, "requests sent while one tracer lives")),
                 "flags": (["send", "receive"], _flags_check),
