@@ -77,6 +77,7 @@ from .common import (
     port_owner,
 )
 from .localbifs import LocalBifs
+from .process import Tokened
 from .procs import ProcessOps
 from .resources import ResourceOps
 from .seqtrace import SeqTrace
@@ -185,6 +186,10 @@ class Node(ProcessOps, CallTracing, ResourceOps, SeqTrace, TracePoints, LocalBif
         self.functions: dict[tuple, object] = {}
         self.patterns: dict[tuple, dict] = {}
         self.runq: deque[Proc] = deque()
+        #: collectors nobody watches receive (the simulator's, and a stepped
+        #: emulator's replaying it): a message only joins the kept list and
+        #: they never enter the run queue (``_make_runnable``)
+        self.passive: set[Pid] = set()
         self.timers: list = []
         self.clock = Clock()
         self.stats = stats if stats is not None else Stats()  # smp: shared with the transport
@@ -359,6 +364,9 @@ class Node(ProcessOps, CallTracing, ResourceOps, SeqTrace, TracePoints, LocalBif
 
     # ---------------------------------------------------------------- run queue
     def _make_runnable(self, p: Proc) -> None:
+        if self.passive and p.pid in self.passive and self._stays_passive(p):
+            p.mailbox.clear()
+            return
         was_waiting = p.status in (WAITING, SUSPENDED) or not p.in_runq
         if p.status in (WAITING, SUSPENDED):
             p.status = RUNNABLE
@@ -368,6 +376,36 @@ class Node(ProcessOps, CallTracing, ResourceOps, SeqTrace, TracePoints, LocalBif
             self.runq.append(p)
             if was_waiting and self.state.profile_runnable_procs:
                 self.profile_runnable_proc(p, am_active)
+
+    def _stays_passive(self, p: Proc) -> bool:
+        """A passive collector waiting in its receive, which no tracer, no
+        profiler and no seq-trace token would see run."""
+        return (
+            p.status == WAITING
+            and p.tracer is NIL
+            and p.pending_exit is None
+            and not self.state.profile_runnable_procs
+            and not any(type(e) is Tokened for e in p.mailbox)
+        )
+
+    def start_passive(self, pid) -> bool:
+        """Run a passive collector's first slice now, to its receive (the end
+        of a simulated setup: a slice nothing can see, so it takes no turn of
+        its own); False when a tracer, the profiler or its place says it is
+        not passive."""
+        p = self.procs.get(pid)
+        if (
+            p is None
+            or p.tracer is not NIL
+            or not p.in_runq
+            or self.state.profile_scheduler
+            or self.state.profile_runnable_procs
+        ):
+            return False
+        self.runq.remove(p)
+        p.in_runq = False
+        self._run_slice(p)
+        return True
 
     def next_deadline(self) -> float | None:
         while self.timers:

@@ -8,11 +8,10 @@ from __future__ import annotations
 
 from dispatcher.table import PidTable
 from schedulers.engine import Node
-from schedulers.process import RPC, WAITING, Op, Tokened
+from schedulers.process import RPC, Op
 from smp.core.clock import Clock
 from smp.core.errors import SmpError
 from smp.core.placement import pid_owner
-from smp.core.state import NIL
 from smp.core.stats import Stats
 from smp.core.terms import Pid
 from smp.wire.protocol import PortCmd, PortReply, decode_signal
@@ -146,6 +145,8 @@ class SimNode(Node):
         super().__init__(*a, **kw)
         self.world = world
         self.clock = SimClock()
+        # a collector nobody traces is passive (``Node._make_runnable``)
+        self.passive = world.collectors
 
     def fire_timers(self) -> None:
         pass
@@ -160,21 +161,6 @@ class SimNode(Node):
         if type(pid) is Pid and pid_owner(pid, self.nsched) != self.sched_id:
             self.world.fp_r.add(("replica", self.sched_id, pid))
         return super().is_tracer(pid)
-
-    # a collector nobody traces is passive: its receive is invisible, so a
-    # message only joins its kept list and it never enters the run queue
-    def _make_runnable(self, p) -> None:
-        if (
-            p.status == WAITING
-            and p.pid in self.world.collectors
-            and p.tracer is NIL
-            and p.pending_exit is None
-            and not self.state.profile_runnable_procs
-            and not any(type(e) is Tokened for e in p.mailbox)
-        ):
-            p.mailbox.clear()
-            return
-        super()._make_runnable(p)
 
     def _queue_message(self, t, msg, token, trace_recv=False) -> None:
         self.world.fp_w.add(("proc", t.pid))

@@ -60,7 +60,7 @@ from .backend import SimBackend
 from .deps import QUEUE, STATE_GROUPS, Event, group_of_type
 from .nodes import SimClock, SimError, SimNode, SimTable, SimTransport, collector, signal_of
 
-__all__ = ["World", "NonsmpWorld", "SimError", "collector", "thread_order", "mid_text"]
+__all__ = ["World", "WorldBase", "NonsmpWorld", "SimError", "collector", "thread_order", "mid_text"]
 
 am_active = Atom("active")
 _BASE_US = 1_700_000_000_000_000  # a plausible now() for the first timestamp
@@ -77,7 +77,7 @@ def thread_order(name: str) -> tuple:
     return ("SARPID".index(name[0]), len(name), name)
 
 
-class _Base:
+class WorldBase:
     """What the two worlds share: names of processes and the setup facade's
     bookkeeping."""
 
@@ -112,7 +112,7 @@ class _Base:
         self.names[pid] = name or f"P{self.top}"
 
 
-class World(_Base):
+class World(WorldBase):
     """The simulated SMP build.  ``enabled()`` lists the threads that can
     step; ``step(thread)`` runs one and returns its ``Event``."""
 
@@ -168,6 +168,7 @@ class World(_Base):
         self.delivered = 0
         self.dropped = 0
         self.trace: list[Event] = []
+        self.started: list = []  # the passive collectors start_collectors ran
         self.backend = SimBackend(self)
         self._names_S = ["S%d" % k for k in r]
         self._names_I = ["I%d" % k for k in r]
@@ -538,19 +539,8 @@ class World(_Base):
         (to its receive: nothing any tracer or replica can see), so it never
         takes a turn in the exploration."""
         for pid in sorted(self.collectors, key=repr):
-            node = self.nodes[self.owner(pid)]
-            p = node.procs.get(pid)
-            if (
-                p is None
-                or p.tracer is not NIL
-                or not p.in_runq
-                or node.state.profile_scheduler
-                or node.state.profile_runnable_procs
-            ):
-                continue
-            node.runq.remove(p)
-            p.in_runq = False
-            node._run_slice(p)
+            if self.nodes[self.owner(pid)].start_passive(pid):
+                self.started.append(pid)
         self.settle()
 
     def bif(self, name: str, *args):
@@ -586,7 +576,7 @@ class World(_Base):
             yield from self.nodes[k].procs.values()
 
 
-class NonsmpWorld(_Base):
+class NonsmpWorld(WorldBase):
     """The nonsmp build: one ``Node`` without a dispatcher, run in its one
     order (every message decided when it is made)."""
 
