@@ -52,6 +52,15 @@ class Host(Protocol):
     def set_inboxes(self, inbox_map: dict, ids: dict) -> None:
         """Where each scheduler's inbox is, and who is who on each socket."""
 
+    def step_begin(self) -> None:
+        """Each batch waits for ``step_ingest`` from now on."""
+
+    def step_ingest(self, k: int, timeout: float):
+        """Take scheduler ``k``'s next batch: ``(batches queued, items queued)``."""
+
+    def step_end(self, timeout: float) -> bool:
+        """Take every batch waiting, and each as it comes from now on."""
+
     def refusals(self) -> dict:
         """The sockets' refusal counts (``bad_frames`` and the rest)."""
 
@@ -132,6 +141,19 @@ class DispatcherCommands:
     def _cmd_step(self, n, unit: str) -> list:
         """Step mode (``SysMsgQueue.step``).  Runs in the control thread."""
         return self.q.step(n, unit, CLOSE_WAIT_S)
+
+    def _cmd_step_begin(self):
+        """The controller steps the dispatcher through a schedule
+        (``smp.stepper``): held, and each batch ingested when it says."""
+        self.q.hold()
+        self.host.step_begin()
+        return True
+
+    def _cmd_step_ingest(self, k, timeout):
+        return self.host.step_ingest(k, timeout)
+
+    def _cmd_step_end(self, timeout):
+        return self.host.step_end(timeout)
 
     def _cmd_release(self):
         self.q.release()
@@ -246,6 +268,9 @@ class DispatcherCommands:
         "hold": _cmd_hold,
         "step": _cmd_step,
         "release": _cmd_release,
+        "step_begin": _cmd_step_begin,
+        "step_ingest": _cmd_step_ingest,
+        "step_end": _cmd_step_end,
         "wait_ingested": _cmd_wait_ingested,
         "scheduler_lost": _cmd_scheduler_lost,
         "status": _cmd_status,

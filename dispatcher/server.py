@@ -131,6 +131,10 @@ class Dispatcher:
         # the controller's commands and their policy (no socket)
         self.cmds = DispatcherCommands(self, nsched, self.q, self.state, self.table, self.journal)
         self._tls = threading.local()
+        # while the controller steps the ingest (``step_begin``): each
+        # scheduler's batches wait here until it has one taken (``step_ingest``)
+        self.stepped: dict | None = None
+        self._step_cv = threading.Condition()
         self.ingest_sock = self.ctx.socket(zmq.ROUTER)
         self.ingest_sock.setsockopt(zmq.RCVHWM, HWM)
         self.ingest_sock.setsockopt(zmq.MAXMSGSIZE, codec.MAX_FRAME)  # a bigger one: disconnected
@@ -196,12 +200,14 @@ class Dispatcher:
             poller.register(monitor, zmq.POLLIN)
         while not self.stop.is_set():
             self.cmds.sample_due()
-            events = dict(poller.poll(100))
+            events = dict(poller.poll(100 if self.stepped is None else 1))
             if monitor is not None and monitor in events:
                 recv_monitor_message(monitor)
                 self.handshake_failed += 1
             if self.q.parked:  # a scheduler lost meanwhile is not waited for
                 self.q.drain_parked(self._publish)
+            if self.stepped is not None:
+                self._step_take()
             if sock not in events:
                 continue
             rid, parts, user = recv_from(sock, self.security is not None)
@@ -248,9 +254,80 @@ class Dispatcher:
             except ProtocolError:
                 self.q.take_batch_in_order(k, None, self._publish)  # refused: it had its number
                 raise
+            with self._step_cv:
+                st = self.stepped
+                if st is not None:
+                    st["frames"][k].append(batch)
+            if st is not None:
+                self._step_take()
+                return
             self.q.take_batch_in_order(k, batch, self._publish)
         else:
             raise ProtocolError(f"unknown frame kind {kind!r}")
+
+    # ------------------------------------------------------------- stepped
+    def step_begin(self) -> None:
+        """The controller steps the ingest from now on: each batch waits until
+        ``step_ingest`` has it taken (runs in the control thread)."""
+        with self._step_cv:
+            n = self.nsched + 1
+            self.stepped = {
+                "frames": [deque() for _ in range(n)],
+                "permits": [0] * n,
+                "done": [0] * n,
+                "result": [None] * n,
+            }
+
+    def step_ingest(self, k: int, timeout: float):
+        """Have the ingest thread take scheduler ``k``'s next batch (waiting
+        for it to arrive); returns ``(batches queued, items queued)``.  Runs
+        in the control thread."""
+        st = self.stepped
+        if st is None:
+            raise BadArg("the dispatcher's ingest is not being stepped")
+        if type(k) is not int or not 1 <= k <= self.nsched:
+            raise BadArg(f"step_ingest: no scheduler {k!r}")
+        with self._step_cv:
+            target = st["done"][k] + 1
+            st["permits"][k] += 1
+            if not self._step_cv.wait_for(lambda: st["done"][k] >= target, timeout):
+                st["permits"][k] -= 1
+                raise TimeoutError(f"no batch of scheduler {k} came to the dispatcher")
+            return st["result"][k]
+
+    def step_end(self, timeout: float) -> bool:
+        """Stepping ends: every batch waiting is taken, in order, and the
+        ingest takes what comes as it comes (the control thread)."""
+        with self._step_cv:
+            st = self.stepped
+            if st is None:
+                return True
+            st["permits"] = [1 << 30] * (self.nsched + 1)
+            done = self._step_cv.wait_for(lambda: not any(st["frames"]), timeout)
+            self.stepped = None
+            return done
+
+    def _step_take(self) -> None:
+        """Take the batches the controller has let through (the ingest thread)."""
+        st = self.stepped
+        if st is None:
+            return
+        while True:
+            with self._step_cv:
+                k = next(
+                    (i for i in range(1, self.nsched + 1) if st["permits"][i] and st["frames"][i]),
+                    None,
+                )
+                if k is None:
+                    return
+                st["permits"][k] -= 1
+                batch = st["frames"][k].popleft()
+            items = self.q.ingested_items[k]
+            queued = self.q.take_batch_in_order(k, batch, self._publish)
+            with self._step_cv:
+                st["done"][k] += 1
+                st["result"][k] = (queued, self.q.ingested_items[k] - items)
+                self._step_cv.notify_all()
 
     def _bad(self, where: str, sender: str, size: int, e: BaseException) -> None:
         """Count and log a refused frame (the log is bounded under a flood)."""

@@ -26,11 +26,11 @@ from schedulers.backend import LocalBackend
 from smp.core.bifs import call_bif
 from smp.core.errors import BadArg
 from smp.core.sampler import Sampler
-from smp.core.terms import Atom
+from smp.core.terms import Atom, Pid
 from smp.ports.traceport import close_at_exit, open_trace_port, port_call
 
 from .counters import CounterCommands
-from .engine import Node
+from .engine import Node, pid_owner
 
 __all__ = ["SchedulerCommands", "Wire"]
 
@@ -54,6 +54,7 @@ class Wire(Protocol):
     peer_sent: list[int]
     peer_recv: list[int]
     pending: dict  # socket -> the frames waiting for it (push-back)
+    held: object  # while the controller steps it: a ``schedulers.lockstep.Held``, else None
 
     def flush(self) -> None:
         """Send what the transport collected."""
@@ -66,6 +67,18 @@ class Wire(Protocol):
 
     def peer_lost(self, k: int) -> None:
         """Scheduler ``k`` is gone: close its socket and send it nothing more."""
+
+    def flush_peer(self, owner: int) -> int:
+        """Send (stepped: release) everything for peer ``owner``; its count sent."""
+
+    def batches_made(self) -> int:
+        """Send what was made; how many batches were made in all (stepped: cut)."""
+
+    def order_after(self, after) -> None:
+        """The next batch is queued after ``after[i]`` batches of each scheduler ``i``."""
+
+    def step(self, what: str, args: tuple):
+        """One step of the controller stepping this scheduler (``schedulers.lockstep``)."""
 
 
 class SchedulerCommands(CounterCommands):
@@ -143,6 +156,37 @@ class SchedulerCommands(CounterCommands):
             raise BadArg("wait_peer takes a scheduler id, a count and a timeout of 0..60 s")
         return self.wire.wait_peer(sender, n, float(timeout))
 
+    def _cmd_flush_peer(self, owner):
+        """Every signal for scheduler ``owner`` sent (a BIF that names a process
+        it spawns waits for them); returns how many it has been sent."""
+        if type(owner) is not int or not 1 <= owner <= self.node.nsched:
+            raise BadArg(f"flush_peer: no scheduler {owner!r}")
+        return self.wire.flush_peer(owner)
+
+    def _cmd_batches_made(self):
+        return self.wire.batches_made()
+
+    def _cmd_trace_delivered(self, caller, what, ref, after):
+        """``trace_delivered`` called by ``caller`` (a process here): its
+        ``{trace_delivered, What, Ref}`` is made here, in a batch the
+        dispatcher queues after ``after[i]`` batches of each scheduler ``i``,
+        every batch they had made when the BIF was called (the seed's
+        ``erts_send_sys_msg_proc`` queues it behind every message made before)."""
+        n = self.node.nsched
+        if type(after) is not list or len(after) != n + 1 or any(type(x) is not int for x in after):
+            raise BadArg(f"trace_delivered: after must be {n + 1} batch counts, not {after!r}")
+        if type(caller) is not Pid or pid_owner(caller, n) != self.node.sched_id:
+            raise BadArg(f"trace_delivered: {caller!r} is not a process of this scheduler")
+        self.wire.order_after(after)
+        return LocalBackend(self.node).bk_trace_delivered(caller, what, ref)
+
+    def _cmd_step(self, what, *args):
+        """The controller steps this paused scheduler one event at a time
+        (``smp.stepper``; the loop holds what needs a socket)."""
+        if type(what) is not str:
+            raise BadArg(f"step: {what!r} is not a step")
+        return self.wire.step(what, args)
+
     def _cmd_pause(self):
         self.wire.running = False
         self.wire.flush()
@@ -201,6 +245,15 @@ class SchedulerCommands(CounterCommands):
     def _cmd_alive(self, pid):
         node = self.node
         return node.is_alive(pid)
+
+    def _cmd_know_dead(self, pid):
+        """The controller found ``pid`` dead at its own scheduler: this
+        replica knows it from now on (``SmpBackend`` retracing a tracee whose
+        tracer died)."""
+        if type(pid) is not Pid or pid_owner(pid, self.node.nsched) == self.node.sched_id:
+            raise BadArg(f"know_dead: {pid!r} is not a process of another scheduler")
+        self.node.dead_remote.add(pid)
+        return True
 
     def _cmd_valid_port(self, port):
         node = self.node
@@ -292,6 +345,10 @@ class SchedulerCommands(CounterCommands):
         "resume": _cmd_resume,
         "wait_published": _cmd_wait_published,
         "wait_peer": _cmd_wait_peer,
+        "flush_peer": _cmd_flush_peer,
+        "batches_made": _cmd_batches_made,
+        "trace_delivered": _cmd_trace_delivered,
+        "step": _cmd_step,
         "pause": _cmd_pause,
         "status": CounterCommands._cmd_status,
         "sample": CounterCommands._cmd_sample,
@@ -304,6 +361,7 @@ class SchedulerCommands(CounterCommands):
         "process_info": _cmd_process_info,
         "alive": _cmd_alive,
         "valid_port": _cmd_valid_port,
+        "know_dead": _cmd_know_dead,
         "exit": _cmd_exit,
         "register": _cmd_register,
         "set_reg": _cmd_set_reg,

@@ -92,7 +92,8 @@ class CounterCommands:
             "peer_sent": list(wire.peer_sent),
             "peer_recv": wire.peer_recv,
             "sys_made": t.sys_made if t else 0,
-            "sys_items": t.sys_items if t else 0,
+            # stepped (``schedulers.lockstep``): the items sent, not those held
+            "sys_items": (t.sys_items if wire.held is None else wire.held.sent_items) if t else 0,
             "deliveries": wire.deliveries,
             "procs": len(node.procs),
             "runq": len(node.runq),

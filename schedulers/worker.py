@@ -47,7 +47,7 @@ from collections import deque
 import psutil
 import zmq
 
-from smp.core.errors import ProtocolError
+from smp.core.errors import BadArg, ProtocolError
 from smp.core.stats import Stats
 from smp.core.terms import Pid, Port
 from smp.wire import codec, rundir
@@ -79,6 +79,7 @@ from smp.wire.runtime import tune_gc
 from .commands import SchedulerCommands
 from .engine import Node, pid_owner, port_owner
 from .inbound import apply_publication, apply_signal
+from .lockstep import Held
 from .membership import CONNECT_EVENTS, HANDSHAKE_EVENTS, HeartbeatThread, wait_welcome
 from .transport import SmpTransport
 
@@ -204,6 +205,8 @@ class Worker:
         # enqueue at make time gives)
         self.after: list[int] = [0] * (self.nsched + 1)
         self.pub_seen = [0, 0, 0]
+        #: while the controller steps this scheduler: what it holds (``schedulers.lockstep``)
+        self.held: Held | None = None
         self.last_pub = time.monotonic()
         self.parent_pid = os.getppid()
         self.dispatcher_pid = dispatcher_pid
@@ -355,20 +358,15 @@ class Worker:
         kind = frame_kind(obj)
         if kind == Peer.KIND and sender:
             peer = Peer.decode(obj, sender, self.sched_id, self.nsched)
-            self.peer_recv[sender] += len(peer.signals)
-            if peer.batches is not None and peer.batches > self.after[sender]:
-                self.after[sender] = peer.batches
-            for sig in peer.signals:
-                try:
-                    apply_signal(self.node, sig)
-                except Exception as e:  # e.g. a spawn whose arguments do not fit the body
-                    os.write(
-                        2,
-                        f"scheduler {self.sched_id}: {describe_signal(sig)} "
-                        f"from scheduler {sender} failed: {type(e).__name__}: {e}\n".encode(),
-                    )
+            if self.held is not None:
+                self.held.buffer_signals(sender, peer.signals, peer.batches)
+                return
+            self._apply_peer(sender, peer.signals, peer.batches)
         elif kind == DELIVERIES and not sender:  # from the dispatcher: whole runs
             runs = decode_deliveries(obj, self._mine)
+            if self.held is not None:
+                self.held.buffer_deliveries(runs)
+                return
             self.deliveries += sum(len(terms) for _to, terms in runs)
             deliver = self.node.deliver_sys_run
             for to, terms in runs:
@@ -378,6 +376,20 @@ class Worker:
             self.fin_acked = True
         else:
             raise ProtocolError(f"a {kind!r} frame, which {_name(sender)} does not send")
+
+    def _apply_peer(self, sender: int, signals, batches) -> None:
+        self.peer_recv[sender] += len(signals)
+        if batches is not None and batches > self.after[sender]:
+            self.after[sender] = batches
+        for sig in signals:
+            try:
+                apply_signal(self.node, sig)
+            except Exception as e:  # e.g. a spawn whose arguments do not fit the body
+                os.write(
+                    2,
+                    f"scheduler {self.sched_id}: {describe_signal(sig)} "
+                    f"from scheduler {sender} failed: {type(e).__name__}: {e}\n".encode(),
+                )
 
     def _mine(self, pid) -> bool:
         if type(pid) is Port:  # a port a process of this scheduler opened
@@ -389,6 +401,9 @@ class Worker:
         pub = Publication.loads(raw)
         self.pub_seen[pub.socket] = pub.seq
         self.last_pub = time.monotonic()
+        if self.held is not None and pub.socket == 0:  # the ingest thread's: when stepped
+            self.held.in_pubs.append(pub.body)
+            return
         apply_publication(self.node, pub.body)
 
     # ------------------------------------------------------------------ for the commands
@@ -422,6 +437,9 @@ class Worker:
         process, say); False when ``sender`` was lost or ``timeout`` passed."""
         deadline = time.monotonic() + timeout
         while self.peer_recv[sender] < n and sender not in self.lost:
+            if self.held is not None and self.held.waiting_from(sender):
+                self._step_arrive(sender)  # stepped: the signals held here first
+                continue
             left = deadline - time.monotonic()
             if left <= 0:
                 return False
@@ -446,8 +464,163 @@ class Worker:
         except BaseException as e:  # sent back to the caller, never kills the scheduler
             value, ok = e, False
         if req_id is not None:
-            self.flush()
+            if self.held is None:  # stepped: nothing leaves unless released
+                self.flush()
             self.ctl.send(Reply(req_id, ok, value).encode())
+
+    # ------------------------------------------------------------------ stepped
+    def step(self, what: str, args: tuple):
+        """One step of the controller stepping this scheduler through a
+        schedule (``schedulers.lockstep``): ``begin`` (with the pids of its
+        passive collectors), ``start`` (their first slices), ``slice``,
+        ``cut``, ``batch``, ``signal`` (to a peer), ``rpc`` (of a pid),
+        ``arrive`` (from a peer, 0: the dispatcher) and ``publish``."""
+        if what == "begin":
+            if not self.smp:
+                raise BadArg("only an smp scheduler is stepped")
+            (passive,) = args
+            self.flush()  # what the setup made leaves first
+            self.held = Held()
+            self.held.base_items = self.transport.sys_items
+            self.node.passive = set(passive)
+            self.node.fire_timers = _no_timers  # a stepped scheduler's time never comes
+            return True
+        h, node = self.held, self.node
+        if h is None:
+            raise BadArg("this scheduler is not being stepped")
+        if what == "start":
+            started = [pid for pid in args[0] if node.start_passive(pid)]
+            self._step_cut()
+            return started
+        if what == "slice":
+            if not node.runq:
+                raise BadArg(f"scheduler {self.sched_id} has nothing to run")
+            p = node.runq[0]
+            node.run_some(1)
+            self._step_cut()
+            return p.pid, p.status
+        if what == "cut":
+            self._step_cut()
+            return True
+        if what == "batch":
+            frame, items = h.batches.popleft()
+            self.sys_sock.send(frame)
+            self.sys_batches += 1
+            h.released_items += items
+            return items
+        if what == "signal":
+            (owner,) = args
+            sig, nb = h.sigs[owner].popleft()
+            self.peer_socket(owner).send(Peer(self.sched_id, [sig], nb).encode())
+            self.peer_sent[owner] += 1
+            return True
+        if what == "rpc":
+            self.send_ctl(h.take_rpc(args[0]))
+            return True
+        if what == "arrive":
+            sender, timeout = args
+            deadline = time.monotonic() + timeout
+            while not h.waiting_from(sender):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError(f"scheduler {self.sched_id}: nothing from {_name(sender)}")
+                if self.inbox.poll(int(left * 1000) + 1):
+                    self.take_inbox(zmq.NOBLOCK)
+            result = self._step_arrive(sender)
+            self._step_cut()
+            return result
+        if what == "publish":
+            (timeout,) = args
+            deadline = time.monotonic() + timeout
+            while not h.in_pubs:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError(f"scheduler {self.sched_id}: no publication came")
+                if self.sub.poll(int(left * 1000) + 1):
+                    self.handle_state(self.sub.recv())
+            body = h.in_pubs.popleft()
+            apply_publication(node, body)
+            return type(body).__name__
+        raise BadArg(f"unknown step {what!r}")
+
+    def flush_peer(self, owner: int) -> int:
+        """Everything for peer ``owner`` is sent (stepped: every signal held for
+        it is released); how many signals it has been sent in all."""
+        h = self.held
+        if h is None:
+            self.flush()
+        else:
+            q = h.sigs.get(owner)
+            while q:
+                self.step("signal", (owner,))
+        return self.peer_sent[owner]
+
+    def batches_made(self) -> int:
+        """Everything made is sent (stepped: counted as cut, the steps cut
+        it); how many batches that makes."""
+        if self.held is None:
+            self.flush()
+            return self.sys_batches
+        return self.held.cut
+
+    def order_after(self, after) -> None:
+        """The next batch waits at the dispatcher for ``after[i]`` batches of
+        each scheduler ``i`` (raised, never lowered)."""
+        if self.held is None:
+            self.flush_sys()  # what was made before the call is not held back
+        for i, n in enumerate(after):
+            if i and i != self.sched_id and n > self.after[i]:
+                self.after[i] = n
+
+    def _step_cut(self) -> None:
+        """What the node collected is held (the simulator's ``World._flush``):
+        one batch, the signals for each peer, the BIF requests."""
+        t, h = self.transport, self.held
+        if t.has_output():
+            before = t.sys_items - h.base_items - h.released_items - sum(n for _f, n in h.batches)
+            h.cut += 1
+            frame = Batch(self.sched_id, t.take_batch(), list(self.after)).encode()
+            h.batches.append((frame, before))
+        if t.peer_out:
+            h.hold_signals(t.peer_out)
+            t.peer_out = {}
+        if t.ctl_out:
+            h.rpcs.extend(t.ctl_out)
+            t.ctl_out = []
+
+    def _step_arrive(self, sender: int):
+        """Take one signal (or delivery) buffered from ``sender``."""
+        h = self.held
+        if sender == 0:
+            to, term = h.in_deliv.popleft()
+            p = self.node.procs.get(to)
+            alive = p is not None and p.status != "exited"
+            self.deliveries += 1
+            self.node.deliver_sys_run(to, [term])
+            return to, alive
+        sig, batches = h.in_sigs[sender].popleft()
+        self._apply_peer(sender, [sig], batches)
+        return describe_signal(sig)
+
+    def _release_held(self) -> None:
+        """Stepping ends (the emulator closes): everything held is sent."""
+        h = self.held
+        self._step_cut()
+        while h.batches:
+            self.step("batch", ())
+        for owner in list(h.sigs):
+            self.flush_peer(owner)
+        for r in h.rpcs:
+            self.send_ctl(r)
+        h.rpcs.clear()
+        for sender in list(h.in_sigs):
+            while h.in_sigs[sender]:
+                self._step_arrive(sender)
+        while h.in_deliv:
+            self._step_arrive(0)
+        while h.in_pubs:
+            apply_publication(self.node, h.in_pubs.popleft())
+        self.held = None
 
     # ------------------------------------------------------------------ loop
     def peers_alive(self) -> bool:
@@ -481,6 +654,8 @@ class Worker:
             self.cmds.sample_due()
             busy = self.running and clear and node.runq
             t = self.transport
+            if self.held is not None:
+                t = None  # stepped: what was made waits to be released
             if t is not None and t.ctl_out:
                 # the signals a process sent before its BIF call leave first
                 # (the BIF may name a process spawned on another scheduler)
@@ -489,7 +664,8 @@ class Worker:
                     self.send_ctl(request)
                 t.ctl_out = []
             if not busy:
-                self.flush()
+                if self.held is None:
+                    self.flush()
             elif (
                 t is not None
                 and (t.has_output() or t.peer_out)
@@ -556,6 +732,8 @@ class Worker:
         self.cmds.close_trace_ports()
         if self.terminated:
             return
+        if self.held is not None:
+            self._release_held()
         self.flush()
         deadline = time.monotonic() + 10
         while not self.drain_all() and time.monotonic() < deadline and not self.dispatcher_gone:
@@ -595,6 +773,10 @@ class Worker:
         ):
             s.close(linger=2000)
         self.ctx.term()
+
+
+def _no_timers() -> None:
+    pass
 
 
 def _name(sender: int) -> str:

@@ -166,7 +166,12 @@ class SmpBackend:
                 self._ingested_from(owner)
 
     def _dead_at_owner(self, x) -> bool:
-        return type(x) is Pid and not self.bk_is_alive(x)
+        """An old value of the state: a process spawned long before, asked of
+        its own scheduler alone."""
+        if type(x) is not Pid:
+            return False
+        owner = self.emu._owner(x)
+        return owner in self.emu.lost_schedulers or not self.emu._sched_call(owner, "alive", x)
 
     def _as_seed_sees(self, op: str, value):
         """An old value naming a process that is dead, its exit not yet taken
@@ -220,7 +225,7 @@ class SmpBackend:
         k = self._bif_sched
         if k is None or k == owner or k in emu.lost_schedulers:
             return False
-        sent = emu._sched_call(k, "status")["peer_sent"][owner]
+        sent = emu._sched_call(k, "flush_peer", owner)
         limit = self._bound()
         if not emu._sched_call(owner, "wait_peer", k, sent, 10.0 if limit is None else limit):
             return False
@@ -269,13 +274,10 @@ class SmpBackend:
         live = [k for k in range(1, emu.nsched + 1) if k not in emu.lost_schedulers]
         if len(live) < 2:
             return
-        sts = {k: emu._sched_call(k, "status") for k in live}
+        sent = {(j, k): emu._sched_call(j, "flush_peer", k) for j in live for k in live if j != k}
         limit = self._bound()
-        for k in live:
-            for j in live:
-                need = sts[j]["peer_sent"][k]
-                if j != k and sts[k]["peer_recv"][j] < need:
-                    emu._sched_call(k, "wait_peer", j, need, 10.0 if limit is None else limit)
+        for (j, k), need in sent.items():
+            emu._sched_call(k, "wait_peer", j, need, 10.0 if limit is None else limit)
 
     def _trace_apply_lock_only(self, spec, how, bits, tracer) -> int:
         """``trace(Pid | Port, ...)`` from a process: the tracee's locks alone
@@ -294,10 +296,12 @@ class SmpBackend:
         if type(old) is Pid:
             if self.bk_is_alive(old):
                 return n
-            self._ingested_from(emu._owner(old))
+            # dead at its own scheduler: the tracee's replica is told so (the
+            # seed's already_traced looks the tracer up in the one table)
+            emu._sched_call(owner, "know_dead", old)
         else:
             emu._sync_dispatcher()
-        self._replica_current_at(owner)
+            self._replica_current_at(owner)
         return emu._sched_call(owner, "trace_apply", spec, how, bits, tracer)
 
     def bk_mark_tracer(self, tracer) -> None:
@@ -378,5 +382,17 @@ class SmpBackend:
         )
 
     def bk_trace_delivered(self, caller, what, ref):
-        self.emu._sync_dispatcher()
-        return self.emu._disp_call("trace_delivered", caller, what, ref)
+        """From a process: made at its own scheduler, queued behind every
+        batch each other scheduler has made (``trace_delivered`` there); from
+        the API: a marker the dispatcher reaches once it has dispatched
+        everything queued."""
+        emu = self.emu
+        if caller is None:
+            emu._sync_dispatcher()
+            return emu._disp_call("trace_delivered", caller, what, ref)
+        k = emu._owner(caller)
+        after = [0] * (emu.nsched + 1)
+        for i in range(1, emu.nsched + 1):
+            if i != k and i not in emu.lost_schedulers:
+                after[i] = emu._sched_call(i, "batches_made")
+        return emu._sched_call(k, "trace_delivered", caller, what, ref, after)

@@ -459,51 +459,57 @@ class Emulator(TraceBifs, TracePorts, DispatcherControl, StatisticsCalls):
         # only those waiting now, and none once run()'s timeout is up: serving
         # one can bring in more, and processes that call BIFs without pause
         # must not hold run() (and run_for's callers' sampling) past its timeout
-        rpcs, b = self._sup.links.rpcs, self._bounds
+        rpcs = self._sup.links.rpcs
         for _ in range(len(rpcs)):
             if deadline is not None and time.monotonic() > deadline:
                 break
-            item = rpcs.pop(0)
-            k, pid, request = item
-            budget = b.run
-            b.serving, b.changed, self._reply_after_resume = item, False, False
-            try:
-                kind = request[0]
-                if kind == "bif":
-                    # a lock-only BIF waits for no queue (smp.backend)
-                    self.backend.begin_process_bif(k, request[1])
-                    value = call_bif(self.backend, pid, request[1], request[2])
-                elif kind == "register":
-                    name, target = request[1], request[2]
-                    self._sync_dispatcher()
-                    value = bool(self._disp_call("register", name, target))
-                    if value:
-                        self._all_scheds("set_reg", name, target)
-                elif kind == "unregister":
-                    self._sync_dispatcher()
-                    value = self._disp_call("unregister", request[1])
-                    if value:
-                        self._all_scheds("unset_reg", request[1], request[2])
-                else:
-                    value = BadArg(f"unknown request {kind!r}")
-            except KeyboardInterrupt:
-                if not b.changed:
-                    rpcs.insert(0, item)
-                raise
-            except OutOfTime as e:
-                if not b.changed:
-                    rpcs.insert(0, item)
-                    raise
-                # it changed something, and a process still did not answer
-                value = EmulatorTimeout(f"{request[1] if request[0] == 'bif' else request[0]}: {e}")
-            except Exception as e:
-                value = e
-            finally:
-                self.backend.end_process_bif()
-                late = self._reply_after_resume
-                b.serving, b.changed, self._reply_after_resume = None, False, False
-                b.run = budget
-            if late:
-                self._late_replies.append((k, pid, value))
+            self._serve_one(rpcs.pop(0))
+
+    def _serve_one(self, item) -> None:
+        """Serve one BIF request ``(scheduler, pid, request)`` and answer it
+        (a request cut short before it changed anything goes back first in
+        the list, to be served again)."""
+        rpcs, b = self._sup.links.rpcs, self._bounds
+        k, pid, request = item
+        budget = b.run
+        b.serving, b.changed, self._reply_after_resume = item, False, False
+        try:
+            kind = request[0]
+            if kind == "bif":
+                # a lock-only BIF waits for no queue (smp.backend)
+                self.backend.begin_process_bif(k, request[1])
+                value = call_bif(self.backend, pid, request[1], request[2])
+            elif kind == "register":
+                name, target = request[1], request[2]
+                self._sync_dispatcher()
+                value = bool(self._disp_call("register", name, target))
+                if value:
+                    self._all_scheds("set_reg", name, target)
+            elif kind == "unregister":
+                self._sync_dispatcher()
+                value = self._disp_call("unregister", request[1])
+                if value:
+                    self._all_scheds("unset_reg", request[1], request[2])
             else:
-                self._sup.links.send(k, None, "reply", (pid, value))
+                value = BadArg(f"unknown request {kind!r}")
+        except KeyboardInterrupt:
+            if not b.changed:
+                rpcs.insert(0, item)
+            raise
+        except OutOfTime as e:
+            if not b.changed:
+                rpcs.insert(0, item)
+                raise
+            # it changed something, and a process still did not answer
+            value = EmulatorTimeout(f"{request[1] if request[0] == 'bif' else request[0]}: {e}")
+        except Exception as e:
+            value = e
+        finally:
+            self.backend.end_process_bif()
+            late = self._reply_after_resume
+            b.serving, b.changed, self._reply_after_resume = None, False, False
+            b.run = budget
+        if late:
+            self._late_replies.append((k, pid, value))
+        else:
+            self._sup.links.send(k, None, "reply", (pid, value))

@@ -29,6 +29,7 @@ class FakeWire:
         self.peer_sent = [0, 0]
         self.peer_recv = [0, 0]
         self.pending = {"sock": ["frame", "frame"]}
+        self.held = None
         self.calls: list = []
 
     def flush(self) -> None:

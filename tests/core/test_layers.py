@@ -34,6 +34,7 @@ LAYERS = (
     ("smp.endpoints", 4),  # the controller's endpoint layout and security plan
     ("smp.link", 4),  # the controller's request/reply links to its peers
     ("smp.supervision", 4),  # the controller's start, liveness, losses and close
+    ("smp.stepper", 4),  # a paused emulator stepped one simulated event at a time
     ("smp.sim", 4),  # the simulator: schedulers' and dispatcher's engine in one process
     ("smp.app", 5),
     ("smp.__main__", 5),
