@@ -27,6 +27,7 @@ from smp.app.explore.simulate import (
     SimOptions,
     default_jobs,
     is_race,
+    proved,
     race_names,
     simulate,
 )
@@ -52,6 +53,7 @@ _SIM_ONLY = (
     "size",
     "firings",
     "schedulers",
+    "prove",
 )
 _QUEUE_ONLY = ("max_messages", "max_changes", "samples", "no_prune")
 
@@ -188,6 +190,12 @@ def _make_command():
         help="run scenario: simulate this many schedulers (default the scenario's)",
     )
     @click.option(
+        "--prove",
+        is_flag=True,
+        help="run scenario: run each outcome's schedule again on a fresh smp emulator, its "
+        "real processes stepped event by event, and check the same fates (exit 1 if not)",
+    )
+    @click.option(
         "--events/--no-events",
         default=True,
         help="run scenario: list each outcome's events (default yes)",
@@ -302,6 +310,7 @@ def _simulate(scenario, schedule, as_json, seed, no_nonsmp, kw) -> None:
         jobs=kw["jobs"] or default_jobs(),
         nonsmp=not no_nonsmp,
         events=kw["events"],
+        prove=kw["prove"],
     )
     try:
         text, data = simulate(scenario, o)
@@ -317,6 +326,8 @@ def _simulate(scenario, schedule, as_json, seed, no_nonsmp, kw) -> None:
         sys.stdout.write(json.dumps(data, indent=2) + "\n")
     else:
         sys.stdout.write(text)
+    if not proved(data):
+        sys.exit(EXIT_FAILED)
 
 
 def _queue_explore(

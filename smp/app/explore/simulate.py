@@ -31,6 +31,8 @@ from smp.sim.explorer import Explorer, explore_split, replay
 from smp.sim.report import format_execution, format_report, nonsmp_verdict
 from smp.sim.sampling import sample
 
+from .proof import proof_lines, prove
+
 __all__ = ["SimOptions", "simulate", "DEFAULT_MAX_EXECUTIONS", "is_race", "race_names"]
 
 #: the execution bound when none is given (0: none)
@@ -53,6 +55,7 @@ class SimOptions:
     jobs: int = 1
     nonsmp: bool = True
     events: bool = True
+    prove: bool = False  # each outcome's schedule run again on real processes
 
 
 def _replay_command(scenario: str, o: SimOptions):
@@ -164,7 +167,12 @@ def simulate(scenario: str, o: SimOptions) -> tuple[str, dict]:
             "nonsmp": None if nonsmp is None else nonsmp.as_dict(),
             "nonsmp_verdict": nonsmp_verdict(ex.outcome, nonsmp),
         }
-        return "\n".join(head) + "\n" + format_execution(ex, nonsmp), data
+        text = "\n".join(head) + "\n" + format_execution(ex, nonsmp)
+        if o.prove:
+            proof = prove(wl.setup, ex.schedule, schedulers=wl.schedulers)
+            data["replay"]["proof"] = proof.as_dict()
+            text += "\n" + proof_lines([("the execution", proof)])
+        return text, data
     r = _run(wl, o, checks)
     if o.graph is not None and r.graph is not None:
         number = {g.outcome: i for i, g in enumerate(r.outcomes, 1)}
@@ -180,7 +188,22 @@ def simulate(scenario: str, o: SimOptions) -> tuple[str, dict]:
     data["expect"] = _expect_report(checks, r)
     head += [_expect_line(e) for e in data["expect"]]
     text = "\n".join(head) + "\n" + format_report(r, events=o.events, replay=command)
+    if o.prove:
+        proofs = []
+        for i, (od, g) in enumerate(zip(d["outcomes"], r.outcomes, strict=True), 1):
+            proof = prove(wl.setup, g.first.schedule, schedulers=wl.schedulers)
+            od["proof"] = proof.as_dict()
+            proofs.append((f"outcome {i}", proof))
+        text += "\n" + proof_lines(proofs)
     return text, data
+
+
+def proved(data: dict) -> bool:
+    """Every proof in an explore result held (True when none was asked)."""
+    found = [od["proof"] for od in data.get("result", {}).get("outcomes", []) if "proof" in od]
+    if "replay" in data and "proof" in data["replay"]:
+        found.append(data["replay"]["proof"])
+    return all(p["same"] for p in found)
 
 
 def _broke(check, oc) -> bool:

@@ -1,0 +1,293 @@
+"""Proof on real processes: an execution the simulator found, run again on
+the real multiprocess emulator, step by step, with the same fates.
+
+``prove(setup, schedule, schedulers=N)`` runs ``setup`` twice: on a
+simulated world (``smp.sim.world.World``) and on a fresh smp ``Emulator``
+(real scheduler and dispatcher processes, real ZeroMQ sockets), both through
+the same facade (``smp.sim.vm.SimVM``).  Then it takes each thread of the
+schedule (and, when the schedule ends early, the first thread enabled, as
+``smp.sim.replay`` does) in both: the world steps it, and the emulator's
+processes do the same event over their sockets (``smp.stepper.Stepper``).
+After every step what the real processes did is held against the event:
+which process ran and how its slice ended, how many items a batch brought
+to the queue, each message's fate at dispatch (the receiver, or the drop
+reason) and at arrival (alive or dead), each signal, each publication's
+kind, each BIF served.  At the end every collector's messages are compared
+in full.  The first step that differs is reported with both sides.
+
+A catalogue race's setup (``smp.sim.catalogue``), an explore scenario or a
+run scenario compiled for the simulator (``smp.app.explore.simulate``) all
+run here; ``smp-emu explore ... --prove`` proves every outcome it prints.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass, field
+
+from smp.core.bifs import call_bif
+from smp.core.errors import BadArg, SmpError
+from smp.emulator import Emulator
+from smp.sim.outcome import Namer
+from smp.sim.vm import SimVM
+from smp.sim.world import World, WorldBase, mid_text
+from smp.stepper import Stepper
+
+__all__ = ["Proof", "prove", "proof_lines"]
+
+#: a publication of the simulated ingest, by the real one's record name
+_PUB_KINDS = {"snap": "Snap", "dead": "Dead", "tracer": "Tracers", "reg": "Registry"}
+
+
+@dataclass
+class Proof:
+    """What one schedule did in the simulator and on the real processes."""
+
+    schedule: str  # every thread stepped, the schedule's and the default tail
+    steps: int
+    mismatches: list = field(default_factory=list)  # "step N (THREAD): ..." lines
+    fates: dict = field(default_factory=dict)  # message -> (simulator's fate, real fate)
+    received: dict = field(default_factory=dict)  # collector -> (simulator's, real) messages
+
+    @property
+    def same(self) -> bool:
+        return not self.mismatches
+
+    def as_dict(self) -> dict:
+        return {
+            "schedule": self.schedule,
+            "steps": self.steps,
+            "same": self.same,
+            "mismatches": self.mismatches,
+            "fates": {m: list(f) for m, f in self.fates.items()},
+        }
+
+
+class _EmulatorWorld(WorldBase):
+    """The part of a simulated world ``SimVM`` uses, over a real emulator:
+    the setup reads the same on both (and names its processes alike)."""
+
+    def __init__(self, emu: Emulator):
+        super().__init__(emu.nsched)
+        self.emu = emu
+
+    def spawn(self, k: int, fun, args, keep: bool, name):
+        pid = self.emu.spawn(fun, *args, scheduler=k, keep=keep)
+        self.name_top(pid, name)
+        return pid
+
+    def bif(self, name: str, *args):
+        return call_bif(self.emu.backend, None, name, args)
+
+    def register(self, name, pid) -> bool:
+        try:
+            self.emu.register(name, pid)
+        except BadArg:
+            return False
+        return True
+
+    def settle(self) -> None:
+        pass  # each call of the emulator's API is done when it returns
+
+    def exit(self, pid, reason) -> None:
+        self.emu.exit(pid, reason)
+
+    def define(self, key: tuple, fn) -> None:
+        self.emu.define(key[0], key[1], fn)
+
+    def proc(self, pid):
+        return None
+
+
+def proof_lines(proofs: list) -> str:
+    """The report's section: one line per ``(what, Proof)``, then each
+    mismatch."""
+    out = ["Proof on real processes (a fresh smp emulator stepped event by event):"]
+    for what, p in proofs:
+        if p.same:
+            out.append(
+                f"  {what}: the same on real processes ({p.steps} steps, "
+                f"{len(p.fates)} message fate(s), {len(p.received)} collector(s) alike)"
+            )
+        else:
+            out.append(f"  {what}: DIFFERS on real processes: {p.mismatches[0]}")
+            out += [f"    {m}" for m in p.mismatches[1:5]]
+    return "\n".join(out) + "\n"
+
+
+def _fate_text(f) -> str:
+    if f is None:
+        return "undecided"
+    if f[0] == "dropped":
+        return f"dropped {f[1]} ({f[2]!r})"
+    return f"{f[0]} ({f[1]!r})"
+
+
+def prove(
+    setup, schedule: str = "", schedulers: int = 2, reductions: int = 200, max_steps: int = 10_000
+) -> Proof:
+    """Run ``schedule`` (thread names, ``smp.sim.replay``'s) in the simulator
+    and on a fresh real emulator together; a ``Proof`` of what differed."""
+    if not callable(setup) or inspect.iscoroutinefunction(setup):
+        raise BadArg("setup must be a function setup(vm)")
+    w = World(schedulers, reductions)
+    emu = Emulator("smp", schedulers=schedulers, reductions=reductions)
+    stepper = None
+    try:
+        setup(SimVM(w))
+        w.start_collectors()
+        emu._disp_call("hold")  # what the setup makes waits in the queue, as in the world
+        setup(SimVM(_EmulatorWorld(emu)))
+        emu._sync_dispatcher()
+        emu._publish_wait()
+        stepper = Stepper(emu, w.collectors)
+        proof = Proof("", 0)
+        names = Namer(w.names)
+        started = stepper.start(w.started)
+        if started != w.started:
+            proof.mismatches.append(
+                f"setup: passive collectors started {started!r}, the simulator {w.started!r}"
+            )
+        real_fates: dict = {}
+        threads = schedule.split()
+        done: list[str] = []
+        while len(done) < max_steps and not proof.mismatches:
+            en = w.enabled()
+            if len(done) < len(threads):
+                t = threads[len(done)]
+                if t not in en:
+                    raise SmpError(
+                        f"step {len(done) + 1}: {t} cannot step now (enabled: {' '.join(en)})"
+                    )
+            elif en:
+                t = en[0]
+            else:
+                break
+            done.append(t)
+            why = _step_both(w, stepper, t, real_fates)
+            if why:
+                proof.mismatches.append(f"step {len(done)} ({t}): {names.text(why)}")
+        proof.schedule, proof.steps = " ".join(done), len(done)
+        for mid, f in sorted(w.fates.items()):
+            real = real_fates.get(mid)
+            proof.fates[mid_text(mid)] = (_fate_text(f), _fate_text(real))
+            if not proof.mismatches and _fate_text(f) != _fate_text(real):
+                proof.mismatches.append(
+                    f"{mid_text(mid)}: {_fate_text(f)} in the simulator, {_fate_text(real)} here"
+                )
+        for pid in sorted(w.collectors, key=repr):
+            sim = list(w.proc(pid).kept)
+            real = emu.messages(pid)
+            proof.received[names.pid(pid)] = (sim, real)
+            if names.term(sim, ts=True) != names.term(real, ts=True):  # timestamps as Ts
+                proof.mismatches.append(
+                    f"{names.pid(pid)} received {len(sim)} message(s) in the simulator, "
+                    f"{len(real)} here: {names.term(sim)} / {names.term(real)}"
+                )
+        return proof
+    finally:
+        if stepper is not None:
+            stepper.close()
+        emu.close()
+        w.dispose()
+
+
+def _step_both(w: World, st: Stepper, t: str, real_fates: dict) -> str | None:
+    """Step thread ``t`` in the world and on the real processes; what
+    differed (None: the same)."""
+    step = _STEPS.get(t[0])
+    if step is None:
+        raise SmpError(f"no thread {t!r}")
+    return step(w, st, t, real_fates)
+
+
+def _slice(w: World, st: Stepper, t: str, _fates) -> str | None:
+    k = int(t[1:])
+    pid = w.nodes[k].runq[0].pid
+    w.step(t)
+    p = w.nodes[k].procs.get(pid)
+    status = p.status if p is not None else "exited"
+    rpid, rstatus = st.slice(k)
+    if (rpid, rstatus) != (pid, status):
+        return f"ran {pid!r} ({status}) in the simulator, {rpid!r} ({rstatus}) here"
+    return None
+
+
+def _ingest(w: World, st: Stepper, t: str, _fates) -> str | None:
+    k = int(t[1:])
+    n_items = len(w.ing[k][0][2])
+    w.step(t)
+    queued, items = st.ingest(k)
+    if (queued, items) != (1, n_items):
+        return (
+            f"the batch brought {n_items} item(s) in the simulator; here {queued} "
+            f"batch(es) queued with {items} item(s)"
+        )
+    return None
+
+
+def _dispatch(w: World, st: Stepper, t: str, real_fates: dict) -> str | None:
+    mid, _type, from_, *_ = w.queue[0]
+    w.step(t)
+    sim = w.fates[mid]
+    got = st.dispatch()
+    if len(got) != 1:
+        return f"{mid_text(mid)}: {len(got)} message(s) dispatched here"
+    rfrom, rrecv, _msg, outcome = got[0]
+    real = ("delivered", rrecv) if str(outcome) == "delivered" else ("dropped", str(outcome), rrecv)
+    real_fates[mid] = real
+    if rfrom != from_ or _fate_text(real) != _fate_text(sim):
+        return (
+            f"{mid_text(mid)} from {from_!r}: {_fate_text(sim)} in the simulator, "
+            f"{_fate_text(real)} from {rfrom!r} here"
+        )
+    return None
+
+
+def _arrive(w: World, st: Stepper, t: str, real_fates: dict) -> str | None:
+    i, k = (int(x) for x in t[1:].split(">"))
+    if i:
+        ev = w.step(t)
+        what = st.arrive(i, k)
+        if not ev.label.startswith(what):
+            return f"{ev.label} in the simulator, {what} here"
+        return None
+    _seq, (mid, to, _term), _nb = w.chans[(0, k)][0]
+    w.step(t)
+    rto, alive = st.arrive(0, k)
+    sim_alive = w.fates[mid][0] != "arrived_dead"
+    if not alive:
+        real_fates[mid] = ("arrived_dead", rto)
+    if (rto, alive) != (to, sim_alive):
+        return (
+            f"{mid_text(mid)} reached {to!r} ({_alive(sim_alive)}) in the simulator, "
+            f"{rto!r} ({_alive(alive)}) here"
+        )
+    return None
+
+
+def _alive(yes: bool) -> str:
+    return "alive" if yes else "dead"
+
+
+def _publish(w: World, st: Stepper, t: str, _fates) -> str | None:
+    k = int(t[1:])
+    kind = w.pubs[k][0][1][0]
+    w.step(t)
+    real = st.publish(k)
+    if real != _PUB_KINDS[kind]:
+        return f"a {kind} publication in the simulator, {real} here"
+    return None
+
+
+def _serve(w: World, st: Stepper, t: str, _fates) -> str | None:
+    pid = next(p for p in w.rpcs if repr(p) == t[1:])
+    req = w.rpcs[pid][1]
+    w.step(t)
+    rreq = st.serve(pid)
+    if tuple(rreq[:2]) != tuple(req[:2]):
+        return f"{req[:2]!r} in the simulator, {rreq[:2]!r} here"
+    return None
+
+
+_STEPS = {"S": _slice, "I": _ingest, "D": _dispatch, "A": _arrive, "P": _publish, "R": _serve}

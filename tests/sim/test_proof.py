@@ -1,0 +1,132 @@
+"""Proof on real processes: every outcome the simulator finds for a workload
+runs again on a fresh smp emulator (real scheduler and dispatcher processes,
+their ZeroMQ sockets), stepped event by event, with the same fates
+(``smp.app.explore.proof``).
+
+Each catalogue race is explored exhaustively and every distinct outcome's
+schedule is proved; the outcomes the real processes produce are then
+counted apart, from what they did, and must number what the catalogue
+says.  The run example ``churn`` (tracers killed and replaced by a fault
+process, BIFs served during the schedule) is proved the same way.  Two
+workloads whose processes behave differently in a scheduler process than
+in the simulator show that a proof can fail, at the step or at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from click.testing import CliRunner
+
+from smp.app.cli import cli
+from smp.app.explore.proof import prove
+from smp.app.explore.simulate import SimOptions, simulate
+from smp.app.explore.workload import Bounds
+from smp.core.terms import Atom
+from smp.sim import catalogue, explore
+
+
+def _real_outcome(p) -> tuple:
+    """An outcome as the real processes made it: each message's fate and
+    what each collector received."""
+    return (
+        tuple(sorted((m, real) for m, (_sim, real) in p.fates.items())),
+        tuple(sorted((who, repr(real)) for who, (_sim, real) in p.received.items())),
+    )
+
+
+@pytest.mark.parametrize("race", catalogue.CATALOGUE, ids=lambda r: r.name)
+def test_every_outcome_of_a_catalogue_race_is_the_same_on_real_processes(race):
+    r = explore(race.setup, schedulers=race.schedulers, checks=race.checks)
+    assert r.exhausted and r.cut_by == [] and len(r.outcomes) == race.outcomes
+    real = set()
+    for g in r.outcomes:
+        p = prove(race.setup, g.first.schedule, schedulers=race.schedulers)
+        assert p.same, p.mismatches
+        assert p.schedule.startswith(g.first.schedule) and p.steps >= len(g.first.schedule.split())
+        real.add(_real_outcome(p))
+    assert len(real) == race.outcomes
+
+
+def test_churn_outcomes_are_the_same_on_real_processes():
+    text, data = simulate(
+        "churn", SimOptions(Bounds(), max_executions=20, nonsmp=False, prove=True, events=False)
+    )
+    proofs = [od["proof"] for od in data["result"]["outcomes"]]
+    assert proofs and all(p["same"] for p in proofs)
+    # the schedules serve BIFs (the fault's kill and retrace) and spawn tracers
+    assert all(" R<" in p["schedule"] for p in proofs)
+    assert text.count("the same on real processes") == len(proofs)
+
+
+am_ping = Atom("ping")
+
+
+async def _say_where(proc, to, home):
+    # here in the simulator (this process), away in a scheduler process
+    await proc.send(to, (am_ping, Atom("here" if os.getpid() == home else "away")))
+
+
+async def _send_more_away(proc, to, home):
+    await proc.send(to, am_ping)
+    if os.getpid() != home:
+        await proc.send(to, am_ping)
+
+
+def _where_setup(vm):
+    t = vm.spawn_collector(scheduler=2, name="T")
+    sink = vm.spawn_collector(scheduler=2, name="sink")
+    p = vm.spawn(_say_where, sink, os.getpid(), scheduler=1, name="P")
+    vm.trace(p, True, ["send"], tracer=t)
+
+
+def _more_setup(vm):
+    t = vm.spawn_collector(scheduler=2, name="T")
+    sink = vm.spawn_collector(scheduler=1, name="sink")
+    p = vm.spawn(_send_more_away, sink, os.getpid(), scheduler=1, name="P")
+    vm.trace(p, True, ["send"], tracer=t)
+
+
+def test_a_proof_says_no_when_a_collector_receives_otherwise():
+    p = prove(_where_setup, "", schedulers=2)
+    assert not p.same
+    assert any("sink received" in m for m in p.mismatches), p.mismatches
+    sim, real = p.received["sink"]
+    assert sim != real
+
+
+def test_a_proof_says_no_at_the_first_step_that_differs():
+    p = prove(_more_setup, "", schedulers=2)
+    assert not p.same
+    first = p.mismatches[0]
+    # the extra send made an extra TRACE message in the slice's batch
+    assert first.startswith("step ") and "(I1)" in first and "item(s)" in first, first
+
+
+def test_a_schedule_the_simulator_cannot_take_is_refused():
+    race = catalogue.by_name("tracer_killed_with_messages_queued")
+    with pytest.raises(Exception, match="cannot step now"):
+        prove(race.setup, "D", schedulers=race.schedulers)
+
+
+def test_explore_prove_on_the_command_line():
+    r = CliRunner().invoke(cli, ["explore", "seq_tracer_replaced", "--prove", "--json"])
+    assert r.exit_code == 0, r.output
+    outcomes = json.loads(r.output)["result"]["outcomes"]
+    assert len(outcomes) == 3 and all(od["proof"]["same"] for od in outcomes)
+    race = "tracer_killed_with_messages_queued"
+    r = CliRunner().invoke(cli, ["explore", race, "--schedule", "S1 S1 S1 A1>2 S2", "--prove"])
+    assert r.exit_code == 0, r.output
+    assert "the execution: the same on real processes" in r.output
+
+
+def test_explore_prove_exits_1_when_a_proof_fails(tmp_path, monkeypatch):
+    # a race whose body behaves otherwise on real processes, by its name
+    race = catalogue.Race("where", _where_setup, 2, "", 1, 1, "T", ())
+    monkeypatch.setattr(catalogue, "CATALOGUE", (*catalogue.CATALOGUE, race))
+    monkeypatch.setattr("smp.app.explore.simulate.CATALOGUE", catalogue.CATALOGUE)
+    r = CliRunner().invoke(cli, ["explore", "where", "--prove", "--no-events"])
+    assert r.exit_code == 1, r.output
+    assert "DIFFERS on real processes" in r.output
