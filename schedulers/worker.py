@@ -495,10 +495,18 @@ class Worker:
         if what == "slice":
             if not node.runq:
                 raise BadArg(f"scheduler {self.sched_id} has nothing to run")
-            p = node.runq[0]
+            p, t = node.runq[0], self.transport
+            made, sigs, rpcs = t.sys_made, {o: len(q) for o, q in h.sigs.items()}, len(h.rpcs)
             node.run_some(1)
             self._step_cut()
-            return p.pid, p.status
+            sent = {o: len(q) - sigs.get(o, 0) for o, q in h.sigs.items()}
+            return (
+                p.pid,
+                p.status,
+                t.sys_made - made,
+                {o: n for o, n in sent.items() if n},
+                len(h.rpcs) - rpcs,
+            )
         if what == "cut":
             self._step_cut()
             return True

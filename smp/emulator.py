@@ -27,7 +27,7 @@ from smp.backend import OutOfTime, SmpBackend
 from smp.core.bifs import call_bif
 from smp.core.errors import BadArg, EmulatorTimeout, SchedulerLost
 from smp.core.placement import owner
-from smp.core.terms import Pid, atom_of
+from smp.core.terms import Pid, Port, atom_of
 from smp.endpoints import plan_endpoints, plan_security, tcp_endpoints
 from smp.link import FrameLog, TimeBounds
 from smp.supervision import Supervisor
@@ -475,14 +475,17 @@ class Emulator(TraceBifs, TracePorts, DispatcherControl, StatisticsCalls):
         b.serving, b.changed, self._reply_after_resume = item, False, False
         try:
             kind = request[0]
+            # a lock-only BIF waits for no queue (smp.backend)
+            self.backend.begin_process_bif(k, request[1] if kind == "bif" else kind)
             if kind == "bif":
-                # a lock-only BIF waits for no queue (smp.backend)
-                self.backend.begin_process_bif(k, request[1])
                 value = call_bif(self.backend, pid, request[1], request[2])
             elif kind == "register":
                 name, target = request[1], request[2]
-                self._sync_dispatcher()
-                value = bool(self._disp_call("register", name, target))
+                # erts_register_name: a live process (asked as the API asks it), or a port
+                value = type(target) is Port or self.backend.bk_is_alive(target)
+                if value:
+                    self._sync_dispatcher()
+                    value = bool(self._disp_call("register", name, target))
                 if value:
                     self._all_scheds("set_reg", name, target)
             elif kind == "unregister":

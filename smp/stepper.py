@@ -57,7 +57,8 @@ class Stepper:
         return out
 
     def slice(self, k: int):
-        """``(pid, status after)`` of the process scheduler ``k`` ran."""
+        """``(pid, status after, messages made, {peer: signals sent}, BIF
+        requests)`` of the slice scheduler ``k`` ran."""
         return self._s(k, "slice")
 
     def ingest(self, k: int):

@@ -487,7 +487,7 @@ class World(WorldBase):
         if kind == "bif":
             return call_bif(self.backend, caller, req[1], req[2])
         if kind == "register":
-            return self.register(req[1], req[2])
+            return self._register(req[1], req[2])
         if kind == "unregister":
             ok = self.table.unregister(req[1])
             if ok:
@@ -550,8 +550,14 @@ class World(WorldBase):
         return r
 
     def register(self, name, pid) -> bool:
+        """``register/2`` from the setup (every spawn and signal in first)."""
         self.settle()
-        if type(pid) is not Pid or not self.nodes[self.owner(pid)].is_alive(pid):
+        return self._register(name, pid)
+
+    def _register(self, name, pid) -> bool:
+        """``erts_register_name``: a live process (asked as a BIF asks it,
+        ``SimBackend.bk_is_alive``), a free name."""
+        if type(pid) is not Pid or not self.backend.bk_is_alive(pid):
             return False
         if not self.table.register(name, pid):
             return False

@@ -204,13 +204,31 @@ def _step_both(w: World, st: Stepper, t: str, real_fates: dict) -> str | None:
 def _slice(w: World, st: Stepper, t: str, _fates) -> str | None:
     k = int(t[1:])
     pid = w.nodes[k].runq[0].pid
+    made, rpcs = w.made_by[k], len(w.rpcs)
+    sent = {o: w.chan_sent.get((k, o), 0) for o in range(1, w.nsched + 1)}
     w.step(t)
     p = w.nodes[k].procs.get(pid)
-    status = p.status if p is not None else "exited"
-    rpid, rstatus = st.slice(k)
-    if (rpid, rstatus) != (pid, status):
-        return f"ran {pid!r} ({status}) in the simulator, {rpid!r} ({rstatus}) here"
+    sim = (
+        pid,
+        p.status if p is not None else "exited",
+        w.made_by[k] - made,
+        {
+            o: w.chan_sent.get((k, o), 0) - n
+            for o, n in sent.items()
+            if w.chan_sent.get((k, o), 0) > n
+        },
+        len(w.rpcs) - rpcs,
+    )
+    real = tuple(st.slice(k))
+    if real != sim:
+        return f"ran {_slice_text(sim)} in the simulator, {_slice_text(real)} here"
     return None
+
+
+def _slice_text(r: tuple) -> str:
+    pid, status, made, sigs, rpcs = r
+    to = ", ".join(f"{n} to scheduler {o}" for o, n in sorted(sigs.items())) or "none"
+    return f"{pid!r} ({status}; {made} message(s) made, signals: {to}, {rpcs} BIF request(s))"
 
 
 def _ingest(w: World, st: Stepper, t: str, _fates) -> str | None:
