@@ -121,11 +121,18 @@ def test_a_schedule_the_simulator_cannot_take_is_refused():
         prove(race.setup, "D", schedulers=race.schedulers)
 
 
-def test_explore_prove_on_the_command_line():
+def test_explore_prove_on_the_command_line(tmp_path):
     r = CliRunner().invoke(cli, ["explore", "seq_tracer_replaced", "--prove", "--json"])
     assert r.exit_code == 0, r.output
     outcomes = json.loads(r.output)["result"]["outcomes"]
     assert len(outcomes) == 3 and all(od["proof"]["same"] for od in outcomes)
+    (tmp_path / "r.json").write_text(r.output)
+    r2 = CliRunner().invoke(
+        cli, ["report", str(tmp_path / "r.json"), "-o", str(tmp_path / "r.html")]
+    )
+    assert r2.exit_code == 0, r2.output
+    page = (tmp_path / "r.html").read_text()
+    assert page.count("Proof on real processes: the same") == 3
     race = "tracer_killed_with_messages_queued"
     r = CliRunner().invoke(cli, ["explore", race, "--schedule", "S1 S1 S1 A1>2 S2", "--prove"])
     assert r.exit_code == 0, r.output
@@ -140,3 +147,11 @@ def test_explore_prove_exits_1_when_a_proof_fails(tmp_path, monkeypatch):
     r = CliRunner().invoke(cli, ["explore", "where", "--prove", "--no-events"])
     assert r.exit_code == 1, r.output
     assert "DIFFERS on real processes" in r.output
+    r = CliRunner().invoke(cli, ["explore", "where", "--prove", "--json"])
+    assert r.exit_code == 1
+    (tmp_path / "r.json").write_text(r.output)
+    r2 = CliRunner().invoke(
+        cli, ["report", str(tmp_path / "r.json"), "-o", str(tmp_path / "r.html")]
+    )
+    assert r2.exit_code == 0, r2.output
+    assert "Proof on real processes: DIFFERS" in (tmp_path / "r.html").read_text()

@@ -160,12 +160,26 @@ def _fates_table(fates: list) -> str:
     )
 
 
+def _proof_html(p) -> str:
+    """An outcome's proof on real processes (``--prove``), if it was asked."""
+    if not isinstance(p, dict):
+        return ""
+    if p.get("same"):
+        return (
+            f"<p>Proof on real processes: the same ({escape(str(p.get('steps')))} steps, "
+            f"{len(p.get('fates') or {})} message fates).</p>"
+        )
+    items = "".join(f"<li>{escape(str(m))}</li>" for m in (p.get("mismatches") or [])[:5])
+    return f"<p><strong>Proof on real processes: DIFFERS</strong></p><ul>{items}</ul>"
+
+
 def explore_sim_html(d: dict) -> tuple[str, str]:
     """(title, body) of the report page for a simulator explore result
     (``smp-emu explore SCENARIO --json`` of a run scenario): the figures and
     bounds, then each distinct outcome with its fates, what each tracer
     received, the invariants it broke, the race pairs that made the explorer
-    try it, nonsmp's verdict, its events and the command that replays it."""
+    try it, nonsmp's verdict, its events, the command that replays it and
+    (``--prove``) its proof on real processes."""
     r = d["result"]
     title = f"smp-emu explore: {d['scenario']} (simulator)"
     runs = r["executions"] + r["blocked"]
@@ -251,6 +265,7 @@ def explore_sim_html(d: dict) -> tuple[str, str]:
             + f"<p>Received:</p><ul>{received}</ul>"
             + (f"<p>Race pairs:</p><ul>{races}</ul>" if races else "")
             + f"<p>Replay: <code>{escape(o['replay'])}</code></p>"
+            + _proof_html(o.get("proof"))
             + "<details><summary>events</summary><pre>"
             + escape("\n".join(o["events"]))
             + "</pre></details>"
