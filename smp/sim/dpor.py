@@ -103,8 +103,9 @@ def happens_before(events: list[Event]) -> tuple[list[int], list[list[int]], lis
         for i in direct:
             m |= hb[i] | (1 << i)
         hb.append(m)
-        preds.append(sorted(direct))
-        cands.append(sorted(i for i in conflict if i not in cause and events[i].thread != e.thread))
+        preds.append(direct)  # (only ever or-ed together: any order)
+        c = [i for i in conflict if i not in cause and events[i].thread != e.thread]
+        cands.append(sorted(c) if len(c) > 1 else c)
         # the frontier after e
         last_of[e.thread] = j
         for o in e.writes:
@@ -191,7 +192,8 @@ class Tree:
         for b in stack[self.first_new :]:
             b.event = None
         for b in stack:
-            b.event = w.step(b.chosen)
+            # the path up to first_new is the last execution's: its events stand
+            b.event = w.step(b.chosen, b.event)
         while True:
             en = w.enabled()
             if not en:

@@ -121,6 +121,7 @@ class World(WorldBase):
             raise BadArg("schedulers must be >= 1")
         super().__init__(nsched)
         self.atomic = True  # setup: every change reaches every replica at once
+        self.quiet = False  # a step whose event is known builds no label (step)
         self.table = SimTable(self)
         self.state = TracerState(liveness=self.table, on_change=self._on_state_change)
         self._snap = self.state.snapshot()
@@ -257,9 +258,13 @@ class World(WorldBase):
                 return False
         return True
 
-    def step(self, thread: str) -> Event:
+    def step(self, thread: str, known: Event | None = None) -> Event:
+        """Step ``thread``; its ``Event``.  ``known``: the event this same step
+        made in an earlier execution of the same path (the world is
+        deterministic), kept rather than built again."""
         self.fp_r, self.fp_w, self.fp_p, self.fp_c = set(), set(), set(), set()
         self.atomic = False
+        self.quiet = known is not None  # no label to write: the known event has it
         c = thread[0]
         try:
             if c == "S":
@@ -279,6 +284,9 @@ class World(WorldBase):
                 raise SimError(f"no thread {thread!r}")
         except (IndexError, KeyError, ValueError):
             raise SimError(f"thread {thread} cannot step now") from None
+        if known is not None:
+            self.trace.append(known)
+            return known
         ev = Event(
             thread,
             kind,
@@ -300,6 +308,8 @@ class World(WorldBase):
         self.fp_w.add(("proc", p.pid))
         node.run_some(1)
         self._flush(k)
+        if self.quiet:
+            return ""
         return f"scheduler {k} runs {p.pid!r}" + (
             f" ({p.status})" if p.status in (EXITED, SUSPENDED) else ""
         )
@@ -371,6 +381,8 @@ class World(WorldBase):
             self.fp_p.add(("sig", 0, owner, seq))
             self.fates[mid] = ("delivered", d.receiver)
             self.delivered += 1
+            if self.quiet:
+                return ""
             return f"dispatch {mid_text(mid)} {M.TYPE_NAMES[type_]} {from_!r} -> {d.receiver!r}: delivered"
         if d.action == DELIVER_PORT:
             raise SimError("ports are not simulated")
@@ -380,6 +392,8 @@ class World(WorldBase):
             )
         self.fates[mid] = ("dropped", d.reason, d.receiver)
         self.dropped += 1
+        if self.quiet:
+            return ""
         return f"dispatch {mid_text(mid)} {M.TYPE_NAMES[type_]} {from_!r} -> {d.receiver!r}: dropped {d.reason}"
 
     def _arrive(self, i: int, k: int) -> str:
