@@ -432,13 +432,17 @@ class Node(ProcessOps, CallTracing, ResourceOps, SeqTrace, TracePoints, LocalBif
         if self.state.profile_scheduler:
             self.profile_scheduler(am_active if active else am_inactive)
 
-    def run_some(self, max_procs: int = 64, until_ns: int | None = None) -> int:
-        """Run up to ``max_procs`` time slices, and none begun after
-        ``until_ns`` (``time.monotonic_ns``); returns how many ran."""
+    def run_some(self, max_procs: int = 64, until_ns: int | None = None, waiting=None) -> int:
+        """Run up to ``max_procs`` time slices, none begun after ``until_ns``
+        (``time.monotonic_ns``) nor once ``waiting()`` says something waits
+        for the loop (a controller's command); returns how many ran."""
         self.fire_timers()
         n = 0
         while self.runq and n < max_procs:
-            if until_ns is not None and n and time.monotonic_ns() > until_ns:
+            if n and (
+                (until_ns is not None and time.monotonic_ns() > until_ns)
+                or (waiting is not None and waiting())
+            ):
                 break
             if not self.active:
                 self.set_active(True)

@@ -657,7 +657,7 @@ class Worker:
             if self.running and clear:
                 began = time.monotonic_ns()
                 self.busy = (self.busy[0], began)
-                ran = node.run_some(32, began + SLICES_NS)
+                ran = node.run_some(32, began + SLICES_NS, self._ctl_waiting)
                 self.busy = (self.busy[0] + (time.monotonic_ns() - began if ran else 0), 0)
             self.cmds.sample_due()
             busy = self.running and clear and node.runq
@@ -715,6 +715,13 @@ class Worker:
                         if not self.take_inbox(zmq.NOBLOCK):
                             break
         self.shutdown()
+
+    def _ctl_waiting(self) -> bool:
+        """A process's BIF request is ready to go, or a controller's command
+        waits (neither is kept waiting for the rest of the slices); the
+        socket's own flag, no poll."""
+        t = self.transport
+        return bool((t is not None and t.ctl_out) or self.ctl.getsockopt(zmq.EVENTS) & zmq.POLLIN)
 
     def take_inbox(self, flags: int = 0) -> bool:
         """Take one message off the inbox (False: none waiting); a malformed
