@@ -155,3 +155,18 @@ def test_explore_prove_exits_1_when_a_proof_fails(tmp_path, monkeypatch):
     )
     assert r2.exit_code == 0, r2.output
     assert "Proof on real processes: DIFFERS" in (tmp_path / "r.html").read_text()
+
+
+def test_trace_all_takes_a_spawn_in_flight_on_real_processes():
+    """P's spawn on scheduler 2 is still on its way when K's trace(all,
+    false, ...) is served: 17.x blocks thread progress, so the child exists
+    (and loses its inherited flags) before the clear; on real processes the
+    BIF takes the signals first (``SmpBackend._signals_taken``), and the
+    child runs untraced exactly as in the simulator."""
+    race = catalogue.by_name("trace_all_false_racing_spawn")
+    p = prove(race.setup, "S1 S2 R<0.87.0>", schedulers=race.schedulers)
+    assert p.same, p.mismatches
+    # the child ran on scheduler 2 right after the BIF, with no trace message
+    assert p.schedule.startswith("S1 S2 R<0.87.0> S2")
+    sim, real = p.received["T"]
+    assert sim == real and len(real) == 2  # P's spawn and exit only
