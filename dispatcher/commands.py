@@ -142,6 +142,11 @@ class DispatcherCommands:
         """Step mode (``SysMsgQueue.step``).  Runs in the control thread."""
         return self.q.step(n, unit, CLOSE_WAIT_S)
 
+    def _cmd_batches_taken(self):
+        """Each scheduler's batches queued (what a batch's ``after`` counts)."""
+        with self.q.smq:
+            return list(self.q.batches_taken)
+
     def _cmd_step_begin(self):
         """The controller steps the dispatcher through a schedule
         (``smp.stepper``): held, and each batch ingested when it says."""
@@ -268,6 +273,7 @@ class DispatcherCommands:
         "hold": _cmd_hold,
         "step": _cmd_step,
         "release": _cmd_release,
+        "batches_taken": _cmd_batches_taken,
         "step_begin": _cmd_step_begin,
         "step_ingest": _cmd_step_ingest,
         "step_end": _cmd_step_end,

@@ -35,8 +35,8 @@ class Held:
     """The stepped scheduler's held output and buffered input."""
 
     def __init__(self) -> None:
-        self.batches: deque = deque()  # (encoded Batch frame, items in it)
-        self.cut = 0  # batches cut so far
+        self.batches: deque = deque()  # (encoded Batch frame, items in it, its after)
+        self.cut = 0  # batches cut so far (with those sent before stepping)
         self.base_items = 0  # items sent before stepping began
         self.released_items = 0  # items of the batches sent since
         self.sigs: dict[int, deque] = {}  # peer -> (signal, batches cut before it)

@@ -482,6 +482,7 @@ class Worker:
             self.flush()  # what the setup made leaves first
             self.held = Held()
             self.held.base_items = self.transport.sys_items
+            self.held.cut = self.sys_batches  # batches count on from those sent
             self.node.passive = set(passive)
             self.node.fire_timers = _no_timers  # a stepped scheduler's time never comes
             return True
@@ -510,8 +511,10 @@ class Worker:
         if what == "cut":
             self._step_cut()
             return True
+        if what == "next_after":  # what the next held batch waits for at the dispatcher
+            return h.batches[0][2] if h.batches else None
         if what == "batch":
-            frame, items = h.batches.popleft()
+            frame, items, _after = h.batches.popleft()
             self.sys_sock.send(frame)
             self.sys_batches += 1
             h.released_items += items
@@ -585,10 +588,11 @@ class Worker:
         one batch, the signals for each peer, the BIF requests."""
         t, h = self.transport, self.held
         if t.has_output():
-            before = t.sys_items - h.base_items - h.released_items - sum(n for _f, n in h.batches)
+            before = t.sys_items - h.base_items - h.released_items - sum(b[1] for b in h.batches)
             h.cut += 1
-            frame = Batch(self.sched_id, t.take_batch(), list(self.after)).encode()
-            h.batches.append((frame, before))
+            after = list(self.after)
+            frame = Batch(self.sched_id, t.take_batch(), after).encode()
+            h.batches.append((frame, before, after))
         if t.peer_out:
             h.hold_signals(t.peer_out)
             t.peer_out = {}

@@ -55,7 +55,7 @@ import time
 from smp.core import messages as M
 from smp.core.bifs import ALREADY_TRACED
 from smp.core.errors import BadArg, EmulatorTimeout
-from smp.core.state import FALSE, NIL, STATE_READS, UNDEFINED
+from smp.core.state import FALSE, NIL, STATE_READS, TRACER_ARG, UNDEFINED
 from smp.core.terms import Atom, Pid, Port, Ref
 
 __all__ = ["SmpBackend", "OutOfTime", "LOCK_ONLY_BIFS"]
@@ -65,18 +65,19 @@ __all__ = ["SmpBackend", "OutOfTime", "LOCK_ONLY_BIFS"]
 #: port spec (``all``/``existing`` block thread progress, ``new`` changes
 #: the default tracing, served as before).
 LOCK_ONLY_BIFS = frozenset({"trace", "set_system_seq_tracer", "system_monitor", "system_profile"})
-#: The state operations those BIFs make, each with the index of the tracer
-#: among its arguments (None: it names none).
-_LOCK_ONLY_OPS = {
-    "set_system_seq_tracer": 0,
-    "get_system_seq_tracer": None,
-    "set_system_monitor": 0,
-    "system_monitor_get": None,
-    "system_monitor_clear": None,
-    "set_system_profile": 0,
-    "system_profile_get": None,
-    "system_profile_clear": None,
-}
+#: The state operations those BIFs make (``TRACER_ARG``: those naming a tracer).
+_LOCK_ONLY_OPS = frozenset(
+    {
+        "set_system_seq_tracer",
+        "get_system_seq_tracer",
+        "set_system_monitor",
+        "system_monitor_get",
+        "system_monitor_clear",
+        "set_system_profile",
+        "system_profile_get",
+        "system_profile_clear",
+    }
+)
 #: Tracers the dispatcher has taken the mark of, remembered at most this many.
 _MARKED_MAX = 65536
 
@@ -127,6 +128,9 @@ class SmpBackend:
         if k == 0 or k in emu.lost_schedulers:
             return
         items = [0] * (emu.nsched + 1)
+        if emu._stepper is not None:  # stepped: as the simulator takes them
+            emu._stepper.take_stream(k)
+            return
         items[k] = emu._sched_call(k, "status")["sys_items"]
         limit = self._bound()
         if not emu._disp_call("wait_ingested", items, limit) and limit is not None:
@@ -187,14 +191,12 @@ class SmpBackend:
         then the caller's replica; the others take the publication when they
         come to it."""
         emu = self.emu
-        at = _LOCK_ONLY_OPS[op]
+        at = TRACER_ARG.get(op)
         if at is not None:
             tracer = args[at]
-            if op == "set_system_seq_tracer" and tracer is not FALSE:
-                # erts_set_system_seq_tracer checks the process table itself
-                if type(tracer) is Pid and not self.bk_is_alive(tracer):
-                    return None
-                if type(tracer) is Port and not self.bk_valid_tracer_port(tracer):
+            # erts_set_system_seq_tracer checks the port itself (a pid: the BIF did)
+            if op == "set_system_seq_tracer" and type(tracer) is Port:
+                if not self.bk_valid_tracer_port(tracer):
                     return None
             self._known_to_dispatcher(tracer)
         result = emu._disp_call("state", op, args)

@@ -139,6 +139,7 @@ class Emulator(TraceBifs, TracePorts, DispatcherControl, StatisticsCalls):
         self.nsched = schedulers
         self.backend = SmpBackend(self)
         self._running = False  # inside run(), between resume and pause
+        self._stepper = None  # a smp.stepper.Stepper stepping this paused emulator
         self._rr = 0
         self._run_count = 0
         # run()'s time bounds and the BIF being served, shared with the links

@@ -44,6 +44,7 @@ class Stepper:
         emu._disp_call("step_begin")
         emu._all_scheds("step", "begin", sorted(passive, key=repr))
         emu._running = True  # as inside run(): the BIFs see running schedulers
+        emu._stepper = self
 
     def _s(self, k: int, what: str, *args):
         return self.emu._sched_call(k, "step", what, *args)
@@ -101,9 +102,26 @@ class Stepper:
         emu._all_scheds("wait_published", [0, seqs[1], seqs[2]], self.timeout)
         return item[2]
 
+    def take_stream(self, k: int) -> None:
+        """Within a BIF's step: scheduler ``k``'s batches reach the queue, in
+        order, up to one whose causes on other schedulers are not in yet
+        (the simulator's ``World.take_batches``; ``SmpBackend._ingested_from``
+        of a stepped emulator)."""
+        emu = self.emu
+        self._s(k, "cut")
+        while True:
+            after = self._s(k, "next_after")
+            if after is None:
+                return
+            taken = emu._disp_call("batches_taken")
+            if any(taken[i] < after[i] for i in range(1, emu.nsched + 1) if i != k):
+                return
+            self.ingest(k)
+
     def close(self) -> None:
         emu = self.emu
         emu._running = False
+        emu._stepper = None
         if emu._sup.closed:
             return
         emu._disp_call("step_end", self.timeout)

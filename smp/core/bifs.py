@@ -230,6 +230,9 @@ def bif_set_system_seq_tracer(bk: Backend, caller: Pid | None, tracer: Term) -> 
         tracer = FALSE
     if tracer is not FALSE and type(tracer) not in (Pid, Port):
         raise BadArg(f"seq tracer must be a pid, a port or false, not {_show(tracer)}")
+    # erts_set_system_seq_tracer looks the process up in the process table
+    if type(tracer) is Pid and not bk.bk_is_alive(tracer):
+        raise BadArg(f"seq tracer {tracer!r} is not a valid tracer")
     old = bk.bk_state("set_system_seq_tracer", tracer)
     if old is None:
         raise BadArg(f"seq tracer {tracer!r} is not a valid tracer")

@@ -29,6 +29,7 @@ __all__ = [
     "UNDEFINED",
     "STATE_OPS",
     "STATE_READS",
+    "TRACER_ARG",
     "apply_state_op",
 ]
 
@@ -399,6 +400,10 @@ STATE_OPS: dict[str, Callable[..., object]] = {
 STATE_READS = frozenset(
     {"get_default_tracing", "get_system_seq_tracer", "system_monitor_get", "system_profile_get"}
 )
+#: The operations that name a tracer the state will send to, with its index
+#: among their arguments: the dispatcher must know that tracer (alive, as the
+#: seed's one process table does) before the state names it.
+TRACER_ARG = {"set_system_seq_tracer": 0, "set_system_monitor": 0, "set_system_profile": 0}
 
 
 def apply_state_op(state: TracerState, op: object, args: object) -> object:

@@ -9,7 +9,7 @@ from schedulers.backend import LocalBackend
 from smp.core import messages as M
 from smp.core.bifs import ALREADY_TRACED
 from smp.core.errors import BadArg
-from smp.core.state import NIL, apply_state_op
+from smp.core.state import NIL, TRACER_ARG, apply_state_op
 from smp.core.terms import Atom, Pid, Port, Ref
 
 from .deps import QUEUE, group_of_state_op
@@ -86,9 +86,33 @@ class SimBackend:
         return node.set_trace_local(spec, how, bits, tracer)
 
     def bk_mark_tracer(self, tracer) -> None:
-        self._node(self.w.owner(tracer)).mark_tracer(tracer)
+        """As ``SmpBackend.bk_mark_tracer``: from a process, a tracer marked
+        before (and found alive) is left as it is; the first time, the mark
+        goes into its scheduler's stream and the BIF waits until the
+        dispatcher has taken that stream (``World.take_batches``)."""
+        w = self.w
+        owner = w.owner(tracer)
+        if w.bif_sched is None:  # the setup: every batch is taken at its settle()
+            self._node(owner).mark_tracer(tracer)
+            return
+        if tracer in w.marked:
+            return
+        self._node(owner).mark_tracer(tracer)
+        w.take_batches(owner)
+        w.marked.add(tracer)
+
+    def _known_to_dispatcher(self, tracer) -> None:
+        """As ``SmpBackend._known_to_dispatcher``: a tracer the BIF found alive
+        at its own scheduler is known so to the dispatcher (its scheduler's
+        stream taken) before the state names it."""
+        w = self.w
+        if type(tracer) is Pid and not w.table.is_alive(tracer):
+            w.take_batches(w.owner(tracer))
 
     def bk_state(self, op: str, *args):
+        at = TRACER_ARG.get(op)
+        if at is not None and len(args) > at:
+            self._known_to_dispatcher(args[at])
         g = group_of_state_op(op)
         self.w.fp_r.add(("state", g))
         if op == "set_system_profile":

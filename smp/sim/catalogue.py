@@ -398,8 +398,11 @@ CATALOGUE: tuple[Race, ...] = (
         "nonsmp K runs before the child: T gets P's spawn and exit.  The seed blocks "
         "thread progress for trace(all, ...), so a spawn is done or not begun: a clear "
         "served while P's spawn signal is on its way to the child's scheduler takes the "
-        "signal first (the child made, with P's flags, then cleared), never misses it.",
-        executions=12,
+        "signal first (the child made, with P's flags, then cleared), never misses it.  "
+        "K is the tracer the call names (its caller): its tracer mark reaches the "
+        "dispatcher in its scheduler's stream, which the BIF waits for, so the order of "
+        "that stream's batches against the call is explored too (12 executions before).",
+        executions=17,
         outcomes=3,
         tracer="T",
         nonsmp_received=(

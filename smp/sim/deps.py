@@ -37,6 +37,11 @@ The objects, named after the seed's shared data:
   signals from scheduler ``i`` to ``k``: a scheduler's event that sends
   writes the tail, an arrival writes the head, and a BIF that takes the
   channel's signals at once reads the tail and writes the head.
+* ``("btail", k)`` and ``("bhead", k)``: the two ends of scheduler ``k``'s
+  stream of batches to the dispatcher, the same way: an event that makes a
+  batch writes the tail, an ingest the head, and a BIF that waits until the
+  dispatcher has taken the stream (a tracer it names made known) reads the
+  tail and writes the head.
 
 ``RULES`` names every pair of event kinds that can conflict on an object,
 with the seed's reason; ``explain`` gives that reason for a race, and the
@@ -260,7 +265,34 @@ RULES: tuple[Rule, ...] = (
             "the dispatcher publishes state changes, dead pids and tracer marks in the "
             "order it makes them; a replica applies them in that order",
         )
-        for a, b in (("ingest", "ingest"), ("ingest", "dispatch"), ("dispatch", "dispatch"))
+        for a, b in (
+            ("ingest", "ingest"),
+            ("ingest", "dispatch"),
+            ("dispatch", "dispatch"),
+            ("bif", "ingest"),
+            ("bif", "dispatch"),
+            ("bif", "bif"),
+        )
+    ),
+    *(
+        _r(
+            a,
+            "bif",
+            "btail",
+            "a BIF that makes the dispatcher know a tracer (its spawn, its tracer mark) "
+            "waits until the dispatcher has taken its scheduler's stream: what was made "
+            "before it, not what is made after",
+        )
+        for a in ("slice", "arrive", "bif")
+    ),
+    *(
+        _r(
+            a,
+            "bif",
+            "bhead",
+            "a batch is taken into the queue by its ingest or by a BIF that waits for it, not both",
+        )
+        for a in ("ingest", "bif")
     ),
     *(
         _r(

@@ -170,6 +170,7 @@ class World(WorldBase):
         self.dropped = 0
         self.trace: list[Event] = []
         self.started: list = []  # the passive collectors start_collectors ran
+        self.marked: set = set()  # tracers a process's BIF marked (SmpBackend._marked)
         self.backend = SimBackend(self)
         self._names_S = ["S%d" % k for k in r]
         self._names_I = ["I%d" % k for k in r]
@@ -213,6 +214,7 @@ class World(WorldBase):
             self.ing[k].append((n, tuple(self.after[k]), t.out))
             t.out = []
             self.fp_p.add(("batch", k, n))
+            self.fp_w.add(("btail", k))  # what a BIF taking the batches sees
         if t.peer_out:
             nb = self.ing_sent[k]
             for owner, sig in t.peer_out:
@@ -317,6 +319,7 @@ class World(WorldBase):
     def _ingest(self, k: int) -> str:
         n, after, items = self.ing[k].popleft()
         self.fp_c.add(("batch", k, n))
+        self.fp_w.add(("bhead", k))  # what a BIF taking the batches sees
         for i in range(1, self.nsched + 1):
             if i != k and after[i]:
                 self.fp_c.add(("ingested", i, after[i]))
@@ -469,6 +472,24 @@ class World(WorldBase):
                 self._arrive(*key)
         # not a cause: the BIF takes what is there when it runs, and could run
         # before the signal was sent (the conflict on the channel orders them)
+        self.fp_c = consumed
+
+    def take_batches(self, k: int) -> None:
+        """Within the current event, what scheduler ``k`` has made reaches the
+        queue, every batch in order (a BIF that waits until the dispatcher has
+        taken that scheduler's stream, ``SmpBackend._ingested_from``); a batch
+        whose causes on other schedulers are not in yet stops it, as the
+        dispatcher parks it."""
+        consumed, atomic = set(self.fp_c), self.atomic
+        self._flush(k)
+        self.fp_r.add(("btail", k))
+        self.fp_w.add(("bhead", k))
+        self.atomic = False  # the ingest publishes what it changes, as the ingest thread does
+        while self.ing[k] and self._after_ok(k):
+            self._ingest(k)
+        self.atomic = atomic
+        # not a cause: the BIF takes what is there when it runs (the conflict
+        # on the stream orders it against the events that add to it)
         self.fp_c = consumed
 
     def _serve(self, pid_text: str) -> str:

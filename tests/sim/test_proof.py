@@ -21,12 +21,14 @@ import os
 import pytest
 from click.testing import CliRunner
 
+import smp
 from smp.app.cli import cli
 from smp.app.explore.proof import prove
 from smp.app.explore.simulate import SimOptions, simulate
 from smp.app.explore.workload import Bounds
 from smp.core.terms import Atom
 from smp.sim import catalogue, explore
+from smp.sim.nodes import collector
 
 
 def _real_outcome(p) -> tuple:
@@ -170,3 +172,36 @@ def test_trace_all_takes_a_spawn_in_flight_on_real_processes():
     assert p.schedule.startswith("S1 S2 R<0.87.0> S2")
     sim, real = p.received["T"]
     assert sim == real and len(real) == 2  # P's spawn and exit only
+
+
+async def _spawn_and_set_seq_tracer(proc, report):
+    child = await proc.spawn(collector, scheduler=2)
+    try:
+        old = await proc.set_system_seq_tracer(child)
+        await proc.send(report, (Atom("ok"), old))
+    except smp.Error as e:
+        await proc.send(report, (Atom("error"), e.reason))
+
+
+def _seq_tracer_just_spawned(vm):
+    report = vm.spawn_collector(scheduler=1, name="report")
+    vm.spawn(_spawn_and_set_seq_tracer, report, scheduler=1, name="S")
+
+
+def test_a_tracer_just_spawned_elsewhere_is_a_valid_seq_tracer_in_every_order():
+    """17.x creates a process before spawn returns, so a seq tracer the caller
+    just spawned on another scheduler is always valid.  The simulator, like
+    the emulator's BIF, takes the spawn's signal and the new scheduler's
+    stream first; no order answers badarg, on real processes either."""
+    r = explore(_seq_tracer_just_spawned, schedulers=2)
+    assert r.exhausted
+    got = {dict(g.outcome.received)["report"] for g in r.outcomes}
+    assert got == {("{ok,false}",)}, got
+    for g in r.outcomes:
+        p = prove(_seq_tracer_just_spawned, g.first.schedule, schedulers=2)
+        assert p.same, p.mismatches
+    with smp.Emulator("smp", schedulers=2) as vm:
+        report = vm.spawn_collector(scheduler=1)
+        vm.spawn(_spawn_and_set_seq_tracer, report, scheduler=1)
+        vm.run(timeout=20)
+        assert vm.messages(report) == [(Atom("ok"), Atom("false"))]
