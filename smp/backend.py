@@ -53,18 +53,13 @@ import itertools
 import time
 
 from smp.core import messages as M
-from smp.core.bifs import ALREADY_TRACED
+from smp.core.bifs import ALREADY_TRACED, LOCK_ONLY_BIFS
 from smp.core.errors import BadArg, EmulatorTimeout
-from smp.core.state import FALSE, NIL, STATE_READS, TRACER_ARG, UNDEFINED
+from smp.core.state import NIL, STATE_READS, TRACER_ARG, as_seed_sees
 from smp.core.terms import Atom, Pid, Port, Ref
 
 __all__ = ["SmpBackend", "OutOfTime", "LOCK_ONLY_BIFS"]
 
-#: The BIFs a process calls that take locks only, never every thread
-#: (17.x erl_bif_trace.c / erl_bif_info.c); ``trace`` only with a pid or a
-#: port spec (``all``/``existing`` block thread progress, ``new`` changes
-#: the default tracing, served as before).
-LOCK_ONLY_BIFS = frozenset({"trace", "set_system_seq_tracer", "system_monitor", "system_profile"})
 #: The state operations those BIFs make (``TRACER_ARG``: those naming a tracer).
 _LOCK_ONLY_OPS = frozenset(
     {
@@ -177,15 +172,6 @@ class SmpBackend:
         owner = self.emu._owner(x)
         return owner in self.emu.lost_schedulers or not self.emu._sched_call(owner, "alive", x)
 
-    def _as_seed_sees(self, op: str, value):
-        """An old value naming a process that is dead, its exit not yet taken
-        by the dispatcher: what ``erts_trace_check_exiting`` left in the seed."""
-        if op in ("set_system_seq_tracer", "get_system_seq_tracer"):
-            return FALSE if self._dead_at_owner(value) else value
-        if type(value) is tuple and self._dead_at_owner(value[0]):
-            return UNDEFINED
-        return value
-
     def _state_lock_only(self, op: str, args: tuple):
         """A state operation of a lock-only BIF: the dispatcher's write lock,
         then the caller's replica; the others take the publication when they
@@ -201,7 +187,7 @@ class SmpBackend:
             self._known_to_dispatcher(tracer)
         result = emu._disp_call("state", op, args)
         if op in STATE_READS or op == "set_system_seq_tracer":
-            result = self._as_seed_sees(op, result)
+            result = as_seed_sees(op, result, self._dead_at_owner)
         if op not in STATE_READS:
             try:
                 self._caller_current()

@@ -76,6 +76,13 @@ def _check_tracer(bk: Backend, tracer: object) -> None:
         raise BadArg(f"tracer must be a pid or a trace port, not {_show(tracer)}")
 
 
+#: The BIFs a process calls that take locks only, never every thread
+#: (17.x erl_bif_trace.c / erl_bif_info.c); ``trace`` only with a pid or a
+#: port spec (``all``/``existing`` block thread progress, ``new`` changes
+#: the default tracing).  The smp backends serve them so (``smp.backend``,
+#: ``smp.sim.backend``).
+LOCK_ONLY_BIFS = frozenset({"trace", "set_system_seq_tracer", "system_monitor", "system_profile"})
+
 #: What a backend's ``bk_trace_apply`` returns for a pid or port that another
 #: live tracer holds (erl_bif_trace.c ``already_traced``).
 ALREADY_TRACED = -1

@@ -30,6 +30,7 @@ __all__ = [
     "STATE_OPS",
     "STATE_READS",
     "TRACER_ARG",
+    "as_seed_sees",
     "apply_state_op",
 ]
 
@@ -404,6 +405,20 @@ STATE_READS = frozenset(
 #: among their arguments: the dispatcher must know that tracer (alive, as the
 #: seed's one process table does) before the state names it.
 TRACER_ARG = {"set_system_seq_tracer": 0, "set_system_monitor": 0, "set_system_profile": 0}
+
+
+def as_seed_sees(op: str, value: object, dead: Callable[[object], bool]) -> object:
+    """What a lock-only BIF answers for an old value of the state that names
+    a process ``dead`` at its own scheduler whose exit the dispatcher has not
+    taken yet: what ``erts_trace_check_exiting`` had left in the seed, which
+    runs as the process exits (``false`` for the seq tracer, ``undefined``
+    for the monitor and the profiler).  Only for ``STATE_READS`` and
+    ``set_system_seq_tracer``, as the BIFs return them."""
+    if op in ("set_system_seq_tracer", "get_system_seq_tracer"):
+        return FALSE if dead(value) else value
+    if op in STATE_READS and type(value) is tuple and value and dead(value[0]):
+        return UNDEFINED
+    return value
 
 
 def apply_state_op(state: TracerState, op: object, args: object) -> object:

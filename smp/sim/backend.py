@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from schedulers.backend import LocalBackend
 from smp.core import messages as M
-from smp.core.bifs import ALREADY_TRACED
+from smp.core.bifs import ALREADY_TRACED, LOCK_ONLY_BIFS
 from smp.core.errors import BadArg
-from smp.core.state import NIL, TRACER_ARG, apply_state_op
+from smp.core.state import NIL, STATE_READS, TRACER_ARG, apply_state_op, as_seed_sees
 from smp.core.terms import Atom, Pid, Port, Ref
 
 from .deps import QUEUE, group_of_state_op
@@ -117,7 +117,16 @@ class SimBackend:
         self.w.fp_r.add(("state", g))
         if op == "set_system_profile":
             self.w.fp_w.add(("state", "active"))
-        return apply_state_op(self.w.state, op, args)
+        result = apply_state_op(self.w.state, op, args)
+        if self.w.bif_name in LOCK_ONLY_BIFS and (
+            op in STATE_READS or op == "set_system_seq_tracer"
+        ):
+            # as SmpBackend._state_lock_only: an old value dead at its own scheduler
+            result = as_seed_sees(op, result, self._dead_at_owner)
+        return result
+
+    def _dead_at_owner(self, x) -> bool:
+        return type(x) is Pid and not self._node(self.w.owner(x)).is_alive(x)
 
     def bk_trace_info(self, what, item):
         if type(what) is not Pid:

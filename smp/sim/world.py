@@ -153,6 +153,7 @@ class World(WorldBase):
         self.after = [[0] * (nsched + 1) for _ in r]
         self.chans: dict = {}  # (from, to) -> deque of (seq, payload, batches sent)
         self.bif_sched: int | None = None  # the scheduler of the BIF being served
+        self.bif_name: str | None = None  # its name (a request to register: that)
         self.chan_sent: dict = {}
         self.pubs: list = [deque() for _ in r]
         self.pub_sent = [0 for _ in r]
@@ -500,12 +501,13 @@ class World(WorldBase):
         self.fp_w.add(("node", k))
         self.atomic = True
         self.bif_sched = k
+        self.bif_name = req[1] if req[0] == "bif" else req[0]
         try:
             value = self.serve_request(pid, req)
         except BadArg as e:
             value = e
         self.atomic = False
-        self.bif_sched = None
+        self.bif_sched = self.bif_name = None
         node = self.nodes[k]
         p = node.procs.get(pid)
         if p is not None and p.status == SUSPENDED and p.pending_exit is None:

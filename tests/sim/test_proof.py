@@ -205,3 +205,31 @@ def test_a_tracer_just_spawned_elsewhere_is_a_valid_seq_tracer_in_every_order():
         vm.spawn(_spawn_and_set_seq_tracer, report, scheduler=1)
         vm.run(timeout=20)
         assert vm.messages(report) == [(Atom("ok"), Atom("false"))]
+
+
+async def _kill_and_replace_seq_tracer(proc, old, new, report):
+    await proc.exit(old, Atom("kill"))
+    await proc.send(report, await proc.set_system_seq_tracer(new))
+
+
+def _seq_tracer_killed_then_replaced(vm):
+    t1 = vm.spawn_collector(scheduler=1, name="T1")
+    t2 = vm.spawn_collector(scheduler=2, name="T2")
+    report = vm.spawn_collector(scheduler=2, name="report")
+    vm.set_system_seq_tracer(t1)
+    vm.spawn(_kill_and_replace_seq_tracer, t1, t2, report, scheduler=2, name="K")
+
+
+def test_an_old_seq_tracer_dead_at_its_scheduler_is_answered_as_the_seed_does():
+    """K kills the seq tracer T1 and sets T2: served before the kill reaches
+    T1 the call returns T1; after T1 died at its own scheduler, its exit not
+    yet taken by the dispatcher, the seed's erts_trace_check_exiting has
+    already cleared it and the call returns false.  The simulator answers as
+    the emulator does (``smp.core.state.as_seed_sees``, one rule), and the
+    real processes agree on both outcomes."""
+    r = explore(_seq_tracer_killed_then_replaced, schedulers=2)
+    got = sorted(dict(g.outcome.received)["report"] for g in r.outcomes)
+    assert got == [("T1",), ("false",)], got
+    for g in r.outcomes:
+        p = prove(_seq_tracer_killed_then_replaced, g.first.schedule, schedulers=2)
+        assert p.same, p.mismatches
