@@ -54,6 +54,7 @@ __all__ = [
     "Emulator",
     "Statistics",
     "explore",
+    "prove",
     "Atom",
     "Pid",
     "Port",
@@ -91,6 +92,7 @@ _LAZY = {
     "Emulator": "smp.emulator",
     "Statistics": "smp.api.statistics",
     "explore": "smp.app.explore",
+    "prove": "smp.app.explore.proof",
 }
 
 

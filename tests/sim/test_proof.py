@@ -233,3 +233,7 @@ def test_an_old_seq_tracer_dead_at_its_scheduler_is_answered_as_the_seed_does():
     for g in r.outcomes:
         p = prove(_seq_tracer_killed_then_replaced, g.first.schedule, schedulers=2)
         assert p.same, p.mismatches
+
+
+def test_prove_is_public():
+    assert smp.prove is prove and "prove" in smp.__all__
