@@ -1,6 +1,7 @@
 """A scheduler stepped one event at a time by the controller, with no socket:
-what it made and has not been told to send, and what reached it and has
-not been told to take.
+what it made and has not been told to send, what reached it and has not
+been told to take, and the steps that run its node (a slice, the passive
+collectors' first slices, a delivery taken).
 
 The controller steps a stopped emulator through a schedule the simulator
 found (``smp.stepper``, ``smp.app.explore.proof``): each event of the
@@ -28,6 +29,11 @@ from __future__ import annotations
 
 from collections import deque
 
+from smp.core.errors import BadArg
+from smp.wire.frames import Batch
+
+from .process import EXITED
+
 __all__ = ["Held"]
 
 
@@ -44,6 +50,58 @@ class Held:
         self.in_sigs: dict[int, deque] = {}  # peer -> (signal, Peer.batches)
         self.in_deliv: deque = deque()  # (to, term) from the dispatcher
         self.in_pubs: deque = deque()  # publication bodies of the ingest thread
+
+    # ------------------------------------------------------------ the node's steps
+    def cut_from(self, t, after: list) -> None:
+        """What the transport ``t`` collected is held (the simulator's
+        ``World._flush``): one batch (with the scheduler's ``after`` now),
+        the signals for each peer, the BIF requests."""
+        if t.has_output():
+            items = t.sys_items - self.base_items - self.released_items
+            items -= sum(b[1] for b in self.batches)
+            self.cut += 1
+            after = list(after)
+            self.batches.append((Batch(t.sched_id, t.take_batch(), after).encode(), items, after))
+        if t.peer_out:
+            self.hold_signals(t.peer_out)
+            t.peer_out = {}
+        if t.ctl_out:
+            self.rpcs.extend(t.ctl_out)
+            t.ctl_out = []
+
+    def start(self, node, t, after: list, pids) -> list:
+        """The passive collectors' first slices (``Node.start_passive``); the
+        pids that started."""
+        started = [pid for pid in pids if node.start_passive(pid)]
+        self.cut_from(t, after)
+        return started
+
+    def slice(self, node, t, after: list) -> tuple:
+        """Run the next time slice; ``(pid, status after, messages made,
+        {peer: signals}, BIF requests)``."""
+        if not node.runq:
+            raise BadArg(f"scheduler {node.sched_id} has nothing to run")
+        p = node.runq[0]
+        made, rpcs = t.sys_made, len(self.rpcs)
+        sigs = {o: len(q) for o, q in self.sigs.items()}
+        node.run_some(1)
+        self.cut_from(t, after)
+        sent = {o: len(q) - sigs.get(o, 0) for o, q in self.sigs.items()}
+        return (
+            p.pid,
+            p.status,
+            t.sys_made - made,
+            {o: n for o, n in sent.items() if n},
+            len(self.rpcs) - rpcs,
+        )
+
+    def deliver_one(self, node) -> tuple:
+        """Take the next delivery from the dispatcher: ``(to, alive)``."""
+        to, term = self.in_deliv.popleft()
+        p = node.procs.get(to)
+        alive = p is not None and p.status != EXITED
+        node.deliver_sys_run(to, [term])
+        return to, alive
 
     @property
     def sent_items(self) -> int:

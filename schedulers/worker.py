@@ -490,24 +490,9 @@ class Worker:
         if h is None:
             raise BadArg("this scheduler is not being stepped")
         if what == "start":
-            started = [pid for pid in args[0] if node.start_passive(pid)]
-            self._step_cut()
-            return started
+            return h.start(node, self.transport, self.after, args[0])
         if what == "slice":
-            if not node.runq:
-                raise BadArg(f"scheduler {self.sched_id} has nothing to run")
-            p, t = node.runq[0], self.transport
-            made, sigs, rpcs = t.sys_made, {o: len(q) for o, q in h.sigs.items()}, len(h.rpcs)
-            node.run_some(1)
-            self._step_cut()
-            sent = {o: len(q) - sigs.get(o, 0) for o, q in h.sigs.items()}
-            return (
-                p.pid,
-                p.status,
-                t.sys_made - made,
-                {o: n for o, n in sent.items() if n},
-                len(h.rpcs) - rpcs,
-            )
+            return h.slice(node, self.transport, self.after)
         if what == "cut":
             self._step_cut()
             return True
@@ -584,32 +569,14 @@ class Worker:
                 self.after[i] = n
 
     def _step_cut(self) -> None:
-        """What the node collected is held (the simulator's ``World._flush``):
-        one batch, the signals for each peer, the BIF requests."""
-        t, h = self.transport, self.held
-        if t.has_output():
-            before = t.sys_items - h.base_items - h.released_items - sum(b[1] for b in h.batches)
-            h.cut += 1
-            after = list(self.after)
-            frame = Batch(self.sched_id, t.take_batch(), after).encode()
-            h.batches.append((frame, before, after))
-        if t.peer_out:
-            h.hold_signals(t.peer_out)
-            t.peer_out = {}
-        if t.ctl_out:
-            h.rpcs.extend(t.ctl_out)
-            t.ctl_out = []
+        self.held.cut_from(self.transport, self.after)
 
     def _step_arrive(self, sender: int):
         """Take one signal (or delivery) buffered from ``sender``."""
         h = self.held
         if sender == 0:
-            to, term = h.in_deliv.popleft()
-            p = self.node.procs.get(to)
-            alive = p is not None and p.status != "exited"
             self.deliveries += 1
-            self.node.deliver_sys_run(to, [term])
-            return to, alive
+            return h.deliver_one(self.node)
         sig, batches = h.in_sigs[sender].popleft()
         self._apply_peer(sender, [sig], batches)
         return describe_signal(sig)

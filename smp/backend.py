@@ -55,24 +55,14 @@ import time
 from smp.core import messages as M
 from smp.core.bifs import ALREADY_TRACED, LOCK_ONLY_BIFS
 from smp.core.errors import BadArg, EmulatorTimeout
-from smp.core.state import NIL, STATE_READS, TRACER_ARG, as_seed_sees
+from smp.core.state import NIL, STATE_OPS, STATE_READS, TRACER_ARG, as_seed_sees
 from smp.core.terms import Atom, Pid, Port, Ref
 
 __all__ = ["SmpBackend", "OutOfTime", "LOCK_ONLY_BIFS"]
 
-#: The state operations those BIFs make (``TRACER_ARG``: those naming a tracer).
-_LOCK_ONLY_OPS = frozenset(
-    {
-        "set_system_seq_tracer",
-        "get_system_seq_tracer",
-        "set_system_monitor",
-        "system_monitor_get",
-        "system_monitor_clear",
-        "set_system_profile",
-        "system_profile_get",
-        "system_profile_clear",
-    }
-)
+#: The state operations those BIFs make: all but the default tracing's
+#: (``TRACER_ARG``: those naming a tracer).
+_LOCK_ONLY_OPS = frozenset(STATE_OPS) - {"change_default_tracing", "get_default_tracing"}
 #: Tracers the dispatcher has taken the mark of, remembered at most this many.
 _MARKED_MAX = 65536
 
