@@ -12,8 +12,11 @@ Uses of the controller (``smp.emulator.Emulator``): ``_sched_call``,
 ``_disp_call``, ``_all_scheds`` (the supervisor's calls, ``smp.supervision``),
 ``_owner``, ``_sync_dispatcher``, ``_publish_wait``, ``lost_schedulers``,
 ``smp``, ``_running``, ``_bounds.serving`` (the BIF being served,
-``smp.link.TimeBounds``) and ``_reply_after_resume`` (a BIF whose state
-change outlives run()'s time answers after the next resume).
+``smp.link.TimeBounds``), ``_reply_after_resume`` (a BIF whose state
+change outlives run()'s time answers after the next resume) and
+``_stepper`` (a ``smp.stepper.Stepper`` stepping the paused emulator: a
+scheduler's stream is then taken batch by batch, as the simulator takes
+it).
 
 A BIF an emulated process calls during a run (``begin_process_bif``, from
 the controller's ``_serve_rpcs``) blocks only what 17.x blocks for it.
