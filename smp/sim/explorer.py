@@ -114,7 +114,9 @@ class ExploreResult:
         }
 
 
-def _world_factory(setup, schedulers: int, reductions: int) -> Callable[[], World]:
+def world_factory(setup, schedulers: int, reductions: int) -> Callable[[], World]:
+    """A new world each call: ``setup`` run on it, its passive collectors started."""
+
     def new_world() -> World:
         w = World(schedulers, reductions)
         setup(SimVM(w))
@@ -182,7 +184,7 @@ class Explorer:
         if preemptions is not None and (type(preemptions) is not int or preemptions < 0):
             raise SimError(f"preemptions must be an integer >= 0, not {preemptions!r}")
         self.tree = Tree(
-            _world_factory(setup, schedulers, reductions),
+            world_factory(setup, schedulers, reductions),
             max_events,
             tuple(prefix),
             preemptions=preemptions,
@@ -317,7 +319,7 @@ def replay(
 ) -> Execution:
     """Run the execution a schedule string names (then the first enabled
     thread at each step, if the schedule ends early)."""
-    w = _world_factory(setup, schedulers, reductions)()
+    w = world_factory(setup, schedulers, reductions)()
     try:
         for i, t in enumerate(schedule.split()):
             en = w.enabled()
@@ -351,7 +353,7 @@ def brute_force(
     deadline = None if time_budget is None else time.monotonic() + time_budget
     traces, outcomes = set(), set()
     n = 0
-    for _sched, w in all_executions(_world_factory(setup, schedulers, reductions), limit, deadline):
+    for _sched, w in all_executions(world_factory(setup, schedulers, reductions), limit, deadline):
         n += 1
         traces.add(mazurkiewicz_key(w.trace))
         outcomes.add(outcome_of(w, (), True))
@@ -460,7 +462,7 @@ def explore_split(
     so the result stays the same for any number of workers)."""
     t0 = time.monotonic()
     reductions = options.get("reductions", 200)
-    tasks = split(_world_factory(setup, schedulers, reductions), min_tasks)
+    tasks = split(world_factory(setup, schedulers, reductions), min_tasks)
     n = len(tasks)
     if max_executions is None:
         budgets = [None] * n

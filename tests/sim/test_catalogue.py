@@ -106,10 +106,10 @@ def test_a_clear_of_all_never_misses_a_spawn_on_its_way():
     and is served before the spawn arrives: the clear takes the spawn first
     (the seed blocks thread progress), so the child is made and cleared and
     T gets P's spawn and exit only, never the child's send."""
-    from smp.sim.explorer import _world_factory
+    from smp.sim.explorer import world_factory
 
     race = by_name("trace_all_false_racing_spawn")
-    w = _world_factory(race.setup, race.schedulers, 200)()
+    w = world_factory(race.setup, race.schedulers, 200)()
     w.step("S1")
     w.step("S2")
     serve = [t for t in w.enabled() if t.startswith("R")]

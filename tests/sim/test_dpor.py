@@ -17,7 +17,7 @@ import pytest
 from smp.core.terms import Atom
 from smp.sim import Explorer, brute_force, replay
 from smp.sim.dpor import all_executions, mazurkiewicz_key
-from smp.sim.explorer import _world_factory
+from smp.sim.explorer import world_factory
 from smp.sim.outcome import outcome_of
 
 LIMIT = 350  # interleavings a generated workload may have (brute force cost)
@@ -103,7 +103,7 @@ def test_every_explored_schedule_replays_to_its_outcome():
 def test_equivalent_interleavings_have_one_key_and_one_outcome():
     setup, nsched, desc, bf = max(PROGRAMS, key=lambda x: x[3]["interleavings"])
     by_key: dict = {}
-    for _s, w in all_executions(_world_factory(setup, nsched, 200), LIMIT):
+    for _s, w in all_executions(world_factory(setup, nsched, 200), LIMIT):
         by_key.setdefault(mazurkiewicz_key(w.trace), set()).add(outcome_of(w, (), True))
         w.dispose()
     assert len(by_key) == bf["traces"]
@@ -113,9 +113,9 @@ def test_equivalent_interleavings_have_one_key_and_one_outcome():
 def _bounded_runs(race, bound):
     """Every execution of a bounded search: its preemptions and its outcome."""
     from smp.sim.dpor import Tree
-    from smp.sim.explorer import _world_factory
+    from smp.sim.explorer import world_factory
 
-    t = Tree(_world_factory(race.setup, race.schedulers, 200), preemptions=bound)
+    t = Tree(world_factory(race.setup, race.schedulers, 200), preemptions=bound)
     runs = []
     while not t.finished:
         w, _how = t.execute()

@@ -237,3 +237,20 @@ def test_an_old_seq_tracer_dead_at_its_scheduler_is_answered_as_the_seed_does():
 
 def test_prove_is_public():
     assert smp.prove is prove and "prove" in smp.__all__
+
+
+def test_a_proof_cut_by_its_step_bound_is_not_the_same():
+    race = catalogue.by_name("tracer_killed_with_messages_queued")
+    p = prove(race.setup, "", schedulers=race.schedulers, max_steps=3)
+    assert not p.same and p.steps == 3
+    assert p.mismatches == ["not finished within 3 steps"]
+
+
+def _reads_a_process(vm):
+    t = vm.spawn_collector(scheduler=1, name="T")
+    vm.is_alive(t)
+
+
+def test_a_setup_that_reads_a_process_is_refused_in_one_line():
+    with pytest.raises(smp.SmpError, match="cannot read a process's state"):
+        prove(_reads_a_process, "", schedulers=2)

@@ -15,7 +15,7 @@ from smp.sim import Explorer, SimError, explore, replay
 from smp.sim.catalogue import CATALOGUE, by_name
 from smp.sim.deps import RULES, conflicting, dependent, explain
 from smp.sim.dpor import all_executions
-from smp.sim.explorer import _world_factory
+from smp.sim.explorer import world_factory
 from smp.sim.outcome import outcome_of
 from smp.sim.report import format_report, two_digits
 
@@ -86,7 +86,7 @@ def test_the_report_names_roles_pids_races_and_schedules():
 
 
 def _executions(race, limit=300):
-    for sched, w in all_executions(_world_factory(race.setup, race.schedulers, 200), limit):
+    for sched, w in all_executions(world_factory(race.setup, race.schedulers, 200), limit):
         yield sched, w
         w.dispose()
 
@@ -112,7 +112,7 @@ def test_adjacent_independent_events_commute(race):
     """Swap every adjacent pair of independent events of one execution and
     replay: the same events (footprints included) and the same outcome."""
     first = replay(race.setup, "", schedulers=race.schedulers)
-    w0 = _world_factory(race.setup, race.schedulers, 200)()
+    w0 = world_factory(race.setup, race.schedulers, 200)()
     for t in first.schedule.split():
         w0.step(t)
     events = w0.trace
@@ -124,7 +124,7 @@ def test_adjacent_independent_events_commute(race):
             continue
         steps = first.schedule.split()
         steps[i], steps[i + 1] = steps[i + 1], steps[i]
-        w = _world_factory(race.setup, race.schedulers, 200)()
+        w = world_factory(race.setup, race.schedulers, 200)()
         for t in steps:
             w.step(t)
         assert sorted(w.trace) == base

@@ -15,9 +15,11 @@ reason) and at arrival (alive or dead), each signal, each publication's
 kind, each BIF served.  At the end every collector's messages are compared
 in full.  The first step that differs is reported with both sides.
 
-A catalogue race's setup (``smp.sim.catalogue``), an explore scenario or a
-run scenario compiled for the simulator (``smp.app.explore.simulate``) all
-run here; ``smp-emu explore ... --prove`` proves every outcome it prints.
+A catalogue race's setup (``smp.sim.catalogue``), a run scenario compiled
+for the simulator (``smp.app.explore.workload``) or any ``setup(vm)`` runs
+here; ``smp-emu explore ... --prove`` proves every outcome it prints.  (An
+explore scenario of queued messages and changes runs on the real emulator
+already, and takes no ``--prove``.)
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from dataclasses import dataclass, field
 from smp.core.bifs import call_bif
 from smp.core.errors import BadArg, SmpError
 from smp.emulator import Emulator
+from smp.sim.explorer import world_factory
 from smp.sim.outcome import Namer
 from smp.sim.vm import SimVM
 from smp.sim.world import World, WorldBase, mid_text
@@ -96,7 +99,10 @@ class _EmulatorWorld(WorldBase):
         self.emu.define(key[0], key[1], fn)
 
     def proc(self, pid):
-        return None
+        raise SmpError(
+            "a setup proved on real processes cannot read a process's state "
+            "(vm.messages, vm.is_alive) before the schedule runs"
+        )
 
 
 def proof_lines(proofs: list) -> str:
@@ -130,12 +136,10 @@ def prove(
     and on a fresh real emulator together; a ``Proof`` of what differed."""
     if not callable(setup) or inspect.iscoroutinefunction(setup):
         raise BadArg("setup must be a function setup(vm)")
-    w = World(schedulers, reductions)
     emu = Emulator("smp", schedulers=schedulers, reductions=reductions)
-    stepper = None
+    w = stepper = None
     try:
-        setup(SimVM(w))
-        w.start_collectors()
+        w = world_factory(setup, schedulers, reductions)()
         emu._disp_call("hold")  # what the setup makes waits in the queue, as in the world
         setup(SimVM(_EmulatorWorld(emu)))
         emu._sync_dispatcher()
@@ -151,7 +155,7 @@ def prove(
         real_fates: dict = {}
         threads = schedule.split()
         done: list[str] = []
-        while len(done) < max_steps and not proof.mismatches:
+        while not proof.mismatches:
             en = w.enabled()
             if len(done) < len(threads):
                 t = threads[len(done)]
@@ -162,6 +166,9 @@ def prove(
             elif en:
                 t = en[0]
             else:
+                break
+            if len(done) == max_steps:
+                proof.mismatches.append(f"not finished within {max_steps} steps")
                 break
             done.append(t)
             why = _step_both(w, stepper, t, real_fates)
@@ -189,7 +196,8 @@ def prove(
         if stepper is not None:
             stepper.close()
         emu.close()
-        w.dispose()
+        if w is not None:
+            w.dispose()
 
 
 def _step_both(w: World, st: Stepper, t: str, real_fates: dict) -> str | None:
