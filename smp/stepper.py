@@ -36,6 +36,9 @@ STEP_WAIT_S = 10.0
 
 
 class Stepper:
+    """Steps ``emu`` (smp, paused, open) until ``close()``; ``passive``: the
+    pids of the collectors the simulator keeps passive (``Node.passive``)."""
+
     def __init__(self, emu, passive=(), timeout: float = STEP_WAIT_S):
         if not emu.smp:
             raise BadArg("only an smp emulator is stepped (nonsmp has one order)")

@@ -193,11 +193,13 @@ def prove(
                 )
         return proof
     finally:
-        if stepper is not None:
-            stepper.close()
-        emu.close()
-        if w is not None:
-            w.dispose()
+        try:
+            if stepper is not None:
+                stepper.close()  # may fail when a step failed: the emulator closes anyway
+        finally:
+            emu.close()
+            if w is not None:
+                w.dispose()
 
 
 def _step_both(w: World, st: Stepper, t: str, real_fates: dict) -> str | None:
