@@ -65,6 +65,13 @@ class Host(Protocol):
         """The sockets' refusal counts (``bad_frames`` and the rest)."""
 
 
+def _wait_s(x) -> float:
+    """A wait the controller asks for: 0..60 s."""
+    if type(x) not in (int, float) or not 0 <= x <= 60:
+        raise BadArg(f"a wait of 0..60 s, not {x!r}")
+    return float(x)
+
+
 class DispatcherCommands:
     """The controller's commands on the dispatcher (``command``).  The
     markers and trace-port closes they queue, which the dispatch thread
@@ -155,10 +162,12 @@ class DispatcherCommands:
         return True
 
     def _cmd_step_ingest(self, k, timeout):
-        return self.host.step_ingest(k, timeout)
+        wait = _wait_s(timeout)
+        return self.host.step_ingest(k, wait)
 
     def _cmd_step_end(self, timeout):
-        return self.host.step_end(timeout)
+        wait = _wait_s(timeout)
+        return self.host.step_end(wait)
 
     def _cmd_release(self):
         self.q.release()

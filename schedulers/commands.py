@@ -182,9 +182,40 @@ class SchedulerCommands(CounterCommands):
 
     def _cmd_step(self, what, *args):
         """The controller steps this paused scheduler one event at a time
-        (``smp.stepper``; the loop holds what needs a socket)."""
-        if type(what) is not str:
+        (``smp.stepper``; the loop holds what needs a socket).  Each step's
+        arguments are checked first: a peer is another scheduler, a sender
+        one of them or 0 (the dispatcher), a wait 0..60 s."""
+        n, me = self.node.nsched, self.node.sched_id
+
+        def peer(x):
+            return type(x) is int and 1 <= x <= n and x != me
+
+        def wait(x):
+            return type(x) in (int, float) and 0 <= x <= 60
+
+        def pids(x):
+            return type(x) is list and all(type(p) is Pid for p in x)
+
+        shape = (
+            {
+                "begin": (pids,),
+                "start": (pids,),
+                "slice": (),
+                "cut": (),
+                "next_after": (),
+                "batch": (),
+                "signal": (peer,),
+                "rpc": (lambda x: type(x) is Pid,),
+                "arrive": (lambda x: x == 0 or peer(x), wait),
+                "publish": (wait,),
+            }.get(what)
+            if type(what) is str
+            else None
+        )
+        if shape is None:
             raise BadArg(f"step: {what!r} is not a step")
+        if len(args) != len(shape) or not all(ok(a) for ok, a in zip(shape, args, strict=True)):
+            raise BadArg(f"step {what}: bad arguments {args!r}")
         return self.wire.step(what, args)
 
     def _cmd_pause(self):

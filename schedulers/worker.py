@@ -476,8 +476,8 @@ class Worker:
         ``cut``, ``batch``, ``signal`` (to a peer), ``rpc`` (of a pid),
         ``arrive`` (from a peer, 0: the dispatcher) and ``publish``."""
         if what == "begin":
-            if not self.smp:
-                raise BadArg("only an smp scheduler is stepped")
+            if not self.smp or self.held is not None:
+                raise BadArg("only a paused smp scheduler not stepped yet begins stepping")
             (passive,) = args
             self.flush()  # what the setup made leaves first
             self.held = Held()

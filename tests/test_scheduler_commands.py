@@ -182,3 +182,31 @@ def test_trace_ports_open_call_and_close_at_exit(cmds, node):
 def test_an_unknown_command_or_bad_arguments_is_badarg(cmds, cmd, args):
     with pytest.raises(BadArg):
         cmds.command(cmd, args)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("no_such_step",),
+        (None,),
+        ("slice", 1),
+        ("signal", 1),  # itself
+        ("signal", 3),  # no such scheduler
+        ("signal", "2"),
+        ("rpc", 5),
+        ("arrive", 0, 61),  # a wait past 60 s
+        ("arrive", 3, 1.0),
+        ("arrive", 0),
+        ("publish", -1),
+        ("begin", [1, 2]),
+        ("start", "pids"),
+    ],
+)
+def test_a_step_with_bad_arguments_is_badarg_before_the_loop_sees_it(wire, args):
+    cmds = SchedulerCommands(Node(sched_id=1, nsched=2, smp=False), wire, local=True)
+    wire.step = lambda what, a: wire.calls.append(("step", what, a))
+    with pytest.raises(BadArg):
+        cmds.command("step", args)
+    assert not [c for c in wire.calls if c[0] == "step"]
+    cmds.command("step", ("arrive", 2, 1.0))  # a good one reaches the loop
+    assert wire.calls[-1] == ("step", "arrive", (2, 1.0))

@@ -154,3 +154,11 @@ def test_stop_while_held_closes_every_port_at_once(cmds, host):
     assert host.published[-1] == TracerPorts([])
     assert stats["auth_denied"] == 1 and stats["queued"] == 0
     assert cmds.q.drain_by is None  # held: nothing was drained
+
+
+@pytest.mark.parametrize(
+    "cmd, args", [("step_ingest", (1, 61)), ("step_ingest", (1, "1")), ("step_end", (-1,))]
+)
+def test_a_step_wait_past_60_s_or_not_a_number_is_refused(cmds, cmd, args):
+    with pytest.raises(BadArg, match="a wait of 0..60 s"):
+        cmds.command(cmd, args)
