@@ -24,7 +24,10 @@ the explorer may choose:
   snapshot, dead pids, tracer marks, the registry);
 * ``R<pid>``: the controller serves the BIF ``pid`` called; the change is
   made with every replica updated at once, as the seed's BIFs block every
-  scheduler while they change the tracer state.
+  scheduler while they change the tracer state.  What the emulator's BIF
+  waits for happens within the step: the signals of a channel it needs
+  (``take_signals``: a spawn on its way) and the stream of a tracer's
+  scheduler (``take_batches``: the dispatcher made to know the tracer).
 
 A collector nobody traces or profiles is *passive*: its first slice runs at
 the end of setup and a message reaching it only joins its kept list (its
