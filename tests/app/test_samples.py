@@ -82,7 +82,11 @@ def test_activity_is_measured_by_each_scheduler_in_both_modes(runs):
     smp = runs["smp"]["timeseries"]["schedulers"]
     assert len(non) == 1 and len(smp) == 2
     assert non[0]["active_pct"] > 50
-    assert max(r["active_pct"] for r in smp) > 50
+    # the stress workload keeps every scheduler running processes for much of
+    # the run; two smp schedulers split the workload, each also spends time
+    # sending batches and taking signals, so it is their sum that passes half
+    assert all(r["active_pct"] > 0 for r in smp)
+    assert sum(r["active_pct"] for r in smp) > 50
     for r in non + smp:
         acts = [a for a in r["activity"] if a is not None]
         assert acts and all(0.0 <= a <= 1.0 for a in acts)
