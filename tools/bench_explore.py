@@ -9,6 +9,10 @@ a machine busy with other work disturbs less.
 
     python tools/bench_explore.py [--brute-seconds S] [--repeat N] [--seeds N] [--json FILE]
 
+Each race runs with optimal DPOR (the default) and with Source-DPOR, the
+baseline: the latter's sleep-set blocked executions and the CPU time of
+optimal against it (below 1: optimal is faster) close the row.
+
 Workloads: the catalogue's races (``smp.sim.catalogue``): a tracer killed with
 messages queued, the seq tracer replaced, a tracee exiting while its messages
 wait, running in/out pairs at one tracer.  The brute force stops after
@@ -17,7 +21,7 @@ wait, running in/out pairs at one tracer.  The brute force stops after
 
 Then the time to the first violation on the catalogue entry with a user
 predicate that fails on one outcome (``tracer_killed_before_a_burst``):
-the exhaustive search (Source-DPOR, stopped at the first broken invariant),
+the exhaustive search (optimal DPOR, stopped at the first broken invariant),
 random schedules and PCT of depth 2 and 3, each sampling method over
 ``--seeds`` seeds (median and worst executions and seconds; a seed that
 finds nothing in ``--max-runs`` runs counts as that many).
@@ -38,11 +42,11 @@ from smp.sim.sampling import sample
 TARGET = 1000.0  # executions/s, executions of up to 50 events
 
 
-def _explore_rate(race, repeat: int) -> dict:
+def _explore_rate(race, repeat: int, dpor: str = "optimal") -> dict:
     best = None
     for _ in range(repeat):
         t0, c0 = time.perf_counter(), time.process_time()
-        r = Explorer(race.setup, schedulers=race.schedulers, nonsmp=False).run()
+        r = Explorer(race.setup, schedulers=race.schedulers, nonsmp=False, dpor=dpor).run()
         dt, dc = time.perf_counter() - t0, time.process_time() - c0
         if best is None or dc < best[1]:
             best = (dt, dc, r)
@@ -124,10 +128,13 @@ def main(argv=None) -> int:
     )
     print(
         f"{'workload':40} {'explored':>8} {'blocked':>7} {'outcomes':>8} {'ev/exec':>7} "
-        f"{'exec/s':>7} {'exec/cpu-s':>10} {'ev/cpu-s':>8} {'all interleavings':>17} {'traces':>6}"
+        f"{'exec/s':>7} {'exec/cpu-s':>10} {'ev/cpu-s':>8} {'all interleavings':>17} "
+        f"{'traces':>6} {'source: blocked':>15} {'cpu-s ratio':>11}"
     )
     for race in CATALOGUE:
         row = {"workload": race.name, **_explore_rate(race, args.repeat)}
+        src = _explore_rate(race, args.repeat, "source")
+        row["source"] = src
         t0 = time.perf_counter()
         bf = brute_force(race.setup, race.schedulers, time_budget=args.brute_seconds)
         done = time.perf_counter() - t0 < args.brute_seconds
@@ -140,7 +147,8 @@ def main(argv=None) -> int:
             f"{race.name:40} {row['executions']:>8} {row['blocked']:>7} {row['outcomes']:>8} "
             f"{row['events_per_execution']:>7.1f} {row['executions_per_s']:>7,.0f} "
             f"{row['executions_per_cpu_s']:>10,.0f} {row['events_per_cpu_s']:>8,.0f} "
-            f"{inter:>17} {bf['traces']:>6}"
+            f"{inter:>17} {bf['traces']:>6} {src['blocked']:>15} "
+            f"{row['cpu_seconds'] / src['cpu_seconds']:>11.2f}"
         )
     violation = _first_violation(args)
     if args.json:

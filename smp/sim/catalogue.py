@@ -238,7 +238,7 @@ CATALOGUE: tuple[Race, ...] = (
         "never made, made and dropped receiver_dead by sys_msg_dispatcher_func, delivered "
         "to T before its exit is queued, or delivered and reach T dead.  In nonsmp T is "
         "gone before P runs: ERTS_GET_TRACER_REF resets P and nothing is made.",
-        executions=8,
+        executions=12,
         outcomes=7,
         tracer="T",
         nonsmp_received=(),
@@ -309,7 +309,7 @@ CATALOGUE: tuple[Race, ...] = (
         "reaches T (another scheduler) only after the dispatcher delivered all three, an "
         "order of depth 2 (the arrival after three dispatches, the dispatches after P's "
         "sends): a target for the search strategies (tools/bench_explore.py).",
-        executions=12,
+        executions=22,
         outcomes=11,
         tracer="T",
         nonsmp_received=(),
@@ -332,7 +332,7 @@ CATALOGUE: tuple[Race, ...] = (
         "F_TRACER on T2 itself, so P never finds it unmarked at schedule-in): 15 "
         "combinations in queue order and arrival.  In nonsmp T gets the first two, T2 the "
         "third.",
-        executions=295,
+        executions=361,
         outcomes=15,
         tracer="T",
         nonsmp_received=(

@@ -19,7 +19,9 @@ The objects, named after the seed's shared data:
 * ``("proc", pid)``: a process's mailbox and liveness as its scheduler sees
   them.  Every event on a scheduler also writes ``("node", k)``, except a
   message reaching a collector nobody traces: its receive is invisible, so
-  that arrival touches the collector alone.
+  that arrival touches the collector alone; an event after which the
+  collector starts or stops taking messages that way (it waits, dies, is
+  traced or untraced) writes it too, so the two orders are told apart.
 * ``("queue",)``: the tail of ``sys_message_queue`` with the clock and the
   active-scheduler count taken under ``smq_mtx`` when a message is queued.
 * ``("alive", pid)``: the dispatcher's process-table entry of ``pid`` (alive,
@@ -43,6 +45,11 @@ The objects, named after the seed's shared data:
   dispatcher has taken the stream (a tracer it names made known) reads the
   tail and writes the head.
 
+The items produced and consumed (causes) are batches, queued messages,
+signals, publications and BIF requests, and ``("wake", k, n)``: the event
+that gave scheduler ``k``'s idle run queue a process made its ``n``-th slice
+possible, which cannot come before it.
+
 ``RULES`` names every pair of event kinds that can conflict on an object,
 with the seed's reason; ``explain`` gives that reason for a race, and the
 tests check that every conflict an exploration meets is one of them.
@@ -62,6 +69,7 @@ __all__ = [
     "dependent",
     "conflicting",
     "causal",
+    "may_be_taken",
     "explain",
     "STATE_GROUPS",
     "group_of_type",
@@ -376,6 +384,16 @@ def conflicting(a: Event, b: Event) -> bool:
 def dependent(a: Event, b: Event) -> bool:
     """Events of one thread, or with a conflict or a cause between them."""
     return a.thread == b.thread or conflicting(a, b) or causal(a, b)
+
+
+def may_be_taken(e: Event) -> bool:
+    """Whether another thread's event can take ``e``'s work away so that
+    ``e`` never happens: a peer's signal arriving (a BIF that takes the
+    channel's signals at once) and an ingest (a BIF that takes the
+    scheduler's stream of batches).  Partial-order reduction may not assume
+    such an event is still to come just because it is independent of what
+    runs before it (``smp.sim.dpor.weak_initial``)."""
+    return e.kind == "ingest" or (e.kind == "arrive" and not e.thread.startswith("A0>"))
 
 
 def explain(a: Event, b: Event) -> list[str]:

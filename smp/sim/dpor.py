@@ -12,7 +12,18 @@ each race ``e ⋖ e'`` the initials of ``notdep(e, E).e'`` are checked
 against the backtrack set before ``e``, and one is added when none is there.
 Sleep sets keep two complete executions from being equivalent; an
 execution whose every enabled thread is asleep is *sleep-set blocked* and
-counted apart (optimal DPOR's wakeup trees would avoid them; not done).
+counted apart.
+
+Optimal-DPOR (the same paper, Algorithm 2; the default when no preemption
+bound is set) avoids them: a race is reversed by planning the whole
+sequence ``notdep(e, E).e'`` in the *wakeup tree* of the branch before
+``e`` (unless a thread asleep or done there is a weak initial of it, or
+the tree already holds an equivalent sequence), and an execution below
+that branch follows the tree before it chooses freely.  Every complete
+execution is then of a new Mazurkiewicz trace and none is blocked, as long
+as the dependency relation says every way one event enables or changes
+another (a planned step that is not enabled, or asleep, when it comes is
+counted in ``Tree.misses``; the tests ask for none).
 
 A happens-before edge comes from an event's own thread, from a conflict on
 an object (the last writer and the readers since, per object, suffice: any
@@ -25,7 +36,7 @@ from __future__ import annotations
 import time
 from typing import Callable
 
-from .deps import Event, dependent, explain
+from .deps import Event, dependent, explain, may_be_taken
 from .world import World, thread_order
 
 __all__ = [
@@ -50,6 +61,8 @@ class Branch:
         "event",
         "why",
         "pre",
+        "wut",
+        "sub",
     )
 
     def __init__(self, enabled: list, sleep: dict, chosen: str):
@@ -61,6 +74,57 @@ class Branch:
         self.event: Event | None = None
         self.why: dict = {}  # thread -> (event index, race event index, labels) that added it
         self.pre = 0  # preemptions on the path up to and including this choice
+        #: optimal: the wakeup tree's branches here still to explore, each a
+        #: node ``[thread, event, children, why]``; ``sub``: the children of
+        #: the node being explored (the tree the next branch starts from)
+        self.wut: list = []
+        self.sub: list = []
+
+
+def weak_initial(e: Event, v: list[Event], done_later: frozenset = frozenset()):
+    """Whether ``e``'s thread is a weak initial of ``v`` after the state ``e``
+    is the next event of that thread in: its first event in ``v`` has no
+    dependent event before it, or it has none in ``v`` and ``e`` is
+    independent of all of ``v``.  Returns what is left of ``v`` once that
+    event is taken out (``v`` itself for the second case), or None.
+
+    The theory's threads are never disabled; an event another can take away
+    (``deps.may_be_taken``) is only assumed still to come when the
+    execution the race was found in did it (its thread and what it
+    consumed are in ``done_later``): else the race's reversal may be an
+    execution where it never happens, which no branch starting with it has."""
+    t = e.thread
+    for k, x in enumerate(v):
+        if x.thread == t:
+            return v[:k] + v[k + 1 :]
+        if dependent(e, x):
+            return None
+    if may_be_taken(e) and not (e.consumes and all((t, c) in done_later for c in e.consumes)):
+        return None
+    return v
+
+
+def insert_wakeup(forest: list, v: list[Event], why, done_later: frozenset = frozenset()) -> bool:
+    """Plan ``v`` in a wakeup tree's ``forest`` (its branches after one
+    state): follow the first branch whose thread is a weak initial of what
+    is left of ``v``; a leaf reached that way already stands for ``v``
+    (False); else ``v``'s rest becomes a new last branch (True)."""
+    while True:
+        for node in forest:
+            rest = weak_initial(node[1], v, done_later)
+            if rest is not None:
+                if not node[2]:
+                    return False
+                forest, v = node[2], rest
+                break
+        else:
+            if not v:
+                return False
+            chain: list = []
+            for x in reversed(v[1:]):
+                chain = [[x.thread, x, chain, None]]
+            forest.append([v[0].thread, v[0], chain, why])
+            return True
 
 
 def happens_before(events: list[Event]) -> tuple[list[int], list[list[int]], list[list[int]]]:
@@ -119,10 +183,11 @@ def happens_before(events: list[Event]) -> tuple[list[int], list[list[int]], lis
     return hb, preds, cands
 
 
-def races(events: list[Event], start: int = 0):
+def races(events: list[Event], start: int = 0, with_v: bool = False):
     """Yield ``(i, j, initials)`` for each race ``events[i] ⋖ events[j]`` with
     ``j >= start``: the threads that can start ``notdep(e_i).e_j`` from the
-    state before ``e_i``."""
+    state before ``e_i``; ``with_v``: ``(i, j, initials, v)`` with the indices
+    of ``notdep(e_i).e_j`` in order."""
     hb, preds, cands = happens_before(events)
     for j in range(start, len(events)):
         if not cands[j]:
@@ -144,7 +209,10 @@ def races(events: list[Event], start: int = 0):
                     if th not in initials:
                         initials.append(th)
                 vmask |= 1 << k
-            yield i, j, initials
+            if with_v:
+                yield i, j, initials, v
+            else:
+                yield i, j, initials
 
 
 class Tree:
@@ -156,7 +224,16 @@ class Tree:
         max_events: int = 5000,
         prefix: tuple = (),
         preemptions: int | None = None,
+        optimal: bool | None = None,
     ):
+        if optimal and preemptions is not None:
+            raise ValueError("optimal DPOR takes no preemption bound (use source DPOR)")
+        #: wakeup trees (optimal DPOR) rather than backtrack sets (source
+        #: DPOR); the default unless a preemption bound is set
+        self.optimal = preemptions is None if optimal is None else optimal
+        #: planned wakeup-tree steps that were not enabled or were asleep when
+        #: they came (none, when the dependency relation is complete)
+        self.misses = 0
         self.new_world = new_world
         self.max_events = max_events
         self.stack: list[Branch] = _prefix_stack(new_world, prefix) if prefix else []
@@ -171,6 +248,16 @@ class Tree:
         self.bound_cut = 0
         for k, b in enumerate(self.stack):
             b.pre = self._pre_at(k, b.chosen)
+        #: optimal below a split's prefix: the threads asleep where the free
+        #: part begins were explored by other subtrees, each of which tried
+        #: every thread at the prefix's steps without planning sequences
+        #: there; an event of theirs is not taken to cover a race's reversal
+        self.prefix_sleep: frozenset = frozenset()
+        if self.stack:
+            last = self.stack[-1]
+            self.prefix_sleep = frozenset(
+                _child_sleep(last.sleep, last.done, last.chosen, last.event).values()
+            )
         if preemptions is not None and self.stack and self.stack[-1].pre > preemptions:
             self.finished = True  # a split's prefix already past the bound
             self.bound_cut += 1
@@ -214,10 +301,31 @@ class Tree:
                 return w, "blocked"
             if len(stack) >= self.max_events:
                 return w, "cut"
-            b = Branch(en, sleep, self._choose(avail))
+            if self.optimal and stack and stack[-1].sub:
+                b = self._follow(en, sleep, avail, stack[-1].sub)
+            else:
+                b = Branch(en, sleep, self._choose(avail))
             stack.append(b)
             b.pre = self._pre_at(len(stack) - 1, b.chosen)
             b.event = w.step(b.chosen)
+
+    def _follow(self, en: list, sleep: dict, avail: list, forest: list) -> Branch:
+        """A new branch that starts from the wakeup tree ``forest``: its
+        first branch is taken now, the others wait in ``wut``."""
+        nodes = list(forest)
+        while nodes and nodes[0][0] not in avail:
+            self.misses += 1  # (the dependency relation missed an enabling)
+            nodes.pop(0)
+        if not nodes:
+            return Branch(en, sleep, self._choose(avail))
+        node = nodes.pop(0)
+        b = Branch(en, sleep, node[0])
+        b.sub = node[2]
+        b.wut = nodes
+        b.backtrack.extend(n[0] for n in nodes)
+        if node[3] is not None:
+            b.why[node[0]] = node[3]
+        return b
 
     def _choose(self, avail: list) -> str:
         """The thread a new branch takes first."""
@@ -228,7 +336,9 @@ class Tree:
 
     def add_races(self) -> int:
         """Plan the reversal of every race the new events are in; returns how
-        many branches were added."""
+        many branches (source) or wakeup sequences (optimal) were added."""
+        if self.optimal:
+            return self._add_wakeups()
         stack = self.stack
         events = [b.event for b in stack]
         added = 0
@@ -251,6 +361,43 @@ class Tree:
             added += 1
         return added
 
+    def _add_wakeups(self) -> int:
+        stack = self.stack
+        events = [b.event for b in stack]
+        added = 0
+        later: dict = {}  # i -> what each thread consumed from event i on
+        for i, j, _initials, vi in races(events, self.first_new, with_v=True):
+            if i < self.floor:
+                continue  # a fixed branch: every thread is tried there
+            b = stack[i]
+            v = [events[k] for k in vi]
+            dl = later.get(i)
+            if dl is None:
+                dl = later[i] = frozenset(
+                    (x.thread, c) for x in events[i:] if may_be_taken(x) for c in x.consumes
+                )
+            # a thread asleep or explored here that is a weak initial of v
+            # has explored (or will) an execution equivalent to one starting v
+            if weak_initial(b.event, v, dl) is not None:
+                continue
+            if any(
+                weak_initial(e, v, dl) is not None
+                for e in b.sleep.values()
+                if e not in self.prefix_sleep
+            ):
+                continue
+            if any(weak_initial(e, v, dl) is not None for e in b.done.values()):
+                continue
+            if v[0].thread in b.sleep:
+                continue  # asleep since the prefix: explored by another subtree
+            why = (i, j, events[i].label, events[j].label, explain(events[i], events[j]))
+            n = len(b.wut)
+            if insert_wakeup(b.wut, v, why, dl):
+                added += 1
+                if len(b.wut) > n:
+                    b.backtrack.append(b.wut[-1][0])
+        return added
+
     def branching(self) -> float:
         """The product of the branches known along the path (Knuth's estimator
         of the tree's leaves, taken along the path explored last)."""
@@ -265,6 +412,12 @@ class Tree:
         while len(stack) > self.floor:
             b = stack[-1]
             b.done[b.chosen] = b.event
+            if self.optimal:
+                if self._next_wakeup(b):
+                    self.first_new = len(stack) - 1
+                    return True
+                stack.pop()
+                continue
             nxt = next((t for t in b.backtrack if t not in b.done and t not in b.sleep), None)
             if nxt is not None:
                 b.chosen = nxt
@@ -273,6 +426,21 @@ class Tree:
                 return True
             stack.pop()
         self.finished = True
+        return False
+
+    def _next_wakeup(self, b: Branch) -> bool:
+        """Take the next branch of ``b``'s wakeup tree, if any."""
+        while b.wut:
+            node = b.wut.pop(0)
+            if node[0] in b.done or node[0] in b.sleep or node[0] not in b.enabled:
+                self.misses += 1
+                continue
+            b.chosen = node[0]
+            b.sub = node[2]
+            b.event = None
+            if node[3] is not None:
+                b.why[node[0]] = node[3]
+            return True
         return False
 
     def schedule(self) -> str:

@@ -87,6 +87,7 @@ class ExploreResult:
     first_violation_s: float | None = None  # ... seconds into the search
     tasks: int = 1  # subtrees explored apart (``split``)
     graph: Trie | None = None  # the explored tree, when asked for
+    dpor: str = ""  # "optimal" (wakeup trees) or "source" (backtrack sets) for "dpor"
 
     @property
     def violations(self) -> list[OutcomeGroup]:
@@ -109,6 +110,7 @@ class ExploreResult:
             "first_violation": self.first_violation,
             "first_violation_s": self.first_violation_s,
             "tasks": self.tasks,
+            "dpor": self.dpor,
             "outcomes": [{"count": g.count, **g.first.as_dict()} for g in self.outcomes],
             "nonsmp": None if self.nonsmp is None else self.nonsmp.as_dict(),
         }
@@ -170,6 +172,7 @@ class Explorer:
         graph: bool = False,
         stop_at_violation: bool = False,
         preemptions: int | None = None,
+        dpor: str | None = None,
     ):
         if schedulers < 1:
             raise SimError("schedulers must be >= 1")
@@ -183,11 +186,16 @@ class Explorer:
         self.blocked_ok = blocked_ok
         if preemptions is not None and (type(preemptions) is not int or preemptions < 0):
             raise SimError(f"preemptions must be an integer >= 0, not {preemptions!r}")
+        if dpor not in (None, "optimal", "source"):
+            raise SimError(f"dpor is 'optimal' or 'source', not {dpor!r}")
+        if dpor == "optimal" and preemptions is not None:
+            raise SimError("optimal DPOR takes no preemption bound: use source DPOR with it")
         self.tree = Tree(
             world_factory(setup, schedulers, reductions),
             max_events,
             tuple(prefix),
             preemptions=preemptions,
+            optimal=None if dpor is None else dpor == "optimal",
         )
         self.executions = self.blocked = self.cut_events = self.events = 0
         self.groups: dict[Outcome, OutcomeGroup] = {}
@@ -270,6 +278,7 @@ class Explorer:
             first_violation=self.first_violation,
             first_violation_s=self.first_violation_s,
             graph=self.graph,
+            dpor="optimal" if tree.optimal else "source",
         )
 
     def _graph_add(self, w: World, leaf) -> None:
@@ -406,6 +415,7 @@ def merge(
         first_violation_s=None,
         tasks=len(parts),
         graph=graph,
+        dpor=parts[0].dpor if parts else "",
     )
 
 

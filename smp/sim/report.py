@@ -57,7 +57,12 @@ def _summary(r: ExploreResult) -> list[str]:
         at = "" if r.first_violation_s is None else f", {r.first_violation_s:.2f} s in"
         lines.append(f"The first broken invariant came at execution {r.first_violation}{at}.")
     if r.blocked:
-        lines.append(f"{r.blocked} execution(s) were sleep-set blocked (not counted).")
+        why = (
+            ": the split's first steps try every thread, outside the wakeup trees"
+            if r.dpor == "optimal"
+            else ""
+        )
+        lines.append(f"{r.blocked} execution(s) were sleep-set blocked (not counted){why}.")
     if r.method != "dpor":
         if "time" in r.cut_by:
             lines.append("The time budget cut the runs.")

@@ -163,6 +163,12 @@ class World(WorldBase):
         self.rpcs: dict = {}  # pid -> (seq, request)
         self.rpc_sent: dict = {}
         self.refs = 0
+        # the slices each scheduler ran, and whether the next one was made
+        # possible by an event that gave its idle run queue a process (a
+        # cause: that slice cannot come before it)
+        self.slices = [0 for _ in r]
+        self._collector_procs: list | None = None  # (pid, its scheduler's procs)
+        self.woken = [False for _ in r]
         # what happened to the messages
         # mid: (scheduler, n), numbered by its maker (the controller is 0), so
         # events on different schedulers commute with their numbers
@@ -189,6 +195,26 @@ class World(WorldBase):
 
     def owner(self, pid) -> int:
         return pid_owner(pid, self.nsched)
+
+    def _takes_quietly(self, p) -> bool:
+        """A message reaching ``p`` changes nothing but its mailbox: a
+        collector waiting in its receive, traced by no one."""
+        return p.pid in self.collectors and p.status == WAITING and p.tracer is NIL
+
+    def _quiet_collectors(self) -> set:
+        """The collectors a message would reach quietly now (``("proc", pid)``
+        in ``smp.sim.deps``: an event that changes that writes it)."""
+        where = self._collector_procs
+        if where is None or len(where) != len(self.collectors):
+            where = self._collector_procs = [
+                (pid, self.nodes[self.owner(pid)].procs) for pid in self.collectors
+            ]
+        out = set()
+        for pid, procs in where:
+            p = procs.get(pid)
+            if p is not None and p.status == WAITING and p.tracer is NIL:
+                out.add(pid)
+        return out
 
     def _on_state_change(self, snap) -> None:
         old, self._snap = self._snap, snap
@@ -272,6 +298,9 @@ class World(WorldBase):
         self.atomic = False
         self.quiet = known is not None  # no label to write: the known event has it
         c = thread[0]
+        nodes = self.nodes
+        idle = [k for k in range(1, self.nsched + 1) if not nodes[k].runq]
+        quiet_ok = self._quiet_collectors() if known is None and self.collectors else None
         try:
             if c == "S":
                 kind, label = "slice", self._slice(int(thread[1:]))
@@ -290,9 +319,19 @@ class World(WorldBase):
                 raise SimError(f"no thread {thread!r}")
         except (IndexError, KeyError, ValueError):
             raise SimError(f"thread {thread} cannot step now") from None
+        for k in idle:
+            if nodes[k].runq:
+                self.woken[k] = True
+                self.fp_p.add(("wake", k, self.slices[k] + 1))
         if known is not None:
             self.trace.append(known)
             return known
+        if self.collectors:
+            # a collector that starts or stops taking messages unseen (it
+            # waits, dies, is traced or untraced) is written: a quiet arrival
+            # there commutes with the event on one side of it only
+            for pid in quiet_ok.symmetric_difference(self._quiet_collectors()):
+                self.fp_w.add(("proc", pid))
         ev = Event(
             thread,
             kind,
@@ -310,6 +349,10 @@ class World(WorldBase):
         if not node.runq:
             raise SimError(f"scheduler {k} has nothing to run")
         self.fp_w.add(("node", k))
+        self.slices[k] += 1
+        if self.woken[k]:
+            self.woken[k] = False
+            self.fp_c.add(("wake", k, self.slices[k]))
         p = node.runq[0]
         self.fp_w.add(("proc", p.pid))
         node.run_some(1)
@@ -417,12 +460,7 @@ class World(WorldBase):
             quiet = type(sig) is Msg and sig.token is None
             to = sig.to if type(sig) is Msg else None
         target = node.procs.get(to) if quiet else None
-        if not (
-            target is not None
-            and target.pid in self.collectors
-            and target.status == WAITING
-            and target.tracer is NIL
-        ):
+        if not (target is not None and self._takes_quietly(target)):
             self.fp_w.add(("node", k))
         if i == 0:
             p = node.procs.get(to)

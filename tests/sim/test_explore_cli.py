@@ -239,6 +239,28 @@ def test_a_preemption_bound_is_an_option_and_the_output_says_it_cut():
     assert r.exit_code == EXIT_USAGE and "--preemptions is for run scenarios" in r.output
     r = CliRunner().invoke(cli, ["explore", "churn", "--preemptions", "1", "--random", "3"])
     assert r.exit_code == EXIT_USAGE and "not --random or --pct" in r.output
+    assert res["dpor"] == "source"  # a bounded search is source DPOR's
+
+
+def test_the_reduction_is_chosen_and_refused_with_what_it_cannot_take():
+    r = CliRunner().invoke(cli, ["explore", "seq_tracer_replaced", "--json", "--jobs", "1"])
+    assert r.exit_code == 0, r.output
+    opt = json.loads(r.stdout)["result"]
+    r = CliRunner().invoke(
+        cli, ["explore", "seq_tracer_replaced", "--json", "--jobs", "1", "--dpor", "source"]
+    )
+    src = json.loads(r.stdout)["result"]
+    assert (opt["dpor"], src["dpor"]) == ("optimal", "source")
+    assert opt["executions"] == src["executions"] and opt["exhausted"] and src["exhausted"]
+    for extra, says in (
+        (["--preemptions", "1"], "--preemptions bounds source DPOR only"),
+        (["--random", "3"], "--dpor chooses the exhaustive search"),
+    ):
+        r = CliRunner().invoke(cli, ["explore", "churn", "--dpor", "optimal", *extra])
+        assert r.exit_code == EXIT_USAGE and says in r.output
+        assert len(r.output.strip().splitlines()) == 1
+    r = CliRunner().invoke(cli, ["explore", "seq", "--dpor", "source"])
+    assert r.exit_code == EXIT_USAGE and "--dpor is for run scenarios" in r.output
 
 
 def test_a_race_of_the_catalogue_runs_by_name_and_replays():

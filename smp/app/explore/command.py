@@ -43,6 +43,7 @@ _SIM_ONLY = (
     "max_executions",
     "time_budget",
     "preemptions",
+    "dpor",
     "random_runs",
     "pct",
     "depth",
@@ -128,6 +129,14 @@ def _make_command():
         help="run scenario: explore only executions with at most this many preemptions "
         "(a thread other than the last one chosen while it could go on); the output says "
         "when the bound cut the search",
+    )
+    @click.option(
+        "--dpor",
+        type=click.Choice(["optimal", "source"]),
+        default=None,
+        help="run scenario: the partial-order reduction: optimal (wakeup trees, no "
+        "sleep-set blocked execution; the default) or source (backtrack sets; the one "
+        "--preemptions takes)",
     )
     @click.option(
         "--random",
@@ -223,7 +232,8 @@ def _make_command():
         fault a step of the controller process) run on simulated schedulers,
         bounded by --operations, --count, --size and --firings, and every
         order the SMP build allows is explored up to equivalence
-        (Source-DPOR) until --max-executions or --time-budget cuts it; or
+        (optimal DPOR; --dpor source for Source-DPOR) until --max-executions
+        or --time-budget cuts it; or
         --random N schedules, or --pct N runs.  Each outcome comes with its
         events, race pairs, schedule and the command that replays it
         (--schedule 'S1 S2 D ...').
@@ -294,6 +304,15 @@ def _simulate(scenario, schedule, as_json, seed, no_nonsmp, kw) -> None:
             "smp-emu: --preemptions bounds the exhaustive search, not --random or --pct", err=True
         )
         sys.exit(EXIT_USAGE)
+    if kw["dpor"] is not None and (kw["random_runs"] is not None or kw["pct"] is not None):
+        click.echo("smp-emu: --dpor chooses the exhaustive search, not --random or --pct", err=True)
+        sys.exit(EXIT_USAGE)
+    if kw["dpor"] == "optimal" and kw["preemptions"] is not None:
+        click.echo(
+            "smp-emu: --preemptions bounds source DPOR only: give --dpor source or no --dpor",
+            err=True,
+        )
+        sys.exit(EXIT_USAGE)
     m = kw["max_executions"]
     o = SimOptions(
         bounds=Bounds(kw["operations"], kw["count"], kw["size"], kw["firings"]),
@@ -301,6 +320,7 @@ def _simulate(scenario, schedule, as_json, seed, no_nonsmp, kw) -> None:
         max_executions=DEFAULT_MAX_EXECUTIONS if m is None else (m or None),
         time_budget=kw["time_budget"],
         preemptions=kw["preemptions"],
+        dpor=kw["dpor"],
         random=kw["random_runs"],
         pct=kw["pct"],
         depth=kw["depth"],

@@ -6,7 +6,8 @@ exploration (``smp.sim.explorer.explore_split``) run in a pool of local
 worker processes (``multiprocess``), each building the workload again from
 the scenario.  The split does not depend on the number of workers, so
 ``--jobs 1`` and ``--jobs N`` give the same outcomes and counts.  Three ways
-to search: exhaustive Source-DPOR up to the bounds (the default), ``random``
+to search: exhaustive DPOR up to the bounds (the default; optimal, or
+source with ``--dpor source`` or a preemption bound), ``random``
 schedules and ``pct``; or one ``schedule`` replayed.  The text and the JSON
 carry, per distinct outcome, its events (processes by scenario role and
 pid), race pairs, schedule, the command that replays it and nonsmp's
@@ -46,6 +47,7 @@ class SimOptions:
     max_executions: int | None = DEFAULT_MAX_EXECUTIONS
     time_budget: float | None = None
     preemptions: int | None = None
+    dpor: str | None = None  # "optimal", "source" (None: optimal, source with preemptions)
     random: int | None = None
     pct: int | None = None
     depth: int = 3
@@ -89,6 +91,8 @@ def _run(wl: ScenarioWorkload, o: SimOptions, checks: list):
     opts = dict(max_executions=o.max_executions, time_budget=o.time_budget, **common)
     if o.preemptions is not None:
         opts["preemptions"] = o.preemptions
+    if o.dpor is not None:
+        opts["dpor"] = o.dpor
     if o.jobs <= 1:
         return explore_split(wl.setup, **opts)
     with multiprocess.Pool(o.jobs) as pool:
