@@ -1,6 +1,7 @@
 """Stateless exploration of the simulated SMP build: Source-DPOR with sleep
-sets (Abdulla, Aronis, Jonsson, Sagonas, POPL 2014, Algorithm 1), and the
-brute force it is checked against.
+sets and optimal DPOR with wakeup trees (Abdulla, Aronis, Jonsson,
+Sagonas, POPL 2014, Algorithms 1 and 2), and the brute force they are
+checked against.
 
 Runs in the explorer's process.  An execution is re-run from a fresh world
 for every schedule (coroutines cannot be copied), replaying the prefix the
@@ -23,7 +24,11 @@ that branch follows the tree before it chooses freely.  Every complete
 execution is then of a new Mazurkiewicz trace and none is blocked, as long
 as the dependency relation says every way one event enables or changes
 another (a planned step that is not enabled, or asleep, when it comes is
-counted in ``Tree.misses``; the tests ask for none).
+counted in ``Tree.misses``; the tests ask for none).  Two departures
+from the paper's setting are handled apart: a step a BIF can take away
+(``weak_initial``), and a split's prefix, whose steps try every thread
+without planning sequences (``Tree.prefix_sleep``); a split search may
+end a few executions blocked there.
 
 A happens-before edge comes from an event's own thread, from a conflict on
 an object (the last writer and the readers since, per object, suffice: any
