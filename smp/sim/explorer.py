@@ -14,6 +14,7 @@ CLI, a JSON writer or an HTML report can take them as they are.
 
 from __future__ import annotations
 
+import itertools
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -230,6 +231,9 @@ class Explorer:
         tree = self.tree
         cut_by = []
         while not tree.finished:  # (a split's prefix past the preemption bound: nothing)
+            if self.max_executions is not None and self.executions >= self.max_executions:
+                cut_by.append("executions")  # (run again with the bound it stopped at)
+                break
             w, how = tree.execute()
             self.events += len(w.trace)
             tree.add_races()
@@ -419,13 +423,24 @@ def merge(
     )
 
 
+#: the subtrees an execution bound cut, kept in the process that explored
+#: them, by ``(split, task)``: given more executions, a subtree goes on
+#: where it stopped rather than from its start (the same executions either
+#: way: a search is a function of its bound)
+_CUT: dict = {}
+_splits = itertools.count(1)
+
+
 def run_task(task: tuple) -> ExploreResult | None:
     """Explore one subtree of a split: ``(setup, schedulers, options,
-    prefix, max_executions, deadline)``, ``deadline`` a ``time.monotonic()``
-    instant (one clock for every process of the machine).  None when its
-    budget is spent before it starts.  Module-level, so a worker process can
+    prefix, max_executions, deadline, key)``, ``deadline`` a
+    ``time.monotonic()`` instant (one clock for every process of the
+    machine), ``key`` the split's and the subtree's numbers (or None).
+    None when its budget is spent before it starts.  A subtree the bound
+    cut is kept under ``key`` in this process, and goes on when it is run
+    here again with a larger bound.  Module-level, so a worker process can
     run it."""
-    setup, schedulers, options, prefix, budget, deadline = task
+    setup, schedulers, options, prefix, budget, deadline, key = task
     if budget == 0:
         return None
     budget_s = None
@@ -433,15 +448,23 @@ def run_task(task: tuple) -> ExploreResult | None:
         budget_s = deadline - time.monotonic()
         if budget_s <= 0:
             return None
-    return Explorer(
-        setup,
-        schedulers=schedulers,
-        max_executions=budget,
-        time_budget=budget_s,
-        nonsmp=False,
-        prefix=prefix,
-        **options,
-    ).run()
+    ex = _CUT.pop(key, None) if key is not None else None
+    if ex is None or budget is None or ex.executions > budget:
+        ex = Explorer(
+            setup,
+            schedulers=schedulers,
+            max_executions=budget,
+            time_budget=budget_s,
+            nonsmp=False,
+            prefix=prefix,
+            **options,
+        )
+    else:
+        ex.max_executions, ex.time_budget = budget, budget_s
+    r = ex.run()
+    if key is not None and r.cut_by == ["executions"]:
+        _CUT[key] = ex
+    return r
 
 
 def _cut_by_share(r: ExploreResult | None, budget) -> bool:
@@ -468,12 +491,15 @@ def explore_split(
     blocked.  An execution bound is shared among the subtrees in order
     (``max_executions // tasks`` each, the first ones one more); what the
     small subtrees leave goes to the ones their share cut, which run again
-    with it (from the start: a subtree's search is a function of its bound,
-    so the result stays the same for any number of workers)."""
+    with it: on where they stopped when the same process runs them again
+    (``run_task``), else from their start.  A subtree's search is a
+    function of its bound, so either way, and for any number of workers,
+    the result is the same."""
     t0 = time.monotonic()
     reductions = options.get("reductions", 200)
     tasks = split(world_factory(setup, schedulers, reductions), min_tasks)
     n = len(tasks)
+    split_no = next(_splits)
     if max_executions is None:
         budgets = [None] * n
     else:
@@ -482,7 +508,10 @@ def explore_split(
     results: list = [None] * n
     todo = list(range(n))
     while todo:
-        args = [(setup, schedulers, options, tasks[i], budgets[i], deadline) for i in todo]
+        args = [
+            (setup, schedulers, options, tasks[i], budgets[i], deadline, (split_no, i))
+            for i in todo
+        ]
         for i, r in zip(todo, mapper(run_task, args), strict=True):
             results[i] = r
         if max_executions is None:
@@ -497,6 +526,8 @@ def explore_split(
         for k, i in enumerate(cut):
             budgets[i] += spare // len(cut) + (1 if k < spare % len(cut) else 0)
         todo = [i for i in cut if budgets[i] > 0]
+    for i in range(n):
+        _CUT.pop((split_no, i), None)  # (those kept in this process)
     parts = [r for r in results if r is not None]
     skipped = [b for r, b in zip(results, budgets, strict=True) if r is None]
     nonsmp_oc = None

@@ -8,9 +8,7 @@ with none sleep-set blocked beyond what it reports (none at all for
 optimal DPOR), and the outcomes found both ways must agree.  On larger
 generated workloads, too many interleavings for the brute force, the two
 reductions must find the same classes, optimal DPOR with none blocked,
-and a split search the same classes once each.  The dependency relation
-itself is checked where the reductions rely on it: two adjacent events
-it calls independent, swapped, give the same events and the same outcome.
+and a split search the same classes once each.
 """
 
 from __future__ import annotations
@@ -189,64 +187,6 @@ def test_the_medium_programs_have_races_sleep_sets_alone_do_not_settle():
     programs exercise what wakeup trees are for."""
     blocked = [_classes(world_factory(s, 2, 200), False)[1] for s, _d in MEDIUM]
     assert sum(1 for b in blocked if b) >= 3
-
-
-def _independent_swaps_commute(new_world, schedule: list, checks=()):
-    """For each pair of adjacent events of other threads that ``dependent``
-    calls independent, the schedule with the two swapped: the same events
-    (each thread's, footprints and words) and the same outcome."""
-    from smp.sim.deps import dependent
-
-    def run(path):
-        w = new_world()
-        events = [w.step(t) for t in path]
-        while w.enabled():
-            events.append(w.step(sorted(w.enabled())[0]))
-        oc = outcome_of(w, checks, True)
-        w.dispose()
-        return events, oc
-
-    base, oc = run(schedule)
-    swapped = 0
-    for k in range(len(base) - 1):
-        a, b = base[k], base[k + 1]
-        if a.thread == b.thread or dependent(a, b):
-            continue
-        path = [e.thread for e in base]
-        path[k], path[k + 1] = path[k + 1], path[k]
-        again, oc2 = run(path)
-        assert (again[k], again[k + 1]) == (b, a), (k, a.label, b.label)
-        assert sorted(again, key=repr) == sorted(base, key=repr), k
-        assert oc2 == oc, (k, a.label, b.label)
-        swapped += 1
-    return swapped
-
-
-@pytest.mark.parametrize(
-    "name", [r.name for r in __import__("smp.sim.catalogue").sim.catalogue.CATALOGUE]
-)
-def test_events_the_relation_calls_independent_commute(name):
-    """What the reductions rest on, checked on the first executions of each
-    race of the catalogue: swapping two adjacent independent events changes
-    neither event nor the outcome (a footprint that depends on which came
-    first, as a message reaching a collector a signal kills, fails here)."""
-    from smp.sim.catalogue import by_name
-    from smp.sim.dpor import Tree
-
-    race = by_name(name)
-    nw = world_factory(race.setup, race.schedulers, 200)
-    t = Tree(nw)
-    swapped = n = 0
-    while not t.finished and n < 12:
-        w, _how = t.execute()
-        t.add_races()
-        schedule = [e.thread for e in w.trace]
-        w.dispose()
-        swapped += _independent_swaps_commute(nw, schedule, race.checks)
-        n += 1
-        if not t.advance():
-            break
-    assert swapped > 0
 
 
 def test_every_explored_schedule_replays_to_its_outcome():
