@@ -89,6 +89,7 @@ class ExploreResult:
     tasks: int = 1  # subtrees explored apart (``split``)
     graph: Trie | None = None  # the explored tree, when asked for
     dpor: str = ""  # "optimal" (wakeup trees) or "source" (backtrack sets) for "dpor"
+    misses: int = 0  # planned wakeup-tree steps that could not be taken (``Tree.misses``)
 
     @property
     def violations(self) -> list[OutcomeGroup]:
@@ -112,6 +113,7 @@ class ExploreResult:
             "first_violation_s": self.first_violation_s,
             "tasks": self.tasks,
             "dpor": self.dpor,
+            "misses": self.misses,
             "outcomes": [{"count": g.count, **g.first.as_dict()} for g in self.outcomes],
             "nonsmp": None if self.nonsmp is None else self.nonsmp.as_dict(),
         }
@@ -283,6 +285,7 @@ class Explorer:
             first_violation_s=self.first_violation_s,
             graph=self.graph,
             dpor="optimal" if tree.optimal else "source",
+            misses=tree.misses,
         )
 
     def _graph_add(self, w: World, leaf) -> None:
@@ -420,6 +423,7 @@ def merge(
         tasks=len(parts),
         graph=graph,
         dpor=parts[0].dpor if parts else "",
+        misses=sum(r.misses for r in parts),
     )
 
 

@@ -56,6 +56,12 @@ def _summary(r: ExploreResult) -> list[str]:
     if r.first_violation is not None:
         at = "" if r.first_violation_s is None else f", {r.first_violation_s:.2f} s in"
         lines.append(f"The first broken invariant came at execution {r.first_violation}{at}.")
+    if r.misses:
+        lines.append(
+            f"Warning: {r.misses} step(s) the wakeup trees planned could not be taken (the "
+            "dependency relation missed how one step enables another): orders may be missing; "
+            "--dpor source does not rely on the plans."
+        )
     if r.blocked:
         why = (
             ": the split's first steps try every thread, outside the wakeup trees"

@@ -19,6 +19,7 @@ def results():
 def test_the_stated_counts_hold_exhaustively(results, race):
     r = results[race.name]
     assert r.exhausted and r.cut_by == []
+    assert r.dpor == "optimal" and r.blocked == 0 and r.misses == 0
     assert r.executions == race.executions
     assert len(r.outcomes) == race.outcomes
     assert r.estimate == race.executions

@@ -225,6 +225,7 @@ def test_the_report_of_a_simulated_explore_shows_each_outcome(tmp_path):
     races = [x for o in outcomes for x in o["races"]]
     assert races and all(html.escape(x) in page for x in races)
     assert "cut by executions" in page
+    assert "<p>optimal DPOR, 2 schedulers" in page  # the reduction the search used
     assert not any(o["outcome"]["violations"] for o in outcomes)
     assert "Expect clauses" not in page and "Broken invariants:" not in page
 

@@ -32,6 +32,17 @@ def test_an_execution_bound_cuts_the_search_and_says_so():
     assert "cut by executions" in format_report(r)
 
 
+def test_a_plan_the_search_could_not_follow_is_said_with_the_way_round_it():
+    import dataclasses
+
+    r = Explorer(SEQ.setup, schedulers=2).run()
+    assert r.misses == 0 and "Warning" not in format_report(r)
+    text = format_report(dataclasses.replace(r, misses=2))
+    assert "Warning: 2 step(s) the wakeup trees planned could not be taken" in text
+    assert "--dpor source" in text
+    assert dataclasses.replace(r, misses=2).as_dict()["misses"] == 2
+
+
 def test_a_time_budget_cuts_the_search_and_says_so():
     r = Explorer(SEQ.setup, schedulers=2, time_budget=0.0).run()
     assert r.executions == 1 and r.cut_by == ["time"]

@@ -184,8 +184,11 @@ def explore_sim_html(d: dict) -> tuple[str, str]:
     title = f"smp-emu explore: {d['scenario']} (simulator)"
     runs = r["executions"] + r["blocked"]
     cut = ", ".join(r["cut_by"]) if r["cut_by"] else ""
+    how = str(r["method"])
+    if how == "dpor" and r.get("dpor"):
+        how = f"{r['dpor']} DPOR"
     figures = (
-        f"<p>{escape(str(r['method']))}"
+        f"<p>{escape(how)}"
         f"{'' if r['seed'] is None else ', seed ' + escape(str(r['seed']))}, "
         f"{r['schedulers']} schedulers: {runs} executions ({r['blocked']} blocked), "
         f"{r['events']} events, {len(r['outcomes'])} distinct outcomes in "
