@@ -115,6 +115,10 @@ class WorldBase:
         self.names[pid] = name or f"P{self.top}"
 
 
+def _waits_untraced(p) -> bool:
+    return p.status == WAITING and p.tracer is NIL
+
+
 class World(WorldBase):
     """The simulated SMP build.  ``enabled()`` lists the threads that can
     step; ``step(thread)`` runs one and returns its ``Event``."""
@@ -199,7 +203,7 @@ class World(WorldBase):
     def _takes_quietly(self, p) -> bool:
         """A message reaching ``p`` changes nothing but its mailbox: a
         collector waiting in its receive, traced by no one."""
-        return p.pid in self.collectors and p.status == WAITING and p.tracer is NIL
+        return p.pid in self.collectors and _waits_untraced(p)
 
     def _quiet_collectors(self) -> set:
         """The collectors a message would reach quietly now (``("proc", pid)``
@@ -212,7 +216,7 @@ class World(WorldBase):
         out = set()
         for pid, procs in where:
             p = procs.get(pid)
-            if p is not None and p.status == WAITING and p.tracer is NIL:
+            if p is not None and _waits_untraced(p):
                 out.add(pid)
         return out
 
@@ -326,7 +330,7 @@ class World(WorldBase):
         if known is not None:
             self.trace.append(known)
             return known
-        if self.collectors:
+        if quiet_ok is not None:
             # a collector that starts or stops taking messages unseen (it
             # waits, dies, is traced or untraced) is written: a quiet arrival
             # there commutes with the event on one side of it only
