@@ -2,9 +2,11 @@
 simulator (``smp.sim``) rather than on the real emulator.
 
 Runs in the user's process; with ``jobs > 1`` the subtrees of the split
-exploration (``smp.sim.explorer.explore_split``) run in a pool of local
-worker processes (``multiprocess``), each building the workload again from
-the scenario.  The split does not depend on the number of workers, so
+exploration (``smp.sim.explorer.explore_split``) run in local worker
+processes (``multiprocess``), each building the workload again from the
+scenario: a pool shares them when there is no execution bound, and under
+one each subtree stays with one worker, which goes on with it in the next
+round.  The split does not depend on the number of workers, so
 ``--jobs 1`` and ``--jobs N`` give the same outcomes and counts.  Three ways
 to search: exhaustive DPOR up to the bounds (the default; optimal, or
 source with ``--dpor source`` or a preemption bound), ``random``
@@ -95,8 +97,31 @@ def _run(wl: ScenarioWorkload, o: SimOptions, checks: list):
         opts["dpor"] = o.dpor
     if o.jobs <= 1:
         return explore_split(wl.setup, **opts)
-    with multiprocess.Pool(o.jobs) as pool:
-        return explore_split(wl.setup, mapper=pool.imap, **opts)
+    if o.max_executions is None:
+        # one round: whichever worker is free takes the next subtree
+        with multiprocess.Pool(o.jobs) as pool:
+            return explore_split(wl.setup, mapper=pool.imap, **opts)
+    # a bound shares executions in rounds: subtree i always goes to worker
+    # i mod jobs, which goes on with it where it stopped (run_task)
+    pools = [multiprocess.Pool(1) for _ in range(o.jobs)]
+    try:
+        return explore_split(wl.setup, mapper=_pinned(pools), **opts)
+    finally:
+        for p in pools:
+            p.terminate()
+            p.join()
+
+
+def _pinned(pools: list):
+    """A ``mapper`` for ``explore_split`` that runs the task of subtree ``i``
+    in ``pools[i % len(pools)]``, all at once, and yields in order."""
+
+    def mapper(f, args):
+        pending = [pools[a[6][1] % len(pools)].apply_async(f, (a,)) for a in args]
+        for p in pending:
+            yield p.get()
+
+    return mapper
 
 
 def is_race(name: str) -> bool:
