@@ -8,6 +8,7 @@ from __future__ import annotations
 import html
 import json
 
+import psutil
 import pytest
 from click.testing import CliRunner
 
@@ -114,6 +115,7 @@ def test_two_jobs_give_what_one_gives():
     args = ("seqtrace", "--operations", "1", "--size", "1", "--max-executions", "30", "--no-nonsmp")
     cli1 = _explore(*args, "--jobs", "1")["result"]
     cli2 = _explore(*args, "--jobs", "2")["result"]
+    assert not psutil.Process().children(recursive=True)  # its workers are gone
     assert cli1["executions"] == cli2["executions"] and cli1["blocked"] == cli2["blocked"]
     assert cli1["outcomes"] == cli2["outcomes"]
     # on a catalogue workload, exhaustively: the catalogue's counts, with two workers too
