@@ -121,7 +121,7 @@ class Held:
             if r.pid == pid:
                 del self.rpcs[i]
                 return r
-        raise LookupError(f"no BIF request of {pid!r} is held")
+        raise BadArg(f"no BIF request of {pid!r} is held")
 
     def buffer_signals(self, sender: int, signals, batches) -> None:
         q = self.in_sigs.get(sender)

@@ -476,7 +476,7 @@ class Worker:
         ``cut``, ``batch``, ``signal`` (to a peer), ``rpc`` (of a pid),
         ``arrive`` (from a peer, 0: the dispatcher) and ``publish``."""
         if what == "begin":
-            if not self.smp or self.held is not None:
+            if not self.smp or self.running or self.held is not None:
                 raise BadArg("only a paused smp scheduler not stepped yet begins stepping")
             (passive,) = args
             self.flush()  # what the setup made leaves first
@@ -499,6 +499,8 @@ class Worker:
         if what == "next_after":  # what the next held batch waits for at the dispatcher
             return h.batches[0][2] if h.batches else None
         if what == "batch":
+            if not h.batches:
+                raise BadArg(f"scheduler {self.sched_id} holds no batch")
             frame, items, _after = h.batches.popleft()
             self.sys_sock.send(frame)
             self.sys_batches += 1
@@ -506,6 +508,8 @@ class Worker:
             return items
         if what == "signal":
             (owner,) = args
+            if not h.sigs.get(owner):
+                raise BadArg(f"scheduler {self.sched_id} holds no signal for scheduler {owner}")
             sig, nb = h.sigs[owner].popleft()
             self.peer_socket(owner).send(Peer(self.sched_id, [sig], nb).encode())
             self.peer_sent[owner] += 1

@@ -254,3 +254,32 @@ def _reads_a_process(vm):
 def test_a_setup_that_reads_a_process_is_refused_in_one_line():
     with pytest.raises(smp.SmpError, match="cannot read a process's state"):
         prove(_reads_a_process, "", schedulers=2)
+
+
+def test_a_stepped_emulator_refuses_what_it_cannot_do_and_still_closes():
+    """A step with nothing behind it and a second stepping are refused with
+    what was wrong; a running scheduler is never stepped; the emulator
+    closes cleanly after."""
+    from smp import Emulator
+    from smp.core.errors import SmpError
+    from smp.stepper import Stepper
+
+    emu = Emulator("smp", schedulers=2)
+    try:
+        emu._all_scheds("resume")
+        with pytest.raises((SmpError, smp.BadArg), match="paused smp scheduler"):
+            emu._sched_call(1, "step", "begin", [])
+        emu._all_scheds("pause")
+        stepper = Stepper(emu)
+        try:
+            with pytest.raises((SmpError, smp.BadArg), match="holds no batch"):
+                stepper.ingest(1)
+            with pytest.raises((SmpError, smp.BadArg), match="holds no signal for scheduler 2"):
+                stepper.arrive(1, 2)
+            with pytest.raises((SmpError, smp.BadArg), match="not stepped yet"):
+                emu._sched_call(2, "step", "begin", [])
+        finally:
+            stepper.close()
+        emu.spawn(collector, scheduler=1)  # the emulator still works
+    finally:
+        emu.close()
