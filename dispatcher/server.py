@@ -297,15 +297,16 @@ class Dispatcher:
 
     def step_end(self, timeout: float) -> bool:
         """Stepping ends: every batch waiting is taken, in order, and the
-        ingest takes what comes as it comes (the control thread)."""
+        ingest takes what comes as it comes (the control thread).  False
+        when the ingest thread has not taken them within ``timeout``: it
+        still takes them all before it stops stepping (nothing is dropped)."""
         with self._step_cv:
             st = self.stepped
             if st is None:
                 return True
             st["permits"] = [1 << 30] * (self.nsched + 1)
-            done = self._step_cv.wait_for(lambda: not any(st["frames"]), timeout)
-            self.stepped = None
-            return done
+            st["ending"] = True
+            return self._step_cv.wait_for(lambda: self.stepped is None, timeout)
 
     def _step_take(self) -> None:
         """Take the batches the controller has let through (the ingest thread)."""
@@ -319,6 +320,9 @@ class Dispatcher:
                     None,
                 )
                 if k is None:
+                    if st.get("ending"):  # every batch taken: stepping is over
+                        self.stepped = None
+                        self._step_cv.notify_all()
                     return
                 st["permits"][k] -= 1
                 batch = st["frames"][k].popleft()
