@@ -8,8 +8,6 @@ the state for every message.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 __all__ = ["RWLock"]
 
@@ -22,6 +20,8 @@ class RWLock:
         self._readers = 0
         self._writer = False
         self._writers_waiting = 0
+        self._read = _Held(self.acquire_read, self.release_read)
+        self._write = _Held(self.acquire_write, self.release_write)
 
     def acquire_read(self) -> None:
         with self._cond:
@@ -48,18 +48,28 @@ class RWLock:
             self._writer = False
             self._cond.notify_all()
 
-    @contextmanager
-    def read(self) -> Iterator[None]:
-        self.acquire_read()
-        try:
-            yield
-        finally:
-            self.release_read()
+    def read(self) -> "_Held":
+        """``with lock.read():`` holds it for reading."""
+        return self._read
 
-    @contextmanager
-    def write(self) -> Iterator[None]:
-        self.acquire_write()
-        try:
-            yield
-        finally:
-            self.release_write()
+    def write(self) -> "_Held":
+        """``with lock.write():`` holds it for writing."""
+        return self._write
+
+
+class _Held:
+    """A context manager that takes and gives back one side of the lock (a
+    plain object rather than a generator: the dispatcher enters one for
+    every message)."""
+
+    __slots__ = ("_enter", "exit")
+
+    def __init__(self, acquire, release) -> None:
+        self._enter = acquire
+        self.exit = release
+
+    def __enter__(self) -> None:
+        self._enter()
+
+    def __exit__(self, *exc) -> None:
+        self.exit()

@@ -46,12 +46,16 @@ from .world import World, thread_order
 
 __all__ = [
     "Tree",
+    "HappensBefore",
     "happens_before",
     "races",
     "all_executions",
     "mazurkiewicz_key",
     "split",
 ]
+
+
+_NONE = object()  # (HappensBefore's undo log: the key was not there)
 
 
 class Branch:
@@ -132,19 +136,44 @@ def insert_wakeup(forest: list, v: list[Event], why, done_later: frozenset = fro
             return True
 
 
-def happens_before(events: list[Event]) -> tuple[list[int], list[list[int]], list[list[int]]]:
-    """For each event: the bitmask of the events that happen before it, its
-    direct predecessors (its thread's last event, the frontier of each
-    object it touches, the producers of what it consumes), and among them
-    the conflicting ones of other threads (race candidates)."""
-    hb: list[int] = []
-    preds: list[list[int]] = []
-    cands: list[list[int]] = []
-    last_w: dict = {}
-    reads: dict = {}
-    producer: dict = {}
-    last_of: dict = {}
-    for j, e in enumerate(events):
+class HappensBefore:
+    """The happens-before relation of a growing and shrinking event list
+    (``push`` one event, ``truncate`` back to a prefix): for each event the
+    bitmask of the events before it, its direct predecessors (its thread's
+    last event, the frontier of each object it touches, the producers of
+    what it consumes), and among them the conflicting ones of other threads
+    (race candidates).  The frontier after each event is kept as an undo
+    log, so that an execution sharing a prefix with the last one computes
+    only its new events."""
+
+    __slots__ = (
+        "events",
+        "hb",
+        "preds",
+        "cands",
+        "_last_w",
+        "_reads",
+        "_producer",
+        "_last_of",
+        "_undo",
+    )
+
+    def __init__(self, events=()):
+        self.events: list[Event] = []
+        self.hb: list[int] = []
+        self.preds: list[set] = []
+        self.cands: list[list[int]] = []
+        self._last_w: dict = {}  # object -> its last writer
+        self._reads: dict = {}  # object -> the readers since (a tuple)
+        self._producer: dict = {}  # item -> the event that produced it
+        self._last_of: dict = {}  # thread -> its last event
+        self._undo: list[list] = []  # per event: (dict, key, old value or _NONE)
+        for e in events:
+            self.push(e)
+
+    def push(self, e: Event) -> None:
+        j = len(self.events)
+        last_w, reads, producer, last_of = self._last_w, self._reads, self._producer, self._last_of
         direct = set()
         conflict = set()
         t = last_of.get(e.thread)
@@ -168,32 +197,66 @@ def happens_before(events: list[Event]) -> tuple[list[int], list[list[int]], lis
                 cause.add(i)
         direct |= conflict
         direct |= cause
+        hb = self.hb
         m = 0
         for i in direct:
             m |= hb[i] | (1 << i)
+        self.events.append(e)
         hb.append(m)
-        preds.append(direct)  # (only ever or-ed together: any order)
+        self.preds.append(direct)  # (only ever or-ed together: any order)
+        events = self.events
         c = [i for i in conflict if i not in cause and events[i].thread != e.thread]
-        cands.append(sorted(c) if len(c) > 1 else c)
-        # the frontier after e
+        self.cands.append(sorted(c) if len(c) > 1 else c)
+        # the frontier after e, and how to go back
+        undo = [(last_of, e.thread, last_of.get(e.thread, _NONE))]
         last_of[e.thread] = j
         for o in e.writes:
+            undo.append((last_w, o, last_w.get(o, _NONE)))
             last_w[o] = j
-            reads.pop(o, None)
+            if o in reads:
+                undo.append((reads, o, reads.pop(o)))
         for o in e.reads:
             if o not in e.writes:
-                reads.setdefault(o, []).append(j)
+                old = reads.get(o, _NONE)
+                undo.append((reads, o, old))
+                reads[o] = (j,) if old is _NONE else old + (j,)
         for item in e.produces:
+            undo.append((producer, item, producer.get(item, _NONE)))
             producer[item] = j
-    return hb, preds, cands
+        self._undo.append(undo)
+
+    def truncate(self, n: int) -> None:
+        """Back to the first ``n`` events."""
+        while len(self.events) > n:
+            for d, k, old in reversed(self._undo.pop()):
+                if old is _NONE:
+                    del d[k]
+                else:
+                    d[k] = old
+            self.events.pop()
+            self.hb.pop()
+            self.preds.pop()
+            self.cands.pop()
 
 
-def races(events: list[Event], start: int = 0, with_v: bool = False):
+def happens_before(events: list[Event]) -> tuple[list[int], list[set], list[list[int]]]:
+    """For each event: the bitmask of the events that happen before it, its
+    direct predecessors and the race candidates among them
+    (``HappensBefore``)."""
+    h = HappensBefore(events)
+    return h.hb, h.preds, h.cands
+
+
+def races(
+    events: list[Event], start: int = 0, with_v: bool = False, rel: HappensBefore | None = None
+):
     """Yield ``(i, j, initials)`` for each race ``events[i] ⋖ events[j]`` with
     ``j >= start``: the threads that can start ``notdep(e_i).e_j`` from the
     state before ``e_i``; ``with_v``: ``(i, j, initials, v)`` with the indices
-    of ``notdep(e_i).e_j`` in order."""
-    hb, preds, cands = happens_before(events)
+    of ``notdep(e_i).e_j`` in order.  ``rel``: the relation of ``events``,
+    already built."""
+    h = HappensBefore(events) if rel is None else rel
+    hb, preds, cands = h.hb, h.preds, h.cands
     for j in range(start, len(events)):
         if not cands[j]:
             continue
@@ -239,6 +302,7 @@ class Tree:
         #: planned wakeup-tree steps that were not enabled or were asleep when
         #: they came (none, when the dependency relation is complete)
         self.misses = 0
+        self._rel = HappensBefore()  # of the last execution's events
         self.new_world = new_world
         self.max_events = max_events
         self.stack: list[Branch] = _prefix_stack(new_world, prefix) if prefix else []
@@ -347,7 +411,7 @@ class Tree:
         stack = self.stack
         events = [b.event for b in stack]
         added = 0
-        for i, j, initials in races(events, self.first_new):
+        for i, j, initials in races(events, self.first_new, rel=self._relation(events)):
             if i < self.floor:
                 continue  # a fixed branch: every thread is tried there
             b = stack[i]
@@ -366,12 +430,27 @@ class Tree:
             added += 1
         return added
 
+    def _relation(self, events: list[Event]) -> HappensBefore:
+        """The happens-before relation of ``events``: the last execution's,
+        cut back to the prefix the two share and extended."""
+        rel = self._rel
+        old = rel.events
+        n = min(self.first_new, len(old), len(events))
+        k = 0
+        while k < n and old[k] is events[k]:
+            k += 1
+        rel.truncate(k)
+        for e in events[k:]:
+            rel.push(e)
+        return rel
+
     def _add_wakeups(self) -> int:
         stack = self.stack
         events = [b.event for b in stack]
         added = 0
         later: dict = {}  # i -> what each thread consumed from event i on
-        for i, j, _initials, vi in races(events, self.first_new, with_v=True):
+        rel = self._relation(events)
+        for i, j, _initials, vi in races(events, self.first_new, with_v=True, rel=rel):
             if i < self.floor:
                 continue  # a fixed branch: every thread is tried there
             b = stack[i]

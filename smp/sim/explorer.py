@@ -187,6 +187,7 @@ class Explorer:
         self.checks = tuple(checks)
         self.nonsmp = nonsmp
         self.blocked_ok = blocked_ok
+        self._memo: dict = {}  # outcome_of's, across executions
         if preemptions is not None and (type(preemptions) is not int or preemptions < 0):
             raise SimError(f"preemptions must be an integer >= 0, not {preemptions!r}")
         if dpor not in (None, "optimal", "source"):
@@ -296,7 +297,7 @@ class Explorer:
     def _record(self, w: World, how: str, why=None) -> Outcome:
         """Count an execution under its outcome; ``why()`` the races to show
         (the tree's, by default), asked for a new outcome only."""
-        oc = outcome_of(w, self.checks, self.blocked_ok)
+        oc = outcome_of(w, self.checks, self.blocked_ok, self._memo)
         if how == "cut":
             oc = Outcome(oc.fates, oc.received, oc.violations + ("cut by max_events",))
         if self.graph is not None:

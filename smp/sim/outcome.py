@@ -30,6 +30,7 @@ from smp.core.dispatch import DROP_REASONS
 from smp.core.messages import TYPE_NAMES
 from smp.core.pretty import format_term
 from smp.core.state import NIL
+from smp.core.terms import ImproperList
 
 from .world import mid_text
 
@@ -159,8 +160,78 @@ def _sender_text(namer: Namer, key) -> str:
     return namer.pid(key)
 
 
-def outcome_of(world, checks=(), blocked_ok: bool = False) -> Outcome:
-    """The outcome of a finished smp execution."""
+_LIST, _IMPROPER = object(), object()  # (``_frozen``'s tags: no term is one)
+
+
+def _frozen(t):
+    """``t`` with its lists as tagged tuples: a dict key that is equal for
+    equal terms only."""
+    try:
+        hash(t)  # (in C, and most terms have no list: kept as they are)
+        return t
+    except TypeError:
+        pass
+    ty = type(t)
+    if ty is tuple:
+        return tuple(map(_frozen, t))
+    if ty is list:
+        return (_LIST, *map(_frozen, t))
+    if ty is ImproperList:
+        return (_IMPROPER, _frozen(t.tail), *map(_frozen, t.elements))
+    return t
+
+
+def _raw_key(world, blocked_ok: bool):
+    """Everything ``outcome_of`` reads from ``world``, as it is (pids, not
+    roles): two worlds with one key have one outcome.  None when a term in
+    it is no dict key (a list)."""
+    procs = list(world.all_procs())
+    try:
+        return (  # (sets where an order is not part of the outcome)
+            blocked_ok,
+            len(world.queue),
+            world.delivered,
+            world.dropped,
+            frozenset((mid, _frozen(info)) for mid, info in world.msgs.items()),
+            frozenset(world.fates.items()),
+            frozenset((r, tuple(mids)) for r, mids in world.arrivals.items()),
+            frozenset(world.names.items()),
+            frozenset((p.pid, p.status, p.pid in world.servers) for p in procs),
+            frozenset((p.pid, _frozen(p.kept)) for p in procs if p.kept is not None),
+        )
+    except TypeError:
+        return None
+
+
+def outcome_of(world, checks=(), blocked_ok: bool = False, memo: dict | None = None) -> Outcome:
+    """The outcome of a finished smp execution.  ``memo``: outcomes already
+    built, by what they were built from (``_raw_key``), kept for the next
+    call (the user's ``checks`` run every time)."""
+    if memo is None:
+        return _checked(_outcome_of(world, blocked_ok), checks)
+    key = _raw_key(world, blocked_ok)
+    if key is None:
+        return _checked(_outcome_of(world, blocked_ok), checks)
+    out = memo.get(key)
+    if out is None:
+        if len(memo) >= _MEMO_SIZE:
+            memo.clear()
+        out = memo[key] = _outcome_of(world, blocked_ok)
+    return _checked(out, checks)
+
+
+#: at most this many outcomes remembered (``outcome_of``'s memo)
+_MEMO_SIZE = 20_000
+
+
+def _checked(out: Outcome, checks) -> Outcome:
+    user = _user_checks(out, checks)
+    if user:
+        out = Outcome(out.fates, out.received, out.violations + tuple(user))
+    return out
+
+
+def _outcome_of(world, blocked_ok: bool) -> Outcome:
     namer = Namer(world.names)
     violations: list[str] = []
     made = len(world.msgs)
@@ -199,12 +270,7 @@ def outcome_of(world, checks=(), blocked_ok: bool = False) -> Outcome:
             last[key] = mid
     if not blocked_ok:
         violations += _blocked(world, namer)
-    received = _received(world, namer)
-    out = Outcome(tuple(fates), received, tuple(violations))
-    user = _user_checks(out, checks)
-    if user:
-        out = Outcome(out.fates, out.received, out.violations + tuple(user))
-    return out
+    return Outcome(tuple(fates), _received(world, namer), tuple(violations))
 
 
 def nonsmp_outcome_of(world, checks=(), blocked_ok: bool = False) -> Outcome:

@@ -165,6 +165,7 @@ class World(WorldBase):
         self.pubs: list = [deque() for _ in r]
         self.pub_sent = [0 for _ in r]
         self.rpcs: dict = {}  # pid -> (seq, request)
+        self.rpc_pids: dict = {}  # the text of a pid with a request -> the pid
         self.rpc_sent: dict = {}
         self.refs = 0
         # the slices each scheduler ran, and whether the next one was made
@@ -265,6 +266,7 @@ class World(WorldBase):
             for pid, req in t.ctl_out:
                 seq = self.rpc_sent[pid] = self.rpc_sent.get(pid, 0) + 1
                 self.rpcs[pid] = (seq, req)
+                self.rpc_pids[repr(pid)] = pid
                 self.fp_p.add(("rpc", pid, seq))
             t.ctl_out = []
 
@@ -274,8 +276,8 @@ class World(WorldBase):
         for key in sorted(self.chans):
             if self.chans[key]:
                 out.append("A%d>%d" % key)
-        for pid in self.rpcs:
-            out.append("R" + repr(pid))
+        for text in self.rpc_pids:
+            out.append("R" + text)
         for k in range(1, self.nsched + 1):
             if self.pubs[k]:
                 out.append(self._names_P[k])
@@ -376,26 +378,18 @@ class World(WorldBase):
                 self.fp_c.add(("ingested", i, after[i]))
         self.ingested[k] = n
         self.fp_p.add(("ingested", k, n))
+        what: list | None = None if self.quiet else []
         table, state = self.table, self.state
-        dead, tracers, reg, what = [], [], False, []
+        dead, tracers, reg = [], [], False
         for item in items:
             if type(item[0]) is tuple:  # a message: its mid first
-                mid, type_, from_, to, msg, ts_kind = item
-                self.fp_w.add(QUEUE)
-                ts = active = 0
-                if ts_kind:
-                    ts = self.clock.now_us()
-                if ts_kind == M.TS_SCHED:
-                    state.active_sched += 1 if to is am_active else -1
-                    active = state.active_sched
-                    to = NIL
-                    self.fp_w.add(("state", "active"))
-                self.queue.append((mid, type_, from_, to, msg, ts_kind, ts, active))
-                self.fp_p.add(("msg", mid))
-                what.append(mid_text(mid))
+                self._enqueue(item)
+                if what is not None:
+                    what.append(mid_text(item[0]))
                 continue
             ev, subject = item[0], item[1]
-            what.append(f"{ev} {subject!r}")
+            if what is not None:
+                what.append(f"{ev} {subject!r}")
             if ev == "spawn":
                 table.spawned(subject)
             elif ev == "exit":
@@ -414,7 +408,26 @@ class World(WorldBase):
             self._pub_all(("tracer", tracers))
         if reg:
             self._pub_all(("reg", dict(table.registry)))
+        if what is None:
+            return ""
         return f"queue takes batch {n} of scheduler {k}: " + ", ".join(what)
+
+    def _enqueue(self, item: tuple) -> None:
+        """A message of a batch joins the queue (``enqueue_sys_msg_unlocked``),
+        its timestamp and active-scheduler count taken now."""
+        mid, type_, from_, to, msg, ts_kind = item
+        self.fp_w.add(QUEUE)
+        ts = active = 0
+        if ts_kind:
+            ts = self.clock.now_us()
+        if ts_kind == M.TS_SCHED:
+            state = self.state
+            state.active_sched += 1 if to is am_active else -1
+            active = state.active_sched
+            to = NIL
+            self.fp_w.add(("state", "active"))
+        self.queue.append((mid, type_, from_, to, msg, ts_kind, ts, active))
+        self.fp_p.add(("msg", mid))
 
     def _dispatch(self) -> str:
         mid, type_, from_, to, msg, ts_kind, ts, active = self.queue.popleft()
@@ -466,20 +479,24 @@ class World(WorldBase):
         target = node.procs.get(to) if quiet else None
         if not (target is not None and self._takes_quietly(target)):
             self.fp_w.add(("node", k))
+        label = ""
         if i == 0:
             p = node.procs.get(to)
             if p is None or p.status == EXITED:
                 self.fates[mid] = ("arrived_dead", to)
-                label = f"{mid_text(mid)} reaches {to!r}, which is dead"
+                if not self.quiet:
+                    label = f"{mid_text(mid)} reaches {to!r}, which is dead"
             else:
                 self.arrivals.setdefault(to, []).append(mid)
-                label = f"{mid_text(mid)} reaches {to!r}"
+                if not self.quiet:
+                    label = f"{mid_text(mid)} reaches {to!r}"
             node.deliver_sys_run(to, [term])
         else:
             if nb > self.after[k][i]:
                 self.after[k][i] = nb
+            if not self.quiet:
+                label = f"{describe_signal(sig)} from scheduler {i} arrives"
             apply_signal(node, sig)
-            label = f"{describe_signal(sig)} from scheduler {i} arrives"
         t = self.transports[k]
         if t.out or t.peer_out or t.ctl_out:
             self.fp_w.add(("node", k))  # its output joins node k's ordered streams
@@ -493,6 +510,8 @@ class World(WorldBase):
         if kind == "snap":
             self.fp_w.add(("node", k))
             node.apply_snapshot(data)
+            if self.quiet:
+                return ""
             return f"scheduler {k}'s replica takes state version {data.version}"
         if kind in ("dead", "tracer"):
             # read only by is_alive / is_tracer of a pid of another scheduler
@@ -505,6 +524,8 @@ class World(WorldBase):
         elif kind == "reg":
             self.fp_w.add(("node", k))
             node.registry = dict(data)
+        if self.quiet:
+            return ""
         return f"scheduler {k}'s replica takes {kind} {data!r}"
 
     def take_signals(self, keys) -> None:
@@ -539,7 +560,7 @@ class World(WorldBase):
         self.fp_c = consumed
 
     def _serve(self, pid_text: str) -> str:
-        pid = next(p for p in self.rpcs if repr(p) == pid_text)
+        pid = self.rpc_pids.pop(pid_text)
         seq, req = self.rpcs.pop(pid)
         self.fp_c.add(("rpc", pid, seq))
         k = self.owner(pid)
@@ -560,6 +581,8 @@ class World(WorldBase):
             node._make_runnable(p)
         for j in range(1, self.nsched + 1):
             self._flush(j)
+        if self.quiet:
+            return ""
         what = req[1] if req[0] == "bif" else req[0]
         return f"controller serves {what} for {pid!r}"
 

@@ -167,6 +167,85 @@ def _project_imports(path: Path) -> set[str]:
     return out
 
 
+@pytest.mark.parametrize("race", CATALOGUE, ids=lambda r: r.name)
+def test_a_remembered_outcome_is_the_one_built_afresh(race):
+    """``outcome_of``'s memo returns, for every execution, the outcome the
+    world gives when it is built again from nothing."""
+    memo: dict = {}
+    n = 0
+    for _s, w in all_executions(world_factory(race.setup, race.schedulers, 200), limit=150):
+        assert outcome_of(w, (), True, memo) == outcome_of(w, (), True)
+        n += 1
+        w.dispose()
+    assert n > len(memo) >= 1  # (some executions found theirs in it)
+
+
+def _finished(race):
+    w = world_factory(race.setup, race.schedulers, 200)()
+    while en := w.enabled():
+        w.step(en[0])
+    return w
+
+
+def _fate(w):
+    mid = sorted(w.fates)[0]
+    old = w.fates[mid]
+    w.fates[mid] = ("delivered", old[-1]) if old[0] == "dropped" else ("dropped", "flags", old[-1])
+
+
+def _name(w):
+    pid = next(iter(w.names))
+    w.names[pid] = "Renamed"
+
+
+def _server(w):
+    pid = next(p.pid for p in w.all_procs() if p.pid in w.servers)
+    w.servers = set(w.servers) - {pid}  # (a process left waiting is blocked)
+
+
+def _arrivals(w):
+    mids = next(m for m in w.arrivals.values() if len(m) > 1)
+    mids.reverse()
+
+
+def _kept(w):
+    next(p for p in w.all_procs() if p.kept is not None).kept.append([Atom("extra")])
+
+
+def _body(w):
+    mid = sorted(w.msgs)[0]
+    info = w.msgs[mid]
+    w.msgs[mid] = info[:3] + ([Atom("other")],) + info[4:]
+
+
+def _queue(w):
+    w.queue.append(None)
+
+
+@pytest.mark.parametrize("change", [_fate, _name, _server, _arrivals, _kept, _body, _queue])
+def test_the_memo_sees_every_part_of_a_world_an_outcome_is_built_from(change):
+    """A world changed in one respect after an outcome was remembered for
+    it gets the outcome it has now, not the remembered one."""
+    w = _finished(by_name("running_pairs_at_one_tracer"))
+    memo: dict = {}
+    before = outcome_of(w, (), False, memo)
+    change(w)
+    after = outcome_of(w, (), False)
+    assert after != before
+    assert outcome_of(w, (), False, memo) == after
+    w.dispose()
+
+
+def test_the_memo_tells_a_list_from_a_tuple_and_an_improper_list():
+    from smp.core.terms import ImproperList
+    from smp.sim.outcome import _frozen
+
+    a = Atom("a")
+    forms = [[a, a], (a, a), ImproperList([a], a), [(a, a)], [[a], a], ([a], a)]
+    assert len({_frozen(t) for t in forms}) == len(forms)
+    assert _frozen([a, (a, [a])]) == _frozen([a, (a, [a])])
+
+
 def test_the_simulator_pulls_in_no_socket_or_process_library():
     """Every module smp.sim reaches (smp.sim, then the project modules it
     imports, transitively) imports neither zmq nor multiprocess nor psutil."""
