@@ -7,7 +7,8 @@ events, one core) is printed next to the figures for reading.  Rates are given p
 second and per CPU second of this process (``time.process_time``), which
 a machine busy with other work disturbs less.
 
-    python tools/bench_explore.py [--brute-seconds S] [--repeat N] [--seeds N] [--json FILE]
+    python tools/bench_explore.py [--brute-seconds S] [--repeat N] [--seeds N]
+        [--scenario-executions N] [--json FILE]
 
 Each race runs with optimal DPOR (the default) and with Source-DPOR, the
 baseline: the latter's sleep-set blocked executions and the CPU time of
@@ -18,6 +19,12 @@ messages queued, the seq tracer replaced, a tracee exiting while its messages
 wait, running in/out pairs at one tracer.  The brute force stops after
 ``--brute-seconds`` per workload; a count it did not finish is printed as
 ``>= N``.
+
+Then two run scenarios of ``smp/app/examples`` as ``smp-emu explore`` cuts
+them (``seqtrace --operations 1``: about 55 events an execution, the
+target's size; ``churn`` with the default bounds: about 110), each
+stopped after ``--scenario-executions`` executions, one explorer (no
+split), with the same rates.
 
 Then the time to the first violation on the catalogue entry with a user
 predicate that fails on one outcome (``tracer_killed_before_a_burst``):
@@ -63,6 +70,57 @@ def _explore_rate(race, repeat: int, dpor: str = "optimal") -> dict:
         "executions_per_cpu_s": runs / dc,
         "events_per_cpu_s": r.events / dc,
     }
+
+
+def _scenario_rates(args) -> list[dict]:
+    from smp.app.explore.workload import Bounds, ScenarioWorkload
+    from smp.app.scenario import load_scenario
+
+    examples = os.path.join(
+        os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "smp", "app", "examples"
+    )
+    rows = []
+    print()
+    print(f"run scenarios, {args.scenario_executions} executions each, one explorer")
+    print(
+        f"{'scenario':40} {'explored':>8} {'blocked':>7} {'outcomes':>8} {'ev/exec':>7} {'exec/s':>7} {'exec/cpu-s':>10} {'ev/cpu-s':>8}"
+    )
+    for name, bounds in (("seqtrace --operations 1", Bounds(operations=1)), ("churn", Bounds())):
+        sc = load_scenario(os.path.join(examples, name.split()[0] + ".toml"))
+        wl = ScenarioWorkload(sc, bounds)
+        best = None
+        for _ in range(args.repeat):
+            t0, c0 = time.perf_counter(), time.process_time()
+            r = Explorer(
+                wl.setup,
+                schedulers=wl.schedulers,
+                nonsmp=False,
+                max_executions=args.scenario_executions,
+            ).run()
+            dt, dc = time.perf_counter() - t0, time.process_time() - c0
+            if best is None or dc < best[1]:
+                best = (dt, dc, r)
+        dt, dc, r = best
+        runs = r.executions + r.blocked
+        row = {
+            "scenario": name,
+            "executions": r.executions,
+            "blocked": r.blocked,
+            "outcomes": len(r.outcomes),
+            "events_per_execution": r.events / max(1, runs),
+            "seconds": dt,
+            "cpu_seconds": dc,
+            "executions_per_s": runs / dt,
+            "executions_per_cpu_s": runs / dc,
+            "events_per_cpu_s": r.events / dc,
+        }
+        rows.append(row)
+        print(
+            f"{name:40} {row['executions']:>8} {row['blocked']:>7} {row['outcomes']:>8} "
+            f"{row['events_per_execution']:>7.1f} {row['executions_per_s']:>7,.0f} "
+            f"{row['executions_per_cpu_s']:>10,.0f} {row['events_per_cpu_s']:>8,.0f}"
+        )
+    return rows
 
 
 def _first_violation(args) -> list[dict]:
@@ -119,6 +177,7 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--seeds", type=int, default=20, help="seeds per sampling method")
     ap.add_argument("--max-runs", type=int, default=2000, help="runs per seed at most")
+    ap.add_argument("--scenario-executions", type=int, default=1000)
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
     rows = []
@@ -150,10 +209,13 @@ def main(argv=None) -> int:
             f"{inter:>17} {bf['traces']:>6} {src['blocked']:>15} "
             f"{row['cpu_seconds'] / src['cpu_seconds']:>11.2f}"
         )
+    scenarios = _scenario_rates(args)
     violation = _first_violation(args)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"rates": rows, "first_violation": violation}, f, indent=2)
+            json.dump(
+                {"rates": rows, "scenarios": scenarios, "first_violation": violation}, f, indent=2
+            )
     return 0
 
 
