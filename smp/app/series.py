@@ -33,6 +33,7 @@ __all__ = [
     "run_timeseries",
     "missing_intervals",
     "paused_intervals",
+    "held",
     "default_interval",
     "latency_histogram",
     "scheduler_timeline",
@@ -66,8 +67,9 @@ def missing_intervals(t_s: list, interval: float, pauses: list | tuple = ()) -> 
     """The intervals ``[j * interval, (j + 1) * interval)`` of the grid,
     from the first up to the one the last sample is in, that hold no sample,
     except those the process spent (in part) in a garbage collection of its
-    own (``pauses``, ``[[start, end], ...]``): it held every thread of the
-    process, the sampler's too, and nothing counted changed meanwhile."""
+    own or not run by the operating system (``pauses``, ``[[start, end],
+    ...]``, its ``gc_pauses`` and ``stalls``): every thread of the process
+    was held, the sampler's too, and nothing counted changed meanwhile."""
     if not t_s:
         return []
     have = {math.floor((t + _EPS) / interval) for t in t_s}
@@ -79,7 +81,7 @@ def missing_intervals(t_s: list, interval: float, pauses: list | tuple = ()) -> 
 
 
 def paused_intervals(t_s: list, interval: float, pauses: list | tuple) -> list[int]:
-    """The intervals with no sample that a garbage collection explains."""
+    """The intervals with no sample that a pause or a stall explains."""
     if not t_s:
         return []
     have = {math.floor((t + _EPS) / interval) for t in t_s}
@@ -89,7 +91,7 @@ def paused_intervals(t_s: list, interval: float, pauses: list | tuple) -> list[i
 
 def _gaps(t_s: list, interval: float, pauses: list | tuple = ()) -> list[list[float]]:
     """``[t[k-1], t[k]]`` of the samples on either side of each interval with
-    no sample (a garbage collection explains none of them)."""
+    no sample (a pause or stall explains none of them)."""
     out: list[list[float]] = []
     for j in missing_intervals(t_s, interval, pauses):
         k = next(i for i, t in enumerate(t_s) if t + _EPS >= (j + 1) * interval)
@@ -97,6 +99,12 @@ def _gaps(t_s: list, interval: float, pauses: list | tuple = ()) -> list[list[fl
         if not out or out[-1] != gap:
             out.append(gap)
     return out
+
+
+def held(series: dict) -> list:
+    """The times a process's series says every thread of it was held: its
+    garbage collections and the stalls the operating system made."""
+    return list(series.get("gc_pauses", [])) + list(series.get("stalls", []))
 
 
 def _partial_last(t: list, interval: float) -> bool:
@@ -118,8 +126,9 @@ def _scheduler_series(k: int, s: dict) -> dict:
         "interval_s": round(s["interval_s"], 6),
         "merges": s["merges"],
         "late": s["late"],
-        "gaps": _gaps(t, s["interval_s"], s.get("gc_pauses", [])),
+        "gaps": _gaps(t, s["interval_s"], held(s)),
         "gc_pauses": s.get("gc_pauses", []),
+        "stalls": s.get("stalls", []),
         "partial_last": _partial_last(t, s["interval_s"]),
         "t_s": t,
         "made": cols.get("made", [0] * len(t)),
@@ -152,8 +161,9 @@ def run_timeseries(collected: dict, mode: str) -> dict:
         first_interval_s=round(main["first_interval_s"], 6),
         merges=main["merges"],
         late=main["late"],
-        gaps=_gaps(t, iv, main.get("gc_pauses", [])),
+        gaps=_gaps(t, iv, held(main)),
         gc_pauses=main.get("gc_pauses", []),
+        stalls=main.get("stalls", []),
         partial_last=_partial_last(t, iv),
         t_s=t,
         made=cols.get("made", zeros),

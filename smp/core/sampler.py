@@ -8,7 +8,10 @@ returns a flat ``{name: number}``; the names in ``fold_max`` are levels kept
 as their highest value (a peak since the previous read), the others are
 read as they are (cumulative counts, or a level at that moment).  A sample
 taken late (the process was busy) keeps its real time; a tick missed
-entirely is skipped, never made up.  At most ``max_points`` samples are
+entirely is skipped, never made up; when the process itself was not run
+meanwhile (it used under a quarter of a CPU while the sample was late: the
+operating system held it, no thread of it held the sampler back) the time
+is kept as a *stall*, as a garbage collection is kept as a pause.  At most ``max_points`` samples are
 kept: past that the interval doubles and every interval of the new length
 keeps its first sample, the peaks of the others folded into the next kept
 one, so a long run loses resolution but no peak.
@@ -28,6 +31,10 @@ MAX_POINTS = 500  # samples kept per process
 Point = tuple[float, dict[str, float]]
 MAX_PAUSES = 1000  # garbage collections kept (the longest)
 PAUSE_MIN_S = 0.001  # a collection shorter than this is not recorded
+#: a sample later than an interval is a stall when the process used less
+#: than this share of one CPU since the sample before (a process that is
+#: run at all on a loaded machine gets more)
+STALL_CPU_SHARE = 0.25
 
 
 class Sampler:
@@ -56,6 +63,9 @@ class Sampler:
         # the process's own garbage collections: while one runs it holds
         # every thread of the process (the sampler's too) and nothing changes
         self.pauses: list[tuple[float, float]] = []
+        # times the operating system did not run the process (see poll)
+        self.stalls: list[tuple[float, float]] = []
+        self._prev = (self.t0, time.process_time())  # the last sample: wall, CPU
         self._gc_began = 0.0
         self._due = self.t0  # when the next sample is due (monotonic)
         self._lock = threading.Lock()
@@ -98,16 +108,30 @@ class Sampler:
                 return
             if now - self._due > self.interval / 2:
                 self.late += 1
+            if now - self._due > self.interval:
+                self._stalled(now)
             self._take(now)
             # the next tick after now: a tick missed while the process was held is skipped
             self._due = self.t0 + (int((now - self.t0) / self.interval) + 1) * self.interval
         finally:
             self._lock.release()
 
+    def _stalled(self, now: float) -> None:
+        """A sample more than an interval late: a stall from its tick to now
+        when the process was hardly run since the sample before (a thread of
+        its own holding the sampler back would have used the CPU)."""
+        wall0, cpu0 = self._prev
+        if time.process_time() - cpu0 < STALL_CPU_SHARE * (now - wall0):
+            self.stalls.append((self._due - self.t0, now - self.t0))
+
     def sample(self) -> None:
-        """Take one sample now (its real time)."""
+        """Take one sample now (its real time); a stall before it is noted
+        as ``poll`` notes one."""
         with self._lock:
-            self._take(time.monotonic())
+            now = time.monotonic()
+            if now - self._due > self.interval:
+                self._stalled(now)
+            self._take(now)
 
     def _take(self, now: float) -> None:
         try:
@@ -116,6 +140,7 @@ class Sampler:
             self.failed += 1
             return
         self.points.append((max(0.0, now - self.t0), values))
+        self._prev = (now, time.process_time())
         if len(self.points) > self.max_points:
             self._halve()
 
@@ -173,4 +198,5 @@ class Sampler:
             "t_s": [round(t, 6) for t, _ in pts],
             "columns": {k: [v.get(k, 0) for _, v in pts] for k in names},
             "gc_pauses": sorted([round(a, 6), round(b, 6)] for a, b in pauses),
+            "stalls": [[round(a, 6), round(b, 6)] for a, b in self.stalls[-MAX_PAUSES:]],
         }

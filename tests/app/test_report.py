@@ -16,6 +16,7 @@ from smp.app.cli import cli
 from smp.app.series import (
     MAX_POINTS,
     default_interval,
+    held,
     latency_histogram,
     missing_intervals,
     scheduler_timeline,
@@ -278,7 +279,7 @@ def test_time_series_is_sampled_at_a_steady_interval(saved):
     # which the report must show (below)
     assert len(t) >= 3 and t[0] >= 0.0
     # the samples are taken by the dispatcher itself: a gap only where it could not run
-    assert (ts["gaps"] == []) == (missing_intervals(t, interval, ts["gc_pauses"]) == [])
+    assert (ts["gaps"] == []) == (missing_intervals(t, interval, held(ts)) == [])
     # every inner sample is at (or, when the process was not run, after) its slot
     assert all(x >= interval * k - 1e-6 for k, x in enumerate(t[:-1]))
     last = t[-1] - t[-2]
@@ -298,7 +299,7 @@ def test_sample_interval_is_configurable(tmp_path):
     t = ts["t_s"]
     # a sample every 0.05 s, taken by the scheduler itself, whatever the controller does
     assert len(t) >= 0.3 / 0.05
-    assert (ts["gaps"] == []) == (missing_intervals(t, 0.05, ts["gc_pauses"]) == [])
+    assert (ts["gaps"] == []) == (missing_intervals(t, 0.05, held(ts)) == [])
 
 
 def test_time_series_adds_up_to_the_run_totals(saved):

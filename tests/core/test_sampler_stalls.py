@@ -1,0 +1,63 @@
+"""A sampler tells the time the operating system did not run its process (a
+stall) from the time a thread of the process kept it from sampling (a
+hole): a real process stopped with SIGSTOP, and one whose main thread holds
+the interpreter in a long C loop."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from smp.app.series import missing_intervals
+
+CHILD = r"""
+import json, sys
+from smp.core.sampler import Sampler
+s = Sampler(lambda: {"x": 1}, 0.02).start()
+print("ready", flush=True)
+line = sys.stdin.readline()
+if line.strip() == "hold":
+    sum(range(40_000_000))  # one C call: the interpreter is not given up
+    sys.stdin.readline()
+s.stop()
+print(json.dumps(s.to_json()), flush=True)
+"""
+
+
+def _child():
+    p = subprocess.Popen(
+        [sys.executable, "-c", CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    assert p.stdout.readline().strip() == "ready"
+    return p
+
+
+def _finish(p, *lines) -> dict:
+    out, _ = p.communicate("".join(line + "\n" for line in lines), timeout=60)
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def test_a_process_the_system_stopped_has_a_stall_and_no_hole():
+    p = _child()
+    os.kill(p.pid, signal.SIGSTOP)
+    time.sleep(0.3)  # (how long it is stopped, not a wait for something)
+    os.kill(p.pid, signal.SIGCONT)
+    got = _finish(p, "go")
+    t, iv = got["t_s"], got["interval_s"]
+    assert got["stalls"], got
+    assert max(b - a for a, b in got["stalls"]) >= 0.2
+    # the stop left intervals without a sample, which the stall explains
+    assert missing_intervals(t, iv, got["gc_pauses"]) != []
+    assert missing_intervals(t, iv, got["gc_pauses"] + got["stalls"]) == []
+
+
+def test_a_thread_holding_the_process_back_is_a_hole_not_a_stall():
+    p = _child()
+    got = _finish(p, "hold", "go")
+    t, iv = got["t_s"], got["interval_s"]
+    assert got["stalls"] == [], got["stalls"]
+    assert missing_intervals(t, iv, got["gc_pauses"] + got["stalls"]) != []
