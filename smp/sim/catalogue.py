@@ -332,7 +332,7 @@ CATALOGUE: tuple[Race, ...] = (
         "F_TRACER on T2 itself, so P never finds it unmarked at schedule-in): 15 "
         "combinations in queue order and arrival.  In nonsmp T gets the first two, T2 the "
         "third.",
-        executions=361,
+        executions=1085,
         outcomes=15,
         tracer="T",
         nonsmp_received=(
@@ -402,7 +402,7 @@ CATALOGUE: tuple[Race, ...] = (
         "K is the tracer the call names (its caller): its tracer mark reaches the "
         "dispatcher in its scheduler's stream, which the BIF waits for, so the order of "
         "that stream's batches against the call is explored too (12 executions before).",
-        executions=17,
+        executions=27,
         outcomes=3,
         tracer="T",
         nonsmp_received=(

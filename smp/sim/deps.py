@@ -43,7 +43,9 @@ The objects, named after the seed's shared data:
   stream of batches to the dispatcher, the same way: an event that makes a
   batch writes the tail, an ingest the head, and a BIF that waits until the
   dispatcher has taken the stream (a tracer it names made known) reads the
-  tail and writes the head.
+  tail and writes the head; it reads the head of each other scheduler's
+  stream a batch it would take needs taken first (whether it stops there
+  depends on that scheduler's ingests).
 
 The items produced and consumed (causes) are batches, queued messages,
 signals, publications and BIF requests, and ``("wake", k, n)``: the event
@@ -96,6 +98,14 @@ class Event(NamedTuple):
     produces: frozenset
     consumes: frozenset
     label: str
+
+
+#: why a thread whose work a BIF took is tried before that BIF
+TAKEN_REASON = (
+    "the BIF took what this thread would have taken (a batch into the queue, a "
+    "signal into its scheduler), so it never stepped here; the order where it "
+    "steps first is tried"
+)
 
 
 class Rule(NamedTuple):

@@ -13,10 +13,13 @@ each race ``e ⋖ e'`` the initials of ``notdep(e, E).e'`` are checked
 against the backtrack set before ``e``, and one is added when none is there.
 Sleep sets keep two complete executions from being equivalent; an
 execution whose every enabled thread is asleep is *sleep-set blocked* and
-counted apart.
+counted apart.  A BIF can take the work of a thread enabled before it (an
+ingest's batch, an arrival's signal), which then never steps: no race
+with it is seen, so that thread is planned first at the BIF's branch, as
+DPOR plans a step another disables (``Tree._taken``).
 
 Optimal-DPOR (the same paper, Algorithm 2; the default when no preemption
-bound is set) avoids them: a race is reversed by planning the whole
+bound is set) avoids blocked executions: a race is reversed by planning the whole
 sequence ``notdep(e, E).e'`` in the *wakeup tree* of the branch before
 ``e`` (unless a thread asleep or done there is a weak initial of it, or
 the tree already holds an equivalent sequence), and an execution below
@@ -41,7 +44,7 @@ from __future__ import annotations
 import time
 from typing import Callable
 
-from .deps import Event, dependent, explain, may_be_taken
+from .deps import TAKEN_REASON, Event, dependent, explain, may_be_taken
 from .world import World, thread_order
 
 __all__ = [
@@ -428,7 +431,43 @@ class Tree:
             b.backtrack.append(q)
             b.why[q] = (i, j, events[i].label, events[j].label, explain(events[i], events[j]))
             added += 1
+        for j, t in self._taken(events):
+            b = stack[j]
+            if t in b.backtrack:
+                continue
+            if self.preemptions is not None and self._pre_at(j, t) > self.preemptions:
+                self.bound_cut += 1
+                continue
+            b.backtrack.append(t)
+            b.why[t] = self._taken_why(events, j, t)
+            added += 1
         return added
+
+    def _taken(self, events: list[Event]):
+        """``(j, thread)`` for each new BIF event ``j`` that took work another
+        thread enabled before it would have done (an ingest's batches, an
+        arrival's signals): that thread never steps in this execution, so no
+        race with it is seen, and the order where it goes first is planned
+        here (as DPOR plans a step a transition disables)."""
+        stack = self.stack
+        for j in range(max(self.first_new, self.floor), len(events)):
+            e = events[j]
+            if e.kind != "bif":
+                continue
+            b = stack[j]
+            for obj in e.writes:
+                if obj[0] == "bhead":
+                    t = "I%d" % obj[1]
+                elif obj[0] == "head":
+                    t = "A%d>%d" % (obj[1], obj[2])
+                else:
+                    continue
+                if t in b.enabled and t != b.chosen and t not in b.sleep and t not in b.done:
+                    yield j, t
+
+    @staticmethod
+    def _taken_why(events: list[Event], j: int, t: str) -> tuple:
+        return (j, j, events[j].label, f"{t}, whose work it took", [f"{t}: " + TAKEN_REASON])
 
     def _relation(self, events: list[Event]) -> HappensBefore:
         """The happens-before relation of ``events``: the last execution's,
@@ -477,6 +516,27 @@ class Tree:
             why = (i, j, events[i].label, events[j].label, explain(events[i], events[j]))
             n = len(b.wut)
             if insert_wakeup(b.wut, v, why, dl):
+                added += 1
+                if len(b.wut) > n:
+                    b.backtrack.append(b.wut[-1][0])
+        return added + self._plan_taken(events)
+
+    def _plan_taken(self, events: list[Event]) -> int:
+        """Optimal: the step of each thread whose work a new BIF event took
+        (``_taken``), planned first at that event's branch (its event is
+        made by replaying the path up to there)."""
+        stack = self.stack
+        added = 0
+        path = None
+        for j, t in list(self._taken(events)):
+            b = stack[j]
+            if path is None:
+                path = [x.chosen for x in stack]
+            v = [_events_after(self.new_world, path[:j], [t])[t]]
+            if any(weak_initial(e, v) is not None for e in (*b.sleep.values(), *b.done.values())):
+                continue
+            n = len(b.wut)
+            if insert_wakeup(b.wut, v, self._taken_why(events, j, t)):
                 added += 1
                 if len(b.wut) > n:
                     b.backtrack.append(b.wut[-1][0])

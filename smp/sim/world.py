@@ -552,7 +552,15 @@ class World(WorldBase):
         self.fp_r.add(("btail", k))
         self.fp_w.add(("bhead", k))
         self.atomic = False  # the ingest publishes what it changes, as the ingest thread does
-        while self.ing[k] and self._after_ok(k):
+        while self.ing[k]:
+            after = self.ing[k][0][1]
+            for i in range(1, self.nsched + 1):
+                if i != k and after[i]:
+                    # whether i's batches before it are in: an ingest of i
+                    # changes that, and so whether this event takes the batch
+                    self.fp_r.add(("bhead", i))
+            if not self._after_ok(k):
+                break
             self._ingest(k)
         self.atomic = atomic
         # not a cause: the BIF takes what is there when it runs (the conflict
