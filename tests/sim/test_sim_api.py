@@ -157,14 +157,7 @@ def test_adjacent_independent_events_commute(race):
     assert swapped > 0
 
 
-@pytest.mark.parametrize("race", CATALOGUE, ids=lambda r: r.name)
-def test_every_class_random_schedules_meet_is_explored(race):
-    """Every Mazurkiewicz trace 1,000 random schedules run into is one the
-    exhaustive search explored (on programs too large for brute force).  A
-    BIF that reads whether another scheduler's batches are in without
-    saying so, or takes the work of a thread it disables without that
-    thread being tried first, fails here."""
-    nw = world_factory(race.setup, race.schedulers, 200)
+def _explored_classes(nw) -> set:
     tree, explored = Tree(nw), set()
     while not tree.finished:
         w, how = tree.execute()
@@ -174,15 +167,48 @@ def test_every_class_random_schedules_meet_is_explored(race):
         w.dispose()
         if not tree.advance():
             break
-    assert len(explored) == race.executions
+    assert tree.finished and tree.misses == 0
+    return explored
+
+
+def _met_classes(nw, runs: int) -> set:
     rng, met = random.Random(7), set()
-    for _ in range(1000):
+    for _ in range(runs):
         w = nw()
         while en := w.enabled():
             w.step(rng.choice(en))
         met.add(mazurkiewicz_key(w.trace))
         w.dispose()
+    return met
+
+
+@pytest.mark.parametrize("race", CATALOGUE, ids=lambda r: r.name)
+def test_every_class_random_schedules_meet_is_explored(race):
+    """Every Mazurkiewicz trace 1,000 random schedules run into is one the
+    exhaustive search explored (on programs too large for brute force).  A
+    BIF that reads whether another scheduler's batches are in without
+    saying so, or takes the work of a thread it disables without that
+    thread being tried first, fails here."""
+    nw = world_factory(race.setup, race.schedulers, 200)
+    explored = _explored_classes(nw)
+    assert len(explored) == race.executions
+    met = _met_classes(nw, 1000)
     assert met <= explored, len(met - explored)
+
+
+@pytest.mark.parametrize("name", ["default", "seqtrace", "long"])
+def test_every_class_random_schedules_meet_is_explored_in_a_run_scenario(name):
+    """The same on the shipped run scenarios the search can finish, cut to
+    one operation, instance, size and firing (``churn`` and ``stress`` do
+    not end in 20,000 executions even so)."""
+    from smp.app.explore.workload import Bounds, ScenarioWorkload
+    from smp.app.scenario import load_scenario
+
+    wl = ScenarioWorkload(load_scenario(name), Bounds(operations=1, count=1, size=1, firings=1))
+    nw = world_factory(wl.setup, wl.schedulers, 200)
+    explored = _explored_classes(nw)
+    met = _met_classes(nw, 500)
+    assert len(met) > 1 and met <= explored, len(met - explored)
 
 
 def _project_imports(path: Path) -> set[str]:
