@@ -107,18 +107,27 @@ class Stepper:
 
     def take_stream(self, k: int) -> None:
         """Within a BIF's step: scheduler ``k``'s batches reach the queue, in
-        order, up to one whose causes on other schedulers are not in yet
+        order, each after the batches of other schedulers its causes are in
         (the simulator's ``World.take_batches``; ``SmpBackend._ingested_from``
         of a stepped emulator)."""
-        emu = self.emu
         self._s(k, "cut")
+        self._take_until(k, None)
+
+    def _take_until(self, k: int, n: int | None) -> None:
+        """Scheduler ``k``'s held batches reach the queue until ``n`` of them
+        have (None: every one), each after the batches of other schedulers
+        its causes are in, as a running dispatcher parks it until then."""
+        emu = self.emu
         while True:
+            taken = emu._disp_call("batches_taken")
+            if n is not None and taken[k] >= n:
+                return
             after = self._s(k, "next_after")
             if after is None:
                 return
-            taken = emu._disp_call("batches_taken")
-            if any(taken[i] < after[i] for i in range(1, emu.nsched + 1) if i != k):
-                return
+            for i in range(1, emu.nsched + 1):
+                if i != k and taken[i] < after[i]:
+                    self._take_until(i, after[i])
             self.ingest(k)
 
     def close(self) -> None:

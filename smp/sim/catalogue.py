@@ -329,11 +329,13 @@ CATALOGUE: tuple[Race, ...] = (
         "scheduled in after T is gone (erts_check_my_tracer_proc), so the second may be "
         "never made; made after the retrace (trace_3 sets P's tracer) it goes to T2, as "
         "the third always does, though T2 is on another scheduler than P (trace_3 sets "
-        "F_TRACER on T2 itself, so P never finds it unmarked at schedule-in): 15 "
-        "combinations in queue order and arrival.  In nonsmp T gets the first two, T2 the "
+        "F_TRACER on T2 itself, so P never finds it unmarked at schedule-in), and never "
+        "dropped not_tracer (the retrace returns once the dispatcher has T2's mark, and "
+        "the batches of P's scheduler that mark waits for): 12 combinations in queue "
+        "order and arrival.  In nonsmp T gets the first two, T2 the "
         "third.",
-        executions=1085,
-        outcomes=15,
+        executions=785,
+        outcomes=12,
         tracer="T",
         nonsmp_received=(
             "{trace,P,send,{ping,0},sink}",

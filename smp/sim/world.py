@@ -544,28 +544,36 @@ class World(WorldBase):
     def take_batches(self, k: int) -> None:
         """Within the current event, what scheduler ``k`` has made reaches the
         queue, every batch in order (a BIF that waits until the dispatcher has
-        taken that scheduler's stream, ``SmpBackend._ingested_from``); a batch
-        whose causes on other schedulers are not in yet stops it, as the
-        dispatcher parks it."""
+        taken that scheduler's stream, ``SmpBackend._ingested_from``).  A
+        batch whose causes on other schedulers are not in yet waits for them,
+        as the dispatcher parks it until it has taken those schedulers'
+        batches: they are taken first (``_take_until``)."""
         consumed, atomic = set(self.fp_c), self.atomic
         self._flush(k)
         self.fp_r.add(("btail", k))
-        self.fp_w.add(("bhead", k))
         self.atomic = False  # the ingest publishes what it changes, as the ingest thread does
-        while self.ing[k]:
-            after = self.ing[k][0][1]
-            for i in range(1, self.nsched + 1):
-                if i != k and after[i]:
-                    # whether i's batches before it are in: an ingest of i
-                    # changes that, and so whether this event takes the batch
-                    self.fp_r.add(("bhead", i))
-            if not self._after_ok(k):
-                break
-            self._ingest(k)
+        self._take_until(k, self.ing_sent[k])
         self.atomic = atomic
         # not a cause: the BIF takes what is there when it runs (the conflict
         # on the stream orders it against the events that add to it)
         self.fp_c = consumed
+
+    def _take_until(self, k: int, n: int) -> None:
+        """Scheduler ``k``'s batches reach the queue until its ``n``-th has,
+        each after the batches of other schedulers its causes are in (sent
+        before it, so there to take; their own causes first)."""
+        self.fp_w.add(("bhead", k))  # (a prefix of k's stream fixed by n: its tail is not read)
+        ingested = self.ingested
+        while ingested[k] < n:
+            after = self.ing[k][0][1]
+            for i in range(1, self.nsched + 1):
+                if i != k and after[i]:
+                    # whether i's batches before it are in: an ingest of i
+                    # changes that, and so what this event takes
+                    self.fp_r.add(("bhead", i))
+                    if ingested[i] < after[i]:
+                        self._take_until(i, after[i])
+            self._ingest(k)
 
     def _serve(self, pid_text: str) -> str:
         pid = self.rpc_pids.pop(pid_text)
