@@ -8,6 +8,7 @@ the state for every message.
 from __future__ import annotations
 
 import threading
+from typing import Callable
 
 __all__ = ["RWLock"]
 
@@ -62,14 +63,14 @@ class _Held:
     plain object rather than a generator: the dispatcher enters one for
     every message)."""
 
-    __slots__ = ("_enter", "exit")
+    __slots__ = ("_enter", "_exit")
 
-    def __init__(self, acquire, release) -> None:
+    def __init__(self, acquire: Callable[[], None], release: Callable[[], None]) -> None:
         self._enter = acquire
-        self.exit = release
+        self._exit = release
 
     def __enter__(self) -> None:
         self._enter()
 
-    def __exit__(self, *exc) -> None:
-        self.exit()
+    def __exit__(self, *exc: object) -> None:
+        self._exit()

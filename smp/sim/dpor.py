@@ -228,6 +228,10 @@ class HappensBefore:
             producer[item] = j
         self._undo.append(undo)
 
+    def __reduce__(self):
+        # rebuilt from its events: the undo log's marker is this process's own
+        return (HappensBefore, (list(self.events),))
+
     def truncate(self, n: int) -> None:
         """Back to the first ``n`` events."""
         while len(self.events) > n:

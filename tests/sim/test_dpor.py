@@ -246,3 +246,40 @@ def test_a_preemption_bound_cuts_the_search_and_says_so(name):
         assert ("preemptions" in r.cut_by) == (cut > 0)
         seen.append(got)
     assert seen[0] < full and seen[0] <= seen[1] <= seen[2] and seen[-1] == full
+
+
+def test_the_relation_kept_across_executions_is_the_one_built_afresh():
+    """``HappensBefore`` cut back to a prefix and extended with other events
+    (as the explorer keeps it from one execution to the next) equals the
+    relation built from nothing on the same list, frontier included; one
+    that went through pickle goes back as well."""
+    import pickle
+
+    from smp.sim.catalogue import by_name
+    from smp.sim.dpor import HappensBefore
+
+    race = by_name("tracer_replaced_on_down")
+    nw = world_factory(race.setup, race.schedulers, 200)
+    rng = random.Random(11)
+
+    def run() -> list:
+        w = nw()
+        while en := w.enabled():
+            w.step(rng.choice(en))
+        w.dispose()
+        return list(w.trace)
+
+    def state(h):
+        return (h.hb, h.preds, h.cands, h._last_w, h._reads, h._producer, h._last_of)
+
+    kept = HappensBefore(run())
+    for n in range(30):
+        events = run()
+        cut = rng.randrange(min(len(kept.events), len(events)) + 1)
+        if n % 3 == 0:
+            kept = pickle.loads(pickle.dumps(kept))
+        kept.truncate(cut)
+        assert state(kept) == state(HappensBefore(kept.events))
+        for e in events[cut:]:
+            kept.push(e)
+        assert state(kept) == state(HappensBefore(kept.events[:cut] + events[cut:]))
