@@ -326,3 +326,23 @@ def test_a_race_of_the_catalogue_runs_by_name_and_replays():
     assert r.exit_code == EXIT_USAGE and "written for 2 schedulers" in r.output
     r = CliRunner().invoke(cli, ["explore", "no-such"])
     assert r.exit_code == EXIT_USAGE and "a race: " in r.output and race.name in r.output
+
+
+def test_a_race_is_explored_in_full_by_default_a_run_scenario_is_bounded():
+    """No ``--max-executions``: a catalogue race larger than the run
+    scenarios' default bound still runs to its end (its stated counts); a
+    run scenario stops at the bound and says so."""
+    from smp.app.explore.simulate import DEFAULT_MAX_EXECUTIONS
+    from smp.sim.catalogue import by_name
+
+    race = by_name("tracer_replaced_on_down")
+    assert race.executions > DEFAULT_MAX_EXECUTIONS
+    r = CliRunner().invoke(cli, ["explore", race.name, "--json", "--jobs", "1"])
+    assert r.exit_code == 0, r.output
+    res = json.loads(r.stdout)["result"]
+    assert res["exhausted"] and res["cut_by"] == []
+    assert res["executions"] == race.executions and len(res["outcomes"]) == race.outcomes
+    r = CliRunner().invoke(cli, ["explore", "churn", "--json", "--jobs", "1", "--no-events"])
+    assert r.exit_code == 0, r.output
+    res = json.loads(r.stdout)["result"]
+    assert res["executions"] == DEFAULT_MAX_EXECUTIONS and res["cut_by"] == ["executions"]

@@ -26,6 +26,7 @@ from smp.app.explore.simulate import (
     DEFAULT_MAX_EXECUTIONS,
     SimOptions,
     default_jobs,
+    default_max_executions,
     is_race,
     proved,
     race_names,
@@ -113,8 +114,8 @@ def _make_command():
         "--max-executions",
         type=click.IntRange(0),
         default=None,
-        help=f"run scenario: stop after this many executions (default {DEFAULT_MAX_EXECUTIONS}, "
-        "0: no bound)",
+        help=f"stop after this many executions (default {DEFAULT_MAX_EXECUTIONS} for a run "
+        "scenario, no bound for a race of the catalogue; 0: no bound)",
     )
     @click.option(
         "--time-budget",
@@ -317,7 +318,7 @@ def _simulate(scenario, schedule, as_json, seed, no_nonsmp, kw) -> None:
     o = SimOptions(
         bounds=Bounds(kw["operations"], kw["count"], kw["size"], kw["firings"]),
         schedulers=kw["schedulers"],
-        max_executions=DEFAULT_MAX_EXECUTIONS if m is None else (m or None),
+        max_executions=default_max_executions(scenario) if m is None else (m or None),
         time_budget=kw["time_budget"],
         preemptions=kw["preemptions"],
         dpor=kw["dpor"],

@@ -36,7 +36,14 @@ from smp.sim.sampling import sample
 
 from .proof import proof_lines, prove
 
-__all__ = ["SimOptions", "simulate", "DEFAULT_MAX_EXECUTIONS", "is_race", "race_names"]
+__all__ = [
+    "SimOptions",
+    "simulate",
+    "DEFAULT_MAX_EXECUTIONS",
+    "default_max_executions",
+    "is_race",
+    "race_names",
+]
 
 #: the execution bound when none is given (0: none)
 DEFAULT_MAX_EXECUTIONS = 500
@@ -129,6 +136,19 @@ def is_race(name: str) -> bool:
     return not os.path.exists(name) and name in race_names()
 
 
+def names_a_race(scenario: str) -> bool:
+    """``scenario`` is run as a race of the catalogue (an example of the
+    same name is taken first)."""
+    return is_race(scenario) and scenario not in example_names()
+
+
+def default_max_executions(scenario: str) -> int | None:
+    """The execution bound when none is given: none for a race of the
+    catalogue (each is written to end, and is explored in full), else
+    ``DEFAULT_MAX_EXECUTIONS``."""
+    return None if names_a_race(scenario) else DEFAULT_MAX_EXECUTIONS
+
+
 def race_names() -> list[str]:
     return [r.name for r in CATALOGUE]
 
@@ -162,7 +182,7 @@ def simulate(scenario: str, o: SimOptions) -> tuple[str, dict]:
     text report and the same as data.  A bad scenario or one the simulator
     cannot run raises ``ScenarioError``, a schedule that cannot run
     ``SimError``."""
-    if is_race(scenario) and scenario not in example_names():
+    if names_a_race(scenario):
         wl, checks, head, source = _race(scenario, o)
     else:
         sc = load_scenario(scenario)
