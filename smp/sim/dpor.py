@@ -471,7 +471,8 @@ class Tree:
 
     @staticmethod
     def _taken_why(events: list[Event], j: int, t: str) -> tuple:
-        return (j, j, events[j].label, f"{t}, whose work it took", [f"{t}: " + TAKEN_REASON])
+        # (i == j: a step and the thread whose work it took, which never ran)
+        return (j, j, events[j].label, t, [f"{t}: " + TAKEN_REASON])
 
     def _relation(self, events: list[Event]) -> HappensBefore:
         """The happens-before relation of ``events``: the last execution's,

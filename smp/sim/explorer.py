@@ -150,10 +150,12 @@ def execution_races(events: list, limit: int = 12) -> list[tuple]:
 def _describe_races(why: list, namer: Namer) -> list[str]:
     out = []
     for i, j, li, lj, reasons in why:
-        out.append(
-            f"step {i + 1} ({namer.text(li)}) races with step {j + 1} ({namer.text(lj)})"
-            + "".join(f"\n      {namer.text(r)}" for r in reasons)
+        head = (
+            f"step {i + 1} ({namer.text(li)}) took the work of {lj}, which never stepped"
+            if i == j
+            else f"step {i + 1} ({namer.text(li)}) races with step {j + 1} ({namer.text(lj)})"
         )
+        out.append(head + "".join(f"\n      {namer.text(r)}" for r in reasons))
     return out
 
 

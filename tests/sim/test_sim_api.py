@@ -196,6 +196,29 @@ def test_every_class_random_schedules_meet_is_explored(race):
     assert met <= explored, len(met - explored)
 
 
+def test_a_step_a_bif_took_is_tried_first_and_said_so():
+    """On ``trace_all_false_racing_spawn`` the BIF takes an ingest's batch
+    or an arrival's signal in some execution; the branch that tries that
+    thread first says why, as a step that took another's work."""
+    from smp.sim.explorer import _describe_races
+    from smp.sim.outcome import Namer
+
+    race = by_name("trace_all_false_racing_spawn")
+    tree = Tree(world_factory(race.setup, race.schedulers, 200))
+    said = []
+    while not tree.finished:
+        w, _how = tree.execute()
+        tree.add_races()
+        took = [x for x in tree.why() if x[0] == x[1]]
+        said += _describe_races(took, Namer(w.names))
+        w.dispose()
+        if not tree.advance():
+            break
+    assert said and all("never stepped" in x for x in said)
+    # the thread taken from: an ingest (I<k>) or an arrival (A<i>><k>)
+    assert all(x.split("took the work of ")[1][0] in "IA" for x in said)
+
+
 @pytest.mark.parametrize("name", ["default", "seqtrace", "long"])
 def test_every_class_random_schedules_meet_is_explored_in_a_run_scenario(name):
     """The same on the shipped run scenarios the search can finish, cut to
