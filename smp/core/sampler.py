@@ -65,7 +65,9 @@ class Sampler:
         self.pauses: list[tuple[float, float]] = []
         # times the operating system did not run the process (see poll)
         self.stalls: list[tuple[float, float]] = []
-        self._prev = (self.t0, time.process_time())  # the last sample: wall, CPU
+        # the last sample (or the sampler's start, which may come after t0):
+        # wall and CPU time
+        self._prev = (time.monotonic(), time.process_time())
         self._gc_began = 0.0
         self._due = self.t0  # when the next sample is due (monotonic)
         self._lock = threading.Lock()
@@ -121,7 +123,8 @@ class Sampler:
         when the process was hardly run since the sample before (a thread of
         its own holding the sampler back would have used the CPU)."""
         wall0, cpu0 = self._prev
-        if time.process_time() - cpu0 < STALL_CPU_SHARE * (now - wall0):
+        span = now - wall0  # (over an interval: a sampler started late is no stall)
+        if span > self.interval and time.process_time() - cpu0 < STALL_CPU_SHARE * span:
             self.stalls.append((self._due - self.t0, now - self.t0))
 
     def sample(self) -> None:

@@ -61,3 +61,17 @@ def test_a_thread_holding_the_process_back_is_a_hole_not_a_stall():
     t, iv = got["t_s"], got["interval_s"]
     assert got["stalls"] == [], got["stalls"]
     assert missing_intervals(t, iv, got["gc_pauses"] + got["stalls"]) != []
+
+
+def test_a_sampler_started_after_its_t0_notes_no_stall():
+    """The sample command reaches a busy process late: the time before its
+    sampler existed is a hole, not a stall (nothing says the process was
+    not run)."""
+    from smp.core.sampler import Sampler
+
+    s = Sampler(lambda: {"x": 1}, 0.02, t0=time.monotonic() - 1.0)
+    s.poll()
+    s.stop()
+    got = s.to_json()
+    assert got["stalls"] == [] and got["late"] == 1
+    assert missing_intervals(got["t_s"], got["interval_s"], got["stalls"]) != []
