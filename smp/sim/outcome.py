@@ -30,7 +30,7 @@ from smp.core.dispatch import DROP_REASONS
 from smp.core.messages import TYPE_NAMES
 from smp.core.pretty import format_term
 from smp.core.state import NIL
-from smp.core.terms import ImproperList
+from smp.core.terms import Atom, ImproperList, Pid, Port, Ref
 
 from .world import mid_text
 
@@ -160,25 +160,26 @@ def _sender_text(namer: Namer, key) -> str:
     return namer.pid(key)
 
 
-_LIST, _IMPROPER = object(), object()  # (``_frozen``'s tags: no term is one)
+_LIST, _IMPROPER, _FLOAT = object(), object(), object()  # (``_frozen``'s tags: no term is one)
+#: terms equal only to themselves as Python compares them (not 1 and 1.0)
+_PLAIN = frozenset((int, str, bytes, Atom, Pid, Port, Ref, type(None)))
 
 
 def _frozen(t):
-    """``t`` with its lists as tagged tuples: a dict key that is equal for
-    equal terms only."""
-    try:
-        hash(t)  # (in C, and most terms have no list: kept as they are)
-        return t
-    except TypeError:
-        pass
+    """``t`` as a dict key equal for equal terms only: its lists as tagged
+    tuples, and its floats tagged (Python takes 1 == 1.0, Erlang not)."""
     ty = type(t)
+    if ty in _PLAIN:
+        return t
     if ty is tuple:
         return tuple(map(_frozen, t))
     if ty is list:
         return (_LIST, *map(_frozen, t))
+    if ty is float:
+        return (_FLOAT, t)
     if ty is ImproperList:
         return (_IMPROPER, _frozen(t.tail), *map(_frozen, t.elements))
-    return t
+    return (ty, t)  # a map, binary, fun...: equal as its class compares it
 
 
 def _raw_key(world, blocked_ok: bool):

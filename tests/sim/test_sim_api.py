@@ -315,12 +315,13 @@ def test_the_memo_sees_every_part_of_a_world_an_outcome_is_built_from(change):
     w.dispose()
 
 
-def test_the_memo_tells_a_list_from_a_tuple_and_an_improper_list():
+def test_the_memo_tells_a_list_from_a_tuple_and_an_improper_list_and_1_from_1_0():
     from smp.core.terms import ImproperList
     from smp.sim.outcome import _frozen
 
     a = Atom("a")
-    forms = [[a, a], (a, a), ImproperList([a], a), [(a, a)], [[a], a], ([a], a)]
+    forms = [[a, a], (a, a), ImproperList([a], a), [(a, a)], [[a], a], ([a], a), (a, 1), (a, 1.0)]
+    forms += [(a, True), [1], [1.0]]
     assert len({_frozen(t) for t in forms}) == len(forms)
     assert _frozen([a, (a, [a])]) == _frozen([a, (a, [a])])
 
