@@ -12,7 +12,9 @@ and, per scheduler, what it made, the messages its processes sent and the
 share of each interval it spent running processes (``activity``), measured
 the same way in both modes.  A sample taken late keeps its real time; an
 interval of the grid with no sample in it stays a gap (``gaps``,
-``missing_intervals``): nothing is made up for it.  The last interval ends
+``missing_intervals``), unless the process was held whole meanwhile (its
+own garbage collection, ``gc_pauses``, or a stall the operating system
+made, ``stalls``: ``held``): nothing is made up for it.  The last interval ends
 with the run, so it is usually shorter (``partial_last``).  The rest are
 pure functions of what the run left behind (``vm.latencies_ns()`` and the
 ``{profile, scheduler, Id, active|inactive, NActive, Ts}`` messages that
