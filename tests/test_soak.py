@@ -75,8 +75,8 @@ def test_soak_memory_bounded_with_tracer_churn(mode, n):
         peak = [max(col) for col in zip(*samples, strict=False)]
         s = vm.statistics()
         print(
-            f"\nsoak {mode}: {SECONDS / 2:.0f} s, made {s['made']}, delivered {s['delivered']}, "
-            f"dropped {s['dropped']}; peak RSS MiB per process "
+            f"\nsoak {mode}: {SECONDS / 2:.0f} s, made {s.made}, delivered {s.delivered}, "
+            f"dropped {s.dropped}; peak RSS MiB per process "
             f"{[round(p / 2**20, 1) for p in peak]} (early {[round(e / 2**20, 1) for e in early]})"
         )
         for e, last in zip(early, late, strict=False):
