@@ -8,69 +8,98 @@ the state for every message.
 from __future__ import annotations
 
 import threading
-from typing import Callable
 
 __all__ = ["RWLock"]
 
 
 class RWLock:
-    """Many readers or one writer."""
+    """Many readers or one writer.  ``with lock.read():`` and ``with
+    lock.write():`` enter a holder object made once (no generator each time:
+    the dispatcher reads the state for every message); the holders share
+    the lock's counters and refer to nothing that refers back to them, so a
+    lock is freed as soon as it is dropped."""
+
+    __slots__ = ("_core", "_read", "_write")
 
     def __init__(self) -> None:
-        self._cond = threading.Condition(threading.Lock())
-        self._readers = 0
-        self._writer = False
-        self._writers_waiting = 0
-        self._read = _Held(self.acquire_read, self.release_read)
-        self._write = _Held(self.acquire_write, self.release_write)
+        self._core = core = _Core()
+        self._read = _Read(core)
+        self._write = _Write(core)
 
     def acquire_read(self) -> None:
-        with self._cond:
-            while self._writer or self._writers_waiting:
-                self._cond.wait()
-            self._readers += 1
+        self._read.__enter__()
 
     def release_read(self) -> None:
-        with self._cond:
-            self._readers -= 1
-            if self._readers == 0:
-                self._cond.notify_all()
+        self._read.__exit__()
 
     def acquire_write(self) -> None:
-        with self._cond:
-            self._writers_waiting += 1
-            while self._writer or self._readers:
-                self._cond.wait()
-            self._writers_waiting -= 1
-            self._writer = True
+        self._write.__enter__()
 
     def release_write(self) -> None:
-        with self._cond:
-            self._writer = False
-            self._cond.notify_all()
+        self._write.__exit__()
 
-    def read(self) -> "_Held":
+    def read(self) -> _Read:
         """``with lock.read():`` holds it for reading."""
         return self._read
 
-    def write(self) -> "_Held":
+    def write(self) -> _Write:
         """``with lock.write():`` holds it for writing."""
         return self._write
 
+    @property
+    def writers_waiting(self) -> int:
+        """How many writers wait for the lock (the readers behind them wait too)."""
+        return self._core.writers_waiting
 
-class _Held:
-    """A context manager that takes and gives back one side of the lock (a
-    plain object rather than a generator: the dispatcher enters one for
-    every message)."""
 
-    __slots__ = ("_enter", "_exit")
+class _Core:
+    __slots__ = ("cond", "readers", "writer", "writers_waiting")
 
-    def __init__(self, acquire: Callable[[], None], release: Callable[[], None]) -> None:
-        self._enter = acquire
-        self._exit = release
+    def __init__(self) -> None:
+        self.cond = threading.Condition(threading.Lock())
+        self.readers = 0
+        self.writer = False
+        self.writers_waiting = 0
+
+
+class _Read:
+    __slots__ = ("_c",)
+
+    def __init__(self, core: _Core) -> None:
+        self._c = core
 
     def __enter__(self) -> None:
-        self._enter()
+        c = self._c
+        with c.cond:
+            while c.writer or c.writers_waiting:
+                c.cond.wait()
+            c.readers += 1
 
     def __exit__(self, *exc: object) -> None:
-        self._exit()
+        c = self._c
+        with c.cond:
+            c.readers -= 1
+            if c.readers == 0:
+                c.cond.notify_all()
+
+
+class _Write:
+    __slots__ = ("_c",)
+
+    def __init__(self, core: _Core) -> None:
+        self._c = core
+
+    def __enter__(self) -> None:
+        c = self._c
+        with c.cond:
+            c.writers_waiting += 1
+            while c.writer or c.readers:
+                c.cond.wait()
+            c.writers_waiting -= 1
+            c.writer = True
+
+    def __exit__(self, *exc: object) -> None:
+        c = self._c
+        with c.cond:
+            c.writer = False
+            c.cond.notify_all()

@@ -105,10 +105,20 @@ class WorldBase:
 
     def dispose(self) -> None:
         """Close every process body (a world is dropped after its execution;
-        a body never started would warn that it was never awaited)."""
+        a body never started would warn that it was never awaited), then
+        break the world's reference cycles (the world and what refers back
+        to it: its nodes, transports, table and tracer state; a node and its
+        processes) so that it is freed at once: left to the cyclic garbage
+        collector, dropped worlds took a sixth of an exploration's time.
+        Nothing of the world can be used after."""
+        if not self.__dict__:
+            return  # (disposed already)
         for p in list(self.all_procs()):
             if p.coro is not None:
                 p.coro.close()
+        for node in self.all_nodes():
+            node.__dict__.clear()
+        self.__dict__.clear()
 
     def name_top(self, pid, name: str | None) -> None:
         self.top += 1
@@ -702,6 +712,9 @@ class World(WorldBase):
         for k in range(1, self.nsched + 1):
             yield from self.nodes[k].procs.values()
 
+    def all_nodes(self) -> list:
+        return self.nodes[1:]
+
 
 class NonsmpWorld(WorldBase):
     """The nonsmp build: one ``Node`` without a dispatcher, run in its one
@@ -744,6 +757,9 @@ class NonsmpWorld(WorldBase):
 
     def all_procs(self):
         yield from self.node.procs.values()
+
+    def all_nodes(self) -> list:
+        return [self.node]
 
     def run(self, max_slices: int = 100_000) -> int:
         """Run until no process can; returns the slices run."""

@@ -66,7 +66,7 @@ def test_rwlock_is_writer_preferring():
     )
     w.start()
     # a writer waits: a new reader queues behind it
-    while not lock._writers_waiting:
+    while not lock.writers_waiting:
         threading.Event().wait(0.001)
     r = threading.Thread(target=lambda: (lock.acquire_read(), got.append("r"), lock.release_read()))
     r.start()

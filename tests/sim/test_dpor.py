@@ -266,8 +266,9 @@ def test_the_relation_kept_across_executions_is_the_one_built_afresh():
         w = nw()
         while en := w.enabled():
             w.step(rng.choice(en))
+        events = list(w.trace)
         w.dispose()
-        return list(w.trace)
+        return events
 
     def state(h):
         return (h.hb, h.preds, h.cands, h._last_w, h._reads, h._producer, h._last_of)
