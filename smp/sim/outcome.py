@@ -172,7 +172,10 @@ def _frozen(t):
     if ty in _PLAIN:
         return t
     if ty is tuple:
-        return tuple(map(_frozen, t))
+        for x in t:
+            if type(x) not in _PLAIN:
+                return tuple(map(_frozen, t))
+        return t  # (flat: as it is)
     if ty is list:
         return (_LIST, *map(_frozen, t))
     if ty is float:
