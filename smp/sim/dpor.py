@@ -93,7 +93,7 @@ class Branch:
         self.sub: list = []
 
 
-def weak_initial(e: Event, v: list[Event], done_later: frozenset = frozenset()):
+def weak_initial(e: Event, v: list[Event], done_later=frozenset()):
     """Whether ``e``'s thread is a weak initial of ``v`` after the state ``e``
     is the next event of that thread in: its first event in ``v`` has no
     dependent event before it, or it has none in ``v`` and ``e`` is
@@ -116,7 +116,21 @@ def weak_initial(e: Event, v: list[Event], done_later: frozenset = frozenset()):
     return v
 
 
-def insert_wakeup(forest: list, v: list[Event], why, done_later: frozenset = frozenset()) -> bool:
+class _DoneFrom:
+    """What each thread consumed from event ``i`` on, as ``weak_initial``
+    asks it (``(thread, item) in done``), from where each was consumed last."""
+
+    __slots__ = ("at", "i")
+
+    def __init__(self, at: dict, i: int):
+        self.at = at
+        self.i = i
+
+    def __contains__(self, key) -> bool:
+        return self.at.get(key, -1) >= self.i
+
+
+def insert_wakeup(forest: list, v: list[Event], why, done_later=frozenset()) -> bool:
     """Plan ``v`` in a wakeup tree's ``forest`` (its branches after one
     state): follow the first branch whose thread is a weak initial of what
     is left of ``v``; a leaf reached that way already stands for ``v``
@@ -492,18 +506,18 @@ class Tree:
         stack = self.stack
         events = [b.event for b in stack]
         added = 0
-        later: dict = {}  # i -> what each thread consumed from event i on
+        consumed_at: dict = {}  # (thread, item) -> where it was last consumed by a takeable step
+        for k, x in enumerate(events):
+            if x.consumes and may_be_taken(x):
+                for c in x.consumes:
+                    consumed_at[(x.thread, c)] = k
         rel = self._relation(events)
         for i, j, _initials, vi in races(events, self.first_new, with_v=True, rel=rel):
             if i < self.floor:
                 continue  # a fixed branch: every thread is tried there
             b = stack[i]
             v = [events[k] for k in vi]
-            dl = later.get(i)
-            if dl is None:
-                dl = later[i] = frozenset(
-                    (x.thread, c) for x in events[i:] if may_be_taken(x) for c in x.consumes
-                )
+            dl = _DoneFrom(consumed_at, i)
             # a thread asleep or explored here that is a weak initial of v
             # has explored (or will) an execution equivalent to one starting v
             if weak_initial(b.event, v, dl) is not None:
@@ -552,7 +566,8 @@ class Tree:
         of the tree's leaves, taken along the path explored last)."""
         p = 1.0
         for b in self.stack:
-            p *= max(1, len([t for t in b.backtrack if t not in b.sleep]))
+            if len(b.backtrack) > 1:  # (one branch, asleep or not, counts 1)
+                p *= max(1, sum(1 for t in b.backtrack if t not in b.sleep))
         return p
 
     def advance(self) -> bool:
