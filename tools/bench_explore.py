@@ -49,11 +49,12 @@ from smp.sim.sampling import sample
 TARGET = 1000.0  # executions/s, executions of up to 50 events
 
 
-def _explore_rate(race, repeat: int, dpor: str = "optimal") -> dict:
+def _rate(setup, schedulers: int, repeat: int, **options) -> dict:
+    """The best of ``repeat`` explorations (least CPU): its counts and rates."""
     best = None
     for _ in range(repeat):
         t0, c0 = time.perf_counter(), time.process_time()
-        r = Explorer(race.setup, schedulers=race.schedulers, nonsmp=False, dpor=dpor).run()
+        r = Explorer(setup, schedulers=schedulers, nonsmp=False, **options).run()
         dt, dc = time.perf_counter() - t0, time.process_time() - c0
         if best is None or dc < best[1]:
             best = (dt, dc, r)
@@ -72,47 +73,27 @@ def _explore_rate(race, repeat: int, dpor: str = "optimal") -> dict:
     }
 
 
+def _explore_rate(race, repeat: int, dpor: str = "optimal") -> dict:
+    return _rate(race.setup, race.schedulers, repeat, dpor=dpor)
+
+
 def _scenario_rates(args) -> list[dict]:
     from smp.app.explore.workload import Bounds, ScenarioWorkload
     from smp.app.scenario import load_scenario
 
-    examples = os.path.join(
-        os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "smp", "app", "examples"
-    )
     rows = []
     print()
     print(f"run scenarios, {args.scenario_executions} executions each, one explorer")
     print(
-        f"{'scenario':40} {'explored':>8} {'blocked':>7} {'outcomes':>8} {'ev/exec':>7} {'exec/s':>7} {'exec/cpu-s':>10} {'ev/cpu-s':>8}"
+        f"{'scenario':40} {'explored':>8} {'blocked':>7} {'outcomes':>8} {'ev/exec':>7} "
+        f"{'exec/s':>7} {'exec/cpu-s':>10} {'ev/cpu-s':>8}"
     )
     for name, bounds in (("seqtrace --operations 1", Bounds(operations=1)), ("churn", Bounds())):
-        sc = load_scenario(os.path.join(examples, name.split()[0] + ".toml"))
+        sc = load_scenario(name.split()[0])  # (a shipped example, by name)
         wl = ScenarioWorkload(sc, bounds)
-        best = None
-        for _ in range(args.repeat):
-            t0, c0 = time.perf_counter(), time.process_time()
-            r = Explorer(
-                wl.setup,
-                schedulers=wl.schedulers,
-                nonsmp=False,
-                max_executions=args.scenario_executions,
-            ).run()
-            dt, dc = time.perf_counter() - t0, time.process_time() - c0
-            if best is None or dc < best[1]:
-                best = (dt, dc, r)
-        dt, dc, r = best
-        runs = r.executions + r.blocked
         row = {
             "scenario": name,
-            "executions": r.executions,
-            "blocked": r.blocked,
-            "outcomes": len(r.outcomes),
-            "events_per_execution": r.events / max(1, runs),
-            "seconds": dt,
-            "cpu_seconds": dc,
-            "executions_per_s": runs / dt,
-            "executions_per_cpu_s": runs / dc,
-            "events_per_cpu_s": r.events / dc,
+            **_rate(wl.setup, wl.schedulers, args.repeat, max_executions=args.scenario_executions),
         }
         rows.append(row)
         print(

@@ -62,11 +62,15 @@ class _Core:
         self.writers_waiting = 0
 
 
-class _Read:
+class _Holder:
     __slots__ = ("_c",)
 
     def __init__(self, core: _Core) -> None:
         self._c = core
+
+
+class _Read(_Holder):
+    __slots__ = ()
 
     def __enter__(self) -> None:
         c = self._c
@@ -83,11 +87,8 @@ class _Read:
                 c.cond.notify_all()
 
 
-class _Write:
-    __slots__ = ("_c",)
-
-    def __init__(self, core: _Core) -> None:
-        self._c = core
+class _Write(_Holder):
+    __slots__ = ()
 
     def __enter__(self) -> None:
         c = self._c
