@@ -11,10 +11,11 @@ taken late (the process was busy) keeps its real time; a tick missed
 entirely is skipped, never made up; when the process itself was not run
 meanwhile (it used under a quarter of a CPU while the sample was late: the
 operating system held it, no thread of it held the sampler back) the time
-is kept as a *stall*, as a garbage collection is kept as a pause.  At most ``max_points`` samples are
-kept: past that the interval doubles and every interval of the new length
-keeps its first sample, the peaks of the others folded into the next kept
-one, so a long run loses resolution but no peak.
+is kept as a *stall* (the last ``MAX_PAUSES``), as a garbage collection is
+kept as a pause.  At most ``max_points`` samples are kept: past that the
+interval doubles and every interval of the new length keeps its first
+sample, the peaks of the others folded into the next kept one, so a long
+run loses resolution but no peak.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from __future__ import annotations
 import gc
 import threading
 import time
+from collections import deque
 from typing import Callable
 
 __all__ = ["Sampler", "MAX_POINTS"]
@@ -64,7 +66,7 @@ class Sampler:
         # every thread of the process (the sampler's too) and nothing changes
         self.pauses: list[tuple[float, float]] = []
         # times the operating system did not run the process (see poll)
-        self.stalls: list[tuple[float, float]] = []
+        self.stalls: deque[tuple[float, float]] = deque(maxlen=MAX_PAUSES)
         # the last sample (or the sampler's start, which may come after t0):
         # wall and CPU time
         self._prev = (time.monotonic(), time.process_time())
@@ -201,5 +203,5 @@ class Sampler:
             "t_s": [round(t, 6) for t, _ in pts],
             "columns": {k: [v.get(k, 0) for _, v in pts] for k in names},
             "gc_pauses": sorted([round(a, 6), round(b, 6)] for a, b in pauses),
-            "stalls": [[round(a, 6), round(b, 6)] for a, b in self.stalls[-MAX_PAUSES:]],
+            "stalls": [[round(a, 6), round(b, 6)] for a, b in list(self.stalls)],
         }
