@@ -24,7 +24,7 @@ from smp.core.sampler import Sampler
 from smp.core.state import TracerState, apply_state_op
 from smp.core.terms import Atom, Port
 from smp.ports.traceport import open_trace_port, port_call
-from smp.wire.protocol import Dead, Registry, TracerPorts
+from smp.wire.protocol import MAX_COMMAND_WAIT_S, Dead, Registry, TracerPorts, is_command_wait
 
 from .events import QueueEvents
 from .journal import Journal
@@ -66,9 +66,9 @@ class Host(Protocol):
 
 
 def _wait_s(x) -> float:
-    """A wait the controller asks for: 0..60 s."""
-    if type(x) not in (int, float) or not 0 <= x <= 60:
-        raise BadArg(f"a wait of 0..60 s, not {x!r}")
+    """A wait the controller asks for (``is_command_wait``)."""
+    if not is_command_wait(x):
+        raise BadArg(f"a wait of 0..{MAX_COMMAND_WAIT_S} s, not {x!r}")
     return float(x)
 
 

@@ -28,6 +28,7 @@ from smp.core.errors import BadArg
 from smp.core.sampler import Sampler
 from smp.core.terms import Atom, Pid
 from smp.ports.traceport import close_at_exit, open_trace_port, port_call
+from smp.wire.protocol import is_command_wait
 
 from .counters import CounterCommands
 from .engine import Node, pid_owner
@@ -150,8 +151,7 @@ class SchedulerCommands(CounterCommands):
             type(sender) is not int
             or not 1 <= sender <= self.node.nsched
             or type(n) is not int
-            or type(timeout) not in (int, float)
-            or not 0 <= timeout <= 60
+            or not is_command_wait(timeout)
         ):
             raise BadArg("wait_peer takes a scheduler id, a count and a timeout of 0..60 s")
         return self.wire.wait_peer(sender, n, float(timeout))
@@ -190,9 +190,6 @@ class SchedulerCommands(CounterCommands):
         def peer(x):
             return type(x) is int and 1 <= x <= n and x != me
 
-        def wait(x):
-            return type(x) in (int, float) and 0 <= x <= 60
-
         def pids(x):
             return type(x) is list and all(type(p) is Pid for p in x)
 
@@ -206,8 +203,8 @@ class SchedulerCommands(CounterCommands):
                 "batch": (),
                 "signal": (peer,),
                 "rpc": (lambda x: type(x) is Pid,),
-                "arrive": (lambda x: x == 0 or peer(x), wait),
-                "publish": (wait,),
+                "arrive": (lambda x: x == 0 or peer(x), is_command_wait),
+                "publish": (is_command_wait,),
             }.get(what)
             if type(what) is str
             else None

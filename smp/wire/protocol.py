@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from smp.wire.protocol_check import frame_kind
 from smp.wire.protocol_ctl import (
+    MAX_COMMAND_WAIT_S,
     Bye,
     Fin,
     FinAck,
@@ -44,6 +45,7 @@ from smp.wire.protocol_ctl import (
     Request,
     Rpc,
     Welcome,
+    is_command_wait,
 )
 from smp.wire.protocol_peer import (
     SIGNALS,
@@ -75,6 +77,8 @@ from smp.wire.protocol_state import (
 )
 
 __all__ = [
+    "MAX_COMMAND_WAIT_S",
+    "is_command_wait",
     "Hello",
     "Welcome",
     "Refused",

@@ -25,6 +25,15 @@ from smp.wire.protocol_check import (
     _need,
 )
 
+#: the longest wait a controller's command may ask a scheduler or the
+#: dispatcher for (a step, a peer's signals), in seconds
+MAX_COMMAND_WAIT_S = 60
+
+
+def is_command_wait(x: object) -> bool:
+    """A wait a command may ask for: a number of 0..``MAX_COMMAND_WAIT_S`` s."""
+    return (type(x) is int or type(x) is float) and 0 <= x <= MAX_COMMAND_WAIT_S
+
 
 def _request_ok(request: object) -> bool:
     """A BIF request of a process: ``(bif, name, args)``, ``(register, name,
