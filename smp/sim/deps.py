@@ -308,7 +308,9 @@ RULES: tuple[Rule, ...] = (
             a,
             "bif",
             "bhead",
-            "a batch is taken into the queue by its ingest or by a BIF that waits for it, not both",
+            "a batch is taken into the queue by its ingest or by a BIF that waits for it, not "
+            "both; and a BIF takes another scheduler's batches first only if their ingest "
+            "has not",
         )
         for a in ("ingest", "bif")
     ),

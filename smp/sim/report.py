@@ -64,8 +64,9 @@ def _summary(r: ExploreResult) -> list[str]:
         )
     if r.blocked:
         why = (
-            ": the split's first steps try every thread, outside the wakeup trees"
-            if r.dpor == "optimal"
+            " (a split search tries every thread at its first steps, outside the wakeup "
+            "trees, which can leave executions blocked)"
+            if r.dpor == "optimal" and r.tasks > 1
             else ""
         )
         lines.append(f"{r.blocked} execution(s) were sleep-set blocked (not counted){why}.")

@@ -45,6 +45,17 @@ def test_a_plan_the_search_could_not_follow_is_said_with_the_way_round_it():
     assert dataclasses.replace(r, misses=2).as_dict()["misses"] == 2
 
 
+def test_blocked_executions_are_put_down_to_a_split_only_when_there_was_one():
+    import dataclasses
+
+    r = Explorer(SEQ.setup, schedulers=2).run()
+    assert r.blocked == 0 and "blocked" not in format_report(r)
+    split = format_report(dataclasses.replace(r, blocked=3, tasks=4))
+    assert "3 execution(s) were sleep-set blocked" in split and "split search" in split
+    one = format_report(dataclasses.replace(r, blocked=3, tasks=1))
+    assert "3 execution(s) were sleep-set blocked" in one and "split" not in one
+
+
 def test_a_time_budget_cuts_the_search_and_says_so():
     r = Explorer(SEQ.setup, schedulers=2, time_budget=0.0).run()
     assert r.executions == 1 and r.cut_by == ["time"]
