@@ -50,7 +50,6 @@ from .world import World, thread_order
 __all__ = [
     "Tree",
     "HappensBefore",
-    "happens_before",
     "races",
     "all_executions",
     "mazurkiewicz_key",
@@ -260,14 +259,6 @@ class HappensBefore:
             self.cands.pop()
 
 
-def happens_before(events: list[Event]) -> tuple[list[int], list[set], list[list[int]]]:
-    """For each event: the bitmask of the events that happen before it, its
-    direct predecessors and the race candidates among them
-    (``HappensBefore``)."""
-    h = HappensBefore(events)
-    return h.hb, h.preds, h.cands
-
-
 def races(
     events: list[Event], start: int = 0, with_v: bool = False, rel: HappensBefore | None = None
 ):
@@ -377,13 +368,7 @@ class Tree:
                 return w, "complete"
             if stack:
                 parent = stack[-1]
-                pe = parent.event
-                sleep = {
-                    t: e
-                    for src in (parent.sleep, parent.done)
-                    for t, e in src.items()
-                    if t != parent.chosen and not dependent(e, pe)
-                }
+                sleep = _child_sleep(parent.sleep, parent.done, parent.chosen, parent.event)
             else:
                 sleep = {}
             avail = [t for t in en if t not in sleep]
@@ -633,6 +618,8 @@ def _events_after(new_world, path, threads) -> dict:
 
 
 def _child_sleep(sleep: dict, done: dict, chosen: str, event: Event) -> dict:
+    """The sleep set after ``chosen`` did ``event``: the threads asleep or
+    explored before it whose next event is independent of it."""
     return {
         t: e
         for src in (sleep, done)

@@ -124,7 +124,8 @@ def _pinned(pools: list):
     in ``pools[i % len(pools)]``, all at once, and yields in order."""
 
     def mapper(f, args):
-        pending = [pools[a[6][1] % len(pools)].apply_async(f, (a,)) for a in args]
+        # a task ends with its key, (split, subtree): run_task's
+        pending = [pools[a[-1][1] % len(pools)].apply_async(f, (a,)) for a in args]
         for p in pending:
             yield p.get()
 
