@@ -174,8 +174,7 @@ class World(WorldBase):
         self.chan_sent: dict = {}
         self.pubs: list = [deque() for _ in r]
         self.pub_sent = [0 for _ in r]
-        self.rpcs: dict = {}  # pid -> (seq, request)
-        self.rpc_pids: dict = {}  # the text of a pid with a request -> the pid
+        self.rpcs: dict = {}  # the text of a pid with a request -> (pid, seq, request)
         self.rpc_sent: dict = {}
         self.refs = 0
         # the slices each scheduler ran, and whether the next one was made
@@ -275,8 +274,7 @@ class World(WorldBase):
         if t.ctl_out:
             for pid, req in t.ctl_out:
                 seq = self.rpc_sent[pid] = self.rpc_sent.get(pid, 0) + 1
-                self.rpcs[pid] = (seq, req)
-                self.rpc_pids[repr(pid)] = pid
+                self.rpcs[repr(pid)] = (pid, seq, req)
                 self.fp_p.add(("rpc", pid, seq))
             t.ctl_out = []
 
@@ -286,7 +284,7 @@ class World(WorldBase):
         for key in sorted(self.chans):
             if self.chans[key]:
                 out.append("A%d>%d" % key)
-        for text in self.rpc_pids:
+        for text in self.rpcs:
             out.append("R" + text)
         for k in range(1, self.nsched + 1):
             if self.pubs[k]:
@@ -586,8 +584,7 @@ class World(WorldBase):
             self._ingest(k)
 
     def _serve(self, pid_text: str) -> str:
-        pid = self.rpc_pids.pop(pid_text)
-        seq, req = self.rpcs.pop(pid)
+        pid, seq, req = self.rpcs.pop(pid_text)
         self.fp_c.add(("rpc", pid, seq))
         k = self.owner(pid)
         self.fp_w.add(("node", k))

@@ -309,8 +309,7 @@ def _publish(w: World, st: Stepper, t: str, _fates) -> str | None:
 
 
 def _serve(w: World, st: Stepper, t: str, _fates) -> str | None:
-    pid = next(p for p in w.rpcs if repr(p) == t[1:])
-    req = w.rpcs[pid][1]
+    pid, _seq, req = w.rpcs[t[1:]]
     w.step(t)
     rreq = st.serve(pid)
     if tuple(rreq[:2]) != tuple(req[:2]):
