@@ -590,7 +590,7 @@ class World(WorldBase):
         self.fp_w.add(("node", k))
         self.atomic = True
         self.bif_sched = k
-        self.bif_name = req[1] if req[0] == "bif" else req[0]
+        self.bif_name = name = req[1] if req[0] == "bif" else req[0]
         try:
             value = self.serve_request(pid, req)
         except BadArg as e:
@@ -606,8 +606,7 @@ class World(WorldBase):
             self._flush(j)
         if self.quiet:
             return ""
-        what = req[1] if req[0] == "bif" else req[0]
-        return f"controller serves {what} for {pid!r}"
+        return f"controller serves {name} for {pid!r}"
 
     def serve_request(self, caller, req):
         """The controller's side of a process's BIF (``Emulator._serve_rpcs``)."""
