@@ -39,6 +39,10 @@ The objects, named after the seed's shared data:
   signals from scheduler ``i`` to ``k``: a scheduler's event that sends
   writes the tail, an arrival writes the head, and a BIF that takes the
   channel's signals at once reads the tail and writes the head.
+* ``("after", k, i)``: how many of scheduler ``i``'s batches scheduler
+  ``k``'s next batch waits for (the dispatcher takes it after them): a
+  signal from ``i`` arriving at ``k`` raises it (a quiet one included), an
+  event that makes a batch on ``k`` reads it.
 * ``("btail", k)`` and ``("bhead", k)``: the two ends of scheduler ``k``'s
   stream of batches to the dispatcher, the same way: an event that makes a
   batch writes the tail, an ingest the head, and a BIF that waits until the
@@ -291,6 +295,17 @@ RULES: tuple[Rule, ...] = (
             ("bif", "dispatch"),
             ("bif", "bif"),
         )
+    ),
+    *(
+        _r(
+            "arrive",
+            b,
+            "after",
+            "one sys_message_queue: what scheduler i enqueued before it sent a signal is "
+            "ahead of what the receiving scheduler enqueues after taking it, not of what "
+            "it enqueued before (a batch made after the arrival waits for i's batches)",
+        )
+        for b in ("slice", "arrive", "bif")
     ),
     *(
         _r(

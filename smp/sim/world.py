@@ -256,6 +256,9 @@ class World(WorldBase):
         if t.out:
             n = self.ing_sent[k] = self.ing_sent[k] + 1
             self.ing[k].append((n, tuple(self.after[k]), t.out))
+            for i in range(1, self.nsched + 1):
+                if i != k:
+                    self.fp_r.add(("after", k, i))  # (what the batch waits for)
             t.out = []
             self.fp_p.add(("batch", k, n))
             self.fp_w.add(("btail", k))  # what a BIF taking the batches sees
@@ -501,7 +504,10 @@ class World(WorldBase):
             node.deliver_sys_run(to, [term])
         else:
             if nb > self.after[k][i]:
+                # node k's next batches wait for i's first nb: a batch made
+                # before this arrival does not (even when it is quiet)
                 self.after[k][i] = nb
+                self.fp_w.add(("after", k, i))
             if not self.quiet:
                 label = f"{describe_signal(sig)} from scheduler {i} arrives"
             apply_signal(node, sig)
