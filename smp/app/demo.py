@@ -78,6 +78,27 @@ def run_demo(mode: str, schedulers: int, out=None, err=None) -> dict:
         return stats.as_dict()
 
 
-def main() -> None:
+USAGE = (
+    "usage: python -m smp\n"
+    "Runs the built-in demo workload (ping-pong, calls with return and exception\n"
+    "traces, a seq_trace chain) in nonsmp and in smp mode and prints each trace as\n"
+    "dbg prints it; it takes no argument.  Every other command: smp-emu --help.\n"
+)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m smp``: the demo; ``-h``/``--help`` prints what it does,
+    any other argument is refused in one line with exit 2 (a usage error,
+    as in every ``smp-emu`` command)."""
+    args = sys.argv[1:] if argv is None else argv
+    if args in (["-h"], ["--help"]):
+        sys.stdout.write(USAGE)
+        return 0
+    if args:
+        sys.stderr.write(
+            f"python -m smp: takes no argument, got {args[0]!r} (see python -m smp --help)\n"
+        )
+        return 2
     run_demo("nonsmp", 1)
     run_demo("smp", 2)
+    return 0

@@ -331,3 +331,14 @@ def test_the_demo_keeps_its_summary_off_the_trace():
     assert r.returncode == 0, r.stderr[-2000:]
     assert " ! " in r.stdout and "-- " not in r.stdout
     assert [x.split(" (")[0] for x in r.stderr.splitlines()] == ["-- nonsmp", "-- smp"]
+
+
+def test_the_demo_refuses_an_argument_in_one_line_and_says_what_it_is():
+    r = run_capped([sys.executable, "-m", "smp", "explore", "churn"], timeout=60)
+    assert r.returncode == 2 and r.stdout == "", (r.returncode, r.stdout[-500:])
+    assert r.stderr.splitlines() == [
+        "python -m smp: takes no argument, got 'explore' (see python -m smp --help)"
+    ]
+    h = run_capped([sys.executable, "-m", "smp", "--help"], timeout=60)
+    assert h.returncode == 0 and h.stdout.startswith("usage: python -m smp\n")
+    assert " ! " not in h.stdout  # (the demo did not run)
