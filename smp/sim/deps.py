@@ -27,6 +27,9 @@ The objects, named after the seed's shared data:
 * ``("alive", pid)``: the dispatcher's process-table entry of ``pid`` (alive,
   carries ``F_TRACER``).
 * ``("reg", name)``: a registered name (``error_logger`` for ERRLGR).
+* ``("registry",)``: the registry whole, as the dispatcher publishes it to
+  every replica when an exit or an unregister changes it: every change of a
+  name writes it, that publication reads it.
 * ``("state", group)``: a group of the ``sys_trace_rwmtx`` state: ``seq``
   (``system_seq_tracer``), ``monitor``, ``profile`` (with
   ``active_sched``), ``default`` (default tracer and flags).
@@ -81,11 +84,16 @@ __all__ = [
     "group_of_type",
     "group_of_state_op",
     "QUEUE",
+    "REGISTRY",
 ]
 
 #: The footprint item of the dispatcher's queue (what ingests and dispatches
 #: write, and what a BIF that reads the queue reads).
 QUEUE = ("queue",)
+
+#: The footprint item of the whole registry: what a change of any name
+#: writes, and what the ingest that publishes the registry whole reads.
+REGISTRY = ("registry",)
 
 #: The kinds of events, each one step of one thread of the simulated build.
 KINDS = ("slice", "arrive", "publish", "bif", "ingest", "dispatch")
@@ -257,6 +265,17 @@ RULES: tuple[Rule, ...] = (
         "reg",
         "two BIFs on one registered name",
     ),
+    *(
+        _r(
+            a,
+            b,
+            "registry",
+            "the dispatcher publishes the whole registry to the replicas when an exit or an "
+            "unregister changes it: a name registered or removed before it is in what every "
+            "replica takes, one after it is not",
+        )
+        for a, b in (("ingest", "ingest"), ("ingest", "bif"), ("bif", "bif"))
+    ),
     _r(
         "bif",
         "dispatch",
@@ -298,14 +317,53 @@ RULES: tuple[Rule, ...] = (
     ),
     *(
         _r(
-            "arrive",
+            a,
             b,
             "after",
             "one sys_message_queue: what scheduler i enqueued before it sent a signal is "
             "ahead of what the receiving scheduler enqueues after taking it, not of what "
-            "it enqueued before (a batch made after the arrival waits for i's batches)",
+            "it enqueued before (a batch made after the arrival, or after a BIF took the "
+            "signal, waits for i's batches)",
+        )
+        for a, b in (
+            ("arrive", "slice"),
+            ("arrive", "arrive"),
+            ("arrive", "bif"),
+            ("bif", "slice"),
+            ("bif", "bif"),
+        )
+    ),
+    _r(
+        "slice",
+        "arrive",
+        "btail",
+        "the events of one scheduler add their batches to its stream in the order they "
+        "run (one scheduler thread enqueues its trace messages one after the other)",
+    ),
+    _r(
+        "arrive",
+        "arrive",
+        "btail",
+        "the events of one scheduler add their batches to its stream in the order they "
+        "run (one scheduler thread enqueues its trace messages one after the other)",
+    ),
+    *(
+        _r(
+            "bif",
+            b,
+            "replica",
+            "a trace BIF that finds its tracee held by a tracer its replica still thinks "
+            "alive takes that tracer as dead at that scheduler (17.x looks it up in the one "
+            "process table), which a send or erts_check_my_tracer_proc there reads",
         )
         for b in ("slice", "arrive", "bif")
+    ),
+    _r(
+        "bif",
+        "bif",
+        "queue",
+        "two BIFs queue a message each under smq_mtx (erts_queue_error_logger_message, "
+        "trace_delivered's message): the queue order",
     ),
     *(
         _r(

@@ -16,6 +16,8 @@ from smp.core.stats import Stats
 from smp.core.terms import Pid
 from smp.wire.protocol import PortCmd, PortReply, decode_signal
 
+from .deps import REGISTRY
+
 __all__ = ["SimError", "SimClock", "SimTable", "SimTransport", "SimNode", "signal_of", "collector"]
 
 _BASE_US = 1_700_000_000_000_000  # a plausible now() for the first timestamp
@@ -79,6 +81,8 @@ class SimTable(PidTable):
         names = super().exited(pid)
         for n in names:
             self.world.fp_w.add(("reg", n))
+        if names:
+            self.world.fp_w.add(REGISTRY)
         return names
 
     def mark_tracer(self, pid) -> None:
@@ -88,11 +92,17 @@ class SimTable(PidTable):
     def register(self, name, pid) -> bool:
         self.world.fp_w.add(("reg", name))
         self.world.fp_r.add(("alive", pid))
-        return super().register(name, pid)
+        ok = super().register(name, pid)
+        if ok:
+            self.world.fp_w.add(REGISTRY)
+        return ok
 
     def unregister(self, name) -> bool:
         self.world.fp_w.add(("reg", name))
-        return super().unregister(name)
+        ok = super().unregister(name)
+        if ok:
+            self.world.fp_w.add(REGISTRY)
+        return ok
 
 
 class SimTransport:

@@ -60,7 +60,7 @@ from smp.core.terms import Atom, Pid
 from smp.wire.protocol import Msg, describe_signal
 
 from .backend import SimBackend
-from .deps import QUEUE, STATE_GROUPS, Event, group_of_type
+from .deps import QUEUE, REGISTRY, STATE_GROUPS, Event, group_of_type
 from .nodes import SimClock, SimError, SimNode, SimTable, SimTransport, collector, signal_of
 
 __all__ = ["World", "WorldBase", "NonsmpWorld", "SimError", "collector", "thread_order", "mid_text"]
@@ -418,6 +418,7 @@ class World(WorldBase):
         if tracers:
             self._pub_all(("tracer", tracers))
         if reg:
+            self.fp_r.add(REGISTRY)  # (every name in it)
             self._pub_all(("reg", dict(table.registry)))
         if what is None:
             return ""

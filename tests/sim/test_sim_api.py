@@ -115,20 +115,53 @@ def _executions(race, limit=300):
         w.dispose()
 
 
-@pytest.mark.parametrize("race", [CATALOGUE[i] for i in (0, 1, 3)], ids=lambda r: r.name)
-def test_every_conflict_met_has_a_rule_with_the_seeds_reason(race):
+def _conflict_kinds(traces) -> set:
+    """The pairs of event kinds that conflict in ``traces``, each conflict
+    checked to have a rule with the seed's reason (the race pairs a report
+    prints say "no rule" otherwise)."""
     seen = set()
-    for _s, w in _executions(race, 200):
-        ev = w.trace
+    for ev in traces:
         for j, b in enumerate(ev):
             for a in ev[:j]:
                 if a.thread != b.thread and conflicting(a, b):
                     for reason in explain(a, b):
-                        assert "no rule" not in reason, (a, b)
+                        assert "no rule" not in reason, (reason, a, b)
                     seen.add(frozenset((a.kind, b.kind)))
-    assert seen  # the workloads do race
     kinds = {r.kinds for r in RULES}
     assert seen <= kinds | {frozenset((k,)) for k in ("slice", "ingest", "dispatch")}
+    return seen
+
+
+def _random_traces(nw, runs: int, seed: int = 3):
+    rng = random.Random(seed)
+    for _ in range(runs):
+        w = nw()
+        while en := w.enabled():
+            w.step(rng.choice(en))
+        yield w.trace
+        w.dispose()
+
+
+@pytest.mark.parametrize("race", CATALOGUE, ids=lambda r: r.name)
+def test_every_conflict_met_has_a_rule_with_the_seeds_reason(race):
+    traces = [w.trace for _s, w in _executions(race, 100)]
+    nw = world_factory(race.setup, race.schedulers, 200)
+    seen = _conflict_kinds(traces + list(_random_traces(nw, 30)))
+    assert seen or race.executions == 1  # the workloads do race
+
+
+@pytest.mark.parametrize(
+    "name", ["churn", "stress", "default", "seqtrace", "long"], ids=lambda n: f"example_{n}"
+)
+def test_every_conflict_met_has_a_rule_in_a_run_scenario(name):
+    """The same over random schedules of the shipped run scenarios (what
+    ``smp-emu explore churn`` prints race pairs from)."""
+    from smp.app.explore.workload import Bounds, ScenarioWorkload
+    from smp.app.scenario import load_scenario
+
+    wl = ScenarioWorkload(load_scenario(name), Bounds())
+    nw = world_factory(wl.setup, wl.schedulers, 200)
+    assert _conflict_kinds(_random_traces(nw, 15))
 
 
 def _swaps_commute(nw, schedule: list[str]) -> int:
@@ -271,6 +304,7 @@ _PARTS = {
         "gc",
         'trace = ["garbage_collection"]\ntracer = "t"',
     ),
+    "register_beside_exits": ("", "ring", '[[groups]]\nname = "s"\nworkload = "seq_chain"'),
     "replace_seq_tracer": (
         '[seq_trace]\ntracer = "t"\n[[faults]]\naction = "replace_seq_tracer"\nat = 0.05',
         "seq_chain",
@@ -304,7 +338,8 @@ def test_every_class_random_schedules_meet_is_explored_in_the_parts_of_churn_and
     """``churn`` and ``stress`` whole do not end, but their parts do: each
     workload and fault of theirs alone, at one operation (the churn
     workload; a tracer killed under a ring and under collections; the seq
-    tracer and the monitor replaced, the latter beside a seq_trace chain)."""
+    tracer and the monitor replaced, the latter beside a seq_trace chain; a
+    ring registering its name while a chain's processes exit)."""
     nw = _part_world(part)
     explored = _explored_classes(nw)
     met = _met_classes(nw, 500)
