@@ -15,6 +15,7 @@ CLI, a JSON writer or an HTML report can take them as they are.
 from __future__ import annotations
 
 import itertools
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -94,6 +95,18 @@ class ExploreResult:
     @property
     def violations(self) -> list[OutcomeGroup]:
         return [g for g in self.outcomes if g.outcome.violations]
+
+    def text(self, events: bool = True) -> str:
+        """The report as ``smp-emu explore`` prints it (``smp.sim.report``)."""
+        from .report import format_report
+
+        return format_report(self, events=events)
+
+    def to_json(self) -> str:
+        """``as_dict()`` as JSON text."""
+        import json
+
+        return json.dumps(self.as_dict(), indent=2, default=str)
 
     def as_dict(self) -> dict:
         return {
@@ -333,6 +346,10 @@ def explore(setup, schedulers: int = 2, **options) -> ExploreResult:
     return Explorer(setup, schedulers=schedulers, **options).run()
 
 
+#: the name of a thread of the simulated build (``World.enabled``)
+_THREAD = re.compile(r"S\d+|I\d+|P\d+|A\d+>\d+|R<\d+\.\d+\.\d+>|D")
+
+
 def replay(
     setup, schedule: str, schedulers: int = 2, reductions: int = 200, checks=(), blocked_ok=False
 ) -> Execution:
@@ -343,7 +360,11 @@ def replay(
         for i, t in enumerate(schedule.split()):
             en = w.enabled()
             if t not in en:
-                raise SimError(f"step {i + 1}: {t} cannot step now (enabled: {' '.join(en)})")
+                what = "cannot step now" if _THREAD.fullmatch(t) else "is not a thread"
+                raise SimError(
+                    f"schedule step {i + 1}: {t!r} {what} (enabled: {' '.join(en) or 'none'}; "
+                    "threads: S<k> I<k> P<k> A<i>><k> R<pid> D)"
+                )
             w.step(t)
         while True:
             en = w.enabled()

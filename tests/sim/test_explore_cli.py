@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from smp.app.cli import cli
-from smp.app.exitcodes import EXIT_USAGE
+from smp.app.exitcodes import EXIT_FAILED, EXIT_USAGE
 from smp.app.explore.command import is_run_scenario
 from smp.app.explore.simulate import SimOptions, simulate
 from smp.app.explore.workload import Bounds
@@ -84,7 +84,7 @@ def test_a_schedule_replays_with_the_same_fates(churn):
 def test_a_schedule_that_cannot_run_is_a_usage_error():
     r = CliRunner().invoke(cli, ["explore", "churn", "--schedule", "D", *KEEP])
     assert r.exit_code == EXIT_USAGE
-    assert "step 1: D cannot step now" in r.output
+    assert "step 1: 'D' cannot step now" in r.output
 
 
 @pytest.mark.parametrize("method", ["--random", "--pct"])
@@ -244,7 +244,7 @@ def test_the_report_says_which_outcomes_break_an_expect_clause(tmp_path):
         text + '\n[[expect]]\nkind = "receives_every"\ntracer = "t"\ngroup = "pp"\n'
     )
     r = CliRunner().invoke(cli, ["explore", str(scenario), "--max-executions", "12", "--json"])
-    assert r.exit_code == 0, r.output
+    assert r.exit_code == EXIT_FAILED, r.output  # (a broken clause: exit 1, the result printed)
     data = json.loads(r.output)
     (tmp_path / "c.json").write_text(r.output)
     out = tmp_path / "c.html"
@@ -262,6 +262,46 @@ def test_the_report_says_which_outcomes_break_an_expect_clause(tmp_path):
     assert page.count("Broken invariants:") == len(broken)
     for o in broken:
         assert all(html.escape(v) in page for v in o["outcome"]["violations"])
+
+
+def test_a_short_schedule_is_completed_and_says_so_and_a_bad_step_is_named():
+    r = CliRunner().invoke(cli, ["explore", "seq_tracer_replaced", "--schedule", "S1", "--json"])
+    assert r.exit_code == 0, r.output
+    rep = json.loads(r.output)["replay"]
+    assert rep["given_steps"] == 1 and rep["completed_steps"] == len(rep["schedule"].split()) - 1
+    text = CliRunner().invoke(cli, ["explore", "seq_tracer_replaced", "--schedule", "S1"]).output
+    assert f"the first enabled thread took each of the {rep['completed_steps']} after" in text
+    whole = CliRunner().invoke(
+        cli, ["explore", "seq_tracer_replaced", "--schedule", rep["schedule"]]
+    )
+    assert "the first enabled thread" not in whole.output
+    bad = CliRunner().invoke(cli, ["explore", "seq_tracer_replaced", "--schedule", "S1 x!"])
+    assert bad.exit_code == EXIT_USAGE
+    assert "schedule step 2: 'x!' is not a thread (enabled: " in bad.output
+    wrong = CliRunner().invoke(cli, ["explore", "seq", "--random", "3"])
+    assert wrong.exit_code == EXIT_USAGE and "--random is for run scenarios" in wrong.output
+
+
+def test_explore_exits_1_when_an_outcome_breaks_an_invariant_and_0_when_none_does():
+    """As every command: a race whose outcomes break its check exits 1, the
+    report printed; one whose outcomes keep every invariant exits 0; a
+    replayed schedule whose outcome breaks one exits 1 too."""
+    bad = CliRunner().invoke(cli, ["explore", "tracer_killed_before_a_burst", "--json"])
+    assert bad.exit_code == EXIT_FAILED, bad.output
+    outcomes = json.loads(bad.output)["result"]["outcomes"]
+    broken = [o for o in outcomes if o["outcome"]["violations"]]
+    assert broken and len(broken) < len(outcomes)
+    good = CliRunner().invoke(cli, ["explore", "seq_tracer_replaced"])
+    assert good.exit_code == 0, good.output
+    one = CliRunner().invoke(
+        cli, ["explore", "tracer_killed_before_a_burst", "--schedule", broken[0]["schedule"]]
+    )
+    assert one.exit_code == EXIT_FAILED, one.output
+    kept = [o for o in outcomes if not o["outcome"]["violations"]][0]
+    ok = CliRunner().invoke(
+        cli, ["explore", "tracer_killed_before_a_burst", "--schedule", kept["schedule"]]
+    )
+    assert ok.exit_code == 0, ok.output
 
 
 def test_a_preemption_bound_is_an_option_and_the_output_says_it_cut():

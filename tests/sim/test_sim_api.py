@@ -6,6 +6,7 @@ the seed's reason)."""
 from __future__ import annotations
 
 import ast
+import json
 import random
 from collections import Counter
 from pathlib import Path
@@ -89,7 +90,7 @@ def test_a_process_blocked_forever_is_a_violation():
 
 
 def test_a_schedule_that_cannot_run_is_refused_with_the_step():
-    with pytest.raises(SimError, match=r"step 1: D cannot step now"):
+    with pytest.raises(SimError, match=r"step 1: 'D' cannot step now"):
         replay(SEQ.setup, "D", schedulers=2)
 
 
@@ -507,3 +508,23 @@ def test_the_setup_facade_refuses_what_the_emulator_refuses():
 
     with pytest.raises(Exception, match="must be an async def function"):
         explore(not_async, schedulers=2)
+
+
+def test_smp_explore_takes_a_setup_function_and_a_race_of_the_catalogue():
+    """``smp.explore(setup, schedulers=N)``, as the docs show it: the
+    simulator explores the function's workload; a race's name explores that
+    race; a schedule replays one execution; options of the simulator given
+    with an explore scenario are refused by name."""
+    import smp
+
+    r = smp.explore(KILLED.setup, schedulers=KILLED.schedulers)
+    assert (r.executions, len(r.outcomes)) == (KILLED.executions, KILLED.outcomes)
+    assert r.text().startswith(f"Explored {KILLED.executions} execution(s)")
+    assert json.loads(r.to_json())["executions"] == KILLED.executions
+    by_name = smp.explore(KILLED.name)
+    assert by_name.executions == KILLED.executions
+    first = r.outcomes[0].first
+    again = smp.explore(KILLED.setup, schedule=first.schedule)
+    assert again.schedule == first.schedule and again.outcome == first.outcome
+    with pytest.raises(TypeError, match="max_executions is for a setup function"):
+        smp.explore("seq", max_executions=3)

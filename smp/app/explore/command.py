@@ -25,6 +25,7 @@ from smp.app.explore.scenario import MAX_CHANGES, MAX_MESSAGES, SAMPLES, explore
 from smp.app.explore.simulate import (
     DEFAULT_MAX_EXECUTIONS,
     SimOptions,
+    broken,
     default_jobs,
     default_max_executions,
     is_race,
@@ -72,8 +73,12 @@ def is_run_scenario(scenario: str) -> bool:
     return scenario not in explore_example_names() and scenario in example_names()
 
 
+#: the options whose parameter is not named after them
+_OPTION_OF = {"random_runs": "--random"}
+
+
 def _option(name: str) -> str:
-    return "--" + name.replace("_", "-")
+    return _OPTION_OF.get(name) or "--" + name.replace("_", "-")
 
 
 def _make_command():
@@ -240,7 +245,8 @@ def _make_command():
         (--schedule 'S1 S2 D ...').
 
         Both kinds also run in nonsmp mode, and the report names the smp
-        outcomes nonsmp cannot produce.  Exit 1 when a schedule fails to run.
+        outcomes nonsmp cannot produce.  Exit 1 when a schedule fails to run,
+        an outcome breaks an invariant or an expect clause, or a proof fails.
 
         \b
         Example:
@@ -347,7 +353,7 @@ def _simulate(scenario, schedule, as_json, seed, no_nonsmp, kw) -> None:
         sys.stdout.write(json.dumps(data, indent=2) + "\n")
     else:
         sys.stdout.write(text)
-    if not proved(data):
+    if not proved(data) or broken(data):
         sys.exit(EXIT_FAILED)
 
 

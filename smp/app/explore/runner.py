@@ -272,6 +272,20 @@ def _source_arg(src) -> str:
     return s
 
 
+def _setup_of(scenario):
+    """``(setup, schedulers)`` when ``scenario`` is a setup function or a
+    catalogue race's name, else None."""
+    if callable(scenario):
+        return scenario, 2
+    if isinstance(scenario, str):
+        from smp.sim.catalogue import CATALOGUE
+
+        for race in CATALOGUE:
+            if race.name == scenario:
+                return race.setup, race.schedulers
+    return None
+
+
 def explore(
     scenario,
     *,
@@ -283,12 +297,44 @@ def explore(
     prune: bool = True,
     nonsmp: bool = True,
     progress=None,
-) -> ExploreResult:
-    """Run the explore scenario (a dict, a TOML path or a shipped example's
-    name) once per class of equivalent schedules and group the runs by
-    outcome; with ``schedule`` (``"replace@1 kill@3"``) run that one
-    schedule only.  ``prune=False`` runs every schedule (up to the bound).
-    ``progress(done, total, schedule)`` is called before each run."""
+    schedulers: int | None = None,
+    **sim_options,
+):
+    """``smp.explore``.  ``scenario`` is one of:
+
+    * a function ``setup(vm)`` that spawns and traces through the usual API
+      (``smp.sim.SimVM``), or the name of a race of the simulator's
+      catalogue (``smp.sim.catalogue``): the simulator of the SMP build
+      explores every order up to equivalence on ``schedulers`` logical
+      schedulers (default 2; a race: its own), with ``sim_options`` as
+      ``smp.sim.Explorer`` takes them (``max_executions``, ``time_budget``,
+      ``preemptions``, ``dpor``, ``checks``...); with ``schedule`` (``"S1 S2
+      D ..."``) it runs that one execution (``smp.sim.replay``).  Returns a
+      ``smp.sim.ExploreResult`` (or ``smp.sim.Execution``).
+    * an explore scenario (a dict, a TOML path or a shipped example's name):
+      run once per class of equivalent schedules and the runs grouped by
+      outcome; with ``schedule`` (``"replace@1 kill@3"``) that one schedule
+      only.  ``prune=False`` runs every schedule (up to the bound).
+      ``progress(done, total, schedule)`` is called before each run.
+      Returns an ``ExploreResult``.
+
+    A run scenario (TOML with ``[[groups]]``) is explored by ``smp-emu
+    explore`` (which cuts it to bounds first)."""
+    setup = _setup_of(scenario)
+    if setup is not None:
+        from smp import sim
+
+        fn, n = setup
+        n = schedulers if schedulers is not None else n
+        if schedule is not None:
+            return sim.replay(fn, schedule, schedulers=n)
+        return sim.explore(fn, schedulers=n, nonsmp=nonsmp, **sim_options)
+    if schedulers is not None or sim_options:
+        extra = ["schedulers"] if schedulers is not None else []
+        raise TypeError(
+            f"explore: {', '.join(extra + sorted(sim_options))} is for a setup function or a "
+            "race of the catalogue, not an explore scenario"
+        )
     sc = load_explore_scenario(scenario)
     ex = sc["explore"]
     max_messages = ex["max_messages"] if max_messages is None else max_messages

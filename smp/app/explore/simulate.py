@@ -212,8 +212,17 @@ def simulate(scenario: str, o: SimOptions) -> tuple[str, dict]:
         ex = replay(wl.setup, o.schedule, schedulers=wl.schedulers, checks=checks)
         if o.nonsmp:
             nonsmp = Explorer(wl.setup, schedulers=wl.schedulers, checks=checks).run_nonsmp()
+        given = len(o.schedule.split())
+        added = len(ex.schedule.split()) - given
+        if added:
+            head.append(
+                f"The schedule names {given} step(s); the first enabled thread took each of the "
+                f"{added} after them (the execution's whole schedule is printed below)."
+            )
         data["replay"] = {
             **ex.as_dict(),
+            "given_steps": given,
+            "completed_steps": added,
             "nonsmp": None if nonsmp is None else nonsmp.as_dict(),
             "nonsmp_verdict": nonsmp_verdict(ex.outcome, nonsmp),
         }
@@ -254,6 +263,16 @@ def proved(data: dict) -> bool:
     if "replay" in data and "proof" in data["replay"]:
         found.append(data["replay"]["proof"])
     return all(p["same"] for p in found)
+
+
+def broken(data: dict) -> bool:
+    """Whether an outcome of an explore result (or the replayed execution)
+    broke an invariant, an ``expect`` clause or a race's own check: the
+    command then exits 1, as every command does on a violated invariant."""
+    found = [od["outcome"] for od in data.get("result", {}).get("outcomes", [])]
+    if "replay" in data:
+        found.append(data["replay"]["outcome"])
+    return any(oc["violations"] for oc in found)
 
 
 def _broke(check, oc) -> bool:
