@@ -26,6 +26,7 @@ from .explorer import (
     replay,
 )
 from .outcome import Outcome
+from .report import format_report
 from .vm import SimVM
 from .world import SimError
 
@@ -40,4 +41,5 @@ __all__ = [
     "Outcome",
     "SimVM",
     "SimError",
+    "format_report",
 ]

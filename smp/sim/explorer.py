@@ -96,18 +96,6 @@ class ExploreResult:
     def violations(self) -> list[OutcomeGroup]:
         return [g for g in self.outcomes if g.outcome.violations]
 
-    def text(self, events: bool = True) -> str:
-        """The report as ``smp-emu explore`` prints it (``smp.sim.report``)."""
-        from .report import format_report
-
-        return format_report(self, events=events)
-
-    def to_json(self) -> str:
-        """``as_dict()`` as JSON text."""
-        import json
-
-        return json.dumps(self.as_dict(), indent=2, default=str)
-
     def as_dict(self) -> dict:
         return {
             "schedulers": self.schedulers,

@@ -519,8 +519,8 @@ def test_smp_explore_takes_a_setup_function_and_a_race_of_the_catalogue():
 
     r = smp.explore(KILLED.setup, schedulers=KILLED.schedulers)
     assert (r.executions, len(r.outcomes)) == (KILLED.executions, KILLED.outcomes)
-    assert r.text().startswith(f"Explored {KILLED.executions} execution(s)")
-    assert json.loads(r.to_json())["executions"] == KILLED.executions
+    assert smp.sim.format_report(r).startswith(f"Explored {KILLED.executions} execution(s)")
+    assert json.loads(json.dumps(r.as_dict()))["executions"] == KILLED.executions
     by_name = smp.explore(KILLED.name)
     assert by_name.executions == KILLED.executions
     first = r.outcomes[0].first

@@ -48,6 +48,9 @@ from smp.app.explore.schedules import (
 from smp.app.explore.text import format_text
 from smp.core.errors import BadArg, SmpError
 from smp.emulator import Emulator
+from smp.sim import explore as sim_explore
+from smp.sim import replay as sim_replay
+from smp.sim.catalogue import CATALOGUE
 
 __all__ = ["ExploreError", "ExploreResult", "explore", "run_schedule"]
 
@@ -278,8 +281,6 @@ def _setup_of(scenario):
     if callable(scenario):
         return scenario, 2
     if isinstance(scenario, str):
-        from smp.sim.catalogue import CATALOGUE
-
         for race in CATALOGUE:
             if race.name == scenario:
                 return race.setup, race.schedulers
@@ -322,13 +323,11 @@ def explore(
     explore`` (which cuts it to bounds first)."""
     setup = _setup_of(scenario)
     if setup is not None:
-        from smp import sim
-
         fn, n = setup
         n = schedulers if schedulers is not None else n
         if schedule is not None:
-            return sim.replay(fn, schedule, schedulers=n)
-        return sim.explore(fn, schedulers=n, nonsmp=nonsmp, **sim_options)
+            return sim_replay(fn, schedule, schedulers=n)
+        return sim_explore(fn, schedulers=n, nonsmp=nonsmp, **sim_options)
     if schedulers is not None or sim_options:
         extra = ["schedulers"] if schedulers is not None else []
         raise TypeError(
