@@ -107,7 +107,7 @@ ROWS = [
     (["stress", "{nottoml}"], U, "not valid TOML"),
     (["explore", "{nottoml}"], U, "not valid TOML"),
     (["explore", "{dir}"], U, "a-directory"),
-    (["explore", "{empty}"], U, "empty.toml"),
+    (["explore", "{empty}"], U, "empty.toml: an empty scenario"),
     # outputs that cannot be written
     (["run", "{small}", "--out", "{nodir}"], U, "--out"),
     (["run", "{small}", "--out", "{dir}"], U, "--out"),

@@ -73,6 +73,16 @@ def is_run_scenario(scenario: str) -> bool:
     return scenario not in explore_example_names() and scenario in example_names()
 
 
+def _is_empty(scenario: str) -> bool:
+    """A file that holds no TOML key at all (empty, or comments only)."""
+    if not os.path.isfile(scenario):
+        return False
+    try:
+        return not read_toml(read_file(scenario), scenario)
+    except ScenarioError:
+        return False  # (the loader says what is wrong with it)
+
+
 #: the options whose parameter is not named after them
 _OPTION_OF = {"random_runs": "--random"}
 
@@ -260,6 +270,13 @@ def _make_command():
         given = {
             k for k in kw if ctx.get_parameter_source(k) is not click.core.ParameterSource.DEFAULT
         }
+        if _is_empty(scenario):
+            click.echo(
+                f"smp-emu: {scenario}: an empty scenario (an explore scenario has [[queue]], "
+                "a run scenario [[groups]])",
+                err=True,
+            )
+            sys.exit(EXIT_USAGE)
         if is_run_scenario(scenario) or is_race(scenario):
             bad = sorted(given & set(_QUEUE_ONLY))
             if bad:
