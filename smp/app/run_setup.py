@@ -115,6 +115,20 @@ def role_label(g: dict, i: int, role: str) -> str:
     return f"{g['name']}[{i}].{role}"
 
 
+def leave_untraced(vm, sc: dict, tracers: dict, pids) -> None:
+    """The run's own processes (the fault controller and its log) are not
+    the workload's: the default tracing of new processes (``[[trace]]`` with
+    ``pids = "new"`` or ``"all"``) is taken off them again, with the tracer
+    it gave them (the last one ``set_up`` set: ``new`` entries come first,
+    ``all`` ones after the groups)."""
+    given = [t for t in sc["trace"] if t["pids"] == "new"]
+    given += [t for t in sc["trace"] if t["pids"] == "all"]
+    if given:
+        tracer = tracers[given[-1]["tracer"]]
+        for pid in pids:
+            vm.trace(pid, False, ["all"], tracer=tracer)
+
+
 def set_up(vm, env, sc: dict, tracers: dict, labels: dict, check=lambda: None) -> dict:
     """The scenario's processes and tracing, after its tracers: ``new``
     tracing, the groups (each process labelled ``group[i].role`` in

@@ -23,7 +23,14 @@ from smp.app.fault_plan import _not_fired, _plan, _resolve_plan
 from smp.app.fault_report import fault_notes, fault_report, lost_in_gap
 from smp.app.fault_steps import controller
 from smp.app.limits import TraceLimit
-from smp.app.run_setup import CHECK_S, SetupTimeout, _Env, _SetupDeadline, set_up
+from smp.app.run_setup import (
+    CHECK_S,
+    SetupTimeout,
+    _Env,
+    _SetupDeadline,
+    leave_untraced,
+    set_up,
+)
 from smp.app.run_summary import RunOutcome, _duration_report, _summary, duration_note
 from smp.app.series import (
     default_interval,
@@ -172,9 +179,7 @@ def execute(  # noqa: C901 - one run, from set-up to summary
             fault_log = vm.spawn_collector()
             ctl = vm.spawn(controller, plan, fault_log)
             labels[ctl], labels[fault_log] = "controller", "fault log"
-            if any(t["pids"] in ("new", "all") for t in sc["trace"]):
-                for pid in (fault_log, ctl):
-                    vm.trace(pid, False, ["all"], tracer=next(iter(tracers.values())))
+            leave_untraced(vm, sc, tracers, (fault_log, ctl))
         setup_s = time.perf_counter() - t_setup
 
         offsets = {name: 0 for name in collectors}

@@ -240,3 +240,42 @@ def test_ctrl_c_during_smp_stress_exits_130_with_summary_and_journal(tmp_path):
     assert out.startswith("stress, scenario stress (smp, 2 scheduler(s)"), out
     assert f"journal kept: {journal}" in err
     assert journal.exists() and journal.stat().st_size > 2_000_000
+
+
+NEW_TRACED = """\
+name = "new_traced"
+seed = 2
+[duration]
+operations = 2
+[[tracers]]
+name = "t1"
+[[tracers]]
+name = "t2"
+[[trace]]
+pids = "new"
+flags = ["procs"]
+tracer = "t2"
+[[groups]]
+name = "pp"
+workload = "ping_pong"
+[[faults]]
+action = "kill_tracer"
+target = "t1"
+at = 0.01
+"""
+
+
+@pytest.mark.parametrize("mode", ["smp", "nonsmp"])
+def test_a_fault_controller_is_untraced_with_the_tracer_new_processes_got(tmp_path, mode):
+    """New processes traced to t2, not the first tracer: the controller and
+    the fault log spawned for the faults are untraced with t2 (with t1, the
+    first tracer, the run failed: they already had another tracer); the
+    run and its exploration complete, and t2 gets the workload's events."""
+    p = tmp_path / "new.toml"
+    p.write_text(NEW_TRACED)
+    r = CliRunner().invoke(cli, ["run", str(p), "--mode", mode, "--json"])
+    assert r.exit_code == 0, r.output
+    s = json.loads(r.output)
+    assert s["tracers"]["t2"]["received"] > 0
+    x = CliRunner().invoke(cli, ["explore", str(p), "--max-executions", "5", "--jobs", "1"])
+    assert x.exit_code == 0, x.output

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 from smp.app.fault_plan import _plan, _resolve_plan
 from smp.app.fault_steps import _FAULT_OPS, FAULT_REC, _why
-from smp.app.run_setup import _Env, set_up
+from smp.app.run_setup import _Env, leave_untraced, set_up
 from smp.core.errors import ErlangException, ScenarioError, SmpError
 
 __all__ = ["Bounds", "ScenarioWorkload", "sim_controller"]
@@ -162,6 +162,4 @@ class ScenarioWorkload:
         if plan:
             log = vm.spawn_collector(name="fault log")
             ctl = vm.spawn(sim_controller, plan, log, name="controller")
-            if any(t["pids"] in ("new", "all") for t in sc["trace"]):
-                for pid in (log, ctl):
-                    vm.trace(pid, False, ["all"], tracer=next(iter(tracers.values())))
+            leave_untraced(vm, sc, tracers, (log, ctl))
