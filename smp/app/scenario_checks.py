@@ -172,6 +172,7 @@ def _check_refs(c: _Checker, sc: dict) -> None:
     groups = _check_groups(c, sc, ref)
     for i, t in enumerate(sc["trace"]):
         ref(("trace", i, "tracer"), t["tracer"])
+    _check_one_tracer(c, sc)
     _check_patterns(c, sc, ref)
     if sc["seq_trace"] is not None:
         ref(("seq_trace", "tracer"), sc["seq_trace"]["tracer"])
@@ -185,6 +186,22 @@ def _check_refs(c: _Checker, sc: dict) -> None:
     if d["seconds"] is None and d["operations"] is None:
         d["operations"] = 100
     _check_faults(c, sc, groups, ref)
+
+
+def _check_one_tracer(c: _Checker, sc: dict) -> None:
+    """A process has one tracer (17.x refuses another: ``** can only have
+    one tracer per process``): a ``[[trace]]`` entry traces the groups'
+    processes too (``new`` ones as they are spawned, ``all`` and
+    ``existing`` ones after), so a group that traces its own names the
+    same tracer."""
+    for i, t in enumerate(sc["trace"]):
+        for j, g in enumerate(sc["groups"]):
+            if g["trace"] and g["tracer"] is not None and g["tracer"] != t["tracer"]:
+                c.fail(
+                    ("groups", j, "tracer"),
+                    f"{g['tracer']!r}, but trace[{i}] (pids {t['pids']}) traces the group's "
+                    f"processes to {t['tracer']!r}: a process has one tracer",
+                )
 
 
 def _check_tracers(c: _Checker, sc: dict) -> dict:

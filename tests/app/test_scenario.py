@@ -184,3 +184,19 @@ def test_bad_bytes_and_deep_nesting_name_the_line(tmp_path):
 def test_match_spec_that_is_not_text():
     with pytest.raises(ValueError, match="must be true, false"):
         match_spec_from([1, 2])
+
+
+@pytest.mark.parametrize("pids", ["new", "all", "existing"])
+def test_a_group_tracer_other_than_the_trace_sections_is_refused_with_its_line(pids):
+    """A process has one tracer: [[trace]] traces the groups' processes too,
+    so a group naming another tracer is refused where it is written (it
+    failed at set-up before, naming a pid)."""
+    text = GOOD + (
+        f'[[tracers]]\nname = "other"\n[[trace]]\npids = "{pids}"\nflags = ["procs"]\n'
+        'tracer = "other"\n'
+    )
+    with pytest.raises(ScenarioError) as ei:
+        parse_scenario(text, "bad.toml")
+    msg = str(ei.value)
+    assert msg.startswith("bad.toml:15: groups[0].tracer: 't1', but trace[0] "), msg
+    assert f"(pids {pids}) traces the group's processes to 'other'" in msg
