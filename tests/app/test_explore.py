@@ -235,7 +235,13 @@ def test_cli_explore_refuses_bad_input(tmp_path):
         '[[changes]]\naction = "kill"\ntarget = "a"\n'
     )
     res = runner.invoke(cli, ["explore", str(bad)])
-    assert res.exit_code == 2 and "queue[0].do: must be one of" in res.output
+    assert res.exit_code == 2 and f"{bad}:5: queue[0].do: must be one of" in res.output
+    bad.write_text(
+        '[[processes]]\nname = "a"\n[[queue]]\nname = "q"\ndo = "send"\nto = "a"\n'
+        "count = 1\ncolour = 2\n"
+    )
+    res = runner.invoke(cli, ["explore", str(bad)])
+    assert res.exit_code == 2 and f"{bad}:8: queue[0].colour: unknown key" in res.output
     res = runner.invoke(cli, ["explore", "seq", "--schedule", "replace@9"])
     assert res.exit_code == 2 and "only 3 messages are queued" in res.output
 

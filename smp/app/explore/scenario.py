@@ -18,7 +18,7 @@ from importlib import resources
 from typing import Any
 
 from smp.app.scenario_schema import MAX_ATOM
-from smp.app.scenario_toml import read_file, read_toml
+from smp.app.scenario_toml import _KeyLines, read_file, read_toml
 from smp.app.workload_registry import Bound, _cut
 from smp.core.bifs import MAX_SMALL
 from smp.core.errors import ScenarioError
@@ -103,18 +103,27 @@ def load_explore_scenario(src) -> dict:
         )
     # one reader for every scenario file: a size cap, UTF-8, a nesting
     # bound, and each failure one line naming the file (and the line)
-    return _check(read_toml(read_file(path), path), path)
+    raw = read_file(path)
+    data = read_toml(raw, path)  # (it refuses what is not UTF-8)
+    return _check(data, path, raw.decode("utf-8"))
 
 
 class _Checker:
-    """Checks an explore scenario key by key; an error names the key."""
+    """Checks an explore scenario key by key; an error names the key (and,
+    for a file, its line)."""
 
-    def __init__(self, where: str):
+    def __init__(self, where: str, text: str | None = None):
         self.where = where
+        self.text = text
         self.names: list[str] = []
 
     def fail(self, key: str, msg: str):
-        raise ScenarioError(f"{self.where}: {key}: {msg}")
+        line = None
+        if self.text is not None:
+            path = tuple(int(k) if k.isdigit() else k for k in re.findall(r"[^.\[\]]+", key or ""))
+            line = _KeyLines(self.text).find(path)
+        where = self.where if line is None else f"{self.where}:{line}"
+        raise ScenarioError(f"{where}: {key}: {msg}")
 
     def keys(self, d, allowed, key: str) -> None:
         if type(d) is not dict:
@@ -312,8 +321,8 @@ class _Checker:
         return out
 
 
-def _check(data: dict, where: str) -> dict:
-    c = _Checker(where)
+def _check(data: dict, where: str, text: str | None = None) -> dict:
+    c = _Checker(where, text)
     c.keys(
         data,
         ("name", "description", "schedulers", "processes", "setup", "queue", "changes", "explore"),
