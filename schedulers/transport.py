@@ -25,8 +25,6 @@ __all__ = ["SmpTransport", "BATCH"]
 
 BATCH = 256  # messages: a batch this full is sent now (``batch_full``)
 
-_BY_RECEIVER = frozenset((M.SYS_MSG_TYPE_TRACE, M.SYS_MSG_TYPE_PROC_MSG))
-
 
 class SmpTransport:
     """The scheduler side of the smp wiring.  Runs in the scheduler process.
@@ -62,7 +60,7 @@ class SmpTransport:
         t = type_
         # the dispatcher decides TRACE and PROC_MSG by receiver alone, so a
         # run of them may hold several senders; the others need the sender
-        key = (t, to, ts_kind) if t in _BY_RECEIVER else (t, from_, to, ts_kind)
+        key = (t, to, ts_kind) if t in M.DECIDED_BY_RECEIVER else (t, from_, to, ts_kind)
         if key != self.run_key or ts_kind == M.TS_SCHED:  # one active count each
             self._close_run()
             self.run_key = key

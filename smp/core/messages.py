@@ -64,6 +64,7 @@ __all__ = [
     "SEQ_TRACE_RECEIVE",
     "SEQ_TRACE_PRINT",
     "SEQ_TRACE_TIMESTAMP",
+    "DECIDED_BY_RECEIVER",
 ]
 
 SYS_MSG_TYPE_UNDEFINED = 0
@@ -73,6 +74,11 @@ SYS_MSG_TYPE_SYSMON = 3
 SYS_MSG_TYPE_ERRLGR = 4
 SYS_MSG_TYPE_PROC_MSG = 5
 SYS_MSG_TYPE_SYSPROF = 6
+
+#: the types sys_msg_dispatcher_func decides by receiver alone (it reads no
+#: ``smqp->from`` for them): a scheduler sends consecutive ones to one
+#: receiver as one run under the first one's sender
+DECIDED_BY_RECEIVER = frozenset((SYS_MSG_TYPE_TRACE, SYS_MSG_TYPE_PROC_MSG))
 TYPE_NAMES = {
     0: "UNDEFINED",
     1: "TRACE",

@@ -283,3 +283,30 @@ def test_a_stepped_emulator_refuses_what_it_cannot_do_and_still_closes():
         emu.spawn(collector, scheduler=1)  # the emulator still works
     finally:
         emu.close()
+
+
+async def _cast_to(proc, to):
+    await proc.send(to, Atom("hi"))
+
+
+def _two_tracees_one_run(vm):
+    """P sends to Q on the same scheduler, both traced to T: P's send and
+    Q's receive are made one after the other, to one tracer (one run)."""
+    t = vm.spawn_collector(scheduler=2, name="T")
+    q = vm.spawn_collector(scheduler=1, name="Q")
+    p = vm.spawn(_cast_to, q, scheduler=1, name="P")
+    vm.trace(q, True, ["receive"], tracer=t)
+    vm.trace(p, True, ["send"], tracer=t)
+
+
+def test_messages_of_two_tracees_in_one_run_prove_by_their_bodies():
+    """The dispatcher gets a scheduler's consecutive TRACE messages to one
+    tracer as one run under its first sender (it decides them by receiver
+    alone, as sys_msg_dispatcher_func does); the proof tells each message
+    by its body, so Q's receive is not taken for a message of P's."""
+    r = explore(_two_tracees_one_run, schedulers=2)
+    assert r.outcomes
+    for g in r.outcomes:
+        p = prove(_two_tracees_one_run, g.first.schedule, schedulers=2)
+        assert p.same, p.mismatches
+        assert len(p.fates) == 2

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 
 from smp.core.bifs import call_bif
 from smp.core.errors import BadArg, SmpError
+from smp.core.messages import DECIDED_BY_RECEIVER, SYS_MSG_TYPE_TRACE
 from smp.emulator import Emulator
 from smp.sim.explorer import world_factory
 from smp.sim.outcome import Namer
@@ -255,15 +256,20 @@ def _ingest(w: World, st: Stepper, t: str, _fates) -> str | None:
 
 
 def _dispatch(w: World, st: Stepper, t: str, real_fates: dict) -> str | None:
-    mid, _type, from_, *_ = w.queue[0]
+    mid, type_, from_, _to, body, *_ = w.queue[0]
     w.step(t)
     sim = w.fates[mid]
     got = st.dispatch()
     if len(got) != 1:
         return f"{mid_text(mid)}: {len(got)} message(s) dispatched here"
-    rfrom, rrecv, _msg, outcome = got[0]
+    rfrom, rrecv, rbody, outcome = got[0]
     real = ("delivered", rrecv) if str(outcome) == "delivered" else ("dropped", str(outcome), rrecv)
     real_fates[mid] = real
+    if type_ in DECIDED_BY_RECEIVER:
+        # a run of them travels under its first message's sender: the
+        # message is told by its body (a TRACE one by its tracee)
+        same = rbody == body if type_ != SYS_MSG_TYPE_TRACE else rbody[1] == body[1]
+        rfrom = from_ if same else rfrom
     if rfrom != from_ or _fate_text(real) != _fate_text(sim):
         return (
             f"{mid_text(mid)} from {from_!r}: {_fate_text(sim)} in the simulator, "
