@@ -65,7 +65,11 @@ class DispatcherControl:
             self.run(timeout=left)
 
     def queued_messages(self) -> list:
-        """``erts_foreach_sys_msg_in_q``: ``(From, To, Msg)`` of each queued message."""
+        """``erts_foreach_sys_msg_in_q``: ``(From, To, Msg)`` of each queued
+        message.  A scheduler sends consecutive TRACE (or PROC_MSG) messages
+        to one receiver as one run, which the dispatcher decides by receiver
+        alone as the seed does: ``From`` is that run's first sender (a TRACE
+        message names its tracee in ``Msg`` itself)."""
         if not self.smp:
             return []
         self._sync_dispatcher()
