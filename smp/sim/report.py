@@ -63,12 +63,18 @@ def _summary(r: ExploreResult) -> list[str]:
             "--dpor source does not rely on the plans."
         )
     if r.blocked:
-        why = (
-            " (a split search tries every thread at its first steps, outside the wakeup "
-            "trees, which can leave executions blocked)"
-            if r.dpor == "optimal" and r.tasks > 1
-            else ""
-        )
+        if r.dpor == "source":
+            why = (
+                " (Source-DPOR plans only a race's first step: a sleep set stops an execution "
+                "that would repeat a class already explored)"
+            )
+        elif r.dpor == "optimal" and r.tasks > 1:
+            why = (
+                " (a split search tries every thread at its first steps, outside the wakeup "
+                "trees, which can leave executions blocked)"
+            )
+        else:
+            why = ""
         lines.append(f"{r.blocked} execution(s) were sleep-set blocked (not counted){why}.")
     if r.method != "dpor":
         if "time" in r.cut_by:

@@ -150,9 +150,10 @@ def _make_command():
         "--dpor",
         type=click.Choice(["optimal", "source"]),
         default=None,
-        help="run scenario: the partial-order reduction: optimal (wakeup trees, no "
-        "sleep-set blocked execution; the default) or source (backtrack sets; the one "
-        "--preemptions takes)",
+        help="run scenario: the partial-order reduction: source (backtrack and sleep "
+        "sets; the default, and the one --preemptions takes) or optimal (wakeup trees: no "
+        "sleep-set blocked execution, but it can miss orders when a step changes what a "
+        "later one touches; see the explore guide)",
     )
     @click.option(
         "--random",
@@ -248,7 +249,7 @@ def _make_command():
         fault a step of the controller process) run on simulated schedulers,
         bounded by --operations, --count, --size and --firings, and every
         order the SMP build allows is explored up to equivalence
-        (optimal DPOR; --dpor source for Source-DPOR) until --max-executions
+        (Source-DPOR; --dpor optimal for optimal DPOR) until --max-executions
         or --time-budget cuts it; or
         --random N schedules, or --pct N runs.  Each outcome comes with its
         events, race pairs, schedule and the command that replays it
