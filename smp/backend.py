@@ -190,6 +190,13 @@ class SmpBackend:
                 emu._reply_after_resume = True  # the resume brings every replica up
         return result
 
+    def _alive_at_owner(self, pid) -> bool:
+        """Whether ``pid``'s own scheduler has it alive (the seed's
+        ``erts_proc_lookup`` in the one process table)."""
+        emu = self.emu
+        owner = emu._owner(pid)
+        return owner not in emu.lost_schedulers and bool(emu._sched_call(owner, "alive", pid))
+
     def bk_is_alive(self, pid) -> bool:
         emu = self.emu
         if type(pid) is not Pid:
@@ -197,7 +204,7 @@ class SmpBackend:
         owner = emu._owner(pid)
         if owner in emu.lost_schedulers:
             return False
-        if emu._sched_call(owner, "alive", pid):
+        if self._alive_at_owner(pid):
             return True
         # 17.x creates a process before spawn returns; here a spawn on another
         # scheduler is a signal that may still be on its way when the parent's
@@ -275,7 +282,10 @@ class SmpBackend:
         info = emu._sched_call(owner, "trace_info", spec, "tracer")
         old = info[1] if type(info) is tuple and len(info) == 2 else None
         if type(old) is Pid:
-            if self.bk_is_alive(old):
+            # looked up as already_traced does (erts_proc_lookup): at its own
+            # scheduler, with no signal of the caller's taken first (that is
+            # for a pid the caller may just have spawned, not for its tracer)
+            if self._alive_at_owner(old):
                 return n
             # dead at its own scheduler: the tracee's replica is told so (the
             # seed's already_traced looks the tracer up in the one table)

@@ -310,3 +310,59 @@ def test_messages_of_two_tracees_in_one_run_prove_by_their_bodies():
         p = prove(_two_tracees_one_run, g.first.schedule, schedulers=2)
         assert p.same, p.mismatches
         assert len(p.fates) == 2
+
+
+#: a ring traced to t2 and a ping-pong pair, t2 killed and replaced: the
+#: controller retraces the ring to the replacement while a ring member's
+#: signal to the other scheduler is still held
+_RETRACED_RING = """\
+name = "fz"
+schedulers = 2
+[duration]
+operations = 2
+[[tracers]]
+name = "t1"
+[[tracers]]
+name = "t2"
+[[tracers]]
+name = "sq"
+[[tracers]]
+name = "mon"
+[[groups]]
+name = "g0"
+workload = "ping_pong"
+trace = ["receive", "timestamp"]
+tracer = "t1"
+[[groups]]
+name = "g1"
+workload = "ring"
+trace = ["send", "receive", "procs"]
+tracer = "t2"
+[seq_trace]
+tracer = "sq"
+[[faults]]
+action = "kill_tracer"
+target = "t2"
+at = 0.2
+replace = true
+"""
+_RETRACED_RING_SCHEDULE = (
+    "S2 S1 A1>2 S2 A1>2 I2 S1 S1 S2 R<0.96.0> S1 I1 A2>1 I1 A1>2 I1 S1 D I1 A1>2 P2 D A0>1 A1"
+    ">2 D S2 I2 I2 A1>2 I2 P2 A2>1 S2 D A1>2 A0>2 A2>1 I1 A0>2 P1 A1>2 S1 S1 I2 R<0.100.0> P2"
+    " D A0>1 A1>2 S1 S2 I2 D P2 P1 D S2 P1 R<0.100.0> A2>1 P1 A2>1 D D A0>1 D I2 S1 S1 P1 R<0"
+    ".100.0> P2 S1 I1 D A0>1 I1 I1 D D I1 D P1 P1 A1>2 P2 P2 P2 P1 A0>1 A0>1 A0>1"
+)
+
+
+def test_a_retrace_looks_the_old_tracer_up_at_its_own_scheduler_only():
+    """A retrace finding its tracee held by the killed tracer asks whether
+    that tracer is alive at its own scheduler (already_traced's
+    erts_proc_lookup), taking none of the caller's signals first, in the
+    simulator and on real processes alike (the real one took them, and the
+    proof found the signal gone)."""
+    from smp.app.explore.workload import Bounds, ScenarioWorkload
+    from smp.app.scenario import parse_scenario
+
+    wl = ScenarioWorkload(parse_scenario(_RETRACED_RING), Bounds(1, 1, 2, 1))
+    p = prove(wl.setup, _RETRACED_RING_SCHEDULE, schedulers=wl.schedulers)
+    assert p.same, p.mismatches
