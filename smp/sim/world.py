@@ -139,6 +139,7 @@ class World(WorldBase):
         super().__init__(nsched)
         self.atomic = True  # setup: every change reaches every replica at once
         self.quiet = False  # a step whose event is known builds no label (step)
+        self.taking = False  # a BIF takes signals (take_signals): no cut per arrival
         self.table = SimTable(self)
         self.state = TracerState(liveness=self.table, on_change=self._on_state_change)
         self._snap = self.state.snapshot()
@@ -515,7 +516,10 @@ class World(WorldBase):
         t = self.transports[k]
         if t.out or t.peer_out or t.ctl_out:
             self.fp_w.add(("node", k))  # its output joins node k's ordered streams
-        self._flush(k)
+        if not self.taking:
+            # (signals a BIF takes are applied in its step, which cuts node
+            # k's batch once at its end, as a stepped scheduler does)
+            self._flush(k)
         return label
 
     def _publish(self, k: int) -> str:
@@ -547,11 +551,15 @@ class World(WorldBase):
         """Within the current event, every signal waiting on the channels
         ``keys`` (``(from, to)``) arrives, in order (a BIF that waits for them)."""
         consumed = set(self.fp_c)
-        for key in keys:
-            self.fp_r.add(("tail", *key))
-            self.fp_w.add(("head", *key))
-            while self.chans.get(key):
-                self._arrive(*key)
+        self.taking = True
+        try:
+            for key in keys:
+                self.fp_r.add(("tail", *key))
+                self.fp_w.add(("head", *key))
+                while self.chans.get(key):
+                    self._arrive(*key)
+        finally:
+            self.taking = False
         # not a cause: the BIF takes what is there when it runs, and could run
         # before the signal was sent (the conflict on the channel orders them)
         self.fp_c = consumed

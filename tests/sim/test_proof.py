@@ -366,3 +366,57 @@ def test_a_retrace_looks_the_old_tracer_up_at_its_own_scheduler_only():
     wl = ScenarioWorkload(parse_scenario(_RETRACED_RING), Bounds(1, 1, 2, 1))
     p = prove(wl.setup, _RETRACED_RING_SCHEDULE, schedulers=wl.schedulers)
     assert p.same, p.mismatches
+
+
+#: fan_in traced to t2 and a ping-pong pair to t1, t2 killed: the retrace
+#: BIF takes a ping-pong signal pair on its way to pong's scheduler
+_TAKEN_PAIR = """\
+name = "fz"
+schedulers = 2
+[duration]
+operations = 2
+[[tracers]]
+name = "t1"
+[[tracers]]
+name = "t2"
+[[tracers]]
+name = "sq"
+[[tracers]]
+name = "mon"
+[[groups]]
+name = "g0"
+workload = "fan_in"
+trace = ["receive"]
+tracer = "t2"
+[[groups]]
+name = "g1"
+workload = "ping_pong"
+trace = ["send", "receive", "procs"]
+tracer = "t1"
+[system_monitor]
+monitor = "mon"
+long_gc = 1
+[[faults]]
+action = "kill_tracer"
+target = "t2"
+at = 0.05
+"""
+_TAKEN_PAIR_SCHEDULE = (
+    "S2 S1 S1 I1 P2 P1 S2 S2 S2 S2 I2 A2>1 P1 P2 S2 S2 A1>2 D A1>2 S2 A2>1 S1 D I2 I1 A0>2 R<"
+    "0.103.0> A1>2 A1>2 P2 I2 I2 D P1 I2 P2 D D P1 A0>1 A0>1 D A1>2 A0>1 A0>1 S2 I2 S2 S2 R<0"
+    ".103.0> S1 I2 P2 D D P1 D S2 R<0.103.0> I2 D A0>1 S2 I1 A0>2 A0>1 A0>1 R<0.103.0> D D P2"
+    " A0>1 D S2 A0>1 P1 I1 D"
+)
+
+
+def test_signals_a_bif_takes_make_one_batch_at_the_end_of_its_step():
+    """A BIF that takes the signals on their way to a scheduler applies them
+    in its step, and the scheduler's batch is cut once, at the step's end,
+    as a stepped scheduler cuts it (the simulator cut one per signal, and
+    the proof found one batch where it had two)."""
+    from smp.app.explore.workload import Bounds, ScenarioWorkload
+    from smp.app.scenario import parse_scenario
+
+    wl = ScenarioWorkload(parse_scenario(_TAKEN_PAIR), Bounds(1, 1, 2, 1))
+    p = prove(wl.setup, _TAKEN_PAIR_SCHEDULE, schedulers=wl.schedulers)
+    assert p.same, p.mismatches
