@@ -525,6 +525,8 @@ def test_smp_explore_takes_a_setup_function_and_a_race_of_the_catalogue():
     assert json.loads(json.dumps(r.as_dict()))["executions"] == KILLED.executions
     by_name = smp.explore(KILLED.name)
     assert by_name.executions == KILLED.executions
+    burst = smp.explore("tracer_killed_before_a_burst")  # (its own check runs)
+    assert burst.violations and len(burst.violations) < len(burst.outcomes)
     first = r.outcomes[0].first
     again = smp.explore(KILLED.setup, schedule=first.schedule)
     assert again.schedule == first.schedule and again.outcome == first.outcome

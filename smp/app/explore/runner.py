@@ -276,14 +276,14 @@ def _source_arg(src) -> str:
 
 
 def _setup_of(scenario):
-    """``(setup, schedulers)`` when ``scenario`` is a setup function or a
-    catalogue race's name, else None."""
+    """``(setup, schedulers, checks)`` when ``scenario`` is a setup function
+    or a catalogue race's name (with the race's own checks), else None."""
     if callable(scenario):
-        return scenario, 2
+        return scenario, 2, ()
     if isinstance(scenario, str):
         for race in CATALOGUE:
             if race.name == scenario:
-                return race.setup, race.schedulers
+                return race.setup, race.schedulers, tuple(race.checks)
     return None
 
 
@@ -305,7 +305,7 @@ def explore(
 
     * a function ``setup(vm)`` that spawns and traces through the usual API
       (``smp.sim.SimVM``), or the name of a race of the simulator's
-      catalogue (``smp.sim.catalogue``): the simulator of the SMP build
+      catalogue (``smp.sim.catalogue``, with its own checks): the simulator of the SMP build
       explores every order up to equivalence on ``schedulers`` logical
       schedulers (default 2; a race: its own), with ``sim_options`` as
       ``smp.sim.Explorer`` takes them (``max_executions``, ``time_budget``,
@@ -323,11 +323,12 @@ def explore(
     explore`` (which cuts it to bounds first)."""
     setup = _setup_of(scenario)
     if setup is not None:
-        fn, n = setup
+        fn, n, checks = setup
         n = schedulers if schedulers is not None else n
+        checks = (*checks, *sim_options.pop("checks", ()))
         if schedule is not None:
-            return sim_replay(fn, schedule, schedulers=n)
-        return sim_explore(fn, schedulers=n, nonsmp=nonsmp, **sim_options)
+            return sim_replay(fn, schedule, schedulers=n, checks=checks)
+        return sim_explore(fn, schedulers=n, nonsmp=nonsmp, checks=checks, **sim_options)
     if schedulers is not None or sim_options:
         extra = ["schedulers"] if schedulers is not None else []
         raise TypeError(
