@@ -14,6 +14,7 @@ import os
 import time
 
 from smp.core import messages as M
+from smp.core.messages import DECIDED_BY_RECEIVER
 from smp.core.stats import Stats
 from smp.wire import codec
 from smp.wire.frames import Run, TableEvent
@@ -60,7 +61,7 @@ class SmpTransport:
         t = type_
         # the dispatcher decides TRACE and PROC_MSG by receiver alone, so a
         # run of them may hold several senders; the others need the sender
-        key = (t, to, ts_kind) if t in M.DECIDED_BY_RECEIVER else (t, from_, to, ts_kind)
+        key = (t, to, ts_kind) if t in DECIDED_BY_RECEIVER else (t, from_, to, ts_kind)
         if key != self.run_key or ts_kind == M.TS_SCHED:  # one active count each
             self._close_run()
             self.run_key = key

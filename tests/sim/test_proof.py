@@ -312,6 +312,16 @@ def test_messages_of_two_tracees_in_one_run_prove_by_their_bodies():
         assert len(p.fates) == 2
 
 
+def _prove_scenario(text: str, schedule: str):
+    """``prove`` of ``schedule`` on a run scenario's text, cut to one
+    operation, instance and firing and a size of two."""
+    from smp.app.explore.workload import Bounds, ScenarioWorkload
+    from smp.app.scenario import parse_scenario
+
+    wl = ScenarioWorkload(parse_scenario(text), Bounds(1, 1, 2, 1))
+    return prove(wl.setup, schedule, schedulers=wl.schedulers)
+
+
 #: a ring traced to t2 and a ping-pong pair, t2 killed and replaced: the
 #: controller retraces the ring to the replacement while a ring member's
 #: signal to the other scheduler is still held
@@ -360,11 +370,7 @@ def test_a_retrace_looks_the_old_tracer_up_at_its_own_scheduler_only():
     erts_proc_lookup), taking none of the caller's signals first, in the
     simulator and on real processes alike (the real one took them, and the
     proof found the signal gone)."""
-    from smp.app.explore.workload import Bounds, ScenarioWorkload
-    from smp.app.scenario import parse_scenario
-
-    wl = ScenarioWorkload(parse_scenario(_RETRACED_RING), Bounds(1, 1, 2, 1))
-    p = prove(wl.setup, _RETRACED_RING_SCHEDULE, schedulers=wl.schedulers)
+    p = _prove_scenario(_RETRACED_RING, _RETRACED_RING_SCHEDULE)
     assert p.same, p.mismatches
 
 
@@ -414,9 +420,5 @@ def test_signals_a_bif_takes_make_one_batch_at_the_end_of_its_step():
     in its step, and the scheduler's batch is cut once, at the step's end,
     as a stepped scheduler cuts it (the simulator cut one per signal, and
     the proof found one batch where it had two)."""
-    from smp.app.explore.workload import Bounds, ScenarioWorkload
-    from smp.app.scenario import parse_scenario
-
-    wl = ScenarioWorkload(parse_scenario(_TAKEN_PAIR), Bounds(1, 1, 2, 1))
-    p = prove(wl.setup, _TAKEN_PAIR_SCHEDULE, schedulers=wl.schedulers)
+    p = _prove_scenario(_TAKEN_PAIR, _TAKEN_PAIR_SCHEDULE)
     assert p.same, p.mismatches

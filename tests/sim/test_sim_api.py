@@ -216,8 +216,8 @@ def test_adjacent_independent_events_commute(race):
     assert swapped > 0
 
 
-def _explored_classes(nw) -> set:
-    tree, explored = Tree(nw), set()
+def _explored_classes(nw, optimal: bool = False) -> set:
+    tree, explored = Tree(nw, optimal=optimal), set()
     while not tree.finished:
         w, how = tree.execute()
         tree.add_races()
@@ -322,18 +322,23 @@ _PARTS = {
 }
 
 
-def _part_world(part: str):
+def _scenario_world(text: str):
+    """A world factory for a run scenario's text, cut to one operation,
+    instance, size and firing."""
     from smp.app.explore.workload import Bounds, ScenarioWorkload
     from smp.app.scenario import parse_scenario
 
+    wl = ScenarioWorkload(parse_scenario(text), Bounds(operations=1, count=1, size=1, firings=1))
+    return world_factory(wl.setup, wl.schedulers, 200)
+
+
+def _part_world(part: str):
     tail, workload, group = _PARTS[part]
-    text = (
+    return _scenario_world(
         f'name = "{part}"\nschedulers = 2\n[duration]\noperations = 1\n'
         f'[[tracers]]\nname = "t"\n[[groups]]\nname = "g"\nworkload = "{workload}"\n'
         f"{group}\n{tail}\n"
     )
-    wl = ScenarioWorkload(parse_scenario(text), Bounds(operations=1, count=1, size=1, firings=1))
-    return world_factory(wl.setup, wl.schedulers, 200)
 
 
 @pytest.mark.parametrize("part", sorted(_PARTS))
@@ -565,22 +570,10 @@ def test_source_dpor_meets_every_class_where_optimal_dpor_misses_some():
     notice, and never explores ping running between the two.  Source-DPOR
     explores every class random schedules meet; optimal DPOR misses some
     (when this fails because it does not, the docs' caveat can go)."""
-    from smp.app.explore.workload import Bounds, ScenarioWorkload
-    from smp.app.scenario import parse_scenario
-
-    wl = ScenarioWorkload(parse_scenario(_KILLED_PAIR), Bounds(1, 1, 1, 1))
-    nw = world_factory(wl.setup, wl.schedulers, 200)
+    nw = _scenario_world(_KILLED_PAIR)
     met = _met_classes(nw, 300)
     source = _explored_classes(nw)
-    tree, optimal = Tree(nw, optimal=True), set()
-    while not tree.finished:
-        w, how = tree.execute()
-        tree.add_races()
-        if how == "complete":
-            optimal.add(mazurkiewicz_key(w.trace))
-        w.dispose()
-        if not tree.advance():
-            break
+    optimal = _explored_classes(nw, optimal=True)
     assert met <= source and optimal < source
     assert met - optimal
 
@@ -630,11 +623,7 @@ def test_source_dpor_too_misses_a_few_classes_where_a_process_is_killed():
     assumption, and where a process is killed (its next slice exits rather
     than runs on) random schedules meet a few classes the search left out.
     When this fails because none is missed, the caveat can go."""
-    from smp.app.explore.workload import Bounds, ScenarioWorkload
-    from smp.app.scenario import parse_scenario
-
-    wl = ScenarioWorkload(parse_scenario(_KILLED_PAIR_BESIDE_GC), Bounds(1, 1, 1, 1))
-    nw = world_factory(wl.setup, wl.schedulers, 200)
+    nw = _scenario_world(_KILLED_PAIR_BESIDE_GC)
     explored = _explored_classes(nw)
     missed = _met_classes(nw, 300) - explored
     assert 0 < len(missed) < len(explored) // 50
