@@ -430,5 +430,5 @@ class SchedulerCommands(CounterCommands):
         node.dead_remote.update(gone)
         node.remote_tracers.difference_update(gone)
         for p in list(node.procs.values()):
-            for pid in p.links & gone:
+            for pid in sorted(p.links & gone):  # (in term order, as at exit)
                 node.exit_signal_arrived(p, pid, Atom("killed"), True)

@@ -207,6 +207,32 @@ def test_getting_unlinked_on_survivor(vm, trap):
     check_counts(vm)
 
 
+def test_exit_signals_go_to_the_links_in_term_order(vm):
+    """A process that exits signals its links one after the other, in the
+    order of its link set (17.x sweeps a link tree ordered by the pids): in
+    term order here, never in the order of the pids' addresses, which
+    differs from one run to the next.  Sixteen survivors, each traced for
+    procs, see ``getting_unlinked`` in that order (per scheduler: the events
+    are made where each survivor runs)."""
+    from smp.core.placement import pid_owner
+
+    t = vm.spawn_collector()
+    d = vm.spawn(dies_after_message, A.normal)
+    survivors = [vm.spawn(linker, d, False) for _ in range(16)]
+    for s in survivors:
+        vm.trace(s, True, ["procs"], tracer=t)
+    vm.run()
+    vm.spawn(send_to, d, A.go)
+    vm.run()
+    unlinked = [m[1] for m in vm.messages(t) if m[2] is A.getting_unlinked]
+    assert sorted(unlinked) == sorted(survivors)
+    n = vm.nsched
+    for k in {pid_owner(s, n) for s in survivors}:
+        mine = [s for s in unlinked if pid_owner(s, n) == k]
+        assert mine == sorted(mine)
+    check_counts(vm)
+
+
 def test_registered_exit_then_unregister(vm):
     t = vm.spawn_collector()
     p = vm.spawn(dies_after_message, A.normal)
