@@ -82,6 +82,7 @@ class SimBackend:
         if type(old) is not Pid or self._node(w.owner(old)).is_alive(old):
             return n
         w.fp_w.add(("replica", k, old))
+        w.fp_w.add(("replica", k))  # (the whole: World._cut_short)
         node.dead_remote.add(old)
         return node.set_trace_local(spec, how, bits, tracer)
 

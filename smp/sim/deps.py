@@ -36,6 +36,10 @@ The objects, named after the seed's shared data:
 * ``("replica", k, pid)``: whether scheduler ``k``'s replica holds ``pid``
   as dead or as a tracer (``Node.is_alive`` / ``is_tracer`` for a pid of
   another scheduler read it; the dead and tracer publications write it).
+  ``("replica", k)``: that replica whole, which every change of it also
+  writes and the slice in which a killed process exits reads: it stands
+  for the slice the exit signal cut short (``World._cut_short``), which
+  could have read any entry.
 * ``("pub", k)``: the order of the publications scheduler ``k``'s replica
   takes.
 * ``("tail", i, k)`` and ``("head", i, k)``: the two ends of the channel of

@@ -27,22 +27,17 @@ that branch follows the tree before it chooses freely.  Every complete
 execution is then of a new Mazurkiewicz trace and none is blocked, as long
 as the dependency relation says every way one event enables or changes
 another (a planned step that is not enabled, or asleep, when it comes is
-counted in ``Tree.misses``; the tests ask for none), and as long as
-moving a step earlier past a step it depends on leaves its dependencies
-with third steps as they were.  Here they are not: a slice run before an
-exit signal arrives reads a replica the slice run after it does not (the
-process exits first), so a sequence the algorithm takes as covered (a
-thread absent from it and independent of it is a *weak initial*, and a
-branch starting with that thread is taken to stand for it) can stand for
-executions that never let the race's first step run between its steps.
-Random scenarios showed it: optimal DPOR missed classes that random
-schedules met in 3 of 46 small workloads, Source-DPOR (which plans only
-a race's initials, and takes a thread as covering a sequence only when
-that thread is one of them) in none of those and in 2 of 180 in all,
-both a ping-pong pair with a process killed (Source-DPOR's sleep sets
-make the same assumption, and it fails there too).  Source-DPOR is
-therefore the default, with that caveat; optimal DPOR is kept for what
-it is (no blocked execution) and checked on the catalogue.  Two departures
+counted in ``Tree.misses``; the catalogue's races have none).  Both
+algorithms rest on the footprints saying what each event touches, and a
+slice's footprint changes with the order: a slice run before an exit
+signal arrives may read a replica the slice run after it does not (the
+process exits).  The exiting slice therefore stands for the slice the
+signal cut short (``World._cut_short``); before it did, random small
+workloads showed optimal DPOR missing classes that random schedules met
+in 3 of 46 and Source-DPOR in 2 of 180, all with a process killed.  Where
+one is, optimal DPOR may still plan a step that is asleep when its turn
+comes, and blocks that execution.  Source-DPOR is the default (it
+also takes a preemption bound).  Two departures
 from the paper's setting are handled apart: a step a BIF can take away
 (``weak_initial``), and a split's prefix, whose steps try every thread
 without planning sequences (``Tree.prefix_sleep``); a split search may

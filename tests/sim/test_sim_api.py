@@ -216,7 +216,9 @@ def test_adjacent_independent_events_commute(race):
     assert swapped > 0
 
 
-def _explored_classes(nw, optimal: bool = False) -> set:
+def _explored_classes(nw, optimal: bool = False, misses: int = 0) -> set:
+    """The classes an exhaustive search explores; it plans no step that is
+    not there when its turn comes, or at most ``misses`` of them."""
     tree, explored = Tree(nw, optimal=optimal), set()
     while not tree.finished:
         w, how = tree.execute()
@@ -226,7 +228,7 @@ def _explored_classes(nw, optimal: bool = False) -> set:
         w.dispose()
         if not tree.advance():
             break
-    assert tree.finished and tree.misses == 0
+    assert tree.finished and tree.misses <= misses
     return explored
 
 
@@ -562,20 +564,20 @@ may_fail = true
 """
 
 
-def test_source_dpor_meets_every_class_where_optimal_dpor_misses_some():
-    """Why Source-DPOR is the default.  Here a slice of ping run before the
-    kill's exit signal arrives reads the replica of pong's liveness, one
-    run after it does not (ping exits): optimal DPOR takes the exit's
-    branch to stand for the reversal of ping's race with pong's death
-    notice, and never explores ping running between the two.  Source-DPOR
-    explores every class random schedules meet; optimal DPOR misses some
-    (when this fails because it does not, the docs' caveat can go)."""
+def test_both_reductions_meet_every_class_where_a_process_is_killed():
+    """A slice of ping run before the kill's exit signal arrives reads the
+    replica of pong's liveness; the slice run after it does not (ping
+    exits).  The exiting slice stands for the one the signal cut short
+    (``World._cut_short``), so both reductions explore every class random
+    schedules meet, the same classes; optimal DPOR plans a few steps that
+    are asleep when their turn comes (a slice's footprint changes with the
+    order), and blocks there.  Before the exiting slice stood for the other
+    one, optimal DPOR missed classes here."""
     nw = _scenario_world(_KILLED_PAIR)
     met = _met_classes(nw, 300)
     source = _explored_classes(nw)
-    optimal = _explored_classes(nw, optimal=True)
-    assert met <= source and optimal < source
-    assert met - optimal
+    assert met <= source
+    assert _explored_classes(nw, optimal=True, misses=len(source) // 20) == source
 
 
 #: a ping-pong pair traced for sends and procs beside collections, one of
@@ -618,12 +620,50 @@ at = 0.2
 """
 
 
-def test_source_dpor_too_misses_a_few_classes_where_a_process_is_killed():
-    """The limit the docs state: Source-DPOR's sleep sets make the same
-    assumption, and where a process is killed (its next slice exits rather
-    than runs on) random schedules meet a few classes the search left out.
-    When this fails because none is missed, the caveat can go."""
+def test_a_slice_that_ends_a_killed_process_stands_for_the_slice_it_cut_short():
+    """Where a process is killed, Source-DPOR explores every class random
+    schedules meet.  Here it missed 3 of them while the exiting slice had
+    its own footprint alone: the kill's race with the slice was reversed
+    into a slice that reads pong's replica entry, whose order against the
+    publication of pong's death no explored execution had."""
     nw = _scenario_world(_KILLED_PAIR_BESIDE_GC)
-    explored = _explored_classes(nw)
-    missed = _met_classes(nw, 300) - explored
-    assert 0 < len(missed) < len(explored) // 50
+    assert _met_classes(nw, 300) <= _explored_classes(nw)
+
+
+async def _holds(proc, c, _options):
+    kept = (Atom("result"), [c])
+    await proc.receive()
+    await proc.send(kept[1][0], Atom("done"))
+
+
+async def _kills(proc, victim):
+    await proc.exit(victim, Atom("kill"))
+
+
+def test_the_exiting_slice_touches_the_collectors_its_process_could_send_to():
+    """The slice a kill cut short could have sent to a collector the process
+    holds a pid of (in its arguments or variables) or that is registered,
+    never to one it cannot name; it reads the whole replica of its
+    scheduler.  A collector reached that way commutes with the exiting
+    slice no more than with the slice it stands for."""
+
+    def setup(vm):
+        held = vm.spawn_collector(scheduler=1, name="held")
+        vm.spawn_collector(scheduler=1, name="unknown")
+        named = vm.spawn_collector(scheduler=1, name="named")
+        vm.register("named", named)
+        v = vm.spawn(_holds, held, {"k": 1}, scheduler=1, name="V")
+        vm.spawn(_kills, v, scheduler=2, name="K")
+
+    w = world_factory(setup, 2, 200)()
+    names = {name: pid for pid, name in w.names.items()}
+    exiting = None
+    while en := w.enabled():
+        e = w.step(en[0])
+        if e.thread == "S1" and e.label.endswith("(exited)"):
+            exiting = e
+    w.dispose()
+    assert exiting is not None
+    touched = {o[1] for o in exiting.writes if o[0] == "proc"}
+    assert touched == {names["held"], names["named"], names["V"]}
+    assert ("replica", 1) in exiting.reads and ("tail", 1, 2) in exiting.writes

@@ -152,8 +152,8 @@ def _make_command():
         default=None,
         help="run scenario: the partial-order reduction: source (backtrack and sleep "
         "sets; the default, and the one --preemptions takes) or optimal (wakeup trees: no "
-        "sleep-set blocked execution, but it can miss orders when a step changes what a "
-        "later one touches; see the explore guide)",
+        "sleep-set blocked execution on the catalogue; a few where a process is killed, "
+        "see the explore guide)",
     )
     @click.option(
         "--random",
