@@ -4,8 +4,8 @@
 processes and sets tracing through ``SimVM``, the emulator's API) on N
 logical schedulers and the dispatcher in this one process, with the engine
 the real emulator runs, and explores every order the SMP build allows up to
-equivalence (Source-DPOR with sleep sets, also under a preemption bound;
-optimal DPOR with wakeup trees when asked, ``dpor="optimal"``).  ``replay(setup, schedule)``
+equivalence (optimal DPOR with wakeup trees; Source-DPOR with sleep sets
+under a preemption bound or when asked, ``dpor="source"``).  ``replay(setup, schedule)``
 runs one order again from its schedule string.
 
 Layers: ``deps`` (the dependency relation), ``world`` (the simulated build),

@@ -36,8 +36,9 @@ signal cut short (``World._cut_short``); before it did, random small
 workloads showed optimal DPOR missing classes that random schedules met
 in 3 of 46 and Source-DPOR in 2 of 180, all with a process killed.  Where
 one is, optimal DPOR may still plan a step that is asleep when its turn
-comes, and blocks that execution.  Source-DPOR is the default (it
-also takes a preemption bound).  Two departures
+comes, and blocks that execution.  Optimal DPOR is the default;
+Source-DPOR under a preemption bound (which optimal DPOR does not take)
+or when asked.  Two departures
 from the paper's setting are handled apart: a step a BIF can take away
 (``weak_initial``), and a split's prefix, whose steps try every thread
 without planning sequences (``Tree.prefix_sleep``); a split search may
@@ -318,9 +319,10 @@ class Tree:
     ):
         if optimal and preemptions is not None:
             raise ValueError("optimal DPOR takes no preemption bound (use source DPOR)")
-        #: wakeup trees (optimal DPOR) rather than backtrack sets (source
-        #: DPOR, the default: see the module's docstring)
-        self.optimal = bool(optimal)
+        #: wakeup trees (optimal DPOR, the default) rather than backtrack sets
+        #: (source DPOR, the default under a preemption bound): see the
+        #: module's docstring
+        self.optimal = preemptions is None if optimal is None else bool(optimal)
         #: planned wakeup-tree steps that were not enabled or were asleep when
         #: they came (none, when the dependency relation is complete)
         self.misses = 0
@@ -666,7 +668,7 @@ def split(new_world: Callable[[], World], min_tasks: int = 8, max_depth: int = 4
     (every enabled thread not asleep, the sleep sets kept) level by level
     until there are at least ``min_tasks`` prefixes or ``max_depth`` steps,
     and return the prefixes in the order one explorer would meet them.  A
-    ``Tree(prefix=p)`` explores below each with Source-DPOR; together they
+    ``Tree(prefix=p)`` explores below each; together they
     explore one execution per equivalence class, as one tree does (sleep
     sets keep the subtrees apart).  The split depends on the workload only,
     not on how many workers share it."""

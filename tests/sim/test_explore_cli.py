@@ -227,7 +227,7 @@ def test_the_report_of_a_simulated_explore_shows_each_outcome(tmp_path):
     races = [x for o in outcomes for x in o["races"]]
     assert races and all(html.escape(x) in page for x in races)
     assert "cut by executions" in page
-    assert "<p>source DPOR, 2 schedulers" in page  # the reduction the search used
+    assert "<p>optimal DPOR, 2 schedulers" in page  # the reduction the search used
     assert not any(o["outcome"]["violations"] for o in outcomes)
     assert "Expect clauses" not in page and "Broken invariants:" not in page
 
@@ -322,11 +322,11 @@ def test_a_preemption_bound_is_an_option_and_the_output_says_it_cut():
 def test_the_reduction_is_chosen_and_refused_with_what_it_cannot_take():
     r = CliRunner().invoke(cli, ["explore", "seq_tracer_replaced", "--json", "--jobs", "1"])
     assert r.exit_code == 0, r.output
-    src = json.loads(r.stdout)["result"]  # (the default)
+    opt = json.loads(r.stdout)["result"]  # (the default)
     r = CliRunner().invoke(
-        cli, ["explore", "seq_tracer_replaced", "--json", "--jobs", "1", "--dpor", "optimal"]
+        cli, ["explore", "seq_tracer_replaced", "--json", "--jobs", "1", "--dpor", "source"]
     )
-    opt = json.loads(r.stdout)["result"]
+    src = json.loads(r.stdout)["result"]
     assert (opt["dpor"], src["dpor"]) == ("optimal", "source")
     assert opt["executions"] == src["executions"] and opt["exhausted"] and src["exhausted"]
     for extra, says in (

@@ -150,10 +150,10 @@ def _make_command():
         "--dpor",
         type=click.Choice(["optimal", "source"]),
         default=None,
-        help="run scenario: the partial-order reduction: source (backtrack and sleep "
-        "sets; the default, and the one --preemptions takes) or optimal (wakeup trees: no "
-        "sleep-set blocked execution on the catalogue; a few where a process is killed, "
-        "see the explore guide)",
+        help="run scenario: the partial-order reduction: optimal (wakeup trees: no "
+        "sleep-set blocked execution on the catalogue, a few where a process is killed; "
+        "the default) or source (backtrack and sleep sets: the one --preemptions takes, "
+        "and its default)",
     )
     @click.option(
         "--random",
@@ -249,7 +249,7 @@ def _make_command():
         fault a step of the controller process) run on simulated schedulers,
         bounded by --operations, --count, --size and --firings, and every
         order the SMP build allows is explored up to equivalence
-        (Source-DPOR; --dpor optimal for optimal DPOR) until --max-executions
+        (optimal DPOR; --dpor source for Source-DPOR) until --max-executions
         or --time-budget cuts it; or
         --random N schedules, or --pct N runs.  Each outcome comes with its
         events, race pairs, schedule and the command that replays it

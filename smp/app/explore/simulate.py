@@ -8,8 +8,8 @@ scenario: a pool shares them when there is no execution bound, and under
 one each subtree stays with one worker, which goes on with it in the next
 round.  The split does not depend on the number of workers, so
 ``--jobs 1`` and ``--jobs N`` give the same outcomes and counts.  Three ways
-to search: exhaustive DPOR up to the bounds (the default; Source-DPOR,
-or optimal DPOR with ``--dpor optimal``), ``random``
+to search: exhaustive DPOR up to the bounds (the default; optimal DPOR,
+or Source-DPOR with ``--dpor source`` or a preemption bound), ``random``
 schedules and ``pct``; or one ``schedule`` replayed.  The text and the JSON
 carry, per distinct outcome, its events (processes by scenario role and
 pid), race pairs, schedule, the command that replays it and nonsmp's
@@ -56,7 +56,7 @@ class SimOptions:
     max_executions: int | None = DEFAULT_MAX_EXECUTIONS
     time_budget: float | None = None
     preemptions: int | None = None
-    dpor: str | None = None  # "optimal", "source" (None: source)
+    dpor: str | None = None  # "optimal", "source" (None: optimal, source under --preemptions)
     random: int | None = None
     pct: int | None = None
     depth: int = 3
