@@ -9,8 +9,9 @@ as their highest value (a peak since the previous read), the others are
 read as they are (cumulative counts, or a level at that moment).  A sample
 taken late (the process was busy) keeps its real time; a tick missed
 entirely is skipped, never made up; when the process itself was not run
-meanwhile (it used under a quarter of a CPU while the sample was late: the
-operating system held it, no thread of it held the sampler back) the time
+meanwhile (it used under a quarter of a CPU since it last looked at the
+clock before the tick: the operating system held it, no thread of it held
+the sampler back) the time
 is kept as a *stall* (the last ``MAX_PAUSES``), as a garbage collection is
 kept as a pause.  At most ``max_points`` samples are kept: past that the
 interval doubles and every interval of the new length keeps its first
@@ -34,8 +35,9 @@ Point = tuple[float, dict[str, float]]
 MAX_PAUSES = 1000  # garbage collections kept (the longest)
 PAUSE_MIN_S = 0.001  # a collection shorter than this is not recorded
 #: a sample later than an interval is a stall when the process used less
-#: than this share of one CPU since the sample before (a process that is
-#: run at all on a loaded machine gets more)
+#: than this share of one CPU since it last looked at the clock before the
+#: tick, or since the sample before (a process that is run at all on a
+#: loaded machine gets more)
 STALL_CPU_SHARE = 0.25
 
 
@@ -70,6 +72,9 @@ class Sampler:
         # the last sample (or the sampler's start, which may come after t0):
         # wall and CPU time
         self._prev = (time.monotonic(), time.process_time())
+        # the last look at the clock before the tick that is due (a poll that
+        # found it not yet due): wall and CPU time
+        self._seen = self._prev
         self._gc_began = 0.0
         self._due = self.t0  # when the next sample is due (monotonic)
         self._lock = threading.Lock()
@@ -104,7 +109,11 @@ class Sampler:
         loop of the process may call it too, so a thread the process keeps
         from running holds no sample back.  Never from a thread that holds a
         lock ``read`` takes."""
-        if time.monotonic() < self._due or not self._lock.acquire(blocking=False):
+        now = time.monotonic()
+        if now < self._due:
+            self._seen = (now, time.process_time())
+            return
+        if not self._lock.acquire(blocking=False):
             return
         try:
             now = time.monotonic()
@@ -122,9 +131,12 @@ class Sampler:
 
     def _stalled(self, now: float) -> None:
         """A sample more than an interval late: a stall from its tick to now
-        when the process was hardly run since the sample before (a thread of
-        its own holding the sampler back would have used the CPU)."""
-        wall0, cpu0 = self._prev
+        when the process was hardly run since it last looked at the clock
+        before the tick, or since the sample before if that is later (a
+        thread of its own holding the sampler back would have used the CPU;
+        measured from the last sample alone, a process run up to just before
+        the tick and then held was taken as run)."""
+        wall0, cpu0 = max(self._prev, self._seen)
         span = now - wall0  # (over an interval: a sampler started late is no stall)
         if span > self.interval and time.process_time() - cpu0 < STALL_CPU_SHARE * span:
             self.stalls.append((self._due - self.t0, now - self.t0))

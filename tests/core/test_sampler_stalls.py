@@ -75,3 +75,41 @@ def test_a_sampler_started_after_its_t0_notes_no_stall():
     got = s.to_json()
     assert got["stalls"] == [] and got["late"] == 1
     assert missing_intervals(got["t_s"], got["interval_s"], got["stalls"]) != []
+
+
+BUSY_CHILD = r"""
+import json, sys, threading, time
+from smp.core.sampler import Sampler
+s = Sampler(lambda: {"x": 1}, 0.1).start()
+done = threading.Event()
+threading.Thread(target=lambda: (sys.stdin.readline(), done.set()), daemon=True).start()
+print("ready", s.t0, flush=True)
+while not done.is_set():  # a busy loop that polls, as a scheduler's does
+    s.poll()
+s.stop()
+print(json.dumps(s.to_json()), flush=True)
+"""
+
+
+def test_a_busy_process_stopped_just_before_a_tick_has_a_stall_and_no_hole():
+    """The process ran flat out for most of an interval, then the system
+    stopped it across the next tick: the CPU it used since its last sample
+    is no measure of that (it was run, then held); since it last looked at
+    the clock before the tick it used none."""
+    p = subprocess.Popen(
+        [sys.executable, "-c", BUSY_CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    word, t0 = p.stdout.readline().split()
+    assert word == "ready"
+    t0 = float(t0)
+    # (times the stop, not a wait for something): 85 ms into an interval,
+    # held 140 ms, across the next tick
+    k = int((time.monotonic() - t0) / 0.1) + 2
+    time.sleep(max(0.0, t0 + k * 0.1 + 0.085 - time.monotonic()))
+    os.kill(p.pid, signal.SIGSTOP)
+    time.sleep(0.14)
+    os.kill(p.pid, signal.SIGCONT)
+    got = _finish(p, "go")
+    t, iv = got["t_s"], got["interval_s"]
+    assert got["stalls"], got
+    assert missing_intervals(t, iv, got["gc_pauses"] + got["stalls"]) == []
