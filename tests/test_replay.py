@@ -175,7 +175,7 @@ def test_doctored_decision_is_reported_at_its_seq(raced, tmp_path):
     assert f"seq {seq}: TRACE" in res.output and "REPLAY FAILED" in res.output
     res = CliRunner().invoke(cli, ["replay", bad, "--json", "--around", str(seq)])
     assert res.exit_code == 1
-    j = json.loads(res.output)
+    j = json.loads(res.stdout)
     assert j["divergences"][0]["seq"] == seq and not j["ok"]
     assert any(x["seq"] == seq for x in j["listing"])
 
@@ -243,7 +243,7 @@ def test_stress_leaves_a_journal_that_replays_clean(tmp_path):
         cli, ["stress", "--duration", "2", "--schedulers", "2", "--journal", str(j), "--json"]
     )
     assert res.exit_code == 0, res.output
-    s = json.loads(res.output)
+    s = json.loads(res.stdout)
     assert s["invariants"]["ok"] and s["journal"] == str(j)
     assert s["replay"]["runs"] > 0 and s["replay"]["divergence_count"] == 0
     res = CliRunner().invoke(cli, ["replay", str(j)])
@@ -272,9 +272,9 @@ def test_run_journal_replays_clean(tmp_path):
     j = tmp_path / "run.journal"
     res = CliRunner().invoke(cli, ["run", "churn", "--journal", str(j), "--json"])
     assert res.exit_code == 0, res.output
-    stats = json.loads(res.output)["stats"]
+    stats = json.loads(res.stdout)["stats"]
     res = CliRunner().invoke(cli, ["replay", str(j), "--json"])
     assert res.exit_code == 0, res.output
-    rep = json.loads(res.output)
+    rep = json.loads(res.stdout)
     assert rep["ok"] and rep["divergence_count"] == 0
     assert {k: rep["totals"][k] for k in KEYS} == {k: stats[k] for k in KEYS}

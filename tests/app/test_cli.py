@@ -71,7 +71,7 @@ def test_json_summary_parses(small):
     path, _ = small
     r = CliRunner().invoke(cli, ["run", str(path), "--json"])
     assert r.exit_code == 0, r.output
-    s = json.loads(r.output)
+    s = json.loads(r.stdout)
     assert s["mode"] == "nonsmp" and s["completed"] and not s["interrupted"]
     st = s["stats"]
     assert st["made"] == st["delivered"] + st["dropped"] + st["queued"] > 0
@@ -137,7 +137,7 @@ def test_compare_shows_both_modes(tmp_path):
     assert "invariants (nonsmp): all hold" in r.output
     assert "invariants (smp): all hold" in r.output
     r = CliRunner().invoke(cli, ["compare", str(p), "--json"])
-    c = json.loads(r.output)
+    c = json.loads(r.stdout)
     assert c["modes"] == ["nonsmp", "smp"]
     made = next(x for x in c["rows"] if x["what"] == "made")
     assert made["nonsmp"] == made["smp"] == 7  # ping: 3 pings + stop; pong: 3 pongs
@@ -158,7 +158,7 @@ def test_report_is_self_contained(small, tmp_path):
 def test_stress_nonsmp_holds_invariants():
     r = CliRunner().invoke(cli, ["stress", "--duration", "0.3", "--mode", "nonsmp", "--json"])
     assert r.exit_code == 0, r.output
-    s = json.loads(r.output)
+    s = json.loads(r.stdout)
     assert s["invariants"]["ok"] and len(s["faults"]) == 12
 
 
@@ -275,7 +275,7 @@ def test_a_fault_controller_is_untraced_with_the_tracer_new_processes_got(tmp_pa
     p.write_text(NEW_TRACED)
     r = CliRunner().invoke(cli, ["run", str(p), "--mode", mode, "--json"])
     assert r.exit_code == 0, r.output
-    s = json.loads(r.output)
+    s = json.loads(r.stdout)
     assert s["tracers"]["t2"]["received"] > 0
     x = CliRunner().invoke(cli, ["explore", str(p), "--max-executions", "5", "--jobs", "1"])
     assert x.exit_code == 0, x.output

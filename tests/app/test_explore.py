@@ -209,7 +209,7 @@ def test_cli_explore_table_json_and_report(tmp_path):
     assert "smp-emu explore commute --schedule 'replace@0'" in res.output
     res = runner.invoke(cli, ["explore", "monitor", "--json"])
     assert res.exit_code == 0, res.output
-    d = json.loads(res.output)
+    d = json.loads(res.stdout)
     assert d["kind"] == "explore" and d["schedules"]["run"] == 3
     assert d["nonsmp"]["same_as"] == 3
     path = tmp_path / "explore.json"

@@ -31,7 +31,7 @@ KEEP = [  # every option a replay of the same workload needs
 def _explore(*args) -> dict:
     r = CliRunner().invoke(cli, ["explore", *args, "--json"])
     assert r.exit_code == 0, r.output
-    return json.loads(r.output)
+    return json.loads(r.stdout)
 
 
 def _fates(outcome: dict) -> list:
@@ -210,7 +210,7 @@ def test_the_report_of_a_simulated_explore_shows_each_outcome(tmp_path):
     with its fates, race pairs, nonsmp verdict and the command that replays it."""
     r = CliRunner().invoke(cli, ["explore", "churn", "--max-executions", "12", "--json"])
     assert r.exit_code == 0, r.output
-    data = json.loads(r.output)
+    data = json.loads(r.stdout)
     assert data["kind"] == "explore-sim"
     (tmp_path / "sim.json").write_text(r.output)
     out = tmp_path / "sim.html"
@@ -245,7 +245,7 @@ def test_the_report_says_which_outcomes_break_an_expect_clause(tmp_path):
     )
     r = CliRunner().invoke(cli, ["explore", str(scenario), "--max-executions", "12", "--json"])
     assert r.exit_code == EXIT_FAILED, r.output  # (a broken clause: exit 1, the result printed)
-    data = json.loads(r.output)
+    data = json.loads(r.stdout)
     (tmp_path / "c.json").write_text(r.output)
     out = tmp_path / "c.html"
     r = CliRunner().invoke(cli, ["report", str(tmp_path / "c.json"), "-o", str(out)])
@@ -267,7 +267,7 @@ def test_the_report_says_which_outcomes_break_an_expect_clause(tmp_path):
 def test_a_short_schedule_is_completed_and_says_so_and_a_bad_step_is_named():
     r = CliRunner().invoke(cli, ["explore", "seq_tracer_replaced", "--schedule", "S1", "--json"])
     assert r.exit_code == 0, r.output
-    rep = json.loads(r.output)["replay"]
+    rep = json.loads(r.stdout)["replay"]
     assert rep["given_steps"] == 1 and rep["completed_steps"] == len(rep["schedule"].split()) - 1
     text = CliRunner().invoke(cli, ["explore", "seq_tracer_replaced", "--schedule", "S1"]).output
     assert f"the first enabled thread took each of the {rep['completed_steps']} after" in text

@@ -126,7 +126,7 @@ def test_a_schedule_the_simulator_cannot_take_is_refused():
 def test_explore_prove_on_the_command_line(tmp_path):
     r = CliRunner().invoke(cli, ["explore", "seq_tracer_replaced", "--prove", "--json"])
     assert r.exit_code == 0, r.output
-    outcomes = json.loads(r.output)["result"]["outcomes"]
+    outcomes = json.loads(r.stdout)["result"]["outcomes"]
     assert len(outcomes) == 3 and all(od["proof"]["same"] for od in outcomes)
     (tmp_path / "r.json").write_text(r.output)
     r2 = CliRunner().invoke(
