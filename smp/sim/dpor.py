@@ -34,7 +34,8 @@ signal arrives may read a replica the slice run after it does not (the
 process exits).  The exiting slice therefore stands for the slice the
 signal cut short (``World._cut_short``); before it did, random small
 workloads showed optimal DPOR missing classes that random schedules met
-in 3 of 46 and Source-DPOR in 2 of 180, all with a process killed.  Where
+in 3 of 46 and Source-DPOR in 2 of 180, all with a process killed
+(since, neither in 174).  Where
 one is, optimal DPOR may still plan a step that is asleep when its turn
 comes, and blocks that execution.  Optimal DPOR is the default;
 Source-DPOR under a preemption bound (which optimal DPOR does not take)
