@@ -11,9 +11,8 @@ taken late (the process was busy) keeps its real time; a tick missed
 entirely is skipped, never made up; when the process itself was not run
 meanwhile (it used under a quarter of a CPU since it last looked at the
 clock before the tick: the operating system held it, no thread of it held
-the sampler back) the time
-is kept as a *stall* (the last ``MAX_PAUSES``), as a garbage collection is
-kept as a pause.  At most ``max_points`` samples are kept: past that the
+the sampler back) the time is kept as a *stall* (the last
+``MAX_PAUSES``), as a garbage collection is kept as a pause.  At most ``max_points`` samples are kept: past that the
 interval doubles and every interval of the new length keeps its first
 sample, the peaks of the others folded into the next kept one, so a long
 run loses resolution but no peak.

@@ -34,12 +34,12 @@ signal arrives may read a replica the slice run after it does not (the
 process exits).  The exiting slice therefore stands for the slice the
 signal cut short (``World._cut_short``); before it did, random small
 workloads showed optimal DPOR missing classes that random schedules met
-in 3 of 46 and Source-DPOR in 2 of 180, all with a process killed
-(since, neither in 174).  Where
-one is, optimal DPOR may still plan a step that is asleep when its turn
-comes, and blocks that execution.  Optimal DPOR is the default;
-Source-DPOR under a preemption bound (which optimal DPOR does not take)
-or when asked.  Two departures
+in 3 of 46 and Source-DPOR in 2 of 180, all with a process killed;
+since, neither missed one in 174.  Where a process is killed, optimal
+DPOR may still plan a step that is asleep when its turn comes, and
+blocks that execution.  Optimal DPOR is the default; Source-DPOR runs
+under a preemption bound (which optimal DPOR does not take) or when
+asked.  Two departures
 from the paper's setting are handled apart: a step a BIF can take away
 (``weak_initial``), and a split's prefix, whose steps try every thread
 without planning sequences (``Tree.prefix_sleep``); a split search may
@@ -325,7 +325,8 @@ class Tree:
         #: module's docstring
         self.optimal = preemptions is None if optimal is None else bool(optimal)
         #: planned wakeup-tree steps that were not enabled or were asleep when
-        #: they came (none, when the dependency relation is complete)
+        #: they came (none on the catalogue; a few where a process is killed,
+        #: whose last slice touches other objects in another order)
         self.misses = 0
         self._rel = HappensBefore()  # of the last execution's events
         self.new_world = new_world
