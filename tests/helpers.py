@@ -8,6 +8,24 @@ import threading
 
 from smp.core.terms import Atom
 
+#: The head of the small scenarios the simulator tests found by random
+#: generation: two schedulers, two operations, four tracers (t1, t2, sq,
+#: mon); each scenario adds its groups and faults.
+FUZZ_HEAD = """\
+name = "fz"
+schedulers = 2
+[duration]
+operations = 2
+[[tracers]]
+name = "t1"
+[[tracers]]
+name = "t2"
+[[tracers]]
+name = "sq"
+[[tracers]]
+name = "mon"
+"""
+
 
 def check_counts(vm):
     """Every message accounted for: made = delivered + dropped + queued."""

@@ -20,6 +20,7 @@ import os
 
 import pytest
 from click.testing import CliRunner
+from helpers import FUZZ_HEAD
 
 import smp
 from smp.app.cli import cli
@@ -325,19 +326,9 @@ def _prove_scenario(text: str, schedule: str):
 #: a ring traced to t2 and a ping-pong pair, t2 killed and replaced: the
 #: controller retraces the ring to the replacement while a ring member's
 #: signal to the other scheduler is still held
-_RETRACED_RING = """\
-name = "fz"
-schedulers = 2
-[duration]
-operations = 2
-[[tracers]]
-name = "t1"
-[[tracers]]
-name = "t2"
-[[tracers]]
-name = "sq"
-[[tracers]]
-name = "mon"
+_RETRACED_RING = (
+    FUZZ_HEAD
+    + """\
 [[groups]]
 name = "g0"
 workload = "ping_pong"
@@ -356,6 +347,7 @@ target = "t2"
 at = 0.2
 replace = true
 """
+)
 _RETRACED_RING_SCHEDULE = (
     "S2 S1 A1>2 S2 A1>2 I2 S1 S1 S2 R<0.96.0> S1 I1 A2>1 I1 A1>2 I1 S1 D I1 A1>2 P2 D A0>1 A1"
     ">2 D S2 I2 I2 A1>2 I2 P2 A2>1 S2 D A1>2 A0>2 A2>1 I1 A0>2 P1 A1>2 S1 S1 I2 R<0.100.0> P2"
@@ -376,19 +368,9 @@ def test_a_retrace_looks_the_old_tracer_up_at_its_own_scheduler_only():
 
 #: fan_in traced to t2 and a ping-pong pair to t1, t2 killed: the retrace
 #: BIF takes a ping-pong signal pair on its way to pong's scheduler
-_TAKEN_PAIR = """\
-name = "fz"
-schedulers = 2
-[duration]
-operations = 2
-[[tracers]]
-name = "t1"
-[[tracers]]
-name = "t2"
-[[tracers]]
-name = "sq"
-[[tracers]]
-name = "mon"
+_TAKEN_PAIR = (
+    FUZZ_HEAD
+    + """\
 [[groups]]
 name = "g0"
 workload = "fan_in"
@@ -407,6 +389,7 @@ action = "kill_tracer"
 target = "t2"
 at = 0.05
 """
+)
 _TAKEN_PAIR_SCHEDULE = (
     "S2 S1 S1 I1 P2 P1 S2 S2 S2 S2 I2 A2>1 P1 P2 S2 S2 A1>2 D A1>2 S2 A2>1 S1 D I2 I1 A0>2 R<"
     "0.103.0> A1>2 A1>2 P2 I2 I2 D P1 I2 P2 D D P1 A0>1 A0>1 D A1>2 A0>1 A0>1 S2 I2 S2 S2 R<0"

@@ -12,6 +12,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from helpers import FUZZ_HEAD
 
 from smp.core.terms import Atom
 from smp.sim import Explorer, SimError, explore, replay
@@ -582,19 +583,9 @@ def test_both_reductions_meet_every_class_where_a_process_is_killed():
 
 #: a ping-pong pair traced for sends and procs beside collections, one of
 #: the pair killed, the seq tracer replaced
-_KILLED_PAIR_BESIDE_GC = """\
-name = "fz"
-schedulers = 2
-[duration]
-operations = 2
-[[tracers]]
-name = "t1"
-[[tracers]]
-name = "t2"
-[[tracers]]
-name = "sq"
-[[tracers]]
-name = "mon"
+_KILLED_PAIR_BESIDE_GC = (
+    FUZZ_HEAD
+    + """\
 [[groups]]
 name = "g0"
 workload = "ping_pong"
@@ -618,6 +609,7 @@ may_fail = true
 action = "replace_seq_tracer"
 at = 0.2
 """
+)
 
 
 def test_a_slice_that_ends_a_killed_process_stands_for_the_slice_it_cut_short():
