@@ -184,8 +184,8 @@ class ProcessOps:
                     self.transport.table_event(("unregister", name, p.pid))
             if p.tracer is not NIL and are_trace_flags_on(p.flags, F_TRACE_PROCS):
                 self.trace_proc(p, p, am_unregister, name)
-        # in term order: a set of interned pids or ports iterates in the
-        # order of their addresses, which differs from one run to the next
+        # in term order: a set of interned pids iterates in the order of
+        # their addresses, which differs from one run to the next
         # (17.x sweeps a link tree ordered by the same comparison, post-order:
         # docs/fidelity.md)
         for port in sorted(p.ports):

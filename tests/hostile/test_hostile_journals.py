@@ -480,13 +480,14 @@ def _in_a_record_body(data: bytes, header, at: int) -> int:
     """``at``, or the first byte of its record's body when ``at`` is in
     that record's length (a damaged length is refused as one, not as a
     checksum that does not match)."""
+    head = RECORD_HEAD.size  # (the body's length, then its checksum)
     pos = len(encode_header(header[2]))
     while pos < at:
-        size = int.from_bytes(data[pos : pos + 4], "big")
-        if at < pos + 8 + size:
+        size, _crc = RECORD_HEAD.unpack_from(data, pos)
+        if at < pos + head + size:
             break
-        pos += 8 + size
-    return pos + 8 if pos <= at < pos + 4 else at
+        pos += head + size
+    return pos + head if pos <= at < pos + head // 2 else at
 
 
 def test_cli_answers_every_hostile_file_in_one_line(real, tmp_path):
