@@ -322,13 +322,14 @@ class SysMsgQueue:
             return self.held
 
     def scheduler_lost(self, k: int) -> list:
-        """Scheduler ``k`` died: its processes exit now, in queue order, and
+        """Scheduler ``k`` died: its processes exit now, in pid order, and
         if it was active under ``profile_scheduler`` it turns inactive, with
         a ``profile`` message at the time the loss was noticed.  Returns the
         pids that exited.  Runs in the control thread."""
         with self.smq:
             self.lost.add(k)
-            pids = [p for p in list(self.table.alive) if pid_owner(p, self.nsched) == k]
+            # (sorted: a set of pids iterates in the order of their addresses)
+            pids = sorted(p for p in list(self.table.alive) if pid_owner(p, self.nsched) == k)
             if self.journal is not None:
                 self.journal.record("lost", k, pids)
             for pid in pids:

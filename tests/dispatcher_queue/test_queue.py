@@ -219,6 +219,16 @@ def test_a_batch_refused_on_the_way_takes_its_number(q):
     assert q.batches_taken == [0, 1, 1] and len(q.queue) == 1
 
 
+def test_a_lost_scheduler_s_processes_exit_in_pid_order(q):
+    """Not in the order of their addresses (a set of interned pids iterates
+    so, differently from one run to the next): made from the highest number
+    down, 40 pids exit from the lowest up."""
+    made = [pid(2, i) for i in range(40, 0, -1)]
+    for p in made:
+        q.table.spawned(p)
+    assert q.scheduler_lost(2) == sorted(made)
+
+
 def test_a_lost_scheduler_is_not_waited_for(q):
     b = pid(2)
     ingest(q, 2, [run(PROC_MSG, b, b, [A("x")])], [0, 3, 0])
