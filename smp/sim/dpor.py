@@ -95,7 +95,9 @@ class Branch:
         self.done: dict = {}  # threads explored here -> their event
         self.chosen = chosen
         self.event: Event | None = None
-        self.why: dict = {}  # thread -> (event index, race event index, labels) that added it
+        #: thread -> (event index, race event index, their labels, the reasons
+        #: or, until ``Tree.why`` explains them, the two events) that added it
+        self.why: dict = {}
         self.pre = 0  # preemptions on the path up to and including this choice
         #: optimal: the wakeup tree's branches here still to explore, each a
         #: node ``[thread, event, children, why]``; ``sub``: the children of
@@ -446,7 +448,7 @@ class Tree:
                 self.bound_cut += 1
                 continue
             b.backtrack.append(q)
-            b.why[q] = (i, j, events[i].label, events[j].label, explain(events[i], events[j]))
+            b.why[q] = (i, j, events[i].label, events[j].label, (events[i], events[j]))
             added += 1
         for j, t in self._taken(events):
             b = stack[j]
@@ -486,6 +488,14 @@ class Tree:
     def _taken_why(events: list[Event], j: int, t: str) -> tuple:
         # (i == j: a step and the thread whose work it took, which never ran)
         return (j, j, events[j].label, t, [f"{t}: " + TAKEN_REASON])
+
+    def relation_of(self, events: list[Event]) -> HappensBefore | None:
+        """The relation ``add_races`` built, if it is that of ``events`` (the
+        last execution's trace), else None."""
+        old = self._rel.events
+        if len(old) == len(events) and all(a is b for a, b in zip(old, events, strict=True)):
+            return self._rel
+        return None
 
     def _relation(self, events: list[Event]) -> HappensBefore:
         """The happens-before relation of ``events``: the last execution's,
@@ -531,7 +541,7 @@ class Tree:
                 continue
             if v[0].thread in b.sleep:
                 continue  # asleep since the prefix: explored by another subtree
-            why = (i, j, events[i].label, events[j].label, explain(events[i], events[j]))
+            why = (i, j, events[i].label, events[j].label, (events[i], events[j]))
             n = len(b.wut)
             if insert_wakeup(b.wut, v, why, dl):
                 added += 1
@@ -611,7 +621,15 @@ class Tree:
 
     def why(self) -> list[tuple]:
         """The races that made this execution's branches, root first."""
-        return [b.why[b.chosen] for b in self.stack if b.chosen in b.why]
+        out = []
+        for b in self.stack:
+            w = b.why.get(b.chosen)
+            if w is not None:
+                reasons = w[4]
+                if type(reasons) is tuple:  # (the two events: explained when asked)
+                    w = b.why[b.chosen] = (*w[:4], explain(*reasons))
+                out.append(w)
+        return out
 
 
 def _replayed(new_world, path) -> World:

@@ -136,12 +136,13 @@ def _describe(world: World, namer: Namer) -> list[str]:
     return [f"{i + 1:3}. {e.thread:>6}  {namer.text(e.label)}" for i, e in enumerate(world.trace)]
 
 
-def execution_races(events: list, limit: int = 12) -> list[tuple]:
+def execution_races(events: list, limit: int = 12, rel=None) -> list[tuple]:
     """The races of one execution, as ``Tree.why`` gives them (the first
     ``limit``): for a schedule no explorer branched on (a replay, a random
-    run), the pairs of events whose order it fixed."""
+    run), the pairs of events whose order it fixed.  ``rel``: their
+    happens-before relation, when one is built already."""
     out = []
-    for i, j, _initials in races(events):
+    for i, j, _initials in races(events, rel=rel):
         out.append((i, j, events[i].label, events[j].label, explain(events[i], events[j])))
         if len(out) >= limit:
             break
@@ -317,7 +318,7 @@ class Explorer:
         if not pairs:
             # reached by a branch no race made (the first execution, or a
             # step of a split tried for every thread): the races it holds
-            pairs = execution_races(w.trace)
+            pairs = execution_races(w.trace, rel=self.tree.relation_of(w.trace))
         first = Execution(
             self.executions,
             " ".join(e.thread for e in w.trace) if why is not None else self.tree.schedule(),

@@ -174,6 +174,40 @@ def _named_by(p, wanted: set) -> set:
     return found
 
 
+def _parse_thread(thread: str) -> tuple:
+    """``(kind, World method, its arguments)`` of a thread's name, kept in
+    ``_THREADS`` (a thread's steps all parse the same)."""
+    c, rest = thread[:1], thread[1:]
+    try:
+        if c == "S":
+            out = ("slice", World._slice, (int(rest),))
+        elif c == "D" and not rest:
+            out = ("dispatch", World._dispatch, ())
+        elif c == "I":
+            out = ("ingest", World._ingest, (int(rest),))
+        elif c == "A":
+            i, k = rest.split(">")
+            out = ("arrive", World._arrive, (int(i), int(k)))
+        elif c == "P":
+            out = ("publish", World._publish, (int(rest),))
+        elif c == "R":
+            out = ("bif", World._serve, (rest,))
+        else:
+            raise ValueError
+    except ValueError:
+        raise SimError(f"no thread {thread!r}") from None
+    if len(_THREADS) < 10_000:  # (a pid's text names an R thread: bounded)
+        _THREADS[thread] = out
+    return out
+
+
+_THREADS: dict = {}
+
+
+def _by_channel(entry: tuple) -> tuple:
+    return _parse_thread(entry[0])[2]  # ((from, to) of "A<from>><to>")
+
+
 class World(WorldBase):
     """The simulated SMP build.  ``enabled()`` lists the threads that can
     step; ``step(thread)`` runs one and returns its ``Event``."""
@@ -215,6 +249,7 @@ class World(WorldBase):
         self.ingested = [0 for _ in r]
         self.after = [[0] * (nsched + 1) for _ in r]
         self.chans: dict = {}  # (from, to) -> deque of (seq, payload, batches sent)
+        self._chan_order: list = []  # (thread name, its deque), by (from, to)
         self.bif_sched: int | None = None  # the scheduler of the BIF being served
         self.bif_name: str | None = None  # its name (a request to register: that)
         self.chan_sent: dict = {}
@@ -245,6 +280,8 @@ class World(WorldBase):
         self._names_S = ["S%d" % k for k in r]
         self._names_I = ["I%d" % k for k in r]
         self._names_P = ["P%d" % k for k in r]
+        self._ks = range(1, nsched + 1)
+        self._scratch: set = set()  # a replayed step's footprint (step)
 
     # ------------------------------------------------------------ bookkeeping
     def new_message(self, type_, from_, to, msg, k) -> tuple:
@@ -269,12 +306,11 @@ class World(WorldBase):
             where = self._collector_procs = [
                 (pid, self.nodes[self.owner(pid)].procs) for pid in self.collectors
             ]
-        out = set()
-        for pid, procs in where:
-            p = procs.get(pid)
-            if p is not None and _waits_untraced(p):
-                out.add(pid)
-        return out
+        return {
+            pid
+            for pid, procs in where
+            if (p := procs.get(pid)) is not None and p.status == WAITING and p.tracer is NIL
+        }  # (_waits_untraced, inline: a step looks twice)
 
     def _on_state_change(self, snap) -> None:
         old, self._snap = self._snap, snap
@@ -315,7 +351,7 @@ class World(WorldBase):
                 seq = self.chan_sent[key] = self.chan_sent.get(key, 0) + 1
                 q = self.chans.get(key)
                 if q is None:
-                    q = self.chans[key] = deque()
+                    q = self._new_chan(key)
                 q.append((seq, sig, nb))
                 self.fp_p.add(("sig", k, owner, seq))
                 self.fp_w.add(("tail", k, owner))  # what a BIF taking the channel sees
@@ -327,12 +363,20 @@ class World(WorldBase):
                 self.fp_p.add(("rpc", pid, seq))
             t.ctl_out = []
 
+    def _new_chan(self, key: tuple) -> deque:
+        """The channel ``key`` (``(from, to)``), made at its first signal and
+        kept in ``_chan_order`` (by key: the order ``enabled`` lists them)."""
+        q = self.chans[key] = deque()
+        self._chan_order.append(("A%d>%d" % key, q))
+        self._chan_order.sort(key=_by_channel)
+        return q
+
     # ------------------------------------------------------------ the threads
     def enabled(self) -> list[str]:
         out = [self._names_S[k] for k in range(1, self.nsched + 1) if self.nodes[k].runq]
-        for key in sorted(self.chans):
-            if self.chans[key]:
-                out.append("A%d>%d" % key)
+        for name, q in self._chan_order:
+            if q:
+                out.append(name)
         for text in self.rpcs:
             out.append("R" + text)
         for k in range(1, self.nsched + 1):
@@ -357,29 +401,28 @@ class World(WorldBase):
         """Step ``thread``; its ``Event``.  ``known``: the event this same step
         made in an earlier execution of the same path (the world is
         deterministic), kept rather than built again."""
-        self.fp_r, self.fp_w, self.fp_p, self.fp_c = set(), set(), set(), set()
+        parsed = _THREADS.get(thread)
+        if parsed is None:
+            parsed = _parse_thread(thread)
+        kind, method, args = parsed
         self.atomic = False
-        self.quiet = known is not None  # no label to write: the known event has it
-        c = thread[0]
         nodes = self.nodes
-        idle = [k for k in range(1, self.nsched + 1) if not nodes[k].runq]
-        quiet_ok = self._quiet_collectors() if known is None and self.collectors else None
+        ks = self._ks
+        idle = [k for k in ks if not nodes[k].runq]
+        if known is not None:
+            # a replayed step: its footprint is the known event's, so what the
+            # step adds goes to one scratch set, emptied here
+            self.quiet = True
+            scratch = self._scratch
+            scratch.clear()
+            self.fp_r = self.fp_w = self.fp_p = self.fp_c = scratch
+            quiet_ok = None
+        else:
+            self.quiet = False
+            self.fp_r, self.fp_w, self.fp_p, self.fp_c = set(), set(), set(), set()
+            quiet_ok = self._quiet_collectors() if self.collectors else None
         try:
-            if c == "S":
-                kind, label = "slice", self._slice(int(thread[1:]))
-            elif c == "D":
-                kind, label = "dispatch", self._dispatch()
-            elif c == "I":
-                kind, label = "ingest", self._ingest(int(thread[1:]))
-            elif c == "A":
-                i, k = thread[1:].split(">")
-                kind, label = "arrive", self._arrive(int(i), int(k))
-            elif c == "P":
-                kind, label = "publish", self._publish(int(thread[1:]))
-            elif c == "R":
-                kind, label = "bif", self._serve(thread[1:])
-            else:
-                raise SimError(f"no thread {thread!r}")
+            label = method(self, *args)
         except (IndexError, KeyError, ValueError):
             raise SimError(f"thread {thread} cannot step now") from None
         for k in idle:
@@ -530,7 +573,7 @@ class World(WorldBase):
             seq = self.chan_sent[key] = self.chan_sent.get(key, 0) + 1
             q = self.chans.get(key)
             if q is None:
-                q = self.chans[key] = deque()
+                q = self._new_chan(key)
             q.append((seq, (mid, d.receiver, term), 0))
             self.fp_p.add(("sig", 0, owner, seq))
             self.fates[mid] = ("delivered", d.receiver)
