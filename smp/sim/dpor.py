@@ -687,8 +687,10 @@ def split(new_world: Callable[[], World], min_tasks: int = 8, max_depth: int = 4
     """Cut the exploration into subtrees: expand the first steps in full
     (every enabled thread not asleep, the sleep sets kept) level by level
     until there are at least ``min_tasks`` prefixes or ``max_depth`` steps,
-    and return the prefixes in the order one explorer would meet them.  A
-    ``Tree(prefix=p)`` explores below each; together they
+    and return the prefixes in the order one explorer would meet them,
+    leaving out those where every enabled thread is asleep (their whole
+    subtree is explored under another).  A ``Tree(prefix=p)`` explores
+    below each; together they
     explore one execution per equivalence class, as one tree does (sleep
     sets keep the subtrees apart).  The split depends on the workload only,
     not on how many workers share it."""
@@ -704,8 +706,9 @@ def split(new_world: Callable[[], World], min_tasks: int = 8, max_depth: int = 4
             w.dispose()
             avail = [t for t in en if t not in sleep]
             if not avail:
-                leaves.append((path, rank))  # complete, or blocked by the sleep set
-                continue
+                if not en:
+                    leaves.append((path, rank))  # complete
+                continue  # (blocked by the sleep set: explored elsewhere)
             evs = _events_after(new_world, path, avail)
             done: dict = {}
             for i, t in enumerate(avail):
@@ -714,7 +717,14 @@ def split(new_world: Callable[[], World], min_tasks: int = 8, max_depth: int = 4
         level = nxt
         if not level:
             break
-    tasks = leaves + [(p, r) for p, r, _s in level]
+    for path, rank, sleep in level:
+        w = _replayed(new_world, path)
+        en = w.enabled()
+        w.dispose()
+        if not en or any(t not in sleep for t in en):
+            leaves.append((path, rank))
+        # (else every thread is asleep there: a subtree with nothing to explore)
+    tasks = leaves
     tasks.sort(key=lambda x: x[1])  # depth first, as one tree is explored
     return [p for p, _r in tasks]
 

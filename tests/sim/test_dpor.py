@@ -182,6 +182,23 @@ def test_optimal_and_source_dpor_find_the_same_classes_and_optimal_none_blocked(
     assert len(parts) == len(set(parts)) and set(parts) == set(opt), desc
 
 
+def test_a_split_leaves_out_the_prefixes_where_every_thread_is_asleep():
+    """A subtree whose first state has every enabled thread asleep holds no
+    class (each is explored under a sibling): split makes no task of it."""
+    from smp.sim.catalogue import by_name
+    from smp.sim.dpor import Tree, split
+
+    race = by_name("tracer_killed_with_messages_queued")
+    nw = world_factory(race.setup, race.schedulers, 200)
+    prefixes = split(nw, 8)
+    assert prefixes
+    for prefix in prefixes:
+        w, how = Tree(nw, prefix=prefix).execute()
+        # blocked only below the prefix, never at its end
+        assert how != "blocked" or len(w.trace) > len(prefix), prefix
+        w.dispose()
+
+
 def test_the_medium_programs_have_races_sleep_sets_alone_do_not_settle():
     """Source DPOR runs sleep-set blocked executions on some of them: the
     programs exercise what wakeup trees are for."""
