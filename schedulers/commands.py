@@ -430,5 +430,6 @@ class SchedulerCommands(CounterCommands):
         node.dead_remote.update(gone)
         node.remote_tracers.difference_update(gone)
         for p in list(node.procs.values()):
-            for pid in sorted(p.links & gone):  # (in term order, as at exit)
+            # in term order (a lost scheduler is the emulator's own event)
+            for pid in sorted(gone.intersection(p.links)):
                 node.exit_signal_arrived(p, pid, Atom("killed"), True)

@@ -15,6 +15,7 @@ from itertools import islice
 
 from schedulers.heap import Heap
 from smp.core.errors import BadArg, Error, Exit
+from smp.core.linktree import LinkTree
 from smp.core.terms import Atom, atom_of
 
 __all__ = [
@@ -146,7 +147,7 @@ class Proc:
         self.mailbox: deque | tuple = NO_MESSAGES
         self.reds_left = 0  # of this time slice (the scheduler sets it)
         self.status = RUNNABLE
-        self.links: set | frozenset = NOTHING
+        self.links: LinkTree | frozenset = NOTHING  # (its order: smp.core.linktree)
         self.trap_exit = False
         self.flags = 0
         self.tracer = None
@@ -200,7 +201,7 @@ class Proc:
 
     def link_add(self, x) -> None:
         if self.links is NOTHING:
-            self.links = set()
+            self.links = LinkTree()
         self.links.add(x)
 
     def link_discard(self, x) -> None:

@@ -155,7 +155,8 @@ class ProcessOps:
         erl_process.c), in their order: the crash report (``terminate_proc``
         logs before it exits), ``exit``, the registered name last of the
         "erlang resources" (``erts_unregister_name`` traces ``unregister``),
-        then ports and links (``doit_exit_link``).
+        then its links, the ports it owns among them, in the order
+        ``erts_sweep_links`` visits its link tree (``doit_exit_link``).
 
         The scheduling events follow ``schedule()``: a process scheduled out
         in state FREE gives ``out_exited``; ``out_exiting`` only when it is
@@ -184,14 +185,19 @@ class ProcessOps:
                     self.transport.table_event(("unregister", name, p.pid))
             if p.tracer is not NIL and are_trace_flags_on(p.flags, F_TRACE_PROCS):
                 self.trace_proc(p, p, am_unregister, name)
-        # in term order: a set of interned pids iterates in the order of
-        # their addresses, which differs from one run to the next
-        # (17.x sweeps a link tree ordered by the same comparison, post-order:
-        # docs/fidelity.md)
+        # erts_sweep_links: the linked pids and ports in the post-order of
+        # the process's link tree (smp.core.linktree), taken before the
+        # first port closes and leaves it; a port it owns closes, any other
+        # link gets the exit signal; an owned port it unlinked from closes
+        # after them, in term order
+        owned = p.ports
+        for other in p.links.sweep() if p.links else ():
+            if other in owned:
+                self._close_port(other, reason)
+            else:
+                self._send_exit_signal(p, other, reason, link=True)
         for port in sorted(p.ports):
             self._close_port(port, reason)
-        for other in sorted(p.links):
-            self._send_exit_signal(p, other, reason, link=True)
         p.links = NOTHING
         if scheduled:
             if p.tracer is not NIL and are_trace_flags_on(p.flags, F_TRACE_SCHED_EXIT):

@@ -207,29 +207,46 @@ def test_getting_unlinked_on_survivor(vm, trap):
     check_counts(vm)
 
 
-def test_exit_signals_go_to_the_links_in_term_order(vm):
-    """A process that exits signals its links one after the other, in the
-    order of its link set (17.x sweeps a link tree ordered by the pids): in
-    term order here, never in the order of the pids' addresses, which
-    differs from one run to the next.  Sixteen survivors, each traced for
-    procs, see ``getting_unlinked`` in that order (per scheduler: the events
-    are made where each survivor runs)."""
-    from smp.core.placement import pid_owner
+async def links_then_dies(proc, others, unlinked):
+    for o in others:
+        await proc.link(o)
+    for o in unlinked:
+        await proc.unlink(o)
+    await proc.receive()
+    await proc.exit(A.normal)
 
+
+@pytest.mark.parametrize(
+    "unlink, expected",
+    [
+        # seven links made in pid order build the perfect tree 4(2(1,3),6(5,7))
+        ((), [1, 3, 2, 5, 7, 6, 4]),
+        # unlinking the root (4 sees it first) puts its predecessor in its
+        # place: 3(2(1,-),6(5,7))
+        ((4,), [4, 1, 2, 5, 7, 6, 3]),
+        # a leaf out: 4(2(1,3),6(-,7)), no rotation
+        ((5,), [5, 1, 3, 2, 7, 6, 4]),
+    ],
+    ids=["seven", "root_unlinked", "leaf_unlinked"],
+)
+def test_exit_signals_go_to_the_links_in_the_order_of_the_link_tree(vm, unlink, expected):
+    """A process that exits signals its links in the order ``erts_sweep_links``
+    visits its link tree (erl_monitors.c: an AVL tree ordered by the pids,
+    swept in post-order), not in the pids' order: seven survivors it linked
+    to in pid order (survivor 1 the least), each traced for procs, see
+    ``getting_unlinked`` in the tree's post-order, after the unlinks that
+    reshaped it.  All on one scheduler, so the events are made in that order."""
     t = vm.spawn_collector()
-    d = vm.spawn(dies_after_message, A.normal)
-    survivors = [vm.spawn(linker, d, False) for _ in range(16)]
+    survivors = sorted(vm.spawn(waiter, scheduler=1) for _ in range(7))
     for s in survivors:
         vm.trace(s, True, ["procs"], tracer=t)
+    gone = [survivors[i - 1] for i in unlink]
+    d = vm.spawn(links_then_dies, survivors, gone, scheduler=1)
     vm.run()
-    vm.spawn(send_to, d, A.go)
+    vm.spawn(send_to, d, A.go, scheduler=1)
     vm.run()
     unlinked = [m[1] for m in vm.messages(t) if m[2] is A.getting_unlinked]
-    assert sorted(unlinked) == sorted(survivors)
-    n = vm.nsched
-    for k in {pid_owner(s, n) for s in survivors}:
-        mine = [s for s in unlinked if pid_owner(s, n) == k]
-        assert mine == sorted(mine)
+    assert [survivors.index(s) + 1 for s in unlinked] == expected
     check_counts(vm)
 
 

@@ -78,7 +78,7 @@ CLASSES = (
         "serial_order",
         "the same seq_trace message with another serial in each build",
         "seq_trace_update_send numbers a traced process's sends in the order it makes "
-        "them; exit signals to its links go in the order of its link set, which depends on "
+        "them; exit signals to its links go in the order of its link tree, which depends on "
         "the pids, numbered differently in the two builds",
     ),
     (

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from smp.core.pretty import format_term
-from smp.core.terms import Atom, Pid, Port, charlist
+from smp.core.terms import Atom, Pid, Port, charlist, term_order_key
 
 __all__ = ["BY_NAME", "DIFFERENCES", "DROP", "Difference", "apply_differences"]
 
@@ -454,6 +454,75 @@ DIFFERENCES += [
         "17.x erl_bif_trace.c trace_info_2: is_atom(What) || is_pid(What) -> "
         "trace_info_pid, is_tuple(What) -> trace_info_func, else BIF_ERROR(p, BADARG)",
         _per_message(_trace_info_port),
+    ),
+]
+
+
+# -- OTP 21: a process's links in a red-black tree ------------------------------------
+# An exiting process signals its links in the order its link tree is swept,
+# post-order.  17.x keeps the links in an AVL tree (erl_monitors.c
+# erts_add_link, erts_sweep_links); OTP 21 moved them to a red-black tree
+# (erl_monitor_link.c), so the same links are signalled in another order.  The
+# shape depends on the whole history of the links; this rule covers the history
+# of its scenario, seven links made in pid order (1 the least):
+#   17.x AVL:            4(2(1,3), 6(5,7))             post-order 1,3,2,5,7,6,4
+#   OTP 25 red-black:    2(1, 4(3, 6(5,7)))            post-order 1,3,5,7,6,4,2
+#   (black 2 and 1; red 4; black 3 and 6; red 5 and 7: each ascending insert
+#   goes right and recolours or rotates at the grandparent)
+# A run the node sends in another order, or of another length, is left as it
+# came, so any other history fails the comparison rather than pass unchecked.
+_RB_SEVEN = (1, 3, 5, 7, 6, 4, 2)
+_AVL_SEVEN = (1, 3, 2, 5, 7, 6, 4)
+
+
+def _exit_send(m):
+    """(sender, receiver) of a seq_trace send of a link's exit signal, or None."""
+    if not (type(m) is tuple and len(m) >= 3 and m[0] == _a("seq_trace")):
+        return None
+    info = m[2]
+    if not (type(info) is tuple and len(info) == 5 and info[0] == _a("send")):
+        return None
+    body = info[4]
+    if type(body) is tuple and len(body) == 3 and body[0] == _a("EXIT") and body[1] == info[2]:
+        return info[2], info[3]
+    return None
+
+
+def _link_sweep_order(msgs: list) -> list:
+    out = list(msgs)
+    i = 0
+    while i < len(msgs):
+        first = _exit_send(msgs[i])
+        j = i
+        while j < len(msgs) and (e := _exit_send(msgs[j])) is not None and e[0] == first[0]:
+            j += 1
+        run = msgs[i:j]
+        if len(run) == len(_RB_SEVEN):
+            tos = [m[2][3] for m in run]
+            ranked = sorted(tos, key=term_order_key)
+            if tuple(ranked.index(t) + 1 for t in tos) == _RB_SEVEN:
+                for k, (m, rank) in enumerate(zip(run, _AVL_SEVEN, strict=True)):
+                    info = m[2]
+                    out[i + k] = (m[0], m[1], (*info[:3], ranked[rank - 1], info[4]), *m[3:])
+        i = max(j, i + 1)
+    return out
+
+
+DIFFERENCES += [
+    Difference(
+        "link_sweep_order",
+        "21.0",
+        1135,
+        "seq_exit_link_order",
+        "an exiting process signals its links in the post-order of a red-black tree in 25, "
+        "of an AVL tree in 17.x: seven links made in pid order get their exit signals "
+        "(and their seq_trace sends, serials in that order) as 1,3,5,7,6,4,2 in 25 and "
+        "1,3,2,5,7,6,4 in 17.x",
+        "17.x erl_monitors.c erts_add_link (AVL insertion) and erts_sweep_links "
+        "(post-order), called by erl_process.c erts_continue_exit_process with "
+        "doit_exit_link; smp.core.linktree follows those functions, and "
+        "tests/core/test_linktree.py pins the shape of each rotation",
+        _link_sweep_order,
     ),
 ]
 

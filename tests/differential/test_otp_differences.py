@@ -21,6 +21,13 @@ T = A.trace
 MFA = (A.m, A.runner, 0)
 
 
+DIER, LINKED = Pid(90), [Pid(n) for n in range(100, 107)]
+
+
+def _exit_send(serial, to):
+    return (A.seq_trace, 9, (A.send, (0, serial), DIER, to, (A.EXIT, DIER, A.normal)))
+
+
 def _one(name, msgs):
     """Apply only the rule ``name``."""
     return BY_NAME[name].rule(list(msgs))
@@ -106,6 +113,12 @@ CASES = {
                 ),
             )
         ],
+    ),
+    # seven links made in pid order: the red-black tree's post-order in, the
+    # AVL tree's out (serials stay where they are: they count the sends)
+    "link_sweep_order": (
+        [_exit_send(n, LINKED[k - 1]) for n, k in enumerate((1, 3, 5, 7, 6, 4, 2), 1)],
+        [_exit_send(n, LINKED[k - 1]) for n, k in enumerate((1, 3, 2, 5, 7, 6, 4), 1)],
     ),
 }
 

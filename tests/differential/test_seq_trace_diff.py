@@ -60,6 +60,12 @@ exiter(Peer) ->
     seq_trace:set_token(label, 5), seq_trace:set_token(send, true),
     seq_trace:set_token('receive', true),
     exit(bang).
+%% links to each of Ss in their order, then exits carrying a token: one
+%% traced exit signal a link, in the order the exit sweeps its link tree
+link_sweeper(Ss) ->
+    [link(S) || S <- Ss], receive go -> ok end,
+    seq_trace:set_token(label, 9), seq_trace:set_token(send, true),
+    exit(normal).
 
 %% ---- scenarios
 seq_send_receive_print() ->
@@ -99,6 +105,16 @@ seq_exit_signal() ->
     seq_trace:set_system_tracer(T),
     E ! go, wait_dead(E), wait_waiting(S),
     {[{tracer, T}, {exiter, E}, {survivor, S}], msgs(T)}.
+
+seq_exit_link_order() ->
+    T = collector(), Ss = lists:sort([spawn(?MODULE, sink, []) || _ <- lists:seq(1, 7)]),
+    [wait_waiting(S) || S <- Ss],
+    D = spawn(?MODULE, link_sweeper, [Ss]), wait_waiting(D),
+    seq_trace:set_system_tracer(T),
+    D ! go, wait_dead(D), [wait_waiting(S) || S <- Ss],
+    Linked = [{list_to_atom("linked" ++ integer_to_list(I)), S}
+              || {I, S} <- lists:zip(lists:seq(1, 7), Ss)],
+    {[{tracer, T}, {dier, D} | Linked], msgs(T)}.
 """
 
 
@@ -168,6 +184,14 @@ async def exiter(proc, peer):
     await proc.exit(A.bang)
 
 
+async def link_sweeper(proc, survivors):
+    for s in survivors:
+        await proc.link(s)
+    await proc.receive(match=matching(A.go))
+    await _token(proc, 9, A.send)
+    await proc.exit(A.normal)
+
+
 # ---- the same scenarios on the emulator
 def _client_server(body):
     def run(vm):
@@ -225,11 +249,24 @@ def e_seq_exit_signal(vm):
     return [("tracer", t), ("exiter", e), ("survivor", s)], vm.messages(t)
 
 
+def e_seq_exit_link_order(vm):
+    t = vm.spawn_collector()
+    survivors = sorted(vm.spawn(sink) for _ in range(7))
+    vm.run(timeout=20)
+    d = vm.spawn(link_sweeper, survivors)
+    vm.run(timeout=20)
+    vm.set_system_seq_tracer(t)
+    kick(vm, d, A.go)
+    linked = [(f"linked{i}", s) for i, s in enumerate(survivors, 1)]
+    return [("tracer", t), ("dier", d), *linked], vm.messages(t)
+
+
 SCENARIOS = [
     Scenario("seq_send_receive_print", _client_server(client)),
     Scenario("seq_dead_pid_send", e_seq_dead_pid_send),
     Scenario("seq_timestamps", _client_server(stamper)),
     Scenario("seq_exit_signal", e_seq_exit_signal),
+    Scenario("seq_exit_link_order", e_seq_exit_link_order),
     Scenario("seq_print_bad_label", e_seq_print_bad_label),
 ]
 
