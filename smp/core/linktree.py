@@ -28,14 +28,19 @@ __all__ = ["LinkTree"]
 
 
 class _Node:
-    __slots__ = ("item", "key", "left", "right", "balance")
+    __slots__ = ("item", "key", "kids", "balance")
 
     def __init__(self, item: object, key: tuple[object, ...]) -> None:
         self.item = item
         self.key = key
-        self.left: _Node | None = None
-        self.right: _Node | None = None
+        self.kids: list[_Node | None] = [None, None]  # left, right
         self.balance = 0  # height of the right subtree less that of the left
+
+
+# A side: 0 the left, 1 the right; its sign is the balance of a node whose
+# subtree on that side is the taller.  The seed writes each rebalancing twice,
+# once a side; here one function takes the side.
+_SIGN = (-1, 1)
 
 
 class LinkTree:
@@ -86,7 +91,7 @@ class LinkTree:
         while True:
             while node is not None:
                 stack.append((node, False))
-                node = node.left
+                node = node.kids[0]
             if not stack:
                 return out
             top, right_done = stack.pop()
@@ -94,7 +99,7 @@ class LinkTree:
                 out.append(top.item)
             else:
                 stack.append((top, True))
-                node = top.right
+                node = top.kids[1]
 
     def shape(self) -> object:
         """The tree as nested ``(item, balance, left, right)`` tuples (None
@@ -103,7 +108,7 @@ class LinkTree:
         def walk(n: _Node | None) -> object:
             if n is None:
                 return None
-            return (n.item, n.balance, walk(n.left), walk(n.right))
+            return (n.item, n.balance, walk(n.kids[0]), walk(n.kids[1]))
 
         return walk(self._root)
 
@@ -113,126 +118,73 @@ def _insert(node: _Node | None, new: _Node) -> tuple[_Node, bool]:
     grew (``erts_add_link`` then ``insertion_rotation``)."""
     if node is None:
         return new, True
-    if new.key < node.key:
-        node.left, grew = _insert(node.left, new)
-        if not grew:
-            return node, False
-        if node.balance == 1:
-            node.balance = 0
-            return node, False
-        if node.balance == 0:
-            node.balance = -1
-            return node, True
-        p1 = node.left
-        assert p1 is not None
-        if p1.balance == -1:  # single LL rotation
-            node.left = p1.right
-            p1.right = node
-            node.balance = 0
-            top = p1
-        else:  # double rotation
-            p2 = p1.right
-            assert p2 is not None
-            p1.right = p2.left
-            p2.left = p1
-            node.left = p2.right
-            p2.right = node
-            node.balance = 1 if p2.balance == -1 else 0
-            p1.balance = -1 if p2.balance == 1 else 0
-            top = p2
-        top.balance = 0
-        return top, False
-    node.right, grew = _insert(node.right, new)
-    if not grew:
-        return node, False
-    if node.balance == -1:
-        node.balance = 0
-        return node, False
-    if node.balance == 0:
-        node.balance = 1
-        return node, True
-    p1 = node.right
+    d = 0 if new.key < node.key else 1
+    node.kids[d], grew = _insert(node.kids[d], new)
+    return _grew(node, d) if grew else (node, False)
+
+
+def _grew(p: _Node, d: int) -> tuple[_Node, bool]:
+    """``insertion_rotation`` at ``p``, whose side ``d`` grew a level: the
+    subtree's root and whether the whole subtree grew."""
+    sign, o = _SIGN[d], 1 - d
+    if p.balance == -sign:
+        p.balance = 0
+        return p, False
+    if p.balance == 0:
+        p.balance = sign
+        return p, True
+    p1 = p.kids[d]
     assert p1 is not None
-    if p1.balance == 1:  # single RR rotation
-        node.right = p1.left
-        p1.left = node
-        node.balance = 0
+    if p1.balance == sign:  # single rotation
+        p.kids[d] = p1.kids[o]
+        p1.kids[o] = p
+        p.balance = 0
         top = p1
     else:  # double rotation
-        p2 = p1.left
+        p2 = p1.kids[o]
         assert p2 is not None
-        p1.left = p2.right
-        p2.right = p1
-        node.right = p2.left
-        p2.left = node
-        node.balance = -1 if p2.balance == 1 else 0
-        p1.balance = 1 if p2.balance == -1 else 0
+        p1.kids[o] = p2.kids[d]
+        p2.kids[d] = p1
+        p.kids[d] = p2.kids[o]
+        p2.kids[o] = p
+        p.balance = -sign if p2.balance == sign else 0
+        p1.balance = sign if p2.balance == -sign else 0
         top = p2
     top.balance = 0
     return top, False
 
 
-def _left_shrank(p: _Node) -> tuple[_Node, bool]:
-    """``balance_left``: ``p``'s left subtree lost a level; the subtree's
-    root and whether the whole subtree lost one."""
-    if p.balance == -1:
+def _shrank(p: _Node, d: int) -> tuple[_Node, bool]:
+    """``balance_left`` (``d`` 0) or ``balance_right`` (``d`` 1): ``p``'s
+    side ``d`` lost a level; the subtree's root and whether the whole
+    subtree lost one."""
+    sign, o = _SIGN[d], 1 - d
+    if p.balance == sign:
         p.balance = 0
         return p, True
     if p.balance == 0:
-        p.balance = 1
+        p.balance = -sign
         return p, False
-    p1 = p.right
+    p1 = p.kids[o]
     assert p1 is not None
     b1 = p1.balance
-    if b1 >= 0:  # single RR rotation
-        p.right = p1.left
-        p1.left = p
+    if b1 != sign:  # single rotation
+        p.kids[o] = p1.kids[d]
+        p1.kids[d] = p
         if b1 == 0:
-            p.balance, p1.balance = 1, -1
+            p.balance, p1.balance = -sign, sign
             return p1, False
         p.balance = p1.balance = 0
         return p1, True
-    p2 = p1.left  # double RL rotation
+    p2 = p1.kids[d]  # double rotation
     assert p2 is not None
     b2 = p2.balance
-    p1.left = p2.right
-    p2.right = p1
-    p.right = p2.left
-    p2.left = p
-    p.balance = -1 if b2 == 1 else 0
-    p1.balance = 1 if b2 == -1 else 0
-    p2.balance = 0
-    return p2, True
-
-
-def _right_shrank(p: _Node) -> tuple[_Node, bool]:
-    """``balance_right``: the mirror of :func:`_left_shrank`."""
-    if p.balance == 1:
-        p.balance = 0
-        return p, True
-    if p.balance == 0:
-        p.balance = -1
-        return p, False
-    p1 = p.left
-    assert p1 is not None
-    b1 = p1.balance
-    if b1 <= 0:  # single LL rotation
-        p.left = p1.right
-        p1.right = p
-        if b1 == 0:
-            p.balance, p1.balance = -1, 1
-            return p1, False
-        p.balance = p1.balance = 0
-        return p1, True
-    p2 = p1.right  # double LR rotation
-    assert p2 is not None
-    b2 = p2.balance
-    p1.right = p2.left
-    p2.left = p1
-    p.left = p2.right
-    p2.right = p
-    p.balance = 1 if b2 == -1 else 0
-    p1.balance = -1 if b2 == 1 else 0
+    p1.kids[d] = p2.kids[o]
+    p2.kids[o] = p1
+    p.kids[o] = p2.kids[d]
+    p2.kids[d] = p
+    p.balance = sign if b2 == -sign else 0
+    p1.balance = -sign if b2 == sign else 0
     p2.balance = 0
     return p2, True
 
@@ -241,11 +193,12 @@ def _take_max(node: _Node) -> tuple[_Node | None, bool, _Node]:
     """``delsub``'s walk: cut the rightmost node out of ``node``'s subtree
     (its left child takes its place); the subtree's new root, whether it
     lost a level, and the node cut out."""
-    if node.right is None:
-        return node.left, True, node
-    node.right, shrank, top = _take_max(node.right)
+    right = node.kids[1]
+    if right is None:
+        return node.kids[0], True, node
+    node.kids[1], shrank, top = _take_max(right)
     if shrank:
-        node, shrank = _right_shrank(node)
+        node, shrank = _shrank(node, 1)
     return node, shrank, top
 
 
@@ -254,18 +207,17 @@ def _delete(node: _Node | None, key: tuple[object, ...]) -> tuple[_Node | None, 
     subtree's new root and whether it lost a level."""
     if node is None:
         return None, False
-    if key < node.key:
-        node.left, shrank = _delete(node.left, key)
-        return _left_shrank(node) if shrank else (node, False)
-    if key > node.key:
-        node.right, shrank = _delete(node.right, key)
-        return _right_shrank(node) if shrank else (node, False)
-    if node.right is None:
-        return node.left, True
-    if node.left is None:
-        return node.right, True
+    if key != node.key:
+        d = 0 if key < node.key else 1
+        node.kids[d], shrank = _delete(node.kids[d], key)
+        return _shrank(node, d) if shrank else (node, False)
+    left, right = node.kids
+    if right is None:
+        return left, True
+    if left is None:
+        return right, True
     # two children: the in-order predecessor takes the node's place, with
     # its children and its balance (delsub), and the left side rebalances
-    rest, shrank, pred = _take_max(node.left)
-    pred.left, pred.right, pred.balance = rest, node.right, node.balance
-    return _left_shrank(pred) if shrank else (pred, False)
+    rest, shrank, pred = _take_max(left)
+    pred.kids[0], pred.kids[1], pred.balance = rest, right, node.balance
+    return _shrank(pred, 0) if shrank else (pred, False)
