@@ -9,7 +9,7 @@ signals its links, and the order of the ``getting_unlinked`` trace
 messages that follow, is that of the tree's shape, which the whole history
 of the process's links decides (the same links added in another order, or
 after another one was removed, give another order).  The shape is kept by
-the seed's own rules: the insertion's single and double rotations
+17.x's own rules: the insertion's single and double rotations
 (``insertion_rotation``), and a deletion that puts the in-order
 predecessor in the place of a node with two children (``delsub``) and
 rebalances with ``balance_left`` and ``balance_right``, rotating once when
