@@ -15,8 +15,8 @@ predecessor in the place of a node with two children (``delsub``) and
 rebalances with ``balance_left`` and ``balance_right``, rotating once when
 the taller child is balanced (so the height may stay the same).
 
-Membership is a set beside the tree: ``x in links`` costs a hash, as it
-did when the links were a plain set."""
+Membership is a map beside the tree, from each item to its key: ``x in
+links`` costs a hash, as it did when the links were a plain set."""
 
 from __future__ import annotations
 
@@ -52,7 +52,7 @@ class LinkTree:
 
     def __init__(self) -> None:
         self._root: _Node | None = None
-        self._members: set[object] = set()
+        self._members: dict[object, tuple[object, ...]] = {}  # item -> its key
 
     def __contains__(self, item: object) -> bool:
         return item in self._members
@@ -73,15 +73,14 @@ class LinkTree:
         """``erts_add_link``: nothing when ``item`` is already linked."""
         if item in self._members:
             return
-        self._members.add(item)
-        self._root, _grew = _insert(self._root, _Node(item, term_order_key(item)))
+        key = self._members[item] = term_order_key(item)
+        self._root, _grew = _insert(self._root, _Node(item, key))
 
     def discard(self, item: object) -> None:
         """``erts_remove_link``: nothing when ``item`` is not linked."""
-        if item not in self._members:
-            return
-        self._members.discard(item)
-        self._root, _shrank = _delete(self._root, term_order_key(item))
+        key = self._members.pop(item, None)
+        if key is not None:
+            self._root, _shrank = _delete(self._root, key)
 
     def sweep(self) -> list[object]:
         """The items in the order of ``erts_sweep_links``: post-order."""
