@@ -447,6 +447,11 @@ def merge(
 _CUT: dict = {}
 _splits = itertools.count(1)
 
+#: executions one tree runs before ``explore_split`` splits the search, and
+#: the estimate of the whole search under which that tree goes on alone
+PROBE = 32
+ONE_TREE = 5000
+
 
 def run_task(task: tuple) -> ExploreResult | None:
     """Explore one subtree of a split: ``(setup, schedulers, options,
@@ -488,6 +493,35 @@ def _cut_by_share(r: ExploreResult | None, budget) -> bool:
     return budget is not None and (r is None or (not r.exhausted and "time" not in r.cut_by))
 
 
+def _one_tree(setup, schedulers, probe, max_executions, time_budget, nonsmp, options):
+    """``explore_split``'s probe: the search as one tree when it ends within
+    ``probe`` executions, reaches its bound there, or is estimated at
+    ``ONE_TREE`` executions at most (then it goes on); else None."""
+    ex = Explorer(
+        setup,
+        schedulers=schedulers,
+        max_executions=probe if max_executions is None else min(probe, max_executions),
+        time_budget=time_budget,
+        nonsmp=False,  # (run once, below, when this tree's search is the result)
+        **options,
+    )
+    r = ex.run()
+    if r.cut_by == ["executions"] and r.estimate <= ONE_TREE and ex.executions != max_executions:
+        first = r.elapsed
+        ex.max_executions = max_executions
+        ex.time_budget = None if time_budget is None else max(1e-9, time_budget - first)
+        had_violation = r.first_violation is not None
+        r = ex.run()
+        if not had_violation and r.first_violation_s is not None:
+            r.first_violation_s += first
+    if r.cut_by != ["executions"] or ex.executions == max_executions:
+        # finished, cut by time, a violation or the preemption bound, or at the bound
+        if nonsmp:
+            r.nonsmp = ex.run_nonsmp()
+        return r
+    return None
+
+
 def explore_split(
     setup,
     schedulers: int = 2,
@@ -497,15 +531,25 @@ def explore_split(
     max_executions: int | None = None,
     time_budget: float | None = None,
     nonsmp: bool = True,
+    probe: int = PROBE,
     **options,
 ) -> ExploreResult:
     """``explore``, with the tree split into subtrees (``smp.sim.dpor.split``)
     each explored apart and merged: ``mapper(run_task, tasks)`` runs them (a
-    process pool's ``imap`` shares them among workers).  The split depends on
-    the workload only, so the result does not depend on how many workers
-    share it; exhaustively it has the executions and outcomes ``explore``
-    finds (one execution per equivalence class), a few more of them sleep-set
-    blocked.  An execution bound is shared among the subtrees in order
+    process pool's ``imap`` shares them among workers).
+
+    One tree first runs up to ``probe`` executions (``max_executions``
+    when it is smaller; ``probe=0`` splits at once); when it has not
+    finished and estimates the whole search at ``ONE_TREE`` executions at
+    most, it goes on.  A search that tree finishes, or whose bound it
+    reaches, is that tree's, with no split (and, under optimal DPOR, no
+    sleep-set blocked execution); a larger one starts again, split (the
+    probe's executions are not counted: ``PROBE``, a few hundredths of a
+    second).  The split depends on the workload only, so the result does
+    not depend on how many workers share it; exhaustively it has the
+    executions and outcomes ``explore`` finds (one execution per
+    equivalence class), a few more of them sleep-set blocked.
+    An execution bound is shared among the subtrees in order
     (``max_executions // tasks`` each, the first ones one more); what the
     small subtrees leave goes to the ones their share cut, which run again
     with it: on where they stopped when the same process runs them again
@@ -513,6 +557,11 @@ def explore_split(
     function of its bound, so either way, and for any number of workers,
     the result is the same."""
     t0 = time.monotonic()
+    if probe > 0:
+        r = _one_tree(setup, schedulers, probe, max_executions, time_budget, nonsmp, options)
+        if r is not None:
+            r.elapsed = time.monotonic() - t0
+            return r
     reductions = options.get("reductions", 200)
     tasks = split(world_factory(setup, schedulers, reductions), min_tasks)
     n = len(tasks)

@@ -111,20 +111,45 @@ def test_an_unseeded_run_prints_its_seed():
 
 def test_two_jobs_give_what_one_gives():
     race = by_name("seq_tracer_replaced")
-    one = explore_split(race.setup, race.schedulers, nonsmp=False)
-    args = ("seqtrace", "--operations", "1", "--size", "1", "--max-executions", "30", "--no-nonsmp")
+    one = explore_split(race.setup, race.schedulers, nonsmp=False, probe=0)
+    # a search the probe estimates at millions: split, and shared by two workers
+    args = ("churn", "--operations", "1", "--max-executions", "60", "--no-nonsmp")
     cli1 = _explore(*args, "--jobs", "1")["result"]
     cli2 = _explore(*args, "--jobs", "2")["result"]
     assert not psutil.Process().children(recursive=True)  # its workers are gone
+    assert cli1["tasks"] == cli2["tasks"] > 1
     assert cli1["executions"] == cli2["executions"] and cli1["blocked"] == cli2["blocked"]
     assert cli1["outcomes"] == cli2["outcomes"]
     # on a catalogue workload, exhaustively: the catalogue's counts, with two workers too
     with pytest.importorskip("multiprocess").Pool(2) as pool:
-        two = explore_split(race.setup, race.schedulers, nonsmp=False, mapper=pool.imap)
+        two = explore_split(race.setup, race.schedulers, nonsmp=False, mapper=pool.imap, probe=0)
+    assert one.tasks == two.tasks > 1
     assert one.exhausted and two.exhausted
     assert one.executions == two.executions == race.executions
     assert {g.outcome for g in one.outcomes} == {g.outcome for g in two.outcomes}
     assert len(one.outcomes) == race.outcomes
+
+
+def test_a_small_search_runs_as_one_tree_with_nothing_blocked():
+    """The probe: a search one tree finishes soon (or estimates small) is
+    not split, so optimal DPOR runs no sleep-set blocked execution; split
+    at once, the same search finds the same classes with some blocked (the
+    split tries every thread at its first steps)."""
+    from smp.app.explore.workload import Bounds, ScenarioWorkload
+    from smp.app.scenario import load_scenario
+
+    wl = ScenarioWorkload(load_scenario("default"), Bounds(), None)
+    probed = explore_split(wl.setup, wl.schedulers, nonsmp=False)
+    at_once = explore_split(wl.setup, wl.schedulers, nonsmp=False, probe=0)
+    assert probed.exhausted and at_once.exhausted
+    assert probed.tasks == 1 and probed.blocked == 0
+    assert at_once.tasks > 1 and at_once.blocked > 0
+    assert probed.executions == at_once.executions
+    assert {g.outcome for g in probed.outcomes} == {g.outcome for g in at_once.outcomes}
+    # a race of the catalogue estimated at a few thousand goes on as one tree
+    race = by_name("tracer_replaced_on_down")
+    r = explore_split(race.setup, race.schedulers, nonsmp=False)
+    assert r.tasks == 1 and r.blocked == 0 and r.executions == race.executions
 
 
 @pytest.mark.parametrize("scenario, operations", [("seqtrace", 1), ("churn", 2)])

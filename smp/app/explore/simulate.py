@@ -7,7 +7,8 @@ processes (``multiprocess``), each building the workload again from the
 scenario: a pool shares them when there is no execution bound, and under
 one each subtree stays with one worker, which goes on with it in the next
 round.  The split does not depend on the number of workers, so
-``--jobs 1`` and ``--jobs N`` give the same outcomes and counts.  Three ways
+``--jobs 1`` and ``--jobs N`` give the same outcomes and counts (a small
+search is not split: ``explore_split``'s probe runs it as one tree).  Three ways
 to search: exhaustive DPOR up to the bounds (the default; optimal DPOR,
 or Source-DPOR with ``--dpor source`` or a preemption bound), ``random``
 schedules and ``pct``; or one ``schedule`` replayed.  The text and the JSON
