@@ -495,8 +495,9 @@ def _cut_by_share(r: ExploreResult | None, budget) -> bool:
 
 def _one_tree(setup, schedulers, probe, max_executions, time_budget, nonsmp, options):
     """``explore_split``'s probe: the search as one tree when it ends within
-    ``probe`` executions, reaches its bound there, or is estimated at
-    ``ONE_TREE`` executions at most (then it goes on); else None."""
+    ``probe`` executions or reaches its bound there, or, estimated there at
+    ``ONE_TREE`` executions at most, goes on and ends within ``ONE_TREE``
+    or reaches its bound; else None."""
     ex = Explorer(
         setup,
         schedulers=schedulers,
@@ -508,7 +509,9 @@ def _one_tree(setup, schedulers, probe, max_executions, time_budget, nonsmp, opt
     r = ex.run()
     if r.cut_by == ["executions"] and r.estimate <= ONE_TREE and ex.executions != max_executions:
         first = r.elapsed
-        ex.max_executions = max_executions
+        # (at most ONE_TREE: an estimate that was far too small costs that
+        # many executions, run again split, rather than a search on one core)
+        ex.max_executions = ONE_TREE if max_executions is None else min(ONE_TREE, max_executions)
         ex.time_budget = None if time_budget is None else max(1e-9, time_budget - first)
         had_violation = r.first_violation is not None
         r = ex.run()
@@ -541,8 +544,8 @@ def explore_split(
     One tree first runs up to ``probe`` executions (``max_executions``
     when it is smaller; ``probe=0`` splits at once); when it has not
     finished and estimates the whole search at ``ONE_TREE`` executions at
-    most, it goes on.  A search that tree finishes, or whose bound it
-    reaches, is that tree's, with no split (and, under optimal DPOR, no
+    most, it goes on (to ``ONE_TREE`` executions at most).  A search that
+    tree finishes, or whose bound it reaches, is that tree's, with no split (and, under optimal DPOR, no
     sleep-set blocked execution); a larger one starts again, split (the
     probe's executions are not counted: ``PROBE``, a few hundredths of a
     second).  The split depends on the workload only, so the result does

@@ -152,6 +152,21 @@ def test_a_small_search_runs_as_one_tree_with_nothing_blocked():
     assert r.tasks == 1 and r.blocked == 0 and r.executions == race.executions
 
 
+def test_a_search_the_probe_estimated_too_small_is_split_after_all(monkeypatch):
+    """The one tree goes on to ``ONE_TREE`` executions at most: a search
+    whose estimate was far too small (12 after 4 executions, for 785) is
+    then split, and gives what a search split at once gives."""
+    from smp.sim import explorer
+
+    race = by_name("tracer_replaced_on_down")
+    monkeypatch.setattr(explorer, "ONE_TREE", 100)
+    late = explore_split(race.setup, race.schedulers, nonsmp=False, probe=4)
+    at_once = explore_split(race.setup, race.schedulers, nonsmp=False, probe=0)
+    assert late.exhausted and late.tasks > 1
+    assert (late.executions, late.blocked) == (at_once.executions, at_once.blocked)
+    assert late.executions == race.executions
+
+
 @pytest.mark.parametrize("scenario, operations", [("seqtrace", 1), ("churn", 2)])
 def test_a_subtree_given_more_executions_goes_on_as_if_run_again(scenario, operations):
     """A bounded split search hands what finished subtrees left to the cut
