@@ -507,7 +507,8 @@ def _one_tree(setup, schedulers, probe, max_executions, time_budget, nonsmp, opt
         **options,
     )
     r = ex.run()
-    if r.cut_by == ["executions"] and r.estimate <= ONE_TREE and ex.executions != max_executions:
+    # ("executions" beside "preemptions": the bound stopped it, the other cut branches)
+    if "executions" in r.cut_by and r.estimate <= ONE_TREE and ex.executions != max_executions:
         first = r.elapsed
         # (at most ONE_TREE: an estimate that was far too small costs that
         # many executions, run again split, rather than a search on one core)
@@ -517,8 +518,8 @@ def _one_tree(setup, schedulers, probe, max_executions, time_budget, nonsmp, opt
         r = ex.run()
         if not had_violation and r.first_violation_s is not None:
             r.first_violation_s += first
-    if r.cut_by != ["executions"] or ex.executions == max_executions:
-        # finished, cut by time, a violation or the preemption bound, or at the bound
+    if "executions" not in r.cut_by or ex.executions == max_executions:
+        # finished, stopped by time or a violation, or at the bound
         if nonsmp:
             r.nonsmp = ex.run_nonsmp()
         return r
@@ -545,13 +546,13 @@ def explore_split(
     when it is smaller; ``probe=0`` splits at once); when it has not
     finished and estimates the whole search at ``ONE_TREE`` executions at
     most, it goes on (to ``ONE_TREE`` executions at most).  A search that
-    tree finishes, or whose bound it reaches, is that tree's, with no split (and, under optimal DPOR, no
-    sleep-set blocked execution); a larger one starts again, split (the
-    probe's executions are not counted: ``PROBE``, a few hundredths of a
-    second).  The split depends on the workload only, so the result does
-    not depend on how many workers share it; exhaustively it has the
-    executions and outcomes ``explore`` finds (one execution per
-    equivalence class), a few more of them sleep-set blocked.
+    tree finishes, or whose bound it reaches, is that tree's, with no split
+    (and, under optimal DPOR, no sleep-set blocked execution); a larger one
+    starts again, split (the probe's executions are not counted: ``PROBE``,
+    a few hundredths of a second).  The split depends on the workload only,
+    so the result does not depend on how many workers share it;
+    exhaustively it has the executions and outcomes ``explore`` finds (one
+    execution per equivalence class), a few more of them sleep-set blocked.
     An execution bound is shared among the subtrees in order
     (``max_executions // tasks`` each, the first ones one more); what the
     small subtrees leave goes to the ones their share cut, which run again

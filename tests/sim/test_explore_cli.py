@@ -352,6 +352,15 @@ def test_a_preemption_bound_is_an_option_and_the_output_says_it_cut():
     assert r.exit_code == 0, r.output
     res = json.loads(r.stdout)["result"]
     assert "preemptions" in res["cut_by"]
+    # the probe's one tree stopped by its 32 executions, branches cut by the
+    # bound beside: not the search's end, which runs its 100
+    r = CliRunner().invoke(
+        cli,
+        ["explore", "churn", "--preemptions", "1", "--max-executions", "100", "--json"]
+        + ["--jobs", "1", "--no-nonsmp"],
+    )
+    bounded = json.loads(r.stdout)["result"]
+    assert bounded["executions"] == 100 and bounded["cut_by"] == ["executions", "preemptions"]
     r = CliRunner().invoke(cli, ["explore", "seq", "--preemptions", "1"])
     assert r.exit_code == EXIT_USAGE and "--preemptions is for run scenarios" in r.output
     r = CliRunner().invoke(cli, ["explore", "churn", "--preemptions", "1", "--random", "3"])
