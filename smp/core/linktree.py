@@ -38,7 +38,7 @@ class _Node:
 
 
 # A side: 0 the left, 1 the right; its sign is the balance of a node whose
-# subtree on that side is the taller.  The seed writes each rebalancing twice,
+# subtree on that side is the taller.  17.x writes each rebalancing twice,
 # once a side; here one function takes the side.
 _SIGN = (-1, 1)
 
