@@ -17,9 +17,10 @@ from rich.table import Table
 from smp.app.cli_options import _clip_text, _open_out, _stdout_gone
 from smp.app.cli_output import _console, _stderr_tty, _TraceWriter
 from smp.app.exitcodes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
+from smp.app.explore.tree_page import is_dot, load_tree
 from smp.app.replay import BadRecord, NotAJournal, format_listing, queue_listing
 from smp.app.replay import replay as do_replay
-from smp.app.report import render_report
+from smp.app.report import render_report, render_tree
 from smp.app.result_file import ResultFileError, load_result
 from smp.core.errors import DecodeError
 from smp.core.pretty import NodeNumbers, clip_term
@@ -269,12 +270,23 @@ def report(result, output):
     """Write a self-contained HTML report from a saved result: the JSON of
     run --json, stress --json, compare --json or explore --json (an explore
     of a run scenario in the simulator: its outcomes, fates, race pairs,
-    events and replay commands).  It shows throughput, queue depth and drops
+    events and replay commands), or the explored tree explore --graph
+    writes (DOT), drawn.  It shows throughput, queue depth and drops
     over time, the latency histogram, the scheduler timeline
     (when the scenario profiles schedulers, as the profile example does) and
     the totals; a compare draws both modes on the same axes and lists the
     messages only one mode made."""
 
+    if is_dot(result):
+        try:
+            page = render_tree(load_tree(result))
+        except ResultFileError as e:
+            click.echo(f"smp-emu: {e}", err=True)
+            sys.exit(EXIT_USAGE)
+        with _open_out(output, "-o/--output") as f:
+            f.write(page)
+        click.echo(output)
+        return
     try:
         data = load_result(result)
     except ResultFileError as e:

@@ -22,6 +22,7 @@ from html import escape
 
 from smp.app.compare_causes import death_text
 from smp.app.explore import explore_html, explore_sim_html
+from smp.app.explore.tree_page import ExploredTree, tree_page
 from smp.app.plots import (
     Bars,
     Line,
@@ -37,6 +38,7 @@ from smp.app.result_file import MAX_RESULT_DEPTH, ResultFileError, load_result
 
 __all__ = [
     "render_report",
+    "render_tree",
     "load_result",
     "ResultFileError",
     "MAX_RESULT_DEPTH",
@@ -687,6 +689,15 @@ def render_report(data: dict) -> str:
             + (_stress_section(data) if kind == "stress" else "")
             + _run_section(data["mode"], data)
         )
+    return _page(title, body)
+
+
+def render_tree(tree: ExploredTree) -> str:
+    """The HTML page for an explored tree (``smp-emu explore --graph``)."""
+    return _page(*tree_page(tree))
+
+
+def _page(title: str, body: str) -> str:
     return (
         f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{escape(title)}</title>"
         f"<style>{_CSS}</style></head><body><h1>{escape(title)}</h1>{body}</body></html>\n"

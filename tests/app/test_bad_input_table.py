@@ -58,6 +58,8 @@ def files(tmp_path_factory):
     f["array"].write_text("[1, 2, 3]\n")
     f["object"] = d / "object.json"
     f["object"].write_text('{"what": "not a result"}\n')
+    f["baddot"] = d / "graph.dot"  # a DOT graph explore --graph did not write
+    f["baddot"].write_text("digraph G {\n  a -> b;\n}\n")
     f["garbage"] = d / "garbage.bin"
     f["garbage"].write_bytes(bytes(range(256)) * 3)
     # a trace frame that says 16 bytes and holds 2
@@ -137,6 +139,7 @@ ROWS = [
     (["report", "{journal}"], U, "run.journal"),
     (["report", "{trace}"], U, "good.trace"),
     (["report", "{garbage}"], U, "garbage.bin"),
+    (["report", "{baddot}"], U, "graph.dot:1: no 'digraph"),
     # journals
     (["replay", "{missing}"], U, "not-there.toml"),
     (["replay", "{dir}"], U, "is a directory"),

@@ -118,3 +118,33 @@ def test_every_report_kind_draws_its_charts_in_a_browser(reports):
     # the profile run has the scheduler timeline, smp runs the latency histogram
     assert results["profile"]["scheduler_timeline"]["schedulers"]
     assert results["run"]["latency_histogram"]["count"] > 0
+
+
+TREE_CHECK = """(() => {
+  const svg = document.querySelector('figure#explore-tree svg');
+  const b = svg.getBoundingClientRect();
+  const drawn = g => [...svg.querySelectorAll(g)].filter(e => {
+    const bb = e.getBBox(); return bb.width > 0 || bb.height > 0; }).length;
+  return {w: b.width, h: b.height, leaves: drawn('g.leaf'), branches: drawn('path'),
+          tips: svg.querySelectorAll('path > title').length,
+          xlabel: svg.querySelector('#tree-xlabel').textContent};
+})()"""
+
+
+@pytest.mark.timeout(120)
+def test_the_explored_tree_is_drawn_in_a_browser(tmp_path):
+    """``explore --graph`` then ``report`` on the DOT file: a leaf drawn for
+    every execution, branch lines with their tooltips, no error logged."""
+    dot, page = tmp_path / "tree.dot", tmp_path / "tree.html"
+    result = _json(["explore", "default", "--graph", str(dot), "--json", "--jobs", "1"])["result"]
+    r = CliRunner().invoke(cli, ["report", str(dot), "-o", str(page)])
+    assert r.exit_code == 0, r.output
+    with Browser() as browser:
+        p = browser.open(str(page))
+        got = p.evaluate(TREE_CHECK)
+        assert p.errors() == [], p.errors()
+        p.close()
+    assert got["w"] > 200 and got["h"] > 80, got
+    assert got["leaves"] == result["executions"] + result["blocked"] == 20, got
+    assert got["branches"] >= got["leaves"] and got["tips"] == got["branches"], got
+    assert got["xlabel"].startswith("steps from the initial state"), got

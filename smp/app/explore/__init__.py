@@ -34,7 +34,10 @@ The package, by job: ``scenario`` (loading and checking a scenario, its
 ``BOUNDS``), ``schedules`` (the schedule algebra and the reduction),
 ``bodies`` (what runs inside the emulator: the queue processes, the
 changes), ``runner`` (one schedule on the real emulator, and ``explore``),
-``text`` and ``html`` (the reports) and ``command`` (``smp-emu explore``).
+``text`` and ``html`` (the reports), ``command`` (``smp-emu explore``) and,
+for a run scenario in the simulator, ``workload``, ``simulate``, ``proof``
+and ``tree_page`` (the explored tree ``--graph`` writes, drawn by
+``smp-emu report``).
 Every name is importable from ``smp.app.explore`` itself.
 """
 
