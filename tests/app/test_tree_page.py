@@ -109,3 +109,20 @@ def test_a_tree_file_that_is_not_text_or_too_large_is_refused(tmp_path, monkeypa
     monkeypatch.setattr(tree_page, "MAX_TREE_BYTES", 40)
     r = CliRunner().invoke(cli, ["report", str(f)])
     assert r.exit_code == EXIT_USAGE and "larger than" in r.output
+
+
+def test_labels_with_quotes_backslashes_and_newlines_come_back_as_written(tmp_path):
+    from smp.sim.graph import Trie
+
+    t = Trie()
+    odd = 'a "quoted" \\ back\nslash'
+    t.add([("S1", odd), ("D", "dispatch 'm1'")], "blocked")
+    t.add([("S1", odd), ("S2", "x")], "cut")
+    f = tmp_path / "odd.dot"
+    f.write_text(t.to_dot(title='explore "odd"'))
+    tree = load_tree(str(f))
+    assert tree.title == 'explore "odd"'
+    ((thread, event, first),) = tree.kids[0]
+    assert (thread, event) == ("S1", odd)
+    assert [(th, ev) for th, ev, _c in tree.kids[first]] == [("D", "dispatch 'm1'"), ("S2", "x")]
+    assert sorted(text for v in tree.leaves.values() for text, _ in v) == ["blocked", "cut"]
