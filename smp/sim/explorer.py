@@ -180,9 +180,14 @@ class Explorer:
         stop_at_violation: bool = False,
         preemptions: int | None = None,
         dpor: str | None = None,
+        progress: Callable[[int, int, float], object] | None = None,
     ):
         if schedulers < 1:
             raise SimError("schedulers must be >= 1")
+        #: ``progress(executions, blocked, estimate)`` after the first
+        #: execution, then at most every ``PROGRESS_EVERY`` seconds
+        self.progress = progress
+        self._told = float("-inf")
         self.setup = setup
         self.schedulers = schedulers
         self.reductions = reductions
@@ -255,6 +260,8 @@ class Explorer:
                 self._estimates += tree.branching()
                 self._record(w, how)
             w.dispose()
+            if self.progress is not None:
+                self._tell()
             if not tree.advance():
                 break
             if self.max_executions is not None and self.executions >= self.max_executions:
@@ -292,6 +299,14 @@ class Explorer:
             dpor="optimal" if tree.optimal else "source",
             misses=tree.misses,
         )
+
+    def _tell(self) -> None:
+        now = time.monotonic()
+        if now - self._told >= PROGRESS_EVERY:
+            self._told = now
+            n = self.executions
+            assert self.progress is not None
+            self.progress(n, self.blocked, max(n, self._estimates / max(1, n)))
 
     def _graph_add(self, w: World, leaf) -> None:
         namer = Namer(w.names)
@@ -447,13 +462,16 @@ def merge(
 _CUT: dict = {}
 _splits = itertools.count(1)
 
+#: seconds between two calls of a search's ``progress``
+PROGRESS_EVERY = 0.25
+
 #: executions one tree runs before ``explore_split`` splits the search, and
 #: the estimate of the whole search under which that tree goes on alone
 PROBE = 32
 ONE_TREE = 5000
 
 
-def run_task(task: tuple) -> ExploreResult | None:
+def run_task(task: tuple, progress=None) -> ExploreResult | None:
     """Explore one subtree of a split: ``(setup, schedulers, options,
     prefix, max_executions, deadline, key)``, ``deadline`` a
     ``time.monotonic()`` instant (one clock for every process of the
@@ -461,7 +479,7 @@ def run_task(task: tuple) -> ExploreResult | None:
     None when its budget is spent before it starts.  A subtree the bound
     cut is kept under ``key`` in this process, and goes on when it is run
     here again with a larger bound.  Module-level, so a worker process can
-    run it."""
+    run it; ``progress`` (in the caller's process only) is the explorer's."""
     setup, schedulers, options, prefix, budget, deadline, key = task
     if budget == 0:
         return None
@@ -483,6 +501,7 @@ def run_task(task: tuple) -> ExploreResult | None:
         )
     else:
         ex.max_executions, ex.time_budget = budget, budget_s
+    ex.progress = progress
     r = ex.run()
     if key is not None and r.cut_by == ["executions"]:
         _CUT[key] = ex
@@ -493,7 +512,43 @@ def _cut_by_share(r: ExploreResult | None, budget) -> bool:
     return budget is not None and (r is None or (not r.exhausted and "time" not in r.cut_by))
 
 
-def _one_tree(setup, schedulers, probe, max_executions, time_budget, nonsmp, options):
+def _mapped(mapper, args: list, results: list, progress):
+    """``mapper(run_task, args)``; with ``map`` (this process) each subtree
+    tells ``progress`` as it goes, its counts added to the finished ones'."""
+    if progress is None or mapper is not map:
+        return mapper(run_task, args)
+
+    def one(task):
+        done = [r for k, r in enumerate(results) if r is not None and k != task[-1][1]]
+        n0 = sum(r.executions for r in done)
+        b0 = sum(r.blocked for r in done)
+        known = [r.estimate for r in done]
+
+        def tell(n: int, b: int, e: float) -> None:
+            progress(n0 + n, b0 + b, max(n0 + n, _split_estimate([*known, e], len(results))))
+
+        return run_task(task, tell)
+
+    return map(one, args)
+
+
+def _tell_split(results: list, progress) -> None:
+    """``progress`` after a subtree ended: the counts so far and the estimate."""
+    done = [r for r in results if r is not None]
+    if progress is None or not done:
+        return
+    n = sum(r.executions for r in done)
+    est = _split_estimate([r.estimate for r in done], len(results))
+    progress(n, sum(r.blocked for r in done), max(n, est))
+
+
+def _split_estimate(known: list[float], tasks: int) -> float:
+    """The estimate of a split search while it runs: the subtrees' estimates
+    known so far, and their mean for each subtree still to come."""
+    return sum(known) + sum(known) / len(known) * (tasks - len(known))
+
+
+def _one_tree(setup, schedulers, probe, max_executions, time_budget, nonsmp, options, progress):
     """``explore_split``'s probe: the search as one tree when it ends within
     ``probe`` executions or reaches its bound there, or, estimated there at
     ``ONE_TREE`` executions at most, goes on and ends within ``ONE_TREE``
@@ -504,6 +559,7 @@ def _one_tree(setup, schedulers, probe, max_executions, time_budget, nonsmp, opt
         max_executions=probe if max_executions is None else min(probe, max_executions),
         time_budget=time_budget,
         nonsmp=False,  # (run once, below, when this tree's search is the result)
+        progress=progress,
         **options,
     )
     r = ex.run()
@@ -536,6 +592,7 @@ def explore_split(
     time_budget: float | None = None,
     nonsmp: bool = True,
     probe: int = PROBE,
+    progress: Callable[[int, int, float], object] | None = None,
     **options,
 ) -> ExploreResult:
     """``explore``, with the tree split into subtrees (``smp.sim.dpor.split``)
@@ -559,10 +616,14 @@ def explore_split(
     with it: on where they stopped when the same process runs them again
     (``run_task``), else from their start.  A subtree's search is a
     function of its bound, so either way, and for any number of workers,
-    the result is the same."""
+    the result is the same.  ``progress(executions, blocked, estimate)`` is
+    told as the search goes: by the one tree, then as each subtree ends
+    (and, run in this process, as it goes)."""
     t0 = time.monotonic()
     if probe > 0:
-        r = _one_tree(setup, schedulers, probe, max_executions, time_budget, nonsmp, options)
+        r = _one_tree(
+            setup, schedulers, probe, max_executions, time_budget, nonsmp, options, progress
+        )
         if r is not None:
             r.elapsed = time.monotonic() - t0
             return r
@@ -582,8 +643,9 @@ def explore_split(
             (setup, schedulers, options, tasks[i], budgets[i], deadline, (split_no, i))
             for i in todo
         ]
-        for i, r in zip(todo, mapper(run_task, args), strict=True):
+        for i, r in zip(todo, _mapped(mapper, args, results, progress), strict=True):
             results[i] = r
+            _tell_split(results, progress)
         if max_executions is None:
             break
         # what the subtrees that finished under their share left over goes to

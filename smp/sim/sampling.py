@@ -89,9 +89,11 @@ def sample(
     blocked_ok: bool = False,
     graph: bool = False,
     stop_at_violation: bool = False,
+    progress=None,
 ) -> ExploreResult:
     """``runs`` schedules of ``setup``'s workload, random or PCT (``method``),
-    from ``seed`` (a fresh one, returned in the result, when None)."""
+    from ``seed`` (a fresh one, returned in the result, when None);
+    ``progress(done, 0, runs)`` as they go (see ``Explorer``)."""
     if method not in ("random", "pct"):
         raise SimError(f"method must be random or pct, not {method!r}")
     if depth < 1:
@@ -108,6 +110,8 @@ def sample(
         nonsmp=nonsmp,
         blocked_ok=blocked_ok,
         graph=graph,
+        # (the estimate of a sample is the runs asked for)
+        progress=None if progress is None else (lambda n, b, _e: progress(n, b, float(runs))),
     )
     t0 = ex._t0 = time.monotonic()
     deadline = None if time_budget is None else t0 + time_budget
@@ -135,6 +139,8 @@ def sample(
             ex.cut_events += 1
         ex._record(w, how, why=partial(execution_races, w.trace))
         w.dispose()
+        if progress is not None:
+            ex._tell()
         if deadline is not None and time.monotonic() > deadline and ex.executions < runs:
             cut_by.append("time")
             break

@@ -435,3 +435,64 @@ def test_a_race_is_explored_in_full_by_default_a_run_scenario_is_bounded():
     assert r.exit_code == 0, r.output
     res = json.loads(r.stdout)["result"]
     assert res["executions"] == DEFAULT_MAX_EXECUTIONS and res["cut_by"] == ["executions"]
+
+
+def _recorder():
+    told: list = []
+    return told, lambda *a: told.append(a)
+
+
+def test_a_search_tells_its_progress_as_it_goes(monkeypatch):
+    """``progress(executions, blocked, estimate)``: every execution of one
+    tree when the interval is 0, and, split, as the subtrees run and end;
+    the counts never go back and end at the result's."""
+    from smp.app.explore.workload import Bounds, ScenarioWorkload
+    from smp.app.scenario import load_scenario
+    from smp.sim import explorer
+
+    monkeypatch.setattr(explorer, "PROGRESS_EVERY", 0.0)
+    wl = ScenarioWorkload(load_scenario("default"), Bounds(), None)
+    for probe in (explorer.PROBE, 0):
+        told, tell = _recorder()
+        r = explore_split(wl.setup, wl.schedulers, nonsmp=False, probe=probe, progress=tell)
+        ns = [n for n, _b, _e in told]
+        assert ns == sorted(ns) and ns[-1] == r.executions, (probe, ns)
+        assert all(e >= n for n, _b, e in told)
+        if probe:  # one tree: each execution told once
+            assert ns == list(range(1, r.executions + 1))
+        else:
+            assert r.tasks > 1 and told[-1][1] == r.blocked > 0
+
+
+def test_the_progress_line_is_on_a_terminal_only_and_cleared(tmp_path):
+    """On a terminal ``explore`` keeps one line on stderr up to date (the
+    executions run and the estimate) and clears it before the report; not
+    on a pipe."""
+    import os
+    import pty
+    import select
+    import subprocess
+    import sys
+
+    args = [sys.executable, "-c", "from smp.app.cli import main; main()"]
+    args += ["explore", "default", "--jobs", "1", "--no-nonsmp"]
+    m, s = pty.openpty()
+    p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=s, close_fds=True)
+    os.close(s)
+    seen = b""
+    try:
+        while select.select([m], [], [], 60)[0]:
+            try:
+                chunk = os.read(m, 4096)
+            except OSError:  # the child closed the terminal
+                break
+            if not chunk:
+                break
+            seen += chunk
+    finally:
+        os.close(m)
+        assert p.wait(timeout=60) == 0
+    text = seen.decode()
+    assert "\r\x1b[K1 execution(s), about " in text and text.endswith("\r\x1b[K"), text[-300:]
+    piped = subprocess.run(args, capture_output=True, text=True, timeout=60)
+    assert piped.returncode == 0 and "in all" not in piped.stderr

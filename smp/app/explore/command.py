@@ -6,7 +6,8 @@ Dispatches on the scenario's shape.  An explore scenario (``[[queue]]``,
 terminal), the result on stdout as text or, with ``--json``, as JSON (what
 ``smp-emu report`` renders).  A run or stress scenario (``[[groups]]``, the
 examples of ``smp-emu run``) is explored in the simulator
-(``smp.app.explore.simulate``).  A bad scenario or schedule exits
+(``smp.app.explore.simulate``), with its own progress line on a terminal
+(the executions run and the estimate of the whole).  A bad scenario or schedule exits
 ``EXIT_USAGE``, a schedule that fails to run ``EXIT_FAILED``, Ctrl-C
 ``EXIT_INTERRUPTED`` (``smp.app.exitcodes``).
 """
@@ -339,6 +340,13 @@ def _simulate(scenario, schedule, as_json, seed, no_nonsmp, kw) -> None:
         )
         sys.exit(EXIT_USAGE)
     m = kw["max_executions"]
+    tty = sys.stderr.isatty()
+
+    def progress(n: int, blocked: int, estimate: float) -> None:
+        more = f" ({blocked:,} blocked)" if blocked else ""
+        sys.stderr.write(f"\r\x1b[K{n:,} execution(s){more}, about {estimate:,.0f} in all")
+        sys.stderr.flush()
+
     o = SimOptions(
         bounds=Bounds(kw["operations"], kw["count"], kw["size"], kw["firings"]),
         schedulers=kw["schedulers"],
@@ -356,6 +364,7 @@ def _simulate(scenario, schedule, as_json, seed, no_nonsmp, kw) -> None:
         nonsmp=not no_nonsmp,
         events=kw["events"],
         prove=kw["prove"],
+        progress=progress if tty and schedule is None else None,
     )
     try:
         text, data = simulate(scenario, o)
@@ -367,6 +376,9 @@ def _simulate(scenario, schedule, as_json, seed, no_nonsmp, kw) -> None:
     except SmpError as e:
         click.echo(f"smp-emu: {e}", err=True)
         sys.exit(EXIT_USAGE if schedule is not None else EXIT_FAILED)
+    finally:
+        if o.progress is not None:
+            sys.stderr.write("\r\x1b[K")
     if as_json:
         sys.stdout.write(json.dumps(data, indent=2) + "\n")
     else:

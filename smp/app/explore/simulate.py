@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import shlex
 import textwrap
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 import multiprocess
@@ -68,6 +69,8 @@ class SimOptions:
     nonsmp: bool = True
     events: bool = True
     prove: bool = False  # each outcome's schedule run again on real processes
+    #: ``progress(executions, blocked, estimate)`` as the search goes
+    progress: Callable[[int, int, float], object] | None = None
 
 
 def _replay_command(scenario: str, o: SimOptions):
@@ -86,7 +89,9 @@ def _replay_command(scenario: str, o: SimOptions):
 
 def _run(wl: ScenarioWorkload, o: SimOptions, checks: list):
     graph = o.graph is not None
-    common = dict(schedulers=wl.schedulers, nonsmp=o.nonsmp, graph=graph, checks=checks)
+    common = dict(
+        schedulers=wl.schedulers, nonsmp=o.nonsmp, graph=graph, checks=checks, progress=o.progress
+    )
     if o.random is not None or o.pct is not None:
         method, runs = ("random", o.random) if o.random is not None else ("pct", o.pct)
         return sample(
