@@ -24,6 +24,7 @@ from .deps import explain
 from .dpor import Tree, all_executions, mazurkiewicz_key, races, split
 from .graph import Trie
 from .outcome import Namer, Outcome, nonsmp_outcome_of, outcome_of
+from .shrink import Shrunk, shrink
 from .vm import SimVM
 from .world import NonsmpWorld, SimError, World
 
@@ -38,6 +39,7 @@ __all__ = [
     "merge",
     "explore_split",
     "run_task",
+    "shrink_failures",
 ]
 
 
@@ -67,6 +69,9 @@ class OutcomeGroup:
     outcome: Outcome
     count: int
     first: Execution
+    #: for an outcome that breaks something, its first schedule shrunk
+    #: (``smp.sim.shrink``), when asked for
+    shrunk: Shrunk | None = None
 
 
 @dataclass
@@ -115,7 +120,14 @@ class ExploreResult:
             "tasks": self.tasks,
             "dpor": self.dpor,
             "misses": self.misses,
-            "outcomes": [{"count": g.count, **g.first.as_dict()} for g in self.outcomes],
+            "outcomes": [
+                {
+                    "count": g.count,
+                    **g.first.as_dict(),
+                    **({} if g.shrunk is None else {"shrunk": g.shrunk.as_dict()}),
+                }
+                for g in self.outcomes
+            ],
             "nonsmp": None if self.nonsmp is None else self.nonsmp.as_dict(),
         }
 
@@ -343,6 +355,16 @@ class Explorer:
         )
         self.groups[oc] = OutcomeGroup(oc, 1, first)
         return oc
+
+
+def shrink_failures(
+    r: ExploreResult, setup, schedulers: int = 2, reductions: int = 200, checks=(), limit: int = 5
+) -> None:
+    """Shrink the first schedule of each of the first ``limit`` outcomes of
+    ``r`` that break an invariant or check (``OutcomeGroup.shrunk``)."""
+    new_world = world_factory(setup, schedulers, reductions)
+    for g in [g for g in r.outcomes if g.outcome.violations][:limit]:
+        g.shrunk = shrink(new_world, g.first.schedule, checks)
 
 
 def explore(setup, schedulers: int = 2, **options) -> ExploreResult:

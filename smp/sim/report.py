@@ -124,6 +124,13 @@ def format_report(r: ExploreResult, events: bool = True, replay=None) -> str:
         lines.append(f"  Schedule: {g.first.schedule}")
         if replay is not None:
             lines.append(f"  Replay: {replay(g.first.schedule)}")
+        if g.shrunk is not None:
+            sh = g.shrunk
+            lines.append(
+                f"  Shrunk to {sh.choices} choice(s) off the default order (from {sh.original}; "
+                f"{sh.runs} run(s)), then the default order: "
+                + (replay(sh.schedule) if replay is not None else sh.schedule)
+            )
         verdict = nonsmp_verdict(oc, r.nonsmp)
         if verdict:
             lines.append(f"  nonsmp: {verdict}")

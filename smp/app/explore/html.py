@@ -160,6 +160,17 @@ def _fates_table(fates: list) -> str:
     )
 
 
+def _shrunk_html(sh) -> str:
+    """An outcome's shrunk schedule (``smp.sim.shrink``), if it has one."""
+    if not isinstance(sh, dict):
+        return ""
+    return (
+        f"<p>Shrunk to {escape(str(sh.get('choices')))} choice(s) off the default order "
+        f"(from {escape(str(sh.get('from_choices')))}), then the default order: "
+        f"<code>{escape(str(sh.get('replay', sh.get('schedule'))))}</code></p>"
+    )
+
+
 def _proof_html(p) -> str:
     """An outcome's proof on real processes (``--prove``), if it was asked."""
     if not isinstance(p, dict):
@@ -268,6 +279,7 @@ def explore_sim_html(d: dict) -> tuple[str, str]:
             + f"<p>Received:</p><ul>{received}</ul>"
             + (f"<p>Race pairs:</p><ul>{races}</ul>" if races else "")
             + f"<p>Replay: <code>{escape(o['replay'])}</code></p>"
+            + _shrunk_html(o.get("shrunk"))
             + _proof_html(o.get("proof"))
             + "<details><summary>events</summary><pre>"
             + escape("\n".join(o["events"]))

@@ -32,7 +32,7 @@ from smp.app.explore.workload import Bounds, ScenarioWorkload
 from smp.app.scenario import example_names, load_scenario
 from smp.core.errors import ScenarioError
 from smp.sim.catalogue import CATALOGUE, by_name
-from smp.sim.explorer import Explorer, explore_split, replay
+from smp.sim.explorer import Explorer, explore_split, replay, shrink_failures
 from smp.sim.report import format_execution, format_report, nonsmp_verdict
 from smp.sim.sampling import sample
 
@@ -239,6 +239,7 @@ def simulate(scenario: str, o: SimOptions) -> tuple[str, dict]:
             text += "\n" + proof_lines([("the execution", proof)])
         return text, data
     r = _run(wl, o, checks)
+    shrink_failures(r, wl.setup, wl.schedulers, checks=checks)
     if o.graph is not None and r.graph is not None:
         number = {g.outcome: i for i, g in enumerate(r.outcomes, 1)}
         with open(o.graph, "w", encoding="utf-8") as f:
@@ -247,6 +248,8 @@ def simulate(scenario: str, o: SimOptions) -> tuple[str, dict]:
     d = r.as_dict()
     for od, g in zip(d["outcomes"], r.outcomes, strict=True):
         od["replay"] = command(g.first.schedule)
+        if g.shrunk is not None:
+            od["shrunk"]["replay"] = command(g.shrunk.schedule)
         od["nonsmp_verdict"] = nonsmp_verdict(g.outcome, r.nonsmp)
     data["result"] = d
     data["jobs"] = o.jobs
