@@ -105,6 +105,7 @@ def format_report(r: ExploreResult, events: bool = True, replay=None) -> str:
     """The report; ``replay(schedule)`` gives the command that replays a
     schedule (printed under it)."""
     lines = _summary(r)
+    shrunk_at: dict[str, int] = {}  # a shrunk schedule -> the outcome it was first printed under
     for n, g in enumerate(r.outcomes, 1):
         oc = g.outcome
         lines.append("")
@@ -125,12 +126,7 @@ def format_report(r: ExploreResult, events: bool = True, replay=None) -> str:
         if replay is not None:
             lines.append(f"  Replay: {replay(g.first.schedule)}")
         if g.shrunk is not None:
-            sh = g.shrunk
-            lines.append(
-                f"  Shrunk to {sh.choices} choice(s) off the default order (from {sh.original}; "
-                f"{sh.runs} run(s)), then the default order: "
-                + (replay(sh.schedule) if replay is not None else sh.schedule)
-            )
+            lines.append(_shrunk_line(g.shrunk, n, shrunk_at, replay))
         verdict = nonsmp_verdict(oc, r.nonsmp)
         if verdict:
             lines.append(f"  nonsmp: {verdict}")
@@ -143,6 +139,24 @@ def format_report(r: ExploreResult, events: bool = True, replay=None) -> str:
         for v in r.nonsmp.violations:
             lines.append(f"  ! {v}")
     return "\n".join(lines) + "\n"
+
+
+def _shrunk_line(sh, n: int, shrunk_at: dict, replay) -> str:
+    """The line of an outcome's shrunk schedule (``smp.sim.shrink``)."""
+    first = shrunk_at.setdefault(sh.schedule, n)
+    if first != n:
+        return f"  Shrunk: to outcome {first}'s shrunk schedule."
+    run = replay(sh.schedule) if replay is not None else repr(sh.schedule)
+    if sh.original == 0:
+        return f"  Shrunk: nothing to take out, its schedule is the default order: {run}"
+    if sh.choices == 0:
+        return (
+            f"  Shrunk: the default order alone breaks it too (from {sh.original} choice(s)): {run}"
+        )
+    return (
+        f"  Shrunk to {sh.choices} choice(s) off the default order (from {sh.original}; "
+        f"{sh.runs} run(s)), then the default order: {run}"
+    )
 
 
 def format_execution(ex: Execution, nonsmp: Outcome | None = None) -> str:

@@ -70,3 +70,38 @@ def test_the_command_prints_the_shrunk_schedule_and_it_replays_to_the_failure():
     assert len(shrunk) == 1 and shrunk[0]["schedule"] == schedule
     assert shrunk[0]["choices"] < shrunk[0]["from_choices"]
     assert shrunk[0]["replay"].endswith(f"--schedule '{schedule}'")
+
+
+SWAP = """\
+name = "swap"
+schedulers = 2
+[duration]
+operations = 2
+[[tracers]]
+name = "t"
+[[groups]]
+name = "pp"
+workload = "ping_pong"
+trace = ["send", "receive"]
+tracer = "t"
+[[faults]]
+action = "kill_tracer"
+target = "t"
+at = 0.01
+[[expect]]
+kind = "no_drop"
+"""
+
+
+def test_outcomes_the_default_order_already_breaks_say_so_once(tmp_path):
+    """The README's swap: the default order itself drops messages, so each
+    failing outcome shrinks to no choice at all; printed once, then named."""
+    f = tmp_path / "swap.toml"
+    f.write_text(SWAP)
+    args = ["explore", str(f), "--max-executions", "60", "--no-events", "--jobs", "1"]
+    r = CliRunner().invoke(cli, args)
+    assert r.exit_code == EXIT_FAILED
+    lines = [ln for ln in r.output.splitlines() if ln.startswith("  Shrunk")]
+    assert len(lines) >= 2, r.output[-2000:]
+    assert lines[0].endswith("--schedule ''") and "default order" in lines[0]
+    assert all(ln == "  Shrunk: to outcome 1's shrunk schedule." for ln in lines[1:])
