@@ -5,6 +5,8 @@ schedule replays to it, from Python and from the command line."""
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 
 from click.testing import CliRunner
 
@@ -72,32 +74,19 @@ def test_the_command_prints_the_shrunk_schedule_and_it_replays_to_the_failure():
     assert shrunk[0]["replay"].endswith(f"--schedule '{schedule}'")
 
 
-SWAP = """\
-name = "swap"
-schedulers = 2
-[duration]
-operations = 2
-[[tracers]]
-name = "t"
-[[groups]]
-name = "pp"
-workload = "ping_pong"
-trace = ["send", "receive"]
-tracer = "t"
-[[faults]]
-action = "kill_tracer"
-target = "t"
-at = 0.01
-[[expect]]
-kind = "no_drop"
-"""
+def _readme_swap() -> str:
+    """The README's ``swap.toml``: a ping-pong pair whose tracer is killed."""
+    text = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
+    m = re.search(r'```toml title="swap.toml"\n(.*?)```', text, re.S)
+    assert m, "the README's swap.toml"
+    return m.group(1)
 
 
 def test_outcomes_the_default_order_already_breaks_say_so_once(tmp_path):
     """The README's swap: the default order itself drops messages, so each
     failing outcome shrinks to no choice at all; printed once, then named."""
     f = tmp_path / "swap.toml"
-    f.write_text(SWAP)
+    f.write_text(_readme_swap())
     args = ["explore", str(f), "--max-executions", "60", "--no-events", "--jobs", "1"]
     r = CliRunner().invoke(cli, args)
     assert r.exit_code == EXIT_FAILED
