@@ -309,13 +309,17 @@ def races(
                 yield i, j, initials
 
 
+#: steps an execution may take before it is cut (a process that never stops)
+MAX_EVENTS = 5000
+
+
 class Tree:
     """The exploration state: the branches of the current execution's path."""
 
     def __init__(
         self,
         new_world: Callable[[], World],
-        max_events: int = 5000,
+        max_events: int = MAX_EVENTS,
         prefix: tuple = (),
         preemptions: int | None = None,
         optimal: bool | None = None,

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from .deps import explain
-from .dpor import Tree, all_executions, mazurkiewicz_key, races, split
+from .dpor import MAX_EVENTS, Tree, all_executions, mazurkiewicz_key, races, split
 from .graph import Trie
 from .outcome import Namer, Outcome, nonsmp_outcome_of, outcome_of
 from .shrink import Shrunk, shrink
@@ -183,7 +183,7 @@ class Explorer:
         reductions: int = 200,
         max_executions: int | None = None,
         time_budget: float | None = None,
-        max_events: int = 5000,
+        max_events: int = MAX_EVENTS,
         checks=(),
         nonsmp: bool = True,
         blocked_ok: bool = False,

@@ -147,15 +147,18 @@ def _shrunk_line(sh, n: int, shrunk_at: dict, replay) -> str:
     if first != n:
         return f"  Shrunk: to outcome {first}'s shrunk schedule."
     run = replay(sh.schedule) if replay is not None else repr(sh.schedule)
-    if sh.original == 0:
-        return f"  Shrunk: nothing to take out, its schedule is the default order: {run}"
-    if sh.choices == 0:
-        return (
-            f"  Shrunk: the default order alone breaks it too (from {sh.original} choice(s)): {run}"
-        )
+    return f"  {shrunk_words(sh.choices, sh.original, sh.runs)}: {run}"
+
+
+def shrunk_words(choices: int, original: int, runs: int) -> str:
+    """What a shrink found, in words (the command that replays it follows)."""
+    if original == 0:
+        return "Shrunk: nothing to take out, its schedule is the default order"
+    if choices == 0:
+        return f"Shrunk: the default order alone breaks it too (from {original} choice(s))"
     return (
-        f"  Shrunk to {sh.choices} choice(s) off the default order (from {sh.original}; "
-        f"{sh.runs} run(s)), then the default order: {run}"
+        f"Shrunk to {choices} choice(s) off the default order (from {original}; "
+        f"{runs} run(s)), then the default order"
     )
 
 

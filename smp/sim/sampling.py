@@ -31,6 +31,7 @@ import random
 import time
 from functools import partial
 
+from .dpor import MAX_EVENTS
 from .explorer import Explorer, ExploreResult, execution_races
 from .world import SimError
 
@@ -82,7 +83,7 @@ def sample(
     depth: int = 3,
     schedulers: int = 2,
     reductions: int = 200,
-    max_events: int = 5000,
+    max_events: int = MAX_EVENTS,
     time_budget: float | None = None,
     checks=(),
     nonsmp: bool = True,

@@ -29,6 +29,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from .dpor import MAX_EVENTS
 from .outcome import outcome_of
 from .world import World
 
@@ -36,9 +37,6 @@ __all__ = ["MAX_SHRINK_RUNS", "Shrunk", "shrink", "violation_kind"]
 
 #: executions one shrink may run at most
 MAX_SHRINK_RUNS = 400
-#: steps an execution may take (the explorer's ``max_events``): one that
-#: goes on is not shrunk further
-MAX_STEPS = 5000
 
 _DIGITS = re.compile(r"\S*\d\S*")
 
@@ -111,7 +109,7 @@ def _lenient(new_world, directives: list[str], checks, blocked_ok):
     try:
         trace: list[str] = []
         choices = k = 0
-        while (en := w.enabled()) and len(trace) < MAX_STEPS:
+        while (en := w.enabled()) and len(trace) < MAX_EVENTS:
             while k < len(directives) and directives[k] not in en:
                 k += 1
             if k < len(directives):

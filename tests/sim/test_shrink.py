@@ -74,6 +74,18 @@ def test_the_command_prints_the_shrunk_schedule_and_it_replays_to_the_failure():
     assert shrunk[0]["replay"].endswith(f"--schedule '{schedule}'")
 
 
+def test_the_report_shows_the_shrunk_schedule(tmp_path):
+    data = CliRunner().invoke(cli, ["explore", RACE.name, "--json", "--jobs", "1"]).stdout
+    (tmp_path / "r.json").write_text(data)
+    page = tmp_path / "r.html"
+    r = CliRunner().invoke(cli, ["report", str(tmp_path / "r.json"), "-o", str(page)])
+    assert r.exit_code == 0, r.output
+    (sh,) = [o["shrunk"] for o in json.loads(data)["result"]["outcomes"] if "shrunk" in o]
+    html = page.read_text()
+    assert f"Shrunk to {sh['choices']} choice(s) off the default order" in html
+    assert html.count("Shrunk") == 1 and sh["schedule"] in html
+
+
 def _readme_swap() -> str:
     """The README's ``swap.toml``: a ping-pong pair whose tracer is killed."""
     text = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")

@@ -15,6 +15,7 @@ from __future__ import annotations
 from html import escape
 
 from smp.app.explore.text import _state_text
+from smp.sim.report import shrunk_words
 
 __all__ = ["explore_html", "explore_sim_html"]
 
@@ -164,10 +165,9 @@ def _shrunk_html(sh) -> str:
     """An outcome's shrunk schedule (``smp.sim.shrink``), if it has one."""
     if not isinstance(sh, dict):
         return ""
+    words = shrunk_words(sh.get("choices", 0), sh.get("from_choices", 0), sh.get("runs", 0))
     return (
-        f"<p>Shrunk to {escape(str(sh.get('choices')))} choice(s) off the default order "
-        f"(from {escape(str(sh.get('from_choices')))}), then the default order: "
-        f"<code>{escape(str(sh.get('replay', sh.get('schedule'))))}</code></p>"
+        f"<p>{escape(words)}: <code>{escape(str(sh.get('replay', sh.get('schedule'))))}</code></p>"
     )
 
 
