@@ -277,32 +277,25 @@ def report(result, output):
     the totals; a compare draws both modes on the same axes and lists the
     messages only one mode made."""
 
-    if is_dot(result):
-        try:
-            page = render_tree(load_tree(result))
-        except ResultFileError as e:
-            click.echo(f"smp-emu: {e}", err=True)
-            sys.exit(EXIT_USAGE)
-        with _open_out(output, "-o/--output") as f:
-            f.write(page)
-        click.echo(output)
-        return
     try:
-        data = load_result(result)
+        html = render_tree(load_tree(result)) if is_dot(result) else _result_page(result)
     except ResultFileError as e:
         click.echo(f"smp-emu: {e}", err=True)
-        sys.exit(EXIT_USAGE)
-    try:
-        html = render_report(data)
-    except (ValueError, KeyError, TypeError, AttributeError, IndexError) as e:
-        what = _result_fault(e)
-        click.echo(
-            f"smp-emu: {result}: not a run, stress, compare or explore result ({what})", err=True
-        )
         sys.exit(EXIT_USAGE)
     with _open_out(output, "-o/--output") as f:
         f.write(html)
     click.echo(output)
+
+
+def _result_page(result: str) -> str:
+    """The page of a saved result file, or a ``ResultFileError``."""
+    data = load_result(result)
+    try:
+        return render_report(data)
+    except (ValueError, KeyError, TypeError, AttributeError, IndexError) as e:
+        raise ResultFileError(
+            f"{result}: not a run, stress, compare or explore result ({_result_fault(e)})"
+        ) from None
 
 
 def _result_fault(e: Exception) -> str:
