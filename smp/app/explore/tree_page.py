@@ -158,18 +158,18 @@ def tree_page(tree: ExploredTree) -> tuple[str, str]:
     def xy(depth: int, row: float) -> tuple[float, float]:
         return pad + dx * depth, pad + row_h * row + row_h / 2
 
-    el = []
+    branches, ends_drawn = [], []
     for d0, r0, d1, r1, tip in segs:
         x0, y0 = xy(d0, r0)
         x1, y1 = xy(d1, r1)
-        el.append(
+        branches.append(
             f"<path d='M{x0:.1f},{y0:.1f} V{y1:.1f} H{x1:.1f}' fill='none' stroke='#888'>"
             f"<title>{escape(tip)}</title></path>"
         )
     for d, r, text, style in marks:
         x, y = xy(d, r)
         colour = _COLOURS[style]
-        el.append(
+        ends_drawn.append(
             f"<g class='leaf'><circle cx='{x:.1f}' cy='{y:.1f}' r='3' fill='{colour}'/>"
             f"<text x='{x + 6:.1f}' y='{y + 4:.1f}' font-size='11' fill='{colour}'>"
             f"{escape(text)}</text></g>"
@@ -204,8 +204,8 @@ def tree_page(tree: ExploredTree) -> tuple[str, str]:
         f"<figure class='plot' id='explore-tree'><figcaption>the executions of "
         f"{escape(name)}, step by step</figcaption><svg class='chart' xmlns='http://www.w3.org/2000/svg' "
         f"width='{width}' height='{height}' viewBox='0 0 {width} {height}' role='img'>"
-        f"<g id='tree-series-branches'>{''.join(e for e in el if e.startswith('<path'))}</g>"
-        f"<g id='tree-series-leaves'>{''.join(e for e in el if not e.startswith('<path'))}</g>"
+        f"<g id='tree-series-branches'>{''.join(branches)}</g>"
+        f"<g id='tree-series-leaves'>{''.join(ends_drawn)}</g>"
         f"{axis}</svg></figure>"
         "<h2>How the executions ended</h2><table><tr><th>end</th><th>executions</th></tr>"
         f"{table}</table>"
