@@ -126,3 +126,19 @@ def test_labels_with_quotes_backslashes_and_newlines_come_back_as_written(tmp_pa
     assert (thread, event) == ("S1", odd)
     assert [(th, ev) for th, ev, _c in tree.kids[first]] == [("D", "dispatch 'm1'"), ("S2", "x")]
     assert sorted(text for v in tree.leaves.values() for text, _ in v) == ["blocked", "cut"]
+
+
+def test_a_state_where_two_executions_end_spans_both_rows(tmp_path):
+    from smp.sim.graph import Trie
+
+    t = Trie()
+    t.add(["S1", "D"], "blocked")
+    t.add(["S1", "D"], "cut")
+    t.add(["S2"], "cut")
+    f = tmp_path / "two.dot"
+    f.write_text(t.to_dot())
+    rows, segs, marks, depth_max = tree_page._layout(load_tree(str(f)))
+    assert rows == 3 and depth_max == 2
+    assert [(d, r) for d, r, _t, _s in marks] == [(2, 0), (2, 1), (1, 2)]
+    # the branch into the state where two end meets it between their rows
+    assert (0, 1.0, 2, 0.5, "S1:  (and 1 more steps)") in segs

@@ -238,7 +238,7 @@ def _layout(tree: ExploredTree):
         for text, style in leaves.get(node, ()):
             if rows < MAX_ROWS:
                 marks.append((depth[node], rows, text, style))
-                span.setdefault(node, [rows, rows])
+                span.setdefault(node, [rows, rows])[1] = rows
                 rows += 1
         for _thread, _event, child in reversed(kids.get(node, ())):
             depth[child] = depth[node] + 1
