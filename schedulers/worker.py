@@ -689,6 +689,8 @@ class Worker:
                     for _ in range(64):
                         if not self.take_inbox(zmq.NOBLOCK):
                             break
+                        # (a frame of deliveries can take tens of milliseconds)
+                        self.cmds.sample_due()
         self.shutdown()
 
     def _ctl_waiting(self) -> bool:

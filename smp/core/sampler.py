@@ -8,11 +8,14 @@ returns a flat ``{name: number}``; the names in ``fold_max`` are levels kept
 as their highest value (a peak since the previous read), the others are
 read as they are (cumulative counts, or a level at that moment).  A sample
 taken late (the process was busy) keeps its real time; a tick missed
-entirely is skipped, never made up; when the process itself was not run
-meanwhile (it used under a quarter of a CPU since it last looked at the
-clock before the tick: the operating system held it, no thread of it held
-the sampler back) the time is kept as a *stall* (the last
-``MAX_PAUSES``), as a garbage collection is kept as a pause.  At most ``max_points`` samples are kept: past that the
+entirely is skipped, never made up; when the process's Python threads
+were not run meanwhile (together they used under a quarter of a CPU since
+one last looked at the clock before the tick: the operating system held
+them, none of them held the sampler back) the time is kept as a *stall*
+(the last ``MAX_PAUSES``), as a garbage collection is kept as a pause.
+Only the threads ``threading`` knows are counted: a thread of C code (ZeroMQ's
+I/O thread) can be run while they are held, and never holds the sampler
+back, as it takes no interpreter lock.  At most ``max_points`` samples are kept: past that the
 interval doubles and every interval of the new length keeps its first
 sample, the peaks of the others folded into the next kept one, so a long
 run loses resolution but no peak.
@@ -33,11 +36,37 @@ MAX_POINTS = 500  # samples kept per process
 Point = tuple[float, dict[str, float]]
 MAX_PAUSES = 1000  # garbage collections kept (the longest)
 PAUSE_MIN_S = 0.001  # a collection shorter than this is not recorded
-#: a sample later than an interval is a stall when the process used less
-#: than this share of one CPU since it last looked at the clock before the
-#: tick, or since the sample before (a process that is run at all on a
-#: loaded machine gets more)
+#: a sample later than an interval is a stall when the process's Python
+#: threads used less than this share of one CPU since one of them last
+#: looked at the clock before the tick, or since the sample before (a
+#: process that is run at all on a loaded machine gets more)
 STALL_CPU_SHARE = 0.25
+
+_thread_clock = getattr(time, "pthread_getcpuclockid", None)
+
+
+def threads_cpu() -> dict[int, float]:
+    """The CPU seconds each Python thread of the process has used, by
+    thread (``threading``'s); where no clock per thread is available, the
+    whole process's as one entry."""
+    if _thread_clock is None:
+        return {0: time.process_time()}
+    out = {}
+    for t in threading.enumerate():
+        ident = t.ident
+        if ident is None:
+            continue
+        try:
+            out[ident] = time.clock_gettime(_thread_clock(ident))
+        except OSError:  # it ended meanwhile
+            pass
+    return out
+
+
+def cpu_since(then: dict[int, float]) -> float:
+    """The CPU seconds the Python threads used since ``then`` (a thread
+    started meanwhile counts whole; one that ended meanwhile, not at all)."""
+    return sum(cpu - then.get(ident, 0.0) for ident, cpu in threads_cpu().items())
 
 
 class Sampler:
@@ -69,11 +98,11 @@ class Sampler:
         # times the operating system did not run the process (see poll)
         self.stalls: deque[tuple[float, float]] = deque(maxlen=MAX_PAUSES)
         # the last sample (or the sampler's start, which may come after t0):
-        # wall and CPU time
-        self._prev = (time.monotonic(), time.process_time())
+        # wall time and the Python threads' CPU times
+        self._prev = (time.monotonic(), threads_cpu())
         # the last look at the clock before the tick that is due (a poll that
         # found it not yet due, at most a 16th of an interval before the
-        # last one): wall and CPU time
+        # last one): wall time and the Python threads' CPU times
         self._seen = self._prev
         self._gc_began = 0.0
         self._due = self.t0  # when the next sample is due (monotonic)
@@ -112,9 +141,9 @@ class Sampler:
         now = time.monotonic()
         if now < self._due:
             if now - self._seen[0] >= self.interval / 16:
-                # (a CPU clock read costs 14 times a wall clock read: a busy
-                # loop looks at most 16 times an interval)
-                self._seen = (now, time.process_time())
+                # (reading the CPU clocks costs 50 times a wall clock read:
+                # a busy loop looks at most 16 times an interval)
+                self._seen = (now, threads_cpu())
             return
         if not self._lock.acquire(blocking=False):
             return
@@ -139,9 +168,9 @@ class Sampler:
         thread of its own holding the sampler back would have used the CPU;
         measured from the last sample alone, a process run up to just before
         the tick and then held was taken as run)."""
-        wall0, cpu0 = max(self._prev, self._seen)
+        wall0, cpu0 = self._prev if self._prev[0] >= self._seen[0] else self._seen
         span = now - wall0  # (over an interval: a sampler started late is no stall)
-        if span > self.interval and time.process_time() - cpu0 < STALL_CPU_SHARE * span:
+        if span > self.interval and cpu_since(cpu0) < STALL_CPU_SHARE * span:
             self.stalls.append((self._due - self.t0, now - self.t0))
 
     def sample(self) -> None:
@@ -160,7 +189,7 @@ class Sampler:
             self.failed += 1
             return
         self.points.append((max(0.0, now - self.t0), values))
-        self._prev = (now, time.process_time())
+        self._prev = (now, threads_cpu())
         if len(self.points) > self.max_points:
             self._halve()
 

@@ -1,7 +1,8 @@
 """A sampler tells the time the operating system did not run its process (a
 stall) from the time a thread of the process kept it from sampling (a
 hole): a real process stopped with SIGSTOP, and one whose main thread holds
-the interpreter in a long C loop."""
+the interpreter in a long C loop.  The CPU that tells them apart is its
+Python threads' alone: ZeroMQ's I/O thread can be run while they are held."""
 
 from __future__ import annotations
 
@@ -113,3 +114,30 @@ def test_a_busy_process_stopped_just_before_a_tick_has_a_stall_and_no_hole():
     t, iv = got["t_s"], got["interval_s"]
     assert got["stalls"], got
     assert missing_intervals(t, iv, got["gc_pauses"] + got["stalls"]) == []
+
+
+def test_the_cpu_a_stall_is_judged_by_is_the_python_threads_not_zeromqs_io_thread():
+    """Data pumped over loopback TCP: the I/O thread does the copying while
+    the Python thread waits in recv with the interpreter released; the
+    process's CPU counts the I/O thread, the sampler's measure does not."""
+    import zmq
+
+    from smp.core.sampler import cpu_since, threads_cpu
+
+    ctx = zmq.Context(io_threads=1)
+    a, b = ctx.socket(zmq.PUSH), ctx.socket(zmq.PULL)
+    try:
+        b.connect(f"tcp://127.0.0.1:{a.bind_to_random_port('tcp://127.0.0.1')}")
+        chunk = b"x" * (1 << 20)
+        a.send(chunk)
+        b.recv()
+        then, proc0 = threads_cpu(), time.process_time()
+        for _ in range(300):
+            a.send(chunk, copy=False)
+            b.recv(copy=False)
+        python, process = cpu_since(then), time.process_time() - proc0
+    finally:
+        a.close(0)
+        b.close(0)
+        ctx.term()
+    assert 0 < python < 0.5 * process, (python, process)
