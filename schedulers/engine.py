@@ -200,6 +200,9 @@ class Node(ProcessOps, CallTracing, ResourceOps, SeqTrace, TracePoints, LocalBif
         self._rr = sched_id - 1
         self._timer_seq = 0
         self.suspended_on_port: dict[Port, deque] = {}
+        # the exit signals a dying process's link sweep scheduled to ports
+        # (Resources.schedule_port_exit), run once its slice is over
+        self.port_tasks: deque = deque()
         self.remote_waiting: dict[Port, list] = {}  # smp: callers on other schedulers
         #: (parent, child) of every spawn made here, in order (at most
         #: ``LINEAGE_MAX``): how ``compare`` names processes nobody named
@@ -405,6 +408,7 @@ class Node(ProcessOps, CallTracing, ResourceOps, SeqTrace, TracePoints, LocalBif
         self.runq.remove(p)
         p.in_runq = False
         self._run_slice(p)
+        self.run_port_tasks()
         return True
 
     def next_deadline(self) -> float | None:
@@ -451,6 +455,7 @@ class Node(ProcessOps, CallTracing, ResourceOps, SeqTrace, TracePoints, LocalBif
             if p.status == EXITED:
                 continue
             self._run_slice(p)
+            self.run_port_tasks()
             n += 1
         if not self.runq and self.active:
             self.set_active(False)

@@ -155,14 +155,17 @@ class ProcessOps:
         erl_process.c), in their order: the crash report (``terminate_proc``
         logs before it exits), ``exit``, the registered name last of the
         "erlang resources" (``erts_unregister_name`` traces ``unregister``),
-        then its links, the ports it owns among them, in the order
-        ``erts_sweep_links`` visits its link tree (``doit_exit_link``).
+        then its links in the order ``erts_sweep_links`` visits its link
+        tree (``doit_exit_link``): a linked port (the ports it opened among
+        them) gets an exit task, which closes it once this process is
+        scheduled out, after ``out_exited``; a port it owns but unlinked
+        from stays open.
 
         The scheduling events follow ``schedule()``: a process scheduled out
         in state FREE gives ``out_exited``; ``out_exiting`` only when it is
         scheduled out while still EXITING, which happens when
         ``erts_continue_exit_process`` yields half way.  This emulator's exit
-        never yields (links, ports and names are done in one step), so a
+        never yields (links and names are done in one step), so a
         process that ends on its own gives ``out_exited`` alone, and one
         killed while scheduled out gives ``in_exiting`` (``schedule()`` picks
         it up EXITING, see ``Node._run_slice``) then ``out_exited``."""
@@ -186,18 +189,16 @@ class ProcessOps:
             if p.tracer is not NIL and are_trace_flags_on(p.flags, F_TRACE_PROCS):
                 self.trace_proc(p, p, am_unregister, name)
         # erts_sweep_links: the linked pids and ports in the post-order of
-        # the process's link tree (smp.core.linktree), taken before the
-        # first port closes and leaves it; a port it owns closes, any other
-        # link gets the exit signal; an owned port it unlinked from closes
-        # after them, in term order
-        owned = p.ports
+        # the process's link tree (smp.core.linktree); a linked process gets
+        # the exit signal, a linked port a task (doit_exit_link:
+        # erts_port_exit with ERTS_PORT_SIG_FLG_FORCE_SCHED), run once the
+        # process is scheduled out (Resources.run_port_tasks); a port it
+        # owns but unlinked from stays open, connected to the dead pid
         for other in p.links.sweep() if p.links else ():
-            if other in owned:
-                self._close_port(other, reason)
+            if type(other) is Port:
+                self.schedule_port_exit(other, p.pid, reason)
             else:
                 self._send_exit_signal(p, other, reason, link=True)
-        for port in sorted(p.ports):
-            self._close_port(port, reason)
         p.links = NOTHING
         if scheduled:
             if p.tracer is not NIL and are_trace_flags_on(p.flags, F_TRACE_SCHED_EXIT):

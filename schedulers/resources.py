@@ -232,6 +232,29 @@ class ResourceOps:
         p.link_discard(port_id)
         self._close_port(port_id, am_normal)
 
+    def schedule_port_exit(self, port_id, from_, reason) -> None:
+        """``erts_port_exit`` from a dying process's link sweep
+        (``doit_exit_link``, with ``ERTS_PORT_SIG_FLG_FORCE_SCHED |
+        ERTS_PORT_SIG_FLG_BROKEN_LINK``): never run in the sweep, but as a
+        task of the port, which ``schedule()`` runs after the process is
+        scheduled out and before it picks the next one (``run_port_tasks``).
+        A port of another scheduler is not this one's to close."""
+        if port_id in self.ports:
+            self.port_tasks.append((port_id, from_, reason))
+
+    def run_port_tasks(self) -> None:
+        """``erts_port_task_execute`` on the exit tasks ``schedule_port_exit``
+        queued, in their order (``port_sig_exit``): the port closes with the
+        process's reason when that process was its connected one or the
+        reason is not ``normal`` (a ``normal`` exit of another linked process
+        is dropped)."""
+        tasks = self.port_tasks
+        while tasks:
+            port_id, from_, reason = tasks.popleft()
+            port = self.ports.get(port_id)
+            if port is not None and (port.owner == from_ or reason != am_normal):
+                self._close_port(port_id, reason)
+
     def _close_port(self, port_id, reason) -> None:
         port = self.ports.pop(port_id, None)
         if port is None:

@@ -149,6 +149,30 @@ def _port_getting_linked_at_open(msgs: list) -> list:
     return out
 
 
+def _open_port_link(msgs: list) -> list:
+    # OTP 19 traces the link open_port makes as {trace, Pid, link, Port} for an
+    # opener traced with procs (erl_bif_port.c open_port); 17.x open_port_2 adds
+    # both links with erts_add_link and no trace_proc (link/1 does trace it).
+    out, opened = [], set()
+    for m in msgs:
+        if _is_trace(m, "open") and type(m[1]) is Port:
+            opened.add((m[3], m[1]))
+        elif _is_trace(m, "link") and type(m[3]) is Port and (m[1], m[3]) in opened:
+            opened.discard((m[1], m[3]))
+            out.append(DROP)
+            continue
+        out.append(m)
+    return out
+
+
+def _port_getting_unlinked(m):
+    # {trace, Port, getting_unlinked, Pid}: 25 traces a port's side of unlink/1;
+    # 17.x io.c port_unlink removes the link with no trace_port call.
+    if _is_trace(m, "getting_unlinked") and type(m[1]) is Port:
+        return DROP
+    return None
+
+
 # -- OTP 21: exit signals are handled by the receiver ----------------------------------------
 def _killed_scheduled_in(msgs: list) -> list:
     # 25 schedules a process killed while it waits in normally ({trace, P, in, MFA})
@@ -359,6 +383,28 @@ DIFFERENCES: list[Difference] = [
         "the 17.x-era sources searched have no trace_port(..., am_getting_linked, ...) in "
         "open_port; it appears with the 19 tracer rework (trace_port with a flag argument)",
         _port_getting_linked_at_open,
+    ),
+    Difference(
+        "open_port_link_trace",
+        "19.0",
+        None,
+        "port_owner_exits",
+        "25 traces the link open_port makes as {trace, Pid, link, Port} when the opener is "
+        "traced with procs; 17.x makes that link without a trace",
+        "17.x erl_bif_port.c open_port_2: erts_add_link on the port and on the process, no "
+        "trace_proc(..., am_link, ...) (bif.c link_1 has one, under F_TRACE_PROCS)",
+        _open_port_link,
+    ),
+    Difference(
+        "port_getting_unlinked",
+        "19.0",
+        2772,
+        "port_owner_exits",
+        "25 traces a port's side of unlink/1 as {trace, Port, getting_unlinked, Pid}; 17.x "
+        "unlinks a port without a trace_port call",
+        "17.x io.c port_unlink (erts_port_unlink, port_sig_unlink) only removes the link; "
+        "the 17.x trace_port calls are closed (io.c), register and unregister (register.c)",
+        _per_message(_port_getting_unlinked),
     ),
     Difference(
         "port_open_subject",

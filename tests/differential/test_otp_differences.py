@@ -58,6 +58,15 @@ CASES = {
         [(T, PORT, A.open, P, A.cat), (T, PORT, A.getting_linked, P)],
         [(T, PORT, A.open, P, A.cat)],
     ),
+    "open_port_link_trace": (
+        # the link open_port makes is dropped; a later link/1 to the port is traced in 17.x too
+        [(T, PORT, A.open, P, A.cat), (T, P, A.link, PORT), (T, P, A.link, PORT)],
+        [(T, PORT, A.open, P, A.cat), (T, P, A.link, PORT)],
+    ),
+    "port_getting_unlinked": (
+        [(T, P, A.unlink, PORT), (T, PORT, A.getting_unlinked, P)],
+        [(T, P, A.unlink, PORT)],
+    ),
     "port_open_subject": ([(T, PORT, A.open, P, A.cat)], [(T, P, A.open, PORT, A.cat)]),
     "killed_scheduled_in": (
         [(T, P, A["in"], MFA), (T, P, A.exit, A.killed), (T, P, A.out_exited, 0)],

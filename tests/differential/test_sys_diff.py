@@ -59,6 +59,13 @@ echo_port_registrar(Ctl) ->
     port_close(P), Ctl ! {done, self()},
     receive stop -> ok end.
 
+%% Opens two ports, unlinks from the second, and dies when told.
+port_owner_dies(Ctl) ->
+    receive go -> ok end,
+    P1 = open_port({spawn, "cat"}, [binary]), P2 = open_port({spawn, "cat"}, [binary]),
+    unlink(P2), Ctl ! {ports, P1, P2},
+    receive die -> ok end.
+
 echo_port_keeper(Ctl) ->
     receive go -> ok end,
     P = open_port({spawn, "cat"}, [binary]), port_command(P, <<"x">>),
@@ -160,6 +167,24 @@ registered_port_closed() ->
     erlang:trace(new_ports, true, [ports, {tracer, T}]),
     kick_done(U, go),
     {[{tracer, T}, {user, U}], msgs(T) ++ [{bif, whereis, whereis(diff_port)}]}.
+
+%% erl_process.c doit_exit_link: a dying process's linked port gets its exit
+%% signal as a port task (erts_port_exit with ERTS_PORT_SIG_FLG_FORCE_SCHED),
+%% which runs once the process is scheduled out: 'closed' after 'out_exited';
+%% the port it unlinked from stays open (closed here once the messages are in).
+port_owner_exits() ->
+    T = collector(), U = spawn(?MODULE, port_owner_dies, [self()]), wait_waiting(U),
+    erlang:trace(U, true, [procs, exiting, {tracer, T}]),
+    erlang:trace(new_ports, true, [ports, {tracer, T}]),
+    kick(U, go),
+    {P1, P2} = receive {ports, A, B} -> {A, B} end,
+    U ! die, wait_dead(U),
+    Ms = await_msgs(T, fun(M) -> M =:= {trace, P1, closed, normal} end, 1),
+    erlang:trace(new_ports, false, [ports]),
+    exit(P2, kill),
+    %% the order of the owner's last event and the port's close, at the tracer
+    Order = [element(3, M) || M <- Ms, element(3, M) =:= out_exited orelse element(3, M) =:= closed],
+    {[{tracer, T}, {user, U}], Ms ++ [{bif, exit_then_close, Order}]}.
 
 %% A port_command runs in the caller when the port is free (traced {in,
 %% command}, {out, command}) and as a port task when the port is busy at that
@@ -263,6 +288,15 @@ async def echo_port_registrar(proc, ctl):
     await proc.port_close(port)
     await proc.send(ctl, (A.done, proc.pid))
     await proc.receive(match=matching(A.stop))
+
+
+async def port_owner_dies(proc, ctl):
+    await proc.receive(match=matching(A.go))
+    p1 = await proc.open_port("echo")
+    p2 = await proc.open_port("echo")
+    await proc.unlink(p2)
+    await proc.send(ctl, (A.ports, p1, p2))
+    await proc.receive(match=matching(A.die))
 
 
 async def echo_port_keeper(proc, ctl):
@@ -382,6 +416,19 @@ def e_registered_port_closed(vm):
     return roles, msgs + [bif("whereis", vm.whereis("diff_port"))]
 
 
+def e_port_owner_exits(vm):
+    t = vm.spawn_collector()
+    u = vm.spawn(port_owner_dies, vm.spawn_collector())
+    vm.run(timeout=20)
+    vm.trace(u, True, ["procs", "exiting"], tracer=t)
+    vm.trace("new", True, ["ports"], tracer=t)
+    kick(vm, u, A.go)
+    kick(vm, u, A.die)
+    msgs = vm.messages(t)
+    order = [m[2] for m in msgs if m[2] in (A.out_exited, A.closed)]
+    return [("tracer", t), ("user", u)], msgs + [bif("exit_then_close", order)]
+
+
 def e_crash_report(vm):
     el = vm.spawn_collector()
     vm.register("error_logger", el)
@@ -426,6 +473,7 @@ SCENARIOS = [
     ),
     Scenario("port_open_closed", _port_traced(echo_port_user, ["ports"]), aliases=ECHO_IS_CAT),
     Scenario("registered_port_closed", e_registered_port_closed, aliases=ECHO_IS_CAT),
+    Scenario("port_owner_exits", e_port_owner_exits, aliases=ECHO_IS_CAT),
     Scenario("trace_info_port", e_trace_info_port),
     Scenario(
         "running_ports",
