@@ -439,7 +439,9 @@ class Node(ProcessOps, CallTracing, ResourceOps, SeqTrace, TracePoints, LocalBif
     def run_some(self, max_procs: int = 64, until_ns: int | None = None, waiting=None) -> int:
         """Run up to ``max_procs`` time slices, none begun after ``until_ns``
         (``time.monotonic_ns``) nor once ``waiting()`` says something waits
-        for the loop (a controller's command); returns how many ran."""
+        for the loop (a controller's command); after each, the port tasks
+        it scheduled (``run_port_tasks``), as ``schedule()`` runs a port
+        before it picks the next process.  Returns how many slices ran."""
         self.fire_timers()
         n = 0
         while self.runq and n < max_procs:
