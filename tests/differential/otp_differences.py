@@ -134,35 +134,36 @@ def _port_open_order(m):
     return None
 
 
-def _port_getting_linked_at_open(msgs: list) -> list:
-    # OTP 19 traces the owner's link to a port it opens as {trace, Port, getting_linked, Owner}
-    # (erl_bif_port.c open_port); 17.x links silently.
-    out, opened = [], set()
-    for m in msgs:
-        if _is_trace(m, "open") and type(m[1]) is Port:
-            opened.add((m[1], m[3]))
-        elif _is_trace(m, "getting_linked") and type(m[1]) is Port and (m[1], m[3]) in opened:
-            opened.discard((m[1], m[3]))
-            out.append(DROP)
-            continue
-        out.append(m)
-    return out
+def _link_at_open(what: str, port_first: bool) -> Callable[[list], list]:
+    """A rule that drops the first ``what`` event about the link open_port
+    made between a port and its opener, after the port's ``open`` (25's
+    shape, ``{trace, Port, open, Pid, Driver}``): ``{trace, Port, what, Pid}``
+    when ``port_first``, else ``{trace, Pid, what, Port}``."""
+
+    def rule(msgs: list) -> list:
+        out, opened = [], set()
+        for m in msgs:
+            if _is_trace(m, "open") and type(m[1]) is Port:
+                opened.add((m[1], m[3]))
+            elif _is_trace(m, what):
+                link = (m[1], m[3]) if port_first else (m[3], m[1])
+                if type(link[0]) is Port and link in opened:
+                    opened.discard(link)
+                    out.append(DROP)
+                    continue
+            out.append(m)
+        return out
+
+    return rule
 
 
-def _open_port_link(msgs: list) -> list:
-    # OTP 19 traces the link open_port makes as {trace, Pid, link, Port} for an
-    # opener traced with procs (erl_bif_port.c open_port); 17.x open_port_2 adds
-    # both links with erts_add_link and no trace_proc (link/1 does trace it).
-    out, opened = [], set()
-    for m in msgs:
-        if _is_trace(m, "open") and type(m[1]) is Port:
-            opened.add((m[3], m[1]))
-        elif _is_trace(m, "link") and type(m[3]) is Port and (m[1], m[3]) in opened:
-            opened.discard((m[1], m[3]))
-            out.append(DROP)
-            continue
-        out.append(m)
-    return out
+# OTP 19 traces the opener's link to a port it opens on the port's side,
+# {trace, Port, getting_linked, Owner}, and, for an opener traced with procs,
+# on its own, {trace, Pid, link, Port} (erl_bif_port.c open_port); 17.x
+# open_port_2 adds both links with erts_add_link and no trace (link/1 does
+# trace {trace, Pid, link, Port}).
+_port_getting_linked_at_open = _link_at_open("getting_linked", port_first=True)
+_open_port_link = _link_at_open("link", port_first=False)
 
 
 def _port_getting_unlinked(m):
