@@ -35,6 +35,7 @@ from smp.app.plots import (
     timeline,
 )
 from smp.app.result_file import MAX_RESULT_DEPTH, ResultFileError, load_result
+from smp.app.series import held
 
 __all__ = [
     "render_report",
@@ -276,16 +277,32 @@ def _time_extras(have, multi: bool) -> tuple[list, list]:
 
 
 def _sampling_note(have) -> str:
+    """Per run: how many samples, and each interval without one with the
+    cause the process recorded there (its own garbage collection, or a stall:
+    the system did not run it) or, where it recorded none, the process's own
+    work (a thread of it kept the sampler waiting)."""
     parts = []
     for _, mode, ts in have:
         g = _gap_indexes(ts)
         text = f"{escape(mode)}: {len(ts['t_s'])} samples every {_interval(ts) * 1000:.0f} ms"
         if g:
-            longest = max(ts["t_s"][k] - ts["t_s"][k - 1] for k in g)
+            t, pauses = ts["t_s"], held(ts)
+            longest = max(t[k] - t[k - 1] for k in g)
+            explained = sum(1 for k in g if any(a < t[k] and b > t[k - 1] for a, b in pauses))
+            causes = []
+            if explained:
+                causes.append(
+                    f"{explained} over a garbage collection of the process or a time the "
+                    f"system did not run it"
+                )
+            if len(g) - explained:
+                causes.append(
+                    f"{len(g) - explained} with neither recorded: the process's own work kept "
+                    f"its sampler waiting"
+                )
             text += (
-                f", {len(g)} interval(s) without a sample (the longest {longest:.2f} s: "
-                f"the process that samples its own counters was not run meanwhile), "
-                f"left empty and shaded"
+                f", {len(g)} interval(s) without a sample (the longest {longest:.2f} s; "
+                f"{'; '.join(causes)}), left empty and shaded"
             )
         parts.append(text)
     return "; ".join(parts)

@@ -87,3 +87,18 @@ def test_activity_is_measured_by_each_scheduler_in_both_modes(runs):
     for r in non + smp:
         acts = [a for a in r["activity"] if a is not None]
         assert acts and all(0.0 <= a <= 1.0 for a in acts)
+
+
+def test_the_report_gives_each_interval_without_a_sample_the_cause_recorded_there():
+    from smp.app.report import _sampling_note
+
+    # samples every 10 ms, two holes: one over a stall the process recorded,
+    # one with nothing recorded
+    ts = {"interval_s": 0.01, "t_s": [0.0, 0.01, 0.05, 0.06, 0.1], "stalls": [[0.012, 0.048]]}
+    note = _sampling_note([(None, "smp", ts)])
+    assert "2 interval(s) without a sample (the longest 0.04 s" in note
+    assert "1 over a garbage collection of the process or a time the system did not run it" in note
+    assert "1 with neither recorded: the process's own work kept its sampler waiting" in note
+    # with the stall gone, neither hole is put on the system
+    note = _sampling_note([(None, "smp", {**ts, "stalls": []})])
+    assert "did not run it" not in note and "2 with neither recorded" in note
