@@ -478,13 +478,15 @@ class Tree:
             if e.kind != "bif":
                 continue
             b = stack[j]
+            took = []
             for obj in e.writes:
                 if obj[0] == "bhead":
-                    t = "I%d" % obj[1]
+                    took.append("I%d" % obj[1])
                 elif obj[0] == "head":
-                    t = "A%d>%d" % (obj[1], obj[2])
-                else:
-                    continue
+                    took.append("A%d>%d" % (obj[1], obj[2]))
+            # (in thread order: a footprint is a set, whose order is the
+            # process's string hashing, and the plan must not depend on it)
+            for t in sorted(took, key=thread_order):
                 if t in b.enabled and t != b.chosen and t not in b.sleep and t not in b.done:
                     yield j, t
 

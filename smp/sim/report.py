@@ -19,10 +19,11 @@ __all__ = ["format_report", "format_execution", "nonsmp_verdict", "two_digits"]
 
 
 def two_digits(x: float) -> str:
-    """``x`` rounded to two significant digits (``1234.5`` -> ``1200``)."""
+    """``x`` rounded to two significant digits, with thousands separators as
+    the progress line and the page write them (``1234.5`` -> ``1,200``)."""
     if x <= 0:
         return "0"
-    return f"{float(f'{x:.2g}'):.0f}" if x >= 10 else f"{x:.2g}"
+    return f"{float(f'{x:.2g}'):,.0f}" if x >= 10 else f"{x:.2g}"
 
 
 def nonsmp_verdict(oc: Outcome, nonsmp: Outcome | None) -> str | None:

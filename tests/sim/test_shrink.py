@@ -5,8 +5,6 @@ schedule replays to it, from Python and from the command line."""
 from __future__ import annotations
 
 import json
-import re
-from pathlib import Path
 
 from click.testing import CliRunner
 
@@ -86,20 +84,10 @@ def test_the_report_shows_the_shrunk_schedule(tmp_path):
     assert html.count("Shrunk") == 1 and sh["schedule"] in html
 
 
-def _readme_swap() -> str:
-    """The README's ``swap.toml``: a ping-pong pair whose tracer is killed."""
-    text = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
-    m = re.search(r'```toml title="swap.toml"\n(.*?)```', text, re.S)
-    assert m, "the README's swap.toml"
-    return m.group(1)
-
-
-def test_outcomes_the_default_order_already_breaks_say_so_once(tmp_path):
+def test_outcomes_the_default_order_already_breaks_say_so_once(readme_swap):
     """The README's swap: the default order itself drops messages, so each
     failing outcome shrinks to no choice at all; printed once, then named."""
-    f = tmp_path / "swap.toml"
-    f.write_text(_readme_swap())
-    args = ["explore", str(f), "--max-executions", "60", "--no-events", "--jobs", "1"]
+    args = ["explore", str(readme_swap), "--max-executions", "60", "--no-events", "--jobs", "1"]
     r = CliRunner().invoke(cli, args)
     assert r.exit_code == EXIT_FAILED
     lines = [ln for ln in r.output.splitlines() if ln.startswith("  Shrunk")]

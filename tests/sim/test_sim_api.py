@@ -110,7 +110,11 @@ def test_the_report_names_roles_pids_races_and_schedules():
     assert "Race pairs that made the explorer try it" in text
     assert "T<0." in text and "dropped receiver_dead" in text
     assert "nonsmp (one order" in text
-    assert two_digits(1234.5) == "1200" and two_digits(3.14159) == "3.1"
+    assert (
+        two_digits(1234.5) == "1,200"
+        and two_digits(1.48e10) == "15,000,000,000"
+        and two_digits(3.14159) == "3.1"
+    )
 
 
 def _executions(race, limit=300):
