@@ -316,6 +316,22 @@ def test_each_explore_check_can_say_no():
     dropped = [(f"TRACE pp[0].ping -> t {full[0]}", "dropped receiver_dead (t)")]
     assert no_drop(_oc(full)) is True
     assert no_drop(_oc(full, dropped)).startswith("1 trace message")
+    # a message delivered to a tracer already dead is no drop, but is said
+    dead = [(f"TRACE pp[0].ping -> t {full[1]}", "arrived_dead t")]
+    said = no_drop(_oc(full, dropped + dead))
+    assert said.startswith("1 trace message dropped")
+    assert "besides, 1 delivered to a receiver already dead" in said
+    assert "already dead" not in no_drop(_oc(full, dropped))
+
+
+def test_no_drop_on_a_run_names_the_messages_that_reached_a_dead_tracer(held):
+    sc, outcome = held["smp"]
+
+    def dead(o):
+        o.summary["per_scheduler"][0]["sys_arrived_dead"] = 2
+
+    r = _mutated(outcome, sc, dead)[1]
+    assert r["held"] and "besides, 2 delivered to a receiver already dead" in r["evidence"]
 
 
 def test_missing_numbers_are_counted_without_walking_each_one():
