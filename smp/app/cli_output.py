@@ -115,7 +115,7 @@ def _print_summary_table(s: dict) -> None:
         f"pairs {st.get('fake_schedule_pairs', 0)}; {s['elapsed_s']:.3f} s, "
         f"{s['throughput']['made_per_s']:.0f} made/s"
         + (
-            f"; latency p50 {lat['p50'] / 1e3:.0f} us, p90 {lat['p90'] / 1e3:.0f} us, "
+            f"; latency per run p50 {lat['p50'] / 1e3:.0f} us, p90 {lat['p90'] / 1e3:.0f} us, "
             f"p99 {lat['p99'] / 1e3:.0f} us"
             if lat["count"]
             else ""

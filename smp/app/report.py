@@ -300,8 +300,9 @@ def _sampling_note(have) -> str:
                     f"{len(g) - explained} with neither recorded: the process's own work kept "
                     f"its sampler waiting"
                 )
+            span = f"{longest * 1000:.0f} ms" if longest < 1 else f"{longest:.2f} s"
             text += (
-                f", {len(g)} interval(s) without a sample (the longest {longest:.2f} s; "
+                f", {len(g)} interval(s) without a sample (the longest {span}; "
                 f"{'; '.join(causes)}), left empty and shaded"
             )
         parts.append(text)
@@ -446,7 +447,7 @@ def _latency_plot(runs: dict) -> str:
             per_decade = h["per_decade"]
             bars.append(
                 Bars(
-                    f"{mode} ({_num(h['count'])} messages)",
+                    f"{mode} ({_num(h['count'])} runs)",
                     {h["first"] + k: c for k, c in enumerate(h["counts"]) if c},
                     style(mode, "")[0],
                     mode,
@@ -471,9 +472,10 @@ def _latency_plot(runs: dict) -> str:
             "plot-latency", title, f'<p class="empty">{" ".join(notes)}</p>', "", "empty"
         )
     note = (
-        "Time from a trace message being made in a scheduler to the dispatcher handing it "
-        "on, in log-scale buckets; the dispatcher keeps the latencies of its most recent "
-        "messages. " + " ".join(notes)
+        "Time from a run of trace messages (those a scheduler made in a row for one "
+        "receiver, sent together) being made to the dispatcher handing it on, one sample "
+        "per run, in log-scale buckets; the dispatcher keeps the latencies of its most "
+        "recent runs. " + " ".join(notes)
     )
     return log_histogram(
         "plot-latency", title, bars, per_decade, "make-to-dispatch latency (log scale)", note=note
@@ -664,11 +666,18 @@ def _stress_section(data: dict) -> str:
     parts = ["<h2>faults</h2>"]
     faults = data.get("faults") or []
     if faults:
+        took = sum(1 for f in faults if f.get("took"))
+        missed = sum(1 for f in faults if f.get("took") is False)
         parts.append(
-            "<table><tr><th>at s</th><th>action</th><th>target</th></tr>"
+            f"<p>{_num(took)} of {_num(len(faults))} took"
+            + (f"; {_num(missed)} did not (the result says why)" if missed else "")
+            + "</p>"
+        )
+        parts.append(
+            "<table><tr><th>at s</th><th>action</th><th>target</th><th>result</th></tr>"
             + "".join(
                 f"<tr><td class=n>{_num(f.get('at'))}</td><td>{escape(str(f.get('action')))}</td>"
-                f"<td>{escape(_text(f.get('target')))}</td></tr>"
+                f"<td>{escape(_text(f.get('target')))}</td><td>{escape(_fault_result(f))}</td></tr>"
                 for f in sorted(faults, key=lambda f: f.get("at") or 0)
             )
             + "</table>"
@@ -683,6 +692,16 @@ def _stress_section(data: dict) -> str:
             f"{_num(rep['race_window'])} decided before a concurrent change.</p>"
         )
     return "".join(parts)
+
+
+def _fault_result(f: dict) -> str:
+    """What a fault event came to, as the run recorded it."""
+    result = str(f.get("result", ""))
+    if f.get("took"):
+        return "ok"
+    if f.get("took") is False:
+        return "did not take: " + result + (" (allowed: may_fail)" if f.get("may_fail") else "")
+    return result or "(not recorded)"
 
 
 def render_report(data: dict) -> str:

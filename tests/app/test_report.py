@@ -331,6 +331,9 @@ def test_latency_histogram_counts_every_sample(saved):
     assert sum(1 for i in fig["ids"] if "-bars-smp-" in i) == sum(1 for c in h["counts"] if c)
     assert re.search(r"smp p50 [\d.]+ (ns|µs|ms|s)", fig["text"])
     assert re.search(r"smp p99 [\d.]+ (ns|µs|ms|s)", fig["text"])
+    # one sample per run of messages (a run holds one message or more)
+    assert f"smp ({h['count']:,} runs)" in fig["text"]
+    assert h["count"] <= data["stats"]["delivered"] + data["stats"]["dropped"]
 
 
 def test_timeline_shows_every_scheduler(saved):
@@ -520,3 +523,24 @@ def test_scheduler_timeline_merges_when_too_many():
     assert row["merged"] and 1 <= len(row["intervals"]) <= 100
     assert row["transitions"] == 10000 and row["active_s"] == pytest.approx(0.02)
     assert row["intervals"][0][0] == 0.0 and row["intervals"][-1][1] == pytest.approx(tl["span_s"])
+
+
+def test_the_stress_report_says_which_faults_did_not_take():
+    from smp.app.report import _stress_section
+
+    faults = [
+        {"at": 0.14, "action": "replace_seq_tracer", "target": None, "took": True, "result": "ok"},
+        {
+            "at": 2.937,
+            "action": "kill_processes",
+            "target": "ring",
+            "took": False,
+            "may_fail": True,
+            "result": "no process of the group was alive",
+        },
+    ]
+    text = " ".join(_parse(_stress_section({"faults": faults})).text)
+    assert "1 of 2 took; 1 did not" in text
+    assert "did not take: no process of the group was alive (allowed: may_fail)" in text
+    every = " ".join(_parse(_stress_section({"faults": faults[:1]})).text)
+    assert "1 of 1 took" in every and "did not" not in every

@@ -96,7 +96,7 @@ def test_the_report_gives_each_interval_without_a_sample_the_cause_recorded_ther
     # one with nothing recorded
     ts = {"interval_s": 0.01, "t_s": [0.0, 0.01, 0.05, 0.06, 0.1], "stalls": [[0.012, 0.048]]}
     note = _sampling_note([(None, "smp", ts)])
-    assert "2 interval(s) without a sample (the longest 0.04 s" in note
+    assert "2 interval(s) without a sample (the longest 40 ms" in note
     assert "1 over a garbage collection of the process or a time the system did not run it" in note
     assert "1 with neither recorded: the process's own work kept its sampler waiting" in note
     # with the stall gone, neither hole is put on the system
