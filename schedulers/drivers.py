@@ -16,6 +16,7 @@ Ports that trace (file, ip, memory, null) are made with
 from __future__ import annotations
 
 from smp.core.errors import BadArg
+from smp.core.linktree import LinkTree
 
 __all__ = ["PortObj", "make_driver", "DRIVERS"]
 
@@ -34,6 +35,7 @@ class PortObj:
         "dist",
         "commands",
         "reg_name",
+        "links",
     )
 
     def __init__(self, port_id, driver: str, owner, busy_ms=0, cost_ms=0, dist=False):
@@ -49,6 +51,9 @@ class PortObj:
         self.cost_ms = cost_ms
         self.dist = dist
         self.commands = 0
+        # the processes linked to it (17.x ERTS_P_LINKS(prt)), in the tree
+        # its close sweeps (io.c erts_do_exit_port, erts_sweep_links)
+        self.links = LinkTree()
 
     @property
     def valid_tracer(self) -> bool:

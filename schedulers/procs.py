@@ -292,9 +292,11 @@ class ProcessOps:
     # ---------------------------------------------------------------- links
     def op_link(self, p: Proc, to) -> None:
         if type(to) is Port:
-            if to not in self.ports:
+            port = self.ports.get(to)
+            if port is None:
                 raise Error(am_noproc)
             p.link_add(to)
+            port.links.add(p.pid)
             if p.tracer is not NIL and are_trace_flags_on(p.flags, F_TRACE_PROCS):
                 self.trace_proc(p, p, am_link, to)
             return
@@ -332,6 +334,10 @@ class ProcessOps:
             raise Error(am_badarg)
         had = to in p.links
         p.link_discard(to)
+        if type(to) is Port:
+            port = self.ports.get(to)
+            if port is not None:
+                port.links.discard(p.pid)
         if p.tracer is not NIL and are_trace_flags_on(p.flags, F_TRACE_PROCS) and had:
             self.trace_proc(p, p, am_unlink, to)
         if type(to) is Pid and had:

@@ -10,6 +10,7 @@ import heapq
 import time
 from collections import deque
 
+from smp.core.linktree import LinkTree
 from smp.wire.etf import encode
 
 from .common import (
@@ -37,6 +38,8 @@ from .common import (
     am_gc_start,
     am_in,
     am_inactive,
+    am_kill,
+    am_killed,
     am_normal,
     am_out,
     am_start,
@@ -87,6 +90,7 @@ class ResourceOps:
         self.ports[port_id] = port
         p.port_add(port_id)
         p.link_add(port_id)
+        port.links.add(p.pid)
         if self.smp and not port.dist:
             # the dispatcher learns the ports it may write traces to
             self.transport.table_event(("port_open", port_id))
@@ -229,7 +233,8 @@ class ResourceOps:
         port = self.ports.get(port_id)
         if port is None or port.closed or port.owner != p.pid:
             raise Error(am_badarg)
-        p.link_discard(port_id)
+        # (no unlink: the close's link sweep signals the owner too, as a
+        # process linked to the port, with reason normal)
         self._close_port(port_id, am_normal)
 
     def schedule_port_exit(self, port_id, from_, reason) -> None:
@@ -252,7 +257,12 @@ class ResourceOps:
         while tasks:
             port_id, from_, reason = tasks.popleft()
             port = self.ports.get(port_id)
-            if port is not None and (port.owner == from_ or reason != am_normal):
+            # call_deliver_port_exit: a broken link's exit is dropped when the
+            # port's side of the link is gone already
+            if port is None or from_ not in port.links:
+                continue
+            port.links.discard(from_)
+            if port.owner == from_ or reason != am_normal:
                 self._close_port(port_id, reason)
 
     def _close_port(self, port_id, reason) -> None:
@@ -262,8 +272,7 @@ class ResourceOps:
         port.closed = True
         owner = self.procs.get(port.owner)
         if owner is not None:
-            owner.port_discard(port_id)
-            owner.link_discard(port_id)
+            owner.port_discard(port_id)  # (its link goes in the sweep below)
         if port.tracer is not NIL and are_trace_flags_on(port.flags, F_TRACE_PORTS):
             self.trace_port(port, am_closed, reason)
         name = port.reg_name
@@ -277,6 +286,16 @@ class ResourceOps:
                 del self.registry[name]
             if port.tracer is not NIL and are_trace_flags_on(port.flags, F_TRACE_PORTS):
                 self.trace_port(port, am_unregister, name)
+        # then its links, in the post-order of its link tree (sweep_one_link):
+        # each linked process loses its link and gets the exit signal ('kill'
+        # arrives as 'killed'); one the signal does not end is traced
+        # getting_unlinked
+        linked, port.links = port.links.sweep(), LinkTree()
+        signal = am_killed if reason is am_kill else reason
+        for pid in linked:
+            t = self.procs.get(pid)
+            if t is not None and t.status != EXITED and port_id in t.links:
+                self.exit_signal_arrived(t, port_id, signal, link=True)
         for p in self.suspended_on_port.pop(port_id, deque()):
             if p.status == SUSPENDED:
                 self._make_runnable(p)

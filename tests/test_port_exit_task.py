@@ -2,8 +2,9 @@
 scheduled out (17.x erl_process.c ``doit_exit_link``: ``erts_port_exit``
 with ``ERTS_PORT_SIG_FLG_FORCE_SCHED``; ``schedule()`` runs the port's task
 before it picks the next process); a port it owns but unlinked from stays
-open.  In both modes; the real node's run of the same is the differential
-scenario ``port_owner_exits``."""
+open; a port that dies signals the processes linked to it.  In both
+modes; the real node's runs of the same are the differential scenarios
+``port_owner_exits`` and ``port_close_links``."""
 
 from __future__ import annotations
 
@@ -99,3 +100,34 @@ def test_a_normal_exit_of_a_linked_process_that_is_not_the_owner_leaves_the_port
 def test_an_abnormal_exit_of_a_linked_process_closes_the_port(vm):
     _, port, msgs = _linker_run(vm, A("boom"))
     assert (A("trace"), port, CLOSED, A("boom")) in msgs, msgs
+
+
+async def killer(proc, port, reason):
+    await proc.exit(port, reason)
+
+
+async def waiter(proc, ctl):
+    (port,) = await proc.receive()
+    await proc.link(port)
+    await proc.send(ctl, A("linked"))
+    await proc.receive()
+
+
+def test_a_port_that_dies_takes_its_linked_processes_with_it(vm):
+    """io.c erts_do_exit_port sweeps the port's links: exit(Port, boom)
+    ends the owner and a process linked to it, neither trapping exits (the
+    node does the same: differential scenario port_close_links for the
+    trapping case)."""
+    t = vm.spawn_collector()
+    ctl = vm.spawn_collector()
+    u = vm.spawn(owner, ctl, A("normal"), scheduler=1)
+    vm.run(timeout=20)
+    ((port, _),) = vm.messages(ctl)
+    w = vm.spawn(waiter, ctl, scheduler=1)
+    _send(vm, w, (port,))
+    for p in (u, w):
+        vm.trace(p, True, ["procs"], tracer=t)
+    vm.spawn(killer, port, A("boom"), scheduler=1)
+    vm.run(timeout=20)
+    exits = {m[1]: m[3] for m in vm.messages(t) if m[2] == A("exit")}
+    assert exits == {u: A("boom"), w: A("boom")}, vm.messages(t)

@@ -66,6 +66,21 @@ port_owner_dies(Ctl) ->
     unlink(P2), Ctl ! {ports, P1, P2},
     receive die -> ok end.
 
+%% Traps exits, opens a port, closes it when told, and takes the 'EXIT'.
+port_close_owner(Ctl) ->
+    process_flag(trap_exit, true),
+    receive go -> ok end,
+    P = open_port({spawn, "cat"}, [binary]), Ctl ! {port, P},
+    receive close -> port_close(P) end,
+    receive {'EXIT', P, _} -> ok end,
+    receive stop -> ok end.
+%% Traps exits, links to the port it is given, and takes the 'EXIT'.
+port_linker(_Ctl) ->
+    process_flag(trap_exit, true),
+    P = receive {link, X} -> link(X), X end,
+    receive {'EXIT', P, _} -> ok end,
+    receive stop -> ok end.
+
 echo_port_keeper(Ctl) ->
     receive go -> ok end,
     P = open_port({spawn, "cat"}, [binary]), port_command(P, <<"x">>),
@@ -186,6 +201,23 @@ port_owner_exits() ->
     Order = [element(3, M) || M <- Ms, element(3, M) =:= out_exited orelse element(3, M) =:= closed],
     {[{tracer, T}, {user, U}], Ms ++ [{bif, exit_then_close, Order}]}.
 
+%% io.c erts_do_exit_port: a closing port signals every process linked to
+%% it (sweep_one_link), its owner too: a trapping one gets
+%% {'EXIT', Port, normal} from port_close, and is traced getting_unlinked.
+port_close_links() ->
+    T = collector(),
+    U = spawn(?MODULE, port_close_owner, [self()]), L = spawn(?MODULE, port_linker, [self()]),
+    wait_waiting(U), wait_waiting(L),
+    kick(U, go),
+    P = receive {port, X} -> X end,
+    %% (traced once the port is open: how open_port links is not this scenario's)
+    erlang:trace(U, true, [procs, 'receive', {tracer, T}]),
+    erlang:trace(L, true, [procs, 'receive', {tracer, T}]),
+    kick(L, {link, P}),
+    U ! close,
+    Ms = await_msgs(T, fun({trace, _, 'receive', {'EXIT', _, _}}) -> true; (_) -> false end, 2),
+    {[{tracer, T}, {owner, U}, {linker, L}], Ms}.
+
 %% A port_command runs in the caller when the port is free (traced {in,
 %% command}, {out, command}) and as a port task when the port is busy at that
 %% moment, with an I/O task of cat's pipe (traced {in, 0}, which
@@ -297,6 +329,29 @@ async def port_owner_dies(proc, ctl):
     await proc.unlink(p2)
     await proc.send(ctl, (A.ports, p1, p2))
     await proc.receive(match=matching(A.die))
+
+
+def _is_exit(m) -> bool:
+    return type(m) is tuple and len(m) == 3 and m[0] == A.EXIT
+
+
+async def port_close_owner(proc, ctl):
+    await proc.process_flag(A.trap_exit, True)
+    await proc.receive(match=matching(A.go))
+    port = await proc.open_port("echo")
+    await proc.send(ctl, (A.port, port))
+    await proc.receive(match=matching(A.close))
+    await proc.port_close(port)
+    await proc.receive(match=_is_exit)
+    await proc.receive(match=matching(A.stop))
+
+
+async def port_linker(proc, ctl):
+    await proc.process_flag(A.trap_exit, True)
+    m = await proc.receive(match=lambda m: type(m) is tuple and m[0] == A.link)
+    await proc.link(m[1])
+    await proc.receive(match=_is_exit)
+    await proc.receive(match=matching(A.stop))
 
 
 async def echo_port_keeper(proc, ctl):
@@ -429,6 +484,22 @@ def e_port_owner_exits(vm):
     return [("tracer", t), ("user", u)], msgs + [bif("exit_then_close", order)]
 
 
+def e_port_close_links(vm):
+    t = vm.spawn_collector()
+    ctl = vm.spawn_collector()
+    # (a process links to a port of its own scheduler only: both on the first)
+    u = vm.spawn(port_close_owner, ctl, scheduler=1)
+    lk = vm.spawn(port_linker, ctl, scheduler=1)
+    vm.run(timeout=20)
+    kick(vm, u, A.go)
+    ((_, port),) = vm.messages(ctl)
+    vm.trace(u, True, ["procs", "receive"], tracer=t)
+    vm.trace(lk, True, ["procs", "receive"], tracer=t)
+    kick(vm, lk, (A.link, port))
+    kick(vm, u, A.close)
+    return [("tracer", t), ("owner", u), ("linker", lk)], vm.messages(t)
+
+
 def e_crash_report(vm):
     el = vm.spawn_collector()
     vm.register("error_logger", el)
@@ -474,6 +545,7 @@ SCENARIOS = [
     Scenario("port_open_closed", _port_traced(echo_port_user, ["ports"]), aliases=ECHO_IS_CAT),
     Scenario("registered_port_closed", e_registered_port_closed, aliases=ECHO_IS_CAT),
     Scenario("port_owner_exits", e_port_owner_exits, aliases=ECHO_IS_CAT),
+    Scenario("port_close_links", e_port_close_links, aliases=ECHO_IS_CAT),
     Scenario("trace_info_port", e_trace_info_port),
     Scenario(
         "running_ports",
