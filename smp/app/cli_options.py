@@ -47,11 +47,34 @@ _sample_interval_option = click.option(
     ),
 )
 
+
+class _Seed(click.ParamType):
+    """A 64-bit signed integer, as a scenario's ``seed`` (click's IntRange
+    would print its two 19-digit bounds in the help, wrapped mid-number)."""
+
+    name = "integer"
+
+    def convert(self, value, param, ctx):
+        if type(value) is int:
+            n = value
+        else:
+            try:
+                n = int(str(value), 10)
+            except ValueError:
+                self.fail(f"{value!r} is not an integer", param, ctx)
+        if not -(1 << 63) <= n < (1 << 63):
+            self.fail(f"{n} is not a 64-bit integer (-2**63 to 2**63-1)", param, ctx)
+        return n
+
+
 _seed_option = click.option(
     "--seed",
-    type=click.IntRange(-(1 << 63), (1 << 63) - 1),
+    type=_Seed(),
     default=None,
-    help="the workload's random seed, instead of the scenario's seed (the summary records it)",
+    help=(
+        "the workload's random seed (a 64-bit integer), instead of the scenario's seed "
+        "(the summary records it)"
+    ),
 )
 
 

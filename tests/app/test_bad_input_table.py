@@ -120,6 +120,7 @@ ROWS = [
     # bad option values
     (["run", "{small}", "--seed", "seven"], U, "--seed"),
     (["compare", "{small}", "--seed", "1.5"], U, "--seed"),
+    (["run", "{small}", "--seed", str(1 << 63)], U, "not a 64-bit integer"),
     (["run", "{small}", "--mode", "both"], U, "--mode"),
     (["read", "{trace}", "--node-number", "x"], U, "--node-number"),
     # trace files
