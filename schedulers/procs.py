@@ -244,19 +244,30 @@ class ProcessOps:
             )
 
     def exit_signal_arrived(self, t: Proc, from_, reason, link: bool, token=None, c_p=None) -> None:
-        """``erts_send_exit_signal`` on ``t``; for a link (``doit_exit_link``)
-        the link is removed first and, once the signal is sent, the survivor
-        is traced ``getting_unlinked`` whether or not it traps exits."""
+        """``erts_send_exit_signal`` on ``t``; for a link (a process's
+        ``doit_exit_link``, a port's ``sweep_one_link``) the link is removed
+        first and, once the signal is sent, a receiver it does not end is
+        traced ``getting_unlinked``, whether or not it traps exits (both
+        trace only when ``send_exit_signal`` returned >= 0; -1 is "receiver
+        will exit")."""
         had_link = link and from_ in t.links
         if link:
             t.link_discard(from_)
+        ends = False
         if reason is am_kill and not link:
             self._kill(t, am_killed)
+            ends = True
         elif t.trap_exit:
             self._queue_message(t, (am_EXIT, from_, reason), token, trace_recv=True)
         elif reason is not am_normal:
             self._kill(t, reason)
-        if had_link and t.tracer is not NIL and are_trace_flags_on(t.flags, F_TRACE_PROCS):
+            ends = True
+        if (
+            had_link
+            and not ends
+            and t.tracer is not NIL
+            and are_trace_flags_on(t.flags, F_TRACE_PROCS)
+        ):
             self.trace_proc(c_p, t, am_getting_unlinked, from_)
 
     def _kill(self, t: Proc, reason) -> None:

@@ -10,7 +10,6 @@ import heapq
 import time
 from collections import deque
 
-from smp.core.linktree import LinkTree
 from smp.wire.etf import encode
 
 from .common import (
@@ -289,10 +288,9 @@ class ResourceOps:
         # then its links, in the post-order of its link tree (sweep_one_link):
         # each linked process loses its link and gets the exit signal ('kill'
         # arrives as 'killed'); one the signal does not end is traced
-        # getting_unlinked
-        linked, port.links = port.links.sweep(), LinkTree()
+        # getting_unlinked (exit_signal_arrived)
         signal = am_killed if reason is am_kill else reason
-        for pid in linked:
+        for pid in port.links.sweep():
             t = self.procs.get(pid)
             if t is not None and t.status != EXITED and port_id in t.links:
                 self.exit_signal_arrived(t, port_id, signal, link=True)

@@ -40,6 +40,8 @@ trapper() ->
     process_flag(trap_exit, true), receive linked -> ok end,
     receive {'EXIT', _, _} -> ok end, receive stop -> ok end.
 dier(Peer) -> link(Peer), Peer ! linked, receive go -> ok end, exit(boom).
+%% Does not trap exits: a linked process's abnormal exit ends it.
+victim() -> receive linked -> ok end, receive stop -> ok end.
 registrar(Name) -> receive go -> ok end, register(Name, self()), receive stop -> ok end, exit(byebye).
 unregistrar(Name) -> receive go -> ok end, register(Name, self()), unregister(Name), receive stop -> ok end.
 spawner() -> receive go -> ok end, spawn(?MODULE, sink, []), receive stop -> ok end.
@@ -106,6 +108,15 @@ exit_unlinks_survivor() ->
     1 = erlang:trace(D, true, [procs, {tracer, T}]),
     D ! go, wait_dead(D), wait_waiting(S),
     {[{tracer, T}, {survivor, S}, {dier, D}], msgs(T)}.
+
+%% erl_process.c doit_exit_link: a linked process the exit signal ends is
+%% not traced getting_unlinked (send_exit_signal returned -1), only exit.
+exit_kills_linked() ->
+    T = collector(), S = spawn(?MODULE, victim, []), wait_waiting(S),
+    D = spawn(?MODULE, dier, [S]), wait_waiting(D), wait_waiting(S),
+    1 = erlang:trace(S, true, [procs, {tracer, T}]),
+    D ! go, wait_dead(D), wait_dead(S),
+    {[{tracer, T}, {victim, S}, {dier, D}], msgs(T)}.
 
 registered_exit() ->
     T = collector(), R = spawn(?MODULE, registrar, [diff_reg]), wait_waiting(R),
@@ -239,6 +250,11 @@ async def dier(proc, peer):
     await proc.exit(A.boom)
 
 
+async def victim(proc):
+    await proc.receive(match=matching(A.linked))
+    await proc.receive(match=matching(A.stop))
+
+
 async def registrar(proc, name):
     await proc.receive(match=matching(A.go))
     await proc.register(name)
@@ -365,6 +381,15 @@ def e_exit_unlinks_survivor(vm):
     return [("tracer", t), ("survivor", s), ("dier", d)], vm.messages(t)
 
 
+def e_exit_kills_linked(vm):
+    t, (s,) = _setup(vm, (victim,))
+    d = vm.spawn(dier, s)
+    vm.run(timeout=20)
+    vm.trace(s, True, ["procs"], tracer=t)
+    kick(vm, d, A.go)
+    return [("tracer", t), ("victim", s), ("dier", d)], vm.messages(t)
+
+
 def e_registered_exit(vm):
     t, (r,) = _setup(vm, (registrar, A.diff_reg))
     vm.trace(r, True, ["procs"], tracer=t)
@@ -450,6 +475,7 @@ SCENARIOS = [
     Scenario("receive_timeout", e_receive_timeout),
     Scenario("link_unlink", e_link_unlink),
     Scenario("exit_unlinks_survivor", e_exit_unlinks_survivor),
+    Scenario("exit_kills_linked", e_exit_kills_linked),
     Scenario("registered_exit", e_registered_exit),
     Scenario("register_unregister", e_register_unregister),
     Scenario("spawn_child", _spawn_scenario(spawner, ["procs"])),
