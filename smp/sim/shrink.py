@@ -76,7 +76,7 @@ def shrink(
     """Shrink ``schedule`` (see the module's text); None when its execution
     breaks nothing."""
     cur = schedule.split()
-    trace, choices, broken = _lenient(new_world, cur, checks, blocked_ok)
+    trace, choices, last, broken = _lenient(new_world, cur, checks, blocked_ok)
     if not broken:
         return None
     kinds = {violation_kind(v) for v in broken}
@@ -87,9 +87,9 @@ def shrink(
         for start in range(0, len(cur), size):
             cand = cur[:start] + cur[start + size :]
             runs += 1
-            t, c, v = _lenient(new_world, cand, checks, blocked_ok)
+            t, c, cl, v = _lenient(new_world, cand, checks, blocked_ok)
             if c <= choices and kinds & {violation_kind(x) for x in v}:
-                cur, trace, choices, broken = cand, t, c, v
+                cur, trace, choices, last, broken = cand, t, c, cl, v
                 parts = max(parts - 1, 2)
                 break
             if runs >= max_runs:
@@ -98,17 +98,18 @@ def shrink(
             if parts >= len(cur):
                 break  # no single directive can go
             parts = min(len(cur), parts * 2)
-    last = _last_choice(new_world, trace)
     return Shrunk(" ".join(trace[: last + 1]), choices, original, runs, tuple(broken))
 
 
 def _lenient(new_world, directives: list[str], checks, blocked_ok):
     """Run ``directives`` leniently (see the module's text): the trace, its
-    choices off the default order, and what it breaks."""
+    choices off the default order, the index of the last one (-1: none),
+    and what it breaks."""
     w = new_world()
     try:
         trace: list[str] = []
         choices = k = 0
+        last = -1
         while (en := w.enabled()) and len(trace) < MAX_EVENTS:
             while k < len(directives) and directives[k] not in en:
                 k += 1
@@ -119,22 +120,9 @@ def _lenient(new_world, directives: list[str], checks, blocked_ok):
                 t = en[0]
             if t != en[0]:
                 choices += 1
+                last = len(trace)
             w.step(t)
             trace.append(t)
-        return trace, choices, outcome_of(w, checks, blocked_ok).violations
-    finally:
-        w.dispose()
-
-
-def _last_choice(new_world, trace: list[str]) -> int:
-    """The index of the last step of ``trace`` off the default order (-1: none)."""
-    w = new_world()
-    try:
-        last = -1
-        for i, t in enumerate(trace):
-            if t != w.enabled()[0]:
-                last = i
-            w.step(t)
-        return last
+        return trace, choices, last, outcome_of(w, checks, blocked_ok).violations
     finally:
         w.dispose()
