@@ -358,13 +358,22 @@ class Explorer:
 
 
 def shrink_failures(
-    r: ExploreResult, setup, schedulers: int = 2, reductions: int = 200, checks=(), limit: int = 5
+    r: ExploreResult,
+    setup,
+    schedulers: int = 2,
+    reductions: int = 200,
+    checks=(),
+    limit: int = 5,
+    deadline: float | None = None,
 ) -> None:
     """Shrink the first schedule of each of the first ``limit`` outcomes of
-    ``r`` that break an invariant or check (``OutcomeGroup.shrunk``)."""
+    ``r`` that break an invariant or check (``OutcomeGroup.shrunk``); past
+    ``deadline`` (``time.monotonic()``) no other outcome is shrunk."""
     new_world = world_factory(setup, schedulers, reductions)
     for g in [g for g in r.outcomes if g.outcome.violations][:limit]:
-        g.shrunk = shrink(new_world, g.first.schedule, checks)
+        if deadline is not None and time.monotonic() > deadline:
+            return
+        g.shrunk = shrink(new_world, g.first.schedule, checks, deadline=deadline)
 
 
 def explore(setup, schedulers: int = 2, **options) -> ExploreResult:

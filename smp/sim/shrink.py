@@ -14,7 +14,7 @@ and takes directives out as delta debugging does (halves, then quarters,
 down to single ones), keeping a cut when the execution it gives still
 breaks an invariant or check of the same kind with no more choices than
 the best so far, until no single directive can go (1-minimal) or
-``max_runs`` executions are spent.  The result is the shrunk execution's
+``max_runs`` executions (or the time given) are spent.  The result is the shrunk execution's
 schedule up to its last choice: ``smp-emu explore ... --schedule`` with it
 runs that execution.
 
@@ -26,6 +26,7 @@ word that holds a digit (an id, a count, a pid) set aside.
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -72,9 +73,11 @@ def shrink(
     checks=(),
     blocked_ok: bool = False,
     max_runs: int = MAX_SHRINK_RUNS,
+    deadline: float | None = None,
 ) -> Shrunk | None:
     """Shrink ``schedule`` (see the module's text); None when its execution
-    breaks nothing."""
+    breaks nothing.  Past ``deadline`` (``time.monotonic()``) no more cut is
+    tried: what is shrunk so far is the result."""
     cur = schedule.split()
     trace, choices, last, broken = _lenient(new_world, cur, checks, blocked_ok)
     if not broken:
@@ -82,7 +85,11 @@ def shrink(
     kinds = {violation_kind(v) for v in broken}
     original = choices
     runs, parts = 0, 2
-    while len(cur) > 0 and runs < max_runs:
+
+    def spent() -> bool:
+        return runs >= max_runs or (deadline is not None and time.monotonic() > deadline)
+
+    while len(cur) > 0 and not spent():
         size = -(-len(cur) // parts)  # (ceiling)
         for start in range(0, len(cur), size):
             cand = cur[:start] + cur[start + size :]
@@ -92,7 +99,7 @@ def shrink(
                 cur, trace, choices, last, broken = cand, t, c, cl, v
                 parts = max(parts - 1, 2)
                 break
-            if runs >= max_runs:
+            if spent():
                 break
         else:
             if parts >= len(cur):

@@ -94,3 +94,18 @@ def test_outcomes_the_default_order_already_breaks_say_so_once(readme_swap):
     assert len(lines) >= 2, r.output[-2000:]
     assert lines[0].endswith("--schedule ''") and "default order" in lines[0]
     assert all(ln == "  Shrunk: to outcome 1's shrunk schedule." for ln in lines[1:])
+
+
+def test_a_shrink_past_its_deadline_keeps_what_it_has():
+    """``--time-budget`` covers the shrinking: past its deadline no cut is
+    tried, and the schedule it has (here the original) still breaks."""
+    import time
+
+    _r, g = _failing()
+    nw = world_factory(RACE.setup, RACE.schedulers, 200)
+    sh = shrink(nw, g.first.schedule, RACE.checks, deadline=time.monotonic() - 1)
+    assert sh is not None and sh.runs == 0 and sh.choices == sh.original
+    again = replay(RACE.setup, sh.schedule, RACE.schedulers, checks=RACE.checks)
+    assert again.outcome.violations
+    full = shrink(nw, g.first.schedule, RACE.checks)
+    assert full.runs > 0 and full.choices < sh.choices

@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import shlex
 import textwrap
+import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
@@ -239,7 +240,9 @@ def simulate(scenario: str, o: SimOptions) -> tuple[str, dict]:
             text += "\n" + proof_lines([("the execution", proof)])
         return text, data
     r = _run(wl, o, checks)
-    shrink_failures(r, wl.setup, wl.schedulers, checks=checks)
+    # (a time budget covers the shrinking too: it gets what the search left)
+    left = None if o.time_budget is None else time.monotonic() + o.time_budget - r.elapsed
+    shrink_failures(r, wl.setup, wl.schedulers, checks=checks, deadline=left)
     if o.graph is not None and r.graph is not None:
         number = {g.outcome: i for i, g in enumerate(r.outcomes, 1)}
         with open(o.graph, "w", encoding="utf-8") as f:
