@@ -115,6 +115,7 @@ exit_kills_linked() ->
     T = collector(), S = spawn(?MODULE, victim, []), wait_waiting(S),
     D = spawn(?MODULE, dier, [S]), wait_waiting(D), wait_waiting(S),
     1 = erlang:trace(S, true, [procs, {tracer, T}]),
+    1 = erlang:trace(D, true, [procs, {tracer, T}]),
     D ! go, wait_dead(D), wait_dead(S),
     {[{tracer, T}, {victim, S}, {dier, D}], msgs(T)}.
 
@@ -371,23 +372,20 @@ def e_link_unlink(vm):
     return [("tracer", t), ("a", a), ("b", b)], vm.messages(t)
 
 
-def e_exit_unlinks_survivor(vm):
-    t, (s,) = _setup(vm, (trapper,))
-    d = vm.spawn(dier, s)
-    vm.run(timeout=20)
-    vm.trace(s, True, ["procs", "receive"], tracer=t)
-    vm.trace(d, True, ["procs"], tracer=t)
-    kick(vm, d, A.go)
-    return [("tracer", t), ("survivor", s), ("dier", d)], vm.messages(t)
+def _linked_to_a_dier(body, role: str, flags: list):
+    """A ``body`` process linked to a ``dier`` that exits with ``boom``,
+    traced with ``flags`` (the dier with procs)."""
 
+    def run(vm):
+        t, (s,) = _setup(vm, (body,))
+        d = vm.spawn(dier, s)
+        vm.run(timeout=20)
+        vm.trace(s, True, flags, tracer=t)
+        vm.trace(d, True, ["procs"], tracer=t)
+        kick(vm, d, A.go)
+        return [("tracer", t), (role, s), ("dier", d)], vm.messages(t)
 
-def e_exit_kills_linked(vm):
-    t, (s,) = _setup(vm, (victim,))
-    d = vm.spawn(dier, s)
-    vm.run(timeout=20)
-    vm.trace(s, True, ["procs"], tracer=t)
-    kick(vm, d, A.go)
-    return [("tracer", t), ("victim", s), ("dier", d)], vm.messages(t)
+    return run
 
 
 def e_registered_exit(vm):
@@ -474,8 +472,8 @@ SCENARIOS = [
     Scenario("send_timestamps", e_send_timestamps),
     Scenario("receive_timeout", e_receive_timeout),
     Scenario("link_unlink", e_link_unlink),
-    Scenario("exit_unlinks_survivor", e_exit_unlinks_survivor),
-    Scenario("exit_kills_linked", e_exit_kills_linked),
+    Scenario("exit_unlinks_survivor", _linked_to_a_dier(trapper, "survivor", ["procs", "receive"])),
+    Scenario("exit_kills_linked", _linked_to_a_dier(victim, "victim", ["procs"])),
     Scenario("registered_exit", e_registered_exit),
     Scenario("register_unregister", e_register_unregister),
     Scenario("spawn_child", _spawn_scenario(spawner, ["procs"])),
