@@ -68,6 +68,10 @@ CHANGES = frozenset(
     }
 )
 
+#: How long the controller still reads its socket for goodbyes once the
+#: schedulers' processes are gone (frames a process sent as it exited).
+LAST_LOOK_S = 0.25
+
 _STATUS = {
     "idle": bool,
     "active": bool,
@@ -272,6 +276,21 @@ class SchedulerLinks:
             if r not in self.replies and r in self.pending:
                 self.abandoned.add(r)
             self.replies.pop(r, None)
+
+    def await_byes(self, ks, until: float, alive: Callable[[], bool]) -> None:
+        """Take what arrives until each scheduler of ``ks`` has said goodbye,
+        or ``until``.  A scheduler sends its goodbye just before it exits, and
+        the frame may still be on its way when the process is gone: once
+        ``alive()`` says no, the socket is read for ``LAST_LOOK_S`` more."""
+        last = None
+        while any(k not in self.byes for k in ks):
+            now = time.monotonic()
+            if last is None and not alive():
+                last = now + LAST_LOOK_S
+            left = (until if last is None else min(until, last)) - now
+            if left <= 0:
+                return
+            self.pump(min(0.05, left))
 
     def pump(self, timeout: float) -> None:
         """Take whatever the schedulers sent: replies, process BIF requests, goodbyes."""

@@ -528,12 +528,7 @@ class Supervisor:
         until = time.monotonic() + 1.0
         if self.bounds.run is not None:
             until = min(until, self.bounds.run)
-        while (
-            any(k not in links.byes for k in live)
-            and time.monotonic() < until
-            and any(p.is_alive() for p in local)
-        ):
-            links.pump(0.05)
+        links.await_byes(live, until, lambda: any(p.is_alive() for p in local))
         made = received = 0
         for k in live:
             said = links.byes.get(k, {})
@@ -583,12 +578,11 @@ class Supervisor:
             local = [self.sched_proc(k) for k in live if k not in links.remote]
             # with a dispatcher to stop after them, 2.5 s; without, all but the end
             byes_by = started + (2.5 if self.dispatcher is not None else CLOSE_S - 1.4)
-            while (
-                any(k not in links.byes for k in live)
-                and time.monotonic() < byes_by
-                and (any(p.is_alive() for p in local) or len(local) < len(live))
-            ):
-                links.pump(0.05)
+            links.await_byes(
+                live,
+                byes_by,
+                lambda: len(local) < len(live) or any(p.is_alive() for p in local),
+            )
             if self.dispatcher is not None and self.procs[0].is_alive():
                 drain = max(0.0, min(2.0, end - time.monotonic() - 1.8))
                 try:

@@ -75,3 +75,52 @@ def test_ctrl_c_at_random_moments_leaves_nothing(mode, n):
             timer.join()
         assert children() == before
     assert interrupted == 8
+
+
+_SAY_BYE_AND_EXIT = """
+import sys, zmq
+from smp.wire.protocol import Bye
+ctx = zmq.Context()
+s = ctx.socket(zmq.DEALER)
+s.setsockopt(zmq.ROUTING_ID, b"s1")
+s.connect(sys.argv[1])
+s.send(Bye(1, {"made": 7}).encode())
+s.close(linger=2000)
+ctx.term()
+"""
+
+
+def test_a_goodbye_sent_as_the_scheduler_exits_is_taken(tmp_path):
+    """The controller waits for each scheduler's goodbye (its last counts)
+    while the scheduler's process lives; a goodbye the process sent just
+    before it exited can still be on its way when the process is gone.  The
+    controller reads its socket once more for it: here the process is
+    reaped before the controller has read anything."""
+    import itertools
+    import subprocess
+    import sys
+    import time
+
+    import zmq
+
+    from smp.link import FrameLog, SchedulerLinks, TimeBounds
+
+    ctx = zmq.Context()
+    links = SchedulerLinks(ctx, None, 1, itertools.count(), TimeBounds(), FrameLog(), False)
+    try:
+        addr = f"ipc://{tmp_path}/ctl"
+        links.sock.bind(addr)
+        links.ident[1], links.by_ident[b"s1"] = b"s1", 1
+        subprocess.run([sys.executable, "-c", _SAY_BYE_AND_EXIT, addr], check=True, timeout=30)
+        started = time.monotonic()
+        links.await_byes([1], started + 5.0, lambda: False)  # its process is gone
+        assert links.byes == {1: {"made": 7}}
+        assert time.monotonic() - started < 1.0
+        # with nobody left to say one, the last look is all it waits
+        links.byes.clear()
+        started = time.monotonic()
+        links.await_byes([1], started + 5.0, lambda: False)
+        assert links.byes == {} and time.monotonic() - started < 1.0
+    finally:
+        links.sock.close(linger=0)
+        ctx.term()

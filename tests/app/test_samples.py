@@ -49,7 +49,10 @@ def test_every_interval_of_every_process_has_a_sample(runs, mode):
     n = 0
     for who, t, iv, pauses in _series(s):
         # an interval the process spent held (a collection, a stall) has no sample
-        assert len(t) + len(paused_intervals(t, iv, pauses)) >= MIN_SAMPLES, who
+        paused = paused_intervals(t, iv, pauses)
+        # (what the series spans against what the run lasted, should it fall short)
+        span = (who, len(t), len(paused), t[:1], t[-1:], iv, s["elapsed_s"], s["setup_s"])
+        assert len(t) + len(paused) >= MIN_SAMPLES, span
         assert missing_intervals(t, iv, pauses) == [], (who, t)
         n += 1
     assert n == (3 if mode == "smp" else 2)
