@@ -399,3 +399,61 @@ def test_format_dbg_matches_dhandler(tmp_path):
     assert len(theirs) == len(terms)
     for term, text in zip(terms, theirs, strict=False):
         assert format_dbg(term) == text, term
+
+
+# ------------------------------------------------------------ the shipped node file
+
+NODE_TRACE = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "examples", "node1.trace")
+NODE_SCRIPT = os.path.join(os.path.dirname(NODE_TRACE), "node1_trace.escript")
+
+
+def test_the_shipped_node_trace_prints_as_dbg_trace_client_prints_it():
+    """``docs/examples/node1.trace``, the real node's file the docs read, is
+    printed by a node's ``dbg:trace_client`` (its default handler) as the
+    reader prints it, with the number that node gave ``node1@host``."""
+    import re
+
+    from smp.core.pretty import NodeNumbers
+
+    code = (
+        "Self = self(),"
+        "H = fun(end_of_trace, Out) -> Self ! done, Out; (T, Out) -> dbg:dhandler(T, Out) end,"
+        "dbg:trace_client(file, " + estr(NODE_TRACE) + ", {H, user})," + WAIT
+    )
+    theirs = run_erl(code)
+    number = re.match(r"\(<(\d+)\.", theirs)
+    assert number is not None, theirs
+    nodes = NodeNumbers({"node1@host": int(number.group(1))})
+    ours = "".join(format_dbg(t, nodes) for t in read_trace(NODE_TRACE))
+    assert ours == theirs
+    assert ours.count("\n") == 3 and "call lists:seq(1,3)" in ours
+
+
+def _shape(terms: list) -> list:
+    """The terms with each pid named by its first appearance and each
+    timestamp left out: what a second run of the escript keeps."""
+    seen: dict = {}
+
+    def norm(x):
+        if type(x) is Pid:
+            return ("pid", x.node, seen.setdefault(x, len(seen)))
+        if type(x) is tuple:
+            return tuple(norm(y) for y in x)
+        if type(x) is list:
+            return [norm(y) for y in x]
+        return x
+
+    return [norm(t[:-1] if t[0] is A.trace_ts else t) for t in terms]
+
+
+def test_the_escript_writes_the_shipped_files_messages(tmp_path):
+    """The escript beside the shipped file writes, on a node of this
+    machine, the same messages (but for pid numbers and timestamps)."""
+    out = tmp_path / "node1.trace"
+    r = subprocess.run(
+        ["escript", NODE_SCRIPT, str(out)], capture_output=True, text=True, timeout=60
+    )
+    assert r.returncode == 0, r.stderr
+    shipped, again = list(read_trace(NODE_TRACE)), list(read_trace(str(out)))
+    assert _shape(again) == _shape(shipped)
+    assert {p.node for t in again for p in t if type(p) is Pid} == {Atom("node1@host")}
