@@ -60,10 +60,8 @@ def _summary(r: ExploreResult) -> list[str]:
     if r.misses:
         lines.append(
             f"Warning: {r.misses} step(s) the wakeup trees planned could not be taken when "
-            "their turn came (a step touched other objects in the order planned, as the last "
-            "slice of a killed process does; else the dependency relation missed how one step "
-            "enables another): the search went on without them; --dpor source does not rely "
-            "on the plans."
+            "their turn came (the dependency relation missed how one step enables another): "
+            "the search went on without them; --dpor source does not rely on the plans."
         )
     if r.blocked:
         if r.dpor == "source":
