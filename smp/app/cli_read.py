@@ -23,7 +23,7 @@ from smp.app.replay import replay as do_replay
 from smp.app.report import render_report, render_tree
 from smp.app.result_file import ResultFileError, load_result
 from smp.core.errors import DecodeError
-from smp.core.pretty import NodeNumbers, clip_term
+from smp.core.pretty import NodeNumbers, clip_message
 from smp.core.terms import Atom
 from smp.ports.reader import merge_traces, read_trace, wrap_log_files
 from smp.wire.limits import DEFAULT as READ_LIMITS
@@ -133,8 +133,8 @@ def _read_size(ctx, param, value):
     callback=_read_size,
     default=str(READ_LIMITS.max_print),
     show_default=True,
-    help="print a term longer than about this many characters cut short with "
-    "'...' where the rest would be, as ~P does",
+    help="print each term of a message longer than about this many characters "
+    "cut short with '...' where the rest would be, as ~P does",
 )
 @click.option(
     "--all",
@@ -202,10 +202,10 @@ def read(
         if len(srcs) == 1:
             label = sources[0] if mark else None
             for term in read_trace(srcs[0], timeout=timeout, follow=follow, limits=limits):
-                writer("", clip_term(term, max_print), label)
+                writer("", clip_message(term, max_print), label)
         else:
             for i, term in merge_traces(srcs, timeout=timeout, limits=limits):
-                writer("", clip_term(term, max_print), sources[i] if mark else None)
+                writer("", clip_message(term, max_print), sources[i] if mark else None)
     except BrokenPipeError:
         _stdout_gone()
     except (DecodeError, OSError, ValueError) as e:

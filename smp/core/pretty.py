@@ -47,7 +47,7 @@ from smp.core.pretty_atomic import (
     erts_atom,
     int_text,
 )
-from smp.core.pretty_clip import ClippedBinary, ClippedMap, clip_term
+from smp.core.pretty_clip import ClippedBinary, ClippedMap, clip_message, clip_term
 from smp.core.pretty_format import (
     _BINARIES,
     _BYTE_TEXT,
@@ -79,6 +79,7 @@ __all__ = [
     "NodeNumbers",
     "erts_atom",
     "int_text",
+    "clip_message",
     "clip_term",
     "ELIDED",
     "ClippedBinary",

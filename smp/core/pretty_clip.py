@@ -15,6 +15,8 @@ from smp.core.terms import (
     BitString,
     ImproperList,
     Map,
+    Pid,
+    Port,
     Ref,
     Term,
 )
@@ -117,6 +119,24 @@ def clip_term(term: Term, max_chars: int) -> Term:
         if elements:
             todo.extend([(e, depth + 1) for e in elements])
     return term
+
+
+_WHOLE = (Atom, Pid, Port, Ref)
+
+
+def clip_message(term: Term, max_chars: int) -> Term:
+    """A trace message (``{trace, Pid, What, ...}``, ``{seq_trace, ...}``,
+    ...) with each of its terms after the tag cut short as
+    :func:`clip_term` cuts one, the tuple itself kept whole: a formatter
+    that knows the message by its shape still does (cut as one term, a
+    message lost its tail and printed as nothing); a pid, port, reference
+    or atom in it stays whole.  Any other term is cut as one."""
+    if type(term) is not tuple or not term or type(term[0]) is not Atom:
+        return clip_term(term, max_chars)
+    parts = [term[0]]
+    # (a pid, port, reference or atom is short: the envelope keeps it whole)
+    parts.extend(e if type(e) in _WHOLE else clip_term(e, max_chars) for e in term[1:])
+    return term if all(a is b for a, b in zip(parts, term, strict=True)) else tuple(parts)
 
 
 def _partial(x: Term, left: int) -> Term:

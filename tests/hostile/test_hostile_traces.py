@@ -19,6 +19,7 @@ import sys
 import threading
 import time
 import zlib
+from pathlib import Path
 
 import pytest
 from erlnode import needs_erl, run_erl
@@ -400,3 +401,25 @@ def test_reading_needs_no_more_than_the_frame_size_in_memory(tmp_path):
     )
     assert r.returncode == 0 and r.stdout.strip() == str(n), r.stderr[-500:]
     assert r.max_rss_kib < 4 * n // 1024 + 80 * 1024, r.max_rss_kib
+
+
+def test_a_small_max_print_cuts_each_term_of_a_message_and_prints_every_message():
+    """``--max-print`` cuts the terms in a message, never the message
+    itself: cut as one term, a message lost its tail, dbg's handler knew it
+    no more and printed nothing (every message of a real node's file was
+    lost at 80 characters)."""
+    node_file = str(Path(__file__).resolve().parents[2] / "docs" / "examples" / "node1.trace")
+    whole = run_cli("read", node_file)
+    assert whole.returncode == 0 and whole.stdout.count("\n") == 3
+    for chars in ("5", "20", "80"):
+        r = run_cli("read", node_file, "--max-print", chars)
+        assert r.returncode == 0, r.stderr
+        lines = r.stdout.splitlines()
+        assert len(lines) == 3, (chars, r.stdout)
+        # the pids and the kind of each message are kept; a term is cut short
+        assert [x.split(")")[0] for x in lines] == [
+            x.split(")")[0] for x in whole.stdout.splitlines()
+        ]
+        assert all("..." in x for x in lines) if chars != "80" else True
+    r = run_cli("read", node_file, "--max-print", "20", "--format", "terms")
+    assert r.stdout.splitlines()[0].startswith("{trace,<node1@host.86.0>,send,{ping,...},")

@@ -271,6 +271,13 @@ def test_the_report_of_a_simulated_explore_shows_each_outcome(tmp_path):
     assert races and all(html.escape(x) in page for x in races)
     assert "cut by executions" in page
     assert "<p>optimal DPOR, 2 schedulers" in page  # the reduction the search used
+    # the executions as the terminal counts them: blocked ones are apart
+    assert "2 schedulers: 12 executions, " in page
+    data["result"]["blocked"] = 4
+    (tmp_path / "blocked.json").write_text(json.dumps(data))
+    r = CliRunner().invoke(cli, ["report", str(tmp_path / "blocked.json"), "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    assert "12 executions (besides 4 sleep-set blocked, not counted), " in out.read_text()
     assert not any(o["outcome"]["violations"] for o in outcomes)
     assert "Expect clauses" not in page and "Broken invariants:" not in page
 

@@ -193,7 +193,10 @@ def explore_sim_html(d: dict) -> tuple[str, str]:
     (``--prove``) its proof on real processes."""
     r = d["result"]
     title = f"smp-emu explore: {d['scenario']} (simulator)"
-    runs = r["executions"] + r["blocked"]
+    # (as the terminal says it: the blocked ones are not counted among them)
+    runs = f"{r['executions']} executions" + (
+        f" (besides {r['blocked']} sleep-set blocked, not counted)" if r["blocked"] else ""
+    )
     cut = ", ".join(r["cut_by"]) if r["cut_by"] else ""
     how = str(r["method"])
     if how == "dpor" and r.get("dpor"):
@@ -201,7 +204,7 @@ def explore_sim_html(d: dict) -> tuple[str, str]:
     figures = (
         f"<p>{escape(how)}"
         f"{'' if r['seed'] is None else ', seed ' + escape(str(r['seed']))}, "
-        f"{r['schedulers']} schedulers: {runs} executions ({r['blocked']} blocked), "
+        f"{r['schedulers']} schedulers: {runs}, "
         f"{r['events']} events, {len(r['outcomes'])} distinct outcomes in "
         f"{r['elapsed']:.2f} s; "
         + (
