@@ -92,7 +92,8 @@ def stress(
     if run_mode == "smp" and not journal_path:
         tmpdir = tempfile.mkdtemp(prefix="smp-emu-journal-")
         journal_path = os.path.join(tmpdir, f"stress-{sc['name']}.journal")
-    rng = random.Random(sc["seed"] if seed is None else seed)
+    fault_seed = sc["seed"] if seed is None else seed
+    rng = random.Random(fault_seed)
     extra = _random_faults(sc, rng, duration, faults)
     try:
         outcome = _execute(
@@ -138,6 +139,7 @@ def stress(
     s["invariants"] = {"ok": not violations, "violations": violations}
     # s["faults"] (from execute): every fault event, the scenario's and these, with its effect
     s["random_faults"] = [dict(f) for f in extra]
+    s["fault_seed"] = fault_seed
     keep = journal_path is not None and (
         tmpdir is None or bool(violations) or bool(s["error"]) or s["interrupted"]
     )

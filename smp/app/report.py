@@ -188,6 +188,11 @@ def _run_section(name: str, s: dict) -> str:
         ("made/s", s["throughput"]["made_per_s"]),
         ("interrupted", s["interrupted"]),
     ]
+    # the random seeds, to run it again (``--seed``)
+    if s.get("seed") is not None:
+        rows.insert(2, ("seed", s["seed"]))
+    if s.get("fault_seed") is not None:
+        rows.insert(3, ("random faults' seed", s["fault_seed"]))
     lat = s["latency_ns"]
     if lat["count"]:
         rows += [(f"latency {k}", f"{lat[k] / 1000:.0f} µs") for k in ("p50", "p90", "p99", "max")]

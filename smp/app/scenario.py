@@ -78,6 +78,12 @@ def parse_scenario(text: str, source: str = "<scenario>") -> dict:
     """Parse and validate scenario TOML text; returns the filled-in scenario."""
     data = read_toml(text, source)
     c = _Checker(text, source)
+    if "queue" in data and "queue" not in SCHEMA:
+        # (the other kind of scenario: say so rather than its first unknown key)
+        raise ScenarioError(
+            f"{source}: an explore scenario (it has [[queue]]): `smp-emu explore` takes "
+            "it; run, stress and compare take a run scenario (smp-emu examples)"
+        )
     sc = c.table(data, SCHEMA, ())
     sc["notes"] = []
     if sc["mode"] == "nonsmp" and "schedulers" in data and sc["schedulers"] != 1:
@@ -98,6 +104,11 @@ def load_scenario(path: str | os.PathLike | None) -> dict:
         names = example_names()
         if p in names:
             p = example_path(p)
+        elif (resources.files("smp.app") / "examples" / "explore" / f"{p}.toml").is_file():
+            raise ScenarioError(
+                f"{p}: an explore example (smp-emu explore {p}); run, stress and compare "
+                f"take a run scenario: {', '.join(names)}"
+            )
         elif os.sep not in p and not p.endswith(".toml"):
             raise ScenarioError(
                 f"{p}: no such scenario file or example; the examples are "

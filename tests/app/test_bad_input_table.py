@@ -68,6 +68,8 @@ def files(tmp_path_factory):
     f["trace"] = d / "good.trace"
     with FileTracePort(str(f["trace"])) as port:
         port.write(encode((A.trace, Pid(80), A.send, A.hello, Pid(81))))
+    f["queue"] = d / "queue.toml"  # an explore scenario
+    f["queue"].write_text('name = "q"\n[[queue]]\nkind = "send"\n')
     f["small"] = d / "small.toml"
     f["small"].write_text(SMALL)
     # a real journal and a real result, from one small run
@@ -108,6 +110,9 @@ ROWS = [
     (["stress", "{dir}"], U, "a-directory"),
     (["stress", "{nottoml}"], U, "not valid TOML"),
     (["explore", "{nottoml}"], U, "not valid TOML"),
+    # the other kind of scenario: named as such, not by its first unknown key
+    (["compare", "seq"], U, "an explore example (smp-emu explore seq)"),
+    (["run", "{queue}"], U, "an explore scenario (it has [[queue]])"),
     (["explore", "{dir}"], U, "a-directory"),
     (["explore", "{empty}"], U, "empty.toml: an empty scenario"),
     # outputs that cannot be written

@@ -544,3 +544,20 @@ def test_the_stress_report_says_which_faults_did_not_take():
     assert "did not take: no process of the group was alive (allowed: may_fail)" in text
     every = " ".join(_parse(_stress_section({"faults": faults[:1]})).text)
     assert "1 of 1 took" in every and "did not" not in every
+
+
+def test_each_report_names_the_seed_to_run_it_again(saved):
+    """The terminal says the seed (``--seed``); so do the run's and the
+    compare's pages, each run's table, as does a stress page with the
+    seed of its random faults."""
+    from smp.app.report import _run_section
+
+    for kind in ("run", "compare"):
+        data, page = saved[kind]
+        runs = data["runs"].values() if kind == "compare" else [data]
+        for s in runs:
+            assert s["seed"] is not None
+            assert f"<td>seed</td><td>{s['seed']}</td>" in page.replace(" class=n", "")
+    data = saved["run"][0]
+    text = " ".join(_parse(_run_section("smp", {**data, "fault_seed": 11})).text)
+    assert "random faults' seed 11" in text
