@@ -34,7 +34,19 @@ from smp.core.errors import SmpError
 __all__ = ["main", "cli"]
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Commands(click.Group):
+    """The commands; a reader of stdout that went away (``| head``) ends
+    any of them as ``read`` ends: no message, exit 141 (click's own main
+    would make it a silent exit 1, a failed run's code)."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:
+            _stdout_gone()
+
+
+@click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="smp-trace-emu")
 def cli():
     """Emulate the Erlang VM's SMP trace subsystem on scenario files."""

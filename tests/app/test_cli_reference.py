@@ -7,6 +7,7 @@ import struct
 import subprocess
 import sys
 
+import pytest
 from click.testing import CliRunner
 
 from smp.app.cli import cli
@@ -69,3 +70,26 @@ def test_a_reader_that_stops_is_not_an_error(tmp_path):
     assert p.wait(timeout=60) == EXIT_BROKEN_PIPE
     assert first.startswith(b"(<0.80.0>) <0.81.0> ! hello")
     assert err == "", err
+
+
+@pytest.mark.parametrize("mode", ["nonsmp", "smp"])
+def test_a_reader_that_stops_ends_a_run_as_it_ends_read(mode):
+    """``smp-emu run | head -1``: the same exit 141 and nothing on stderr
+    (click made it a silent exit 1, a failed run's code), and no process
+    left behind: the emulator is closed on the way out."""
+    import psutil
+
+    p = subprocess.Popen(
+        [sys.executable, "-c", "from smp.app.cli import main; main()", "run", "--mode", mode],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    first = p.stdout.readline()
+    kids = psutil.Process(p.pid).children(recursive=True)  # (the run's processes)
+    p.stdout.close()
+    err = p.stderr.read().decode()
+    assert p.wait(timeout=60) == EXIT_BROKEN_PIPE
+    assert first.startswith(b"(<")
+    assert err == "", err
+    _gone, alive = psutil.wait_procs(kids, timeout=5)
+    assert [k for k in alive if k.status() != psutil.STATUS_ZOMBIE] == []
