@@ -718,25 +718,9 @@ class _Replanned:
                 tree.replanned_other += 1
         return ev
 
-    @property
-    def reads(self) -> frozenset:
-        return self.event().reads
-
-    @property
-    def writes(self) -> frozenset:
-        return self.event().writes
-
-    @property
-    def produces(self) -> frozenset:
-        return self.event().produces
-
-    @property
-    def consumes(self) -> frozenset:
-        return self.event().consumes
-
-    @property
-    def label(self) -> str:
-        return self.event().label
+    def __getattr__(self, name: str):
+        # (its footprint and label: those of the event as it runs there)
+        return getattr(self.event(), name)
 
 
 def _child_sleep(sleep: dict, done: dict, chosen: str, event: Event) -> dict:

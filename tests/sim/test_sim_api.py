@@ -554,9 +554,11 @@ def test_smp_explore_takes_a_setup_function_and_a_race_of_the_catalogue():
         smp.explore("seq", max_executions=3)
 
 
-#: a ping-pong pair traced for procs, one of its processes killed by a fault
-_KILLED_PAIR = """\
-name = "killed_pair"
+def _killed_in(name: str, group: str) -> str:
+    """A run scenario of one group ``g0`` (its kind and keys: ``group``)
+    traced to ``t``, one of whose processes a fault kills."""
+    return f"""\
+name = "{name}"
 schedulers = 2
 [duration]
 operations = 1
@@ -564,9 +566,7 @@ operations = 1
 name = "t"
 [[groups]]
 name = "g0"
-workload = "ping_pong"
-trace = ["procs", "timestamp"]
-tracer = "t"
+{group}
 [[faults]]
 action = "kill_processes"
 target = "g0"
@@ -575,6 +575,12 @@ at = 0.05
 reason = "kill"
 may_fail = true
 """
+
+
+#: a ping-pong pair traced for procs, one of its processes killed by a fault
+_KILLED_PAIR = _killed_in(
+    "killed_pair", 'workload = "ping_pong"\ntrace = ["procs", "timestamp"]\ntracer = "t"'
+)
 
 
 def test_both_reductions_meet_every_class_where_a_process_is_killed():
@@ -603,27 +609,9 @@ def test_both_reductions_meet_every_class_where_a_process_is_killed():
 
 #: the churn workload (a tracer replaced after each burst of one) beside a
 #: fault that kills one of its processes
-_CHURN_KILLED = """\
-name = "churn_killed"
-schedulers = 2
-[duration]
-operations = 1
-[[tracers]]
-name = "t"
-[[groups]]
-name = "g0"
-workload = "churn"
-[groups.params]
-burst = 1
-flags = []
-[[faults]]
-action = "kill_processes"
-target = "g0"
-count = 1
-at = 0.05
-reason = "kill"
-may_fail = true
-"""
+_CHURN_KILLED = _killed_in(
+    "churn_killed", 'workload = "churn"\n[groups.params]\nburst = 1\nflags = []'
+)
 
 
 def test_optimal_dpor_meets_every_class_on_churn_beside_a_kill():
