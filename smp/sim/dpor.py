@@ -719,7 +719,11 @@ class _Replanned:
         return ev
 
     def __getattr__(self, name: str):
-        # (its footprint and label: those of the event as it runs there)
+        # (its footprint and label: those of the event as it runs there; a
+        # slot of its own is never looked up here, but on a copy not yet
+        # filled, which must not recurse)
+        if name.startswith("_"):
+            raise AttributeError(name)
         return getattr(self.event(), name)
 
 
