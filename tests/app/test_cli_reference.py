@@ -74,13 +74,23 @@ def test_a_reader_that_stops_is_not_an_error(tmp_path):
 
 @pytest.mark.parametrize("mode", ["nonsmp", "smp"])
 def test_a_reader_that_stops_ends_a_run_as_it_ends_read(mode):
-    """``smp-emu run | head -1``: the same exit 141 and nothing on stderr
-    (click made it a silent exit 1, a failed run's code), and no process
-    left behind: the emulator is closed on the way out."""
+    """``smp-emu run long | head -1``: the same exit 141 and nothing on
+    stderr (click made it a silent exit 1, a failed run's code), and no
+    process left behind: the emulator is closed on the way out.  (``long``
+    prints for a minute: far more than a pipe holds, where the default's
+    few kilobytes can all be written before the reader goes.)"""
     import psutil
 
     p = subprocess.Popen(
-        [sys.executable, "-c", "from smp.app.cli import main; main()", "run", "--mode", mode],
+        [
+            sys.executable,
+            "-c",
+            "from smp.app.cli import main; main()",
+            "run",
+            "long",
+            "--mode",
+            mode,
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
