@@ -175,6 +175,8 @@ class FileTracePort(_BasePort):
 
     @staticmethod
     def _open(name: str) -> int:
+        # Mode 0777 as trace_file_drv's open(): the umask takes the rest, so a
+        # node under umask 022 writes 0755 files and so do we.
         try:
             return os.open(name, os.O_WRONLY | os.O_TRUNC | os.O_CREAT, 0o777)
         except OSError as e:

@@ -153,7 +153,7 @@ receive stop -> ok after 20000 -> ok end, halt()."""
 
 
 def test_real_trace_file_drv_wrap_files_equal_ours(tmp_path):
-    """Same payloads through the real trace_file_drv and FileTracePort: same files."""
+    """Same payloads through the real trace_file_drv and FileTracePort: same files, same modes."""
     real, mine = tmp_path / "real", tmp_path / "mine"
     real.mkdir()
     mine.mkdir()
@@ -185,6 +185,8 @@ def test_real_trace_file_drv_wrap_files_equal_ours(tmp_path):
     assert sorted(os.listdir(real)) == sorted(os.listdir(mine))
     for name in os.listdir(real):
         assert (real / name).read_bytes() == (mine / name).read_bytes(), name
+        # The same permissions too: trace_file_drv creates with 0777, less the umask.
+        assert (real / name).stat().st_mode == (mine / name).stat().st_mode, name
 
 
 def test_node_trace_file_read_by_reader(tmp_path):
