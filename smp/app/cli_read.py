@@ -34,20 +34,31 @@ __all__ = ["read", "report", "replay"]
 
 _SIZE = re.compile(r"\A([0-9]{1,15})([KMG]?)\Z", re.IGNORECASE)
 
+#: the largest size option: a frame's size and a compressed term's inflated
+#: size are 4-byte fields, so no frame or term is larger than 4 GiB
+_MOST_SIZE = 4 << 30
+
 
 def _read_size(ctx, param, value):
     """A size option of smp-emu read: N, or N followed by K, M or G (KiB,
-    MiB, GiB); one line and exit 2 for anything else."""
+    MiB, GiB), from 1 to 4G; one line and exit 2 for anything else."""
     m = _SIZE.match(str(value).strip())
     n = int(m.group(1)) << (10 * "_KMG".index(m.group(2).upper() or "_")) if m else 0
-    if not m or n < 1:
+    if not m or not 1 <= n <= _MOST_SIZE:
         click.echo(
             f"smp-emu: --{param.name.replace('_', '-')} {_clip_text(str(value), 40)!r}: "
-            f"expected a size >= 1: N, or N followed by K, M or G",
+            f"expected a size from 1 to 4G: N, or N followed by K, M or G",
             err=True,
         )
         sys.exit(EXIT_USAGE)
     return n
+
+
+def _a_number(value, option: str):
+    """``value``, unless it is NaN (which every range lets through)."""
+    if value is not None and value != value:
+        raise click.BadParameter("nan is not a number", param_hint=f"'{option}'")
+    return value
 
 
 @click.command(
@@ -80,7 +91,8 @@ def _read_size(ctx, param, value):
 )
 @click.option(
     "--timeout",
-    type=float,
+    type=click.FloatRange(0, 1e9, min_open=True),
+    callback=lambda ctx, param, v: _a_number(v, "--timeout"),
     default=None,
     help="seconds to wait for data on an ip port (default: until it closes)",
 )
@@ -198,13 +210,16 @@ def read(
     if mark is None:
         mark = len(srcs) > 1
     writer = _TraceWriter(fmt, sys.stdout, False, NodeNumbers(known), latin1=True, every=every)
+    heard = set()
     try:
         if len(srcs) == 1:
             label = sources[0] if mark else None
             for term in read_trace(srcs[0], timeout=timeout, follow=follow, limits=limits):
+                heard.add(0)
                 writer("", clip_message(term, max_print), label)
         else:
             for i, term in merge_traces(srcs, timeout=timeout, limits=limits):
+                heard.add(i)
                 writer("", clip_message(term, max_print), sources[i] if mark else None)
     except BrokenPipeError:
         _stdout_gone()
@@ -220,6 +235,13 @@ def read(
         sys.exit(EXIT_USAGE)
     except KeyboardInterrupt:
         sys.exit(EXIT_INTERRUPTED)
+    for i, src in enumerate(srcs):
+        # A device or a pipe with nothing in it (/dev/null) is as empty as an
+        # empty file: no trace frames.  An ip port that closes at once is not:
+        # a node may close it having traced nothing.
+        if i not in heard and isinstance(src, str) and os.path.exists(src):
+            click.echo(f"smp-emu: {src}: no trace frames in it", err=True)
+            sys.exit(EXIT_USAGE)
 
 
 def _read_source(source: str, wrap_suffix, wrap_count: int):

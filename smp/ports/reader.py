@@ -207,7 +207,17 @@ def _read_wrap(path, suffix: str, count: int, limits: Limits) -> Iterator:
         yield from _read_file(name, limits)
 
 
+def _tcp_port(host: str, port: int) -> int:
+    """``port``, when it can be an ip trace port's (1-65535); else a
+    ``ValueError`` (a connection to it could only be refused)."""
+    if not 1 <= port <= 65535:
+        raise ValueError(f"{host}:{port}: port {port} is not a TCP port (1-65535)")
+    return port
+
+
 def _read_ip(host: str, port: int, timeout: Optional[float], limits: Limits) -> Iterator:
+    """The frames of an ip trace port; ``port`` is checked by ``_tcp_port``
+    before this generator starts."""
     where = f"{host}:{port}"
     try:
         sock = socket.create_connection((host, port), timeout=timeout)
@@ -263,7 +273,7 @@ def read_trace(
         return _follow_file(path, poll, limits)
     if isinstance(source, tuple):
         if len(source) == 2 and isinstance(source[0], str) and type(source[1]) is int:
-            return _read_ip(source[0], source[1], timeout, limits)
+            return _read_ip(source[0], _tcp_port(source[0], source[1]), timeout, limits)
         if len(source) in (3, 4, 5) and (source[1] == "wrap" or source[1] is _WRAP):
             path, _, suffix = source[:3]
             count = source[4] if len(source) == 5 else DEFAULT_WRAP_COUNT
@@ -279,7 +289,8 @@ def read_trace(
     if not os.path.exists(path):
         m = _HOSTPORT.match(path)
         if m:
-            return _read_ip(m.group(1).strip("[]"), int(m.group(2)), timeout, limits)
+            host = m.group(1).strip("[]")
+            return _read_ip(host, _tcp_port(host, int(m.group(2))), timeout, limits)
     return _read_file(path, limits)
 
 

@@ -391,3 +391,9 @@ def test_merge_key_compares_as_term_order_at_any_depth():
     b = (A.trace_ts, Pid(1), A.foo, deep(5000, 2))
     assert merge_key(a) < merge_key(b)
     assert merge_key((A.trace_ts, Pid(1), A.foo, (1, 2, 3))) < merge_key(a)  # tuple < list
+
+
+@pytest.mark.parametrize("source", [("localhost", 0), ("localhost", 70000), "localhost:99999"])
+def test_an_ip_source_outside_the_tcp_ports_is_refused_before_connecting(source):
+    with pytest.raises(ValueError, match="is not a TCP port"):
+        read_trace(source)
