@@ -278,3 +278,15 @@ def test_run_journal_replays_clean(tmp_path):
     rep = json.loads(res.stdout)
     assert rep["ok"] and rep["divergence_count"] == 0
     assert {k: rep["totals"][k] for k in KEYS} == {k: stats[k] for k in KEYS}
+
+
+def test_a_seq_past_the_journals_end_is_named_as_such(raced):
+    path, _ = raced
+    last = max(rec[0] for rec in read_all(path)[1:])
+    r = replay(path)
+    text = format_listing(queue_listing(path, r, last + 1000, 6), last + 1000)
+    assert text.rstrip().endswith(
+        f">>#{last + 1000:<7} end    past the journal's end: its last record is #{last}"
+    )
+    inside = format_listing(queue_listing(path, r, last, 6), last)
+    assert "past the journal's end" not in inside and f">>#{last}" in inside

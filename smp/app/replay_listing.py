@@ -33,7 +33,8 @@ def queue_listing(
 
     Shows ``limit`` runs, half before ``around``, and the table events and
     state changes recorded among them (at most ``10 * limit`` records in
-    all), in seq order; each run with its first ``SHOW_MESSAGES`` messages,
+    all), in seq order, ending with an ``end`` item at ``around`` when it is
+    past the journal's last record; each run with its first ``SHOW_MESSAGES`` messages,
     each cut short (``SHOW_CHARS``), so the listing is bounded whatever the
     journal holds."""
     idx = report.index
@@ -104,6 +105,11 @@ def queue_listing(
             out.append(
                 {"seq": seq, "kind": "lost", "text": f"scheduler {rec[2]}: {len(rec[3])} processes"}
             )
+    last = max((rec[0] for rec in records), default=None)
+    if last is None or around > last:
+        # Where the asked-for seq would be, a line saying there is none.
+        where = f"its last record is #{last}" if last is not None else "it has no records"
+        out.append({"seq": around, "kind": "end", "text": f"past the journal's end: {where}"})
     return out
 
 
