@@ -198,6 +198,16 @@ def test_beyond_the_bound_a_seeded_sample():
     assert [o["schedule"] for o in r.outcomes] == ["replace@0", "replace@3"]
     text = r.text()
     assert "a random sample, seed 11, coverage 50.0 %" in text
+    assert "which met all" not in text
+
+
+def test_a_sample_that_meets_every_class_says_so():
+    r = smp.explore("seq", max_messages=2, samples=40, seed=11, nonsmp=False)
+    assert not r.exhaustive and r.classes == 4 and r.run == 4 and r.coverage == 1.0
+    text = r.text()
+    assert "4 run (every class, met by a random sample, seed 11)" in text
+    assert "a random sample of classes, seed 11, which met all 4 classes" in text
+    assert "coverage" not in text
 
 
 # ---------------------------------------------------------------- command line

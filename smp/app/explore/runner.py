@@ -403,10 +403,11 @@ def explore(
             if c not in seen:
                 seen.add(c)
                 todo.append(c)
+        met = f", which met all {classes} classes" if len(seen) >= classes else ""
         notes.append(
             f"{n} messages and {k} changes are beyond the exhaustive bound "
             f"({max_messages} messages, {max_changes} changes): a random sample of "
-            f"classes, seed {seed}"
+            f"classes, seed {seed}{met}"
         )
     total = 1 + len(todo)
     try:

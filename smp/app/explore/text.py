@@ -86,12 +86,16 @@ def format_text(d: dict) -> str:
     if s["single"]:
         lines.append(f"schedule {d['outcomes'][0]['schedule']}: run 1, {s['elapsed_s']:.1f} s")
     else:
-        how = (
-            "exhaustive"
-            if s["exhaustive"]
-            else f"a random sample, seed {s['seed']}, coverage {100 * s['coverage']:.1f} % "
-            f"of the classes"
-        )
+        if s["exhaustive"]:
+            how = "exhaustive"
+        elif s["coverage"] >= 1.0 and not s["interrupted"]:
+            # Beyond the exhaustive bound, but the sample met every class.
+            how = f"every class, met by a random sample, seed {s['seed']}"
+        else:
+            how = (
+                f"a random sample, seed {s['seed']}, coverage {100 * s['coverage']:.1f} % "
+                f"of the classes"
+            )
         if not s["pruned"]:
             how = "every schedule, no pruning"
         lines.append(
