@@ -15,7 +15,7 @@ from __future__ import annotations
 from .explorer import Execution, ExploreResult
 from .outcome import Outcome
 
-__all__ = ["format_report", "format_execution", "nonsmp_verdict", "two_digits"]
+__all__ = ["format_report", "format_execution", "nonsmp_verdict", "race_lines", "two_digits"]
 
 
 def two_digits(x: float) -> str:
@@ -120,7 +120,7 @@ def format_report(r: ExploreResult, events: bool = True, replay=None) -> str:
             lines += [f"  {e}" for e in g.first.events]
         if g.first.races:
             lines.append("  Race pairs that made the explorer try it:")
-            lines += [f"    {x}" for x in g.first.races]
+            lines += race_lines(g.first.races)
         lines.append(f"  Schedule: {g.first.schedule}")
         if replay is not None:
             lines.append(f"  Replay: {replay(g.first.schedule)}")
@@ -138,6 +138,22 @@ def format_report(r: ExploreResult, events: bool = True, replay=None) -> str:
         for v in r.nonsmp.violations:
             lines.append(f"  ! {v}")
     return "\n".join(lines) + "\n"
+
+
+def race_lines(races) -> list[str]:
+    """The race pairs as text lines, each pair's reasons under it; a reason
+    given in full above is named by its rule alone (``node 1 (as above)``):
+    one scheduler's rule can order most pairs of a long execution."""
+    out, said = [], set()
+    for race in races:
+        head, *reasons = race.split("\n")
+        out.append(f"    {head}")
+        for r in reasons:
+            r = r.strip()
+            rule, sep, _ = r.partition(": ")
+            out.append(f"      {rule} (as above)" if sep and r in said else f"      {r}")
+            said.add(r)
+    return out
 
 
 def _shrunk_line(sh, n: int, shrunk_at: dict, replay) -> str:
@@ -175,7 +191,7 @@ def format_execution(ex: Execution, nonsmp: Outcome | None = None) -> str:
     lines += [f"  {e}" for e in ex.events]
     if ex.races:
         lines.append("  Race pairs in this execution (the orders it fixed):")
-        lines += [f"    {x}" for x in ex.races]
+        lines += race_lines(ex.races)
     lines.append(f"  Schedule: {ex.schedule}")
     verdict = nonsmp_verdict(oc, nonsmp)
     if verdict:

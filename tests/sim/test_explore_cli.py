@@ -23,6 +23,7 @@ from smp.app.explore.workload import Bounds
 from smp.app.scenario import example_path
 from smp.sim.catalogue import by_name
 from smp.sim.explorer import explore_split
+from smp.sim.report import race_lines
 
 KEEP = [  # every option a replay of the same workload needs
     "--operations",
@@ -82,6 +83,19 @@ def test_a_schedule_replays_with_the_same_fates(churn):
         assert again["schedule"] == o["schedule"]
         assert _fates(again["outcome"]) == _fates(o["outcome"])
         assert again["outcome"]["received"] == o["outcome"]["received"]
+
+
+def test_a_replay_gives_each_race_reason_in_full_once(churn):
+    o = max(churn["result"]["outcomes"], key=lambda o: len(o["schedule"]))
+    r = CliRunner().invoke(cli, ["explore", "churn", "--schedule", o["schedule"], *KEEP])
+    assert r.exit_code == 0, r.output
+    text = r.output.split("Race pairs in this execution")[1].split("  Schedule: ")[0]
+    reasons = [x.strip() for x in text.splitlines() if x.startswith("      ")]
+    full = [x for x in reasons if not x.endswith("(as above)")]
+    assert reasons and len(full) == len(set(full))  # none given in full twice
+    short = [x for x in reasons if x.endswith("(as above)")]
+    assert short  # this schedule orders several pairs by one rule
+    assert all(any(f.startswith(x[: -len(" (as above)")] + ": ") for f in full) for x in short)
 
 
 def test_a_schedule_that_cannot_run_is_a_usage_error():
@@ -268,7 +282,10 @@ def test_the_report_of_a_simulated_explore_shows_each_outcome(tmp_path):
         for _msg, fate in o["outcome"]["fates"]:
             assert html.escape(fate) in page
     races = [x for o in outcomes for x in o["races"]]
-    assert races and all(html.escape(x) in page for x in races)
+    # each pair's head and every reason (one given in full above by its rule)
+    assert races and all(html.escape(x.split("\n")[0]) in page for x in races)
+    for o in outcomes:
+        assert html.escape("\n".join(x[4:] for x in race_lines(o["races"]))) in page
     assert "cut by executions" in page
     assert "<p>optimal DPOR, 2 schedulers" in page  # the reduction the search used
     # the executions as the terminal counts them: blocked ones are apart

@@ -15,7 +15,7 @@ from __future__ import annotations
 from html import escape
 
 from smp.app.explore.text import _state_text
-from smp.sim.report import shrunk_words
+from smp.sim.report import race_lines, shrunk_words
 
 __all__ = ["explore_html", "explore_sim_html"]
 
@@ -272,7 +272,7 @@ def explore_sim_html(d: dict) -> tuple[str, str]:
             for name, terms in out["received"].items()
         )
         violations = "".join(f"<li>{escape(str(v))}</li>" for v in out["violations"])
-        races = "".join(f"<li><pre>{escape(str(x))}</pre></li>" for x in o["races"])
+        races = escape("\n".join(line[4:] for line in race_lines(o["races"])))
         parts.append(
             f"<h3 id='outcome-{n}'>Outcome #{n}: {o['count']} execution(s), the first "
             f"execution {o['index']}</h3>"
@@ -280,7 +280,7 @@ def explore_sim_html(d: dict) -> tuple[str, str]:
             + f"<p>nonsmp: {escape(str(o['nonsmp_verdict'] or 'no verdict'))}</p>"
             + _fates_table(out["fates"])
             + f"<p>Received:</p><ul>{received}</ul>"
-            + (f"<p>Race pairs:</p><ul>{races}</ul>" if races else "")
+            + (f"<p>Race pairs:</p><pre>{races}</pre>" if races else "")
             + f"<p>Replay: <code>{escape(o['replay'])}</code></p>"
             + _shrunk_html(o.get("shrunk"))
             + _proof_html(o.get("proof"))
