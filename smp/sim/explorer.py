@@ -40,6 +40,7 @@ __all__ = [
     "explore_split",
     "run_task",
     "shrink_failures",
+    "SHRINK_OUTCOMES",
 ]
 
 
@@ -72,6 +73,8 @@ class OutcomeGroup:
     #: for an outcome that breaks something, its first schedule shrunk
     #: (``smp.sim.shrink``), when asked for
     shrunk: Shrunk | None = None
+    #: for one that breaks something and was not shrunk: why, in words
+    not_shrunk: str | None = None
 
 
 @dataclass
@@ -125,6 +128,7 @@ class ExploreResult:
                     "count": g.count,
                     **g.first.as_dict(),
                     **({} if g.shrunk is None else {"shrunk": g.shrunk.as_dict()}),
+                    **({} if g.not_shrunk is None else {"not_shrunk": g.not_shrunk}),
                 }
                 for g in self.outcomes
             ],
@@ -357,23 +361,33 @@ class Explorer:
         return oc
 
 
+#: how many failing outcomes ``shrink_failures`` shrinks unless told
+SHRINK_OUTCOMES = 5
+
+
 def shrink_failures(
     r: ExploreResult,
     setup,
     schedulers: int = 2,
     reductions: int = 200,
     checks=(),
-    limit: int = 5,
+    limit: int = SHRINK_OUTCOMES,
     deadline: float | None = None,
 ) -> None:
     """Shrink the first schedule of each of the first ``limit`` outcomes of
     ``r`` that break an invariant or check (``OutcomeGroup.shrunk``); past
-    ``deadline`` (``time.monotonic()``) no other outcome is shrunk."""
+    ``deadline`` (``time.monotonic()``) no other outcome is shrunk.  Each
+    failing outcome not shrunk says why (``OutcomeGroup.not_shrunk``)."""
     new_world = world_factory(setup, schedulers, reductions)
-    for g in [g for g in r.outcomes if g.outcome.violations][:limit]:
-        if deadline is not None and time.monotonic() > deadline:
-            return
-        g.shrunk = shrink(new_world, g.first.schedule, checks, deadline=deadline)
+    for n, g in enumerate(g for g in r.outcomes if g.outcome.violations):
+        if limit <= 0:
+            g.not_shrunk = "no shrinking was asked for"
+        elif n >= limit:
+            g.not_shrunk = f"only the first {limit} failing outcome(s) are shrunk"
+        elif deadline is not None and time.monotonic() > deadline:
+            g.not_shrunk = "the time budget ran out before it"
+        else:
+            g.shrunk = shrink(new_world, g.first.schedule, checks, deadline=deadline)
 
 
 def explore(setup, schedulers: int = 2, **options) -> ExploreResult:

@@ -126,6 +126,8 @@ def format_report(r: ExploreResult, events: bool = True, replay=None) -> str:
             lines.append(f"  Replay: {replay(g.first.schedule)}")
         if g.shrunk is not None:
             lines.append(_shrunk_line(g.shrunk, n, shrunk_at, replay))
+        elif g.not_shrunk is not None:
+            lines.append(f"  Not shrunk: {g.not_shrunk}.")
         verdict = nonsmp_verdict(oc, r.nonsmp)
         if verdict:
             lines.append(f"  nonsmp: {verdict}")

@@ -109,3 +109,21 @@ def test_a_shrink_past_its_deadline_keeps_what_it_has():
     assert again.outcome.violations
     full = shrink(nw, g.first.schedule, RACE.checks)
     assert full.runs > 0 and full.choices < sh.choices
+
+
+def test_failing_outcomes_past_the_shrink_limit_say_they_were_not_shrunk(readme_swap):
+    """``--shrink N``: the first N failing outcomes are shrunk, each later one
+    says why it was not (text and JSON); ``--shrink 0`` shrinks none."""
+    args = ["explore", str(readme_swap), "--max-executions", "60", "--no-events", "--jobs", "1"]
+    r = CliRunner().invoke(cli, [*args, "--shrink", "1"])
+    assert r.exit_code == EXIT_FAILED
+    failing = r.output.count("  ! ")
+    shrunk = [ln for ln in r.output.splitlines() if ln.startswith("  Shrunk")]
+    skipped = [ln for ln in r.output.splitlines() if ln.startswith("  Not shrunk: ")]
+    assert len(shrunk) == 1 and len(skipped) >= 1, r.output[-2000:]
+    assert set(skipped) == {"  Not shrunk: only the first 1 failing outcome(s) are shrunk."}
+    assert failing >= 1 + len(skipped)
+    d = json.loads(CliRunner().invoke(cli, [*args, "--shrink", "0", "--json"]).stdout)
+    bad = [o for o in d["result"]["outcomes"] if o["outcome"]["violations"]]
+    assert len(bad) >= 2 and not any("shrunk" in o for o in bad)
+    assert {o["not_shrunk"] for o in bad} == {"no shrinking was asked for"}

@@ -25,6 +25,7 @@ from smp.app.explore.runner import explore
 from smp.app.explore.scenario import MAX_CHANGES, MAX_MESSAGES, SAMPLES, explore_example_names
 from smp.app.explore.simulate import (
     DEFAULT_MAX_EXECUTIONS,
+    SHRINK_OUTCOMES,
     SimOptions,
     broken,
     default_jobs,
@@ -58,6 +59,7 @@ _SIM_ONLY = (
     "firings",
     "schedulers",
     "prove",
+    "shrink",
 )
 _QUEUE_ONLY = ("max_messages", "max_changes", "samples", "no_prune")
 
@@ -223,6 +225,13 @@ def _make_command():
         "real processes stepped event by event, and check the same fates (exit 1 if not)",
     )
     @click.option(
+        "--shrink",
+        type=click.IntRange(0, 10_000),
+        default=SHRINK_OUTCOMES,
+        help=f"run scenario: shrink the schedule of the first N outcomes that break an "
+        f"invariant or an expect clause (default {SHRINK_OUTCOMES}; 0: none)",
+    )
+    @click.option(
         "--events/--no-events",
         default=True,
         help="run scenario: list each outcome's events (default yes)",
@@ -364,6 +373,7 @@ def _simulate(scenario, schedule, as_json, seed, no_nonsmp, kw) -> None:
         nonsmp=not no_nonsmp,
         events=kw["events"],
         prove=kw["prove"],
+        shrink=kw["shrink"],
         progress=progress if tty and schedule is None else None,
     )
     try:

@@ -283,6 +283,7 @@ def explore_sim_html(d: dict) -> tuple[str, str]:
             + (f"<p>Race pairs:</p><pre>{races}</pre>" if races else "")
             + f"<p>Replay: <code>{escape(o['replay'])}</code></p>"
             + _shrunk_html(o.get("shrunk"))
+            + (f"<p>Not shrunk: {escape(str(o['not_shrunk']))}.</p>" if o.get("not_shrunk") else "")
             + _proof_html(o.get("proof"))
             + "<details><summary>events</summary><pre>"
             + escape("\n".join(o["events"]))

@@ -33,7 +33,13 @@ from smp.app.explore.workload import Bounds, ScenarioWorkload
 from smp.app.scenario import example_names, load_scenario
 from smp.core.errors import ScenarioError
 from smp.sim.catalogue import CATALOGUE, by_name
-from smp.sim.explorer import Explorer, explore_split, replay, shrink_failures
+from smp.sim.explorer import (
+    SHRINK_OUTCOMES,
+    Explorer,
+    explore_split,
+    replay,
+    shrink_failures,
+)
 from smp.sim.report import format_execution, format_report, nonsmp_verdict
 from smp.sim.sampling import sample
 
@@ -70,6 +76,7 @@ class SimOptions:
     nonsmp: bool = True
     events: bool = True
     prove: bool = False  # each outcome's schedule run again on real processes
+    shrink: int = SHRINK_OUTCOMES  # failing outcomes whose schedule is shrunk
     #: ``progress(executions, blocked, estimate)`` as the search goes
     progress: Callable[[int, int, float], object] | None = None
 
@@ -242,7 +249,7 @@ def simulate(scenario: str, o: SimOptions) -> tuple[str, dict]:
     r = _run(wl, o, checks)
     # (a time budget covers the shrinking too: it gets what the search left)
     left = None if o.time_budget is None else time.monotonic() + o.time_budget - r.elapsed
-    shrink_failures(r, wl.setup, wl.schedulers, checks=checks, deadline=left)
+    shrink_failures(r, wl.setup, wl.schedulers, checks=checks, limit=o.shrink, deadline=left)
     if o.graph is not None and r.graph is not None:
         number = {g.outcome: i for i, g in enumerate(r.outcomes, 1)}
         with open(o.graph, "w", encoding="utf-8") as f:
