@@ -60,7 +60,7 @@ producer).  Only conflicts make races: a cause has one order.
 from __future__ import annotations
 
 import time
-from typing import Callable
+from typing import Any, Callable
 
 from .deps import TAKEN_REASON, Event, dependent, explain, may_be_taken
 from .nodes import SimError
@@ -345,6 +345,11 @@ class Tree:
         #: (``_Replanned``), and how many of them differed
         self.replanned = 0
         self.replanned_other = 0
+        #: the replanned events, by the threads of the path before them and
+        #: their own (the world is deterministic: the same threads from the
+        #: start make the same events); about half of a search's replans
+        #: were of a path replanned before.  Emptied at ``REPLAN_MEMO``.
+        self._replans: dict = {}
         self._rel = HappensBefore()  # of the last execution's events
         self.new_world = new_world
         self.max_events = max_events
@@ -673,6 +678,11 @@ def _events_after(new_world, path, threads) -> dict:
     return out
 
 
+#: the most replanned events a tree keeps (``Tree._replans``): a few tens of MB
+REPLAN_MEMO = 50_000
+_NOT_ENABLED: Any = object()  # a replanned thread not enabled after its path
+
+
 class _Replanned:
     """The last event ``e'`` of a race's reversal ``notdep(e, E).e'``, as it
     runs there: after the events of ``notdep(e, E)``, before ``e``.
@@ -701,21 +711,36 @@ class _Replanned:
         ev = self._ev
         if ev is None:
             tree = self._tree
-            w = tree.new_world()
-            try:
-                # (the events before it are the race's execution's: those of
-                # notdep(e, E) commute with e, so they are known)
-                for e in self._path:
-                    w.step(e.thread, e)
-                ev = w.step(self.thread)
-            except SimError:  # (not enabled there: the reversal is not one)
+            key = (*(e.thread for e in self._path), self.thread)
+            ev = tree._replans.get(key)
+            if ev is None:
+                ev = self._run()
+                memo = tree._replans
+                if len(memo) >= REPLAN_MEMO:
+                    memo.clear()
+                memo[key] = ev
+            if ev is _NOT_ENABLED:  # (the reversal is not one: as it ran)
                 ev = self.ran
-            finally:
-                w.dispose()
             self._ev = ev
-            tree.replanned += 1
-            if ev != self.ran:
-                tree.replanned_other += 1
+        return ev
+
+    def _run(self) -> Event:
+        """The event, run in a fresh world after the path."""
+        tree = self._tree
+        w = tree.new_world()
+        try:
+            # (the events before it are the race's execution's: those of
+            # notdep(e, E) commute with e, so they are known)
+            for e in self._path:
+                w.step(e.thread, e)
+            ev = w.step(self.thread)
+        except SimError:  # (not enabled there: the reversal is not one)
+            ev = _NOT_ENABLED
+        finally:
+            w.dispose()
+        tree.replanned += 1
+        if ev is not _NOT_ENABLED and ev != self.ran:
+            tree.replanned_other += 1
         return ev
 
     def __getattr__(self, name: str):

@@ -15,7 +15,7 @@ import pytest
 from helpers import FUZZ_HEAD
 
 from smp.core.terms import Atom
-from smp.sim import Explorer, SimError, explore, replay
+from smp.sim import Explorer, SimError, dpor, explore, replay
 from smp.sim.catalogue import CATALOGUE, by_name
 from smp.sim.deps import RULES, conflicting, dependent, explain
 from smp.sim.dpor import Tree, all_executions, mazurkiewicz_key
@@ -241,7 +241,12 @@ def _explored_classes(nw, optimal: bool = False, counts: dict | None = None) -> 
             break
     assert tree.finished and tree.misses == 0
     if counts is not None:
-        counts.update(executions=n, blocked=blocked, replanned_other=tree.replanned_other)
+        counts.update(
+            executions=n,
+            blocked=blocked,
+            replanned=tree.replanned,
+            replanned_other=tree.replanned_other,
+        )
     return explored
 
 
@@ -605,6 +610,19 @@ def test_both_reductions_meet_every_class_where_a_process_is_killed():
     assert _explored_classes(nw, optimal=True, counts=counts) == source
     assert counts["executions"] == len(source) and counts["blocked"] == 0
     assert counts["replanned_other"] > 0
+
+
+def test_a_replanned_event_is_run_once_per_path(monkeypatch):
+    """The replanned events are kept by their path's threads: the search
+    is the same without the memo, with fewer events run again."""
+    nw = _scenario_world(_KILLED_PAIR)
+    kept: dict = {}
+    explored = _explored_classes(nw, optimal=True, counts=kept)
+    monkeypatch.setattr(dpor, "REPLAN_MEMO", 1)  # (keeps only the last one)
+    each: dict = {}
+    assert _explored_classes(nw, optimal=True, counts=each) == explored
+    assert (kept["executions"], kept["blocked"]) == (each["executions"], each["blocked"])
+    assert kept["replanned"] < each["replanned"], (kept, each)
 
 
 #: the churn workload (a tracer replaced after each burst of one) beside a
