@@ -5,10 +5,12 @@ explorer runs against every interleaving the brute force enumerates.  It
 asserts nothing: the target (1,000 executions/s for executions of up to 50
 events, one core) is printed next to the figures for reading.  Rates are given per wall
 second and per CPU second of this process (``time.process_time``), which
-a machine busy with other work disturbs less.
+a machine busy with other work disturbs less; each is taken over
+explorations of at least ``--min-cpu`` CPU seconds in all, after one not
+counted (it warms the caches up).
 
-    python tools/bench_explore.py [--brute-seconds S] [--repeat N] [--seeds N]
-        [--scenario-executions N] [--json FILE]
+    python tools/bench_explore.py [--brute-seconds S] [--repeat N] [--min-cpu S]
+        [--seeds N] [--scenario-executions N] [--json FILE]
 
 Each race runs with optimal DPOR (the default) and with Source-DPOR beside
 it: the latter's sleep-set blocked executions and its CPU time against the
@@ -49,32 +51,39 @@ from smp.sim.sampling import sample
 TARGET = 1000.0  # executions/s, executions of up to 50 events
 
 
-def _rate(setup, schedulers: int, repeat: int, **options) -> dict:
-    """The best of ``repeat`` explorations (least CPU): its counts and rates."""
-    best = None
-    for _ in range(repeat):
+#: CPU seconds each rate is measured over at least (``--min-cpu``)
+MIN_CPU_S = 1.0
+
+
+def _rate(setup, schedulers: int, repeat: int, min_cpu: float = MIN_CPU_S, **options) -> dict:
+    """One exploration to warm up, then at least ``repeat`` more and as many
+    as ``min_cpu`` CPU seconds take: the counts of one, the rates over all
+    (a race of 1-30 executions explores in a few ms, too short to time
+    once: the best of three such runs moved by half from run to run)."""
+    Explorer(setup, schedulers=schedulers, nonsmp=False, **options).run()
+    n = 0
+    dt = dc = 0.0
+    while n < repeat or dc < min_cpu:
         t0, c0 = time.perf_counter(), time.process_time()
         r = Explorer(setup, schedulers=schedulers, nonsmp=False, **options).run()
-        dt, dc = time.perf_counter() - t0, time.process_time() - c0
-        if best is None or dc < best[1]:
-            best = (dt, dc, r)
-    dt, dc, r = best
+        dt, dc, n = dt + time.perf_counter() - t0, dc + time.process_time() - c0, n + 1
     runs = r.executions + r.blocked
     return {
         "executions": r.executions,
         "blocked": r.blocked,
         "outcomes": len(r.outcomes),
         "events_per_execution": r.events / max(1, runs),
-        "seconds": dt,
-        "cpu_seconds": dc,
-        "executions_per_s": runs / dt,
-        "executions_per_cpu_s": runs / dc,
-        "events_per_cpu_s": r.events / dc,
+        "explorations": n,
+        "seconds": dt / n,
+        "cpu_seconds": dc / n,
+        "executions_per_s": n * runs / dt,
+        "executions_per_cpu_s": n * runs / dc,
+        "events_per_cpu_s": n * r.events / dc,
     }
 
 
-def _explore_rate(race, repeat: int, dpor: str | None = None) -> dict:
-    return _rate(race.setup, race.schedulers, repeat, dpor=dpor)
+def _explore_rate(race, args, dpor: str | None = None) -> dict:
+    return _rate(race.setup, race.schedulers, args.repeat, args.min_cpu, dpor=dpor)
 
 
 def _scenario_rates(args) -> list[dict]:
@@ -93,7 +102,13 @@ def _scenario_rates(args) -> list[dict]:
         wl = ScenarioWorkload(sc, bounds)
         row = {
             "scenario": name,
-            **_rate(wl.setup, wl.schedulers, args.repeat, max_executions=args.scenario_executions),
+            **_rate(
+                wl.setup,
+                wl.schedulers,
+                args.repeat,
+                args.min_cpu,
+                max_executions=args.scenario_executions,
+            ),
         }
         rows.append(row)
         print(
@@ -155,7 +170,13 @@ def _first_violation(args) -> list[dict]:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--brute-seconds", type=float, default=20.0)
-    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--repeat", type=int, default=3, help="explorations per rate at least")
+    ap.add_argument(
+        "--min-cpu",
+        type=float,
+        default=MIN_CPU_S,
+        help="CPU seconds per rate at least (more explorations when they are short)",
+    )
     ap.add_argument("--seeds", type=int, default=20, help="seeds per sampling method")
     ap.add_argument("--max-runs", type=int, default=2000, help="runs per seed at most")
     ap.add_argument("--scenario-executions", type=int, default=1000)
@@ -172,8 +193,8 @@ def main(argv=None) -> int:
         f"{'traces':>6} {'source: blocked':>16} {'cpu-s ratio':>11}"
     )
     for race in CATALOGUE:
-        row = {"workload": race.name, **_explore_rate(race, args.repeat)}
-        src = _explore_rate(race, args.repeat, "source")
+        row = {"workload": race.name, **_explore_rate(race, args)}
+        src = _explore_rate(race, args, "source")
         row["source"] = src
         t0 = time.perf_counter()
         bf = brute_force(race.setup, race.schedulers, time_budget=args.brute_seconds)

@@ -345,10 +345,12 @@ class Tree:
         #: (``_Replanned``), and how many of them differed
         self.replanned = 0
         self.replanned_other = 0
-        #: the replanned events, by the threads of the path before them and
-        #: their own (the world is deterministic: the same threads from the
-        #: start make the same events); about half of a search's replans
-        #: were of a path replanned before.  Emptied at ``REPLAN_MEMO``.
+        #: the events planned after a path (``_event_after``: a race's last
+        #: event replanned, a thread a BIF took work from), by the threads of
+        #: the path and their own (the world is deterministic: the same
+        #: threads from the start make the same events); about half of a
+        #: search's replans were of a path replanned before.  Emptied at
+        #: ``REPLAN_MEMO``.
         self._replans: dict = {}
         self._rel = HappensBefore()  # of the last execution's events
         self.new_world = new_world
@@ -581,18 +583,41 @@ class Tree:
                     b.backtrack.append(b.wut[-1][0])
         return added + self._plan_taken(events)
 
+    def _event_after(self, before, thread: str) -> tuple[Any, bool]:
+        """The event ``thread`` makes after the known events ``before``
+        (``_NOT_ENABLED`` when it cannot step there), and whether it was run
+        now (a fresh world) rather than found in ``_replans``."""
+        key = (*(e.thread for e in before), thread)
+        ev = self._replans.get(key)
+        if ev is not None:
+            return ev, False
+        w = self.new_world()
+        try:
+            for e in before:
+                w.step(e.thread, e)
+            ev = w.step(thread)
+        except SimError:
+            ev = _NOT_ENABLED
+        finally:
+            w.dispose()
+        memo = self._replans
+        if len(memo) >= REPLAN_MEMO:
+            memo.clear()
+        memo[key] = ev
+        return ev, True
+
     def _plan_taken(self, events: list[Event]) -> int:
         """Optimal: the step of each thread whose work a new BIF event took
         (``_taken``), planned first at that event's branch (its event is
         made by replaying the path up to there)."""
         stack = self.stack
         added = 0
-        path = None
         for j, t in list(self._taken(events)):
             b = stack[j]
-            if path is None:
-                path = [x.chosen for x in stack]
-            v = [_events_after(self.new_world, path[:j], [t])[t]]
+            ev, _fresh = self._event_after(events[:j], t)
+            if ev is _NOT_ENABLED:
+                raise SimError(f"step {j + 1}: {t} cannot step now")
+            v = [ev]
             if any(weak_initial(e, v) is not None for e in (*b.sleep.values(), *b.done.values())):
                 continue
             n = len(b.wut)
@@ -714,36 +739,16 @@ class _Replanned:
         ev = self._ev
         if ev is None:
             tree = self._tree
-            key = (*(e.thread for e in self._path), self.thread)
-            ev = tree._replans.get(key)
-            if ev is None:
-                ev = self._run()
-                memo = tree._replans
-                if len(memo) >= REPLAN_MEMO:
-                    memo.clear()
-                memo[key] = ev
+            # (the events before it are the race's execution's: those of
+            # notdep(e, E) commute with e, so they are known)
+            ev, fresh = tree._event_after(self._path, self.thread)
+            if fresh:
+                tree.replanned += 1
+                if ev is not _NOT_ENABLED and ev != self.ran:
+                    tree.replanned_other += 1
             if ev is _NOT_ENABLED:  # (the reversal is not one: as it ran)
                 ev = self.ran
             self._ev = ev
-        return ev
-
-    def _run(self) -> Event:
-        """The event, run in a fresh world after the path."""
-        tree = self._tree
-        w = tree.new_world()
-        try:
-            # (the events before it are the race's execution's: those of
-            # notdep(e, E) commute with e, so they are known)
-            for e in self._path:
-                w.step(e.thread, e)
-            ev = w.step(self.thread)
-        except SimError:  # (not enabled there: the reversal is not one)
-            ev = _NOT_ENABLED
-        finally:
-            w.dispose()
-        tree.replanned += 1
-        if ev is not _NOT_ENABLED and ev != self.ran:
-            tree.replanned_other += 1
         return ev
 
     def __getattr__(self, name: str):
