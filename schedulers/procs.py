@@ -302,32 +302,48 @@ class ProcessOps:
 
     # ---------------------------------------------------------------- links
     def op_link(self, p: Proc, to) -> None:
+        """bif.c ``link_1``: the call is traced ``link`` first, whatever its
+        argument (a dead pid, a closed port, ``self()``, a process already
+        linked, an atom: each is traced, then fails or does nothing)."""
+        if p.tracer is not NIL and are_trace_flags_on(p.flags, F_TRACE_PROCS):
+            self.trace_proc(p, p, am_link, to)
         if type(to) is Port:
             port = self.ports.get(to)
             if port is None:
-                raise Error(am_noproc)
+                self._link_noproc(p, to)
+                return
             p.link_add(to)
             port.links.add(p.pid)
-            if p.tracer is not NIL and are_trace_flags_on(p.flags, F_TRACE_PROCS):
-                self.trace_proc(p, p, am_link, to)
             return
         if type(to) is not Pid:
             raise Error(am_badarg)
-        if to == p.pid or to in p.links:
+        if to == p.pid:
+            # insert_internal_link with rp == p: no link, and rp (p itself)
+            # is traced getting_linked when it is traced for procs
+            if p.tracer is not NIL and are_trace_flags_on(p.flags, F_TRACE_PROCS):
+                self.trace_proc(p, p, am_getting_linked, p.pid)
             return
         if not self.is_alive(to):
-            if p.trap_exit:
-                self._queue_message(p, (am_EXIT, to, am_noproc), None, trace_recv=True)
-                return
-            raise Exit(am_noproc)
+            self._link_noproc(p, to)
+            return
+        # (a process linked already is linked again: erts_add_link changes
+        # nothing, but insert_internal_link passes set_on_link on and traces
+        # getting_linked again)
         p.link_add(to)
-        if p.tracer is not NIL and are_trace_flags_on(p.flags, F_TRACE_PROCS):
-            self.trace_proc(p, p, am_link, to)
         inherit = inherited_tracing(p, F_TRACE_SOL, F_TRACE_SOL1)
         if self.is_local_pid(to):
             self.link_arrived(self.procs[to], p.pid, inherit, c_p=p)
         else:
             self.transport.peer(pid_owner(to, self.nsched), ("link", to, p.pid, inherit))
+
+    def _link_noproc(self, p: Proc, to) -> None:
+        """link_1's ``res_no_proc``: a trapping caller gets ``{'EXIT', To,
+        noproc}`` and ``link`` returns true; another fails with
+        ``error:noproc`` (``EXC_NOPROC``)."""
+        if p.trap_exit:
+            self._queue_message(p, (am_EXIT, to, am_noproc), None, trace_recv=True)
+            return
+        raise Error(am_noproc)
 
     def link_arrived(self, t: Proc, from_, inherit=None, c_p=None) -> None:
         if t.status == EXITED or t.pending_exit is not None:

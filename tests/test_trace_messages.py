@@ -410,6 +410,73 @@ def test_trace_proc_link_unlink_register_exit(vm):
     check_counts(vm)
 
 
+async def link_prober(proc, dead, other, report):
+    """Every way link/1 can go: to a dead pid, itself, a live process twice,
+    a closed port, an atom, then, trapping exits, the dead pid and the port."""
+    port = await proc.open_port("echo")
+    await proc.port_close(port)
+    out = []
+
+    async def attempt(x):
+        try:
+            out.append((A.ok, await proc.link(x)))
+        except (Error, Exit) as e:
+            out.append((Atom(e.erlang_class), e.reason))
+
+    for x in (dead, proc.pid, other, other, port, A.foo):
+        await attempt(x)
+    await proc.process_flag(A.trap_exit, True)
+    for x in (dead, port):
+        await attempt(x)
+        out.append(await proc.receive(timeout=50))
+    await proc.send(report, (port, out))
+    await proc.receive()
+
+
+def test_link_is_traced_before_its_argument_is_checked(vm):
+    """bif.c link_1 traces ``link`` first, whatever the argument; a dead pid
+    or a closed port is error:noproc, or an ``'EXIT'`` message when the
+    caller traps exits; linking itself or a process linked already traces
+    getting_linked on it (insert_internal_link, 17.x: OTP 25 does not, see
+    the differences table)."""
+    dead = vm.spawn(noop)
+    vm.run()
+    t, report = vm.spawn_collector(), vm.spawn_collector()
+    other = vm.spawn(waiter)
+    p = vm.spawn(link_prober, dead, other, report)
+    vm.trace(p, True, ["procs"], tracer=t)
+    vm.trace(other, True, ["procs"], tracer=t)
+    vm.run()
+    [(port, results)] = vm.messages(report)
+    assert results == [
+        (A.error, A.noproc),
+        (A.ok, A.true),
+        (A.ok, A.true),
+        (A.ok, A.true),
+        (A.error, A.noproc),
+        (A.error, A.badarg),
+        (A.ok, A.true),
+        (A.EXIT, dead, A.noproc),
+        (A.ok, A.true),
+        (A.EXIT, port, A.noproc),
+    ]
+    msgs = vm.messages(t)
+    assert by_tracee(msgs, p) == [
+        (T, p, A.getting_unlinked, port),  # (its own port, closed: the sweep)
+        (T, p, A.link, dead),
+        (T, p, A.link, p),
+        (T, p, A.getting_linked, p),
+        (T, p, A.link, other),
+        (T, p, A.link, other),
+        (T, p, A.link, port),
+        (T, p, A.link, A.foo),
+        (T, p, A.link, dead),
+        (T, p, A.link, port),
+    ]
+    assert by_tracee(msgs, other) == [(T, other, A.getting_linked, p)] * 2
+    check_counts(vm)
+
+
 def test_trace_proc_spawn(vm):
     t = vm.spawn_collector()
     report = vm.spawn_collector()

@@ -16,8 +16,9 @@ Each entry was observed on the OTP 25 node in the scenario it names
 is None where the seed builds nothing of it (a BIF result).
 
 A rule gets the node's messages of one scenario, in arrival order, and
-returns them rewritten; rules that need context (the next event of the same
-tracee) look at the whole list.
+returns them rewritten, one for each (``DROP`` for one 17.x never sends,
+``Also((m, ...))`` for one 17.x follows with more); rules that need context
+(the next event of the same tracee) look at the whole list.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from dataclasses import dataclass
 from smp.core.pretty import format_term
 from smp.core.terms import Atom, Pid, Port, charlist, term_order_key
 
-__all__ = ["BY_NAME", "DIFFERENCES", "DROP", "Difference", "apply_differences"]
+__all__ = ["Also", "BY_NAME", "DIFFERENCES", "DROP", "Difference", "apply_differences"]
 
 _a = Atom
 am_trace, am_trace_ts = _a("trace"), _a("trace_ts")
@@ -36,6 +37,11 @@ _TRACE_TAGS = (am_trace, am_trace_ts)
 
 #: Marker a rule returns for a message that 17.x never sends.
 DROP = object()
+
+
+class Also(tuple):
+    """What a rule returns for a node message that 17.x follows with more:
+    the message, then the messages 17.x also sends there."""
 
 
 @dataclass(frozen=True)
@@ -573,6 +579,80 @@ DIFFERENCES += [
     ),
 ]
 
+
+# -- OTP 21: link/1 of itself or of a process it is linked to ----------------------------
+def _getting_linked_self(msgs: list) -> list:
+    # 25's link_1 returns true at once for link(self()) after tracing the call;
+    # 17.x goes on into insert_internal_link, whose rp is the caller itself:
+    # no link, but {trace, P, getting_linked, P} after {trace, P, link, P}.
+    out = []
+    for i, m in enumerate(msgs):
+        if _is_trace(m, "link") and m[1] == m[3] and type(m[1]) is Pid:
+            made = (m[0], m[1], _a("getting_linked"), m[1]) + m[4:]
+            nxt = next((x for x in msgs[i + 1 :] if _is_trace(x) and x[1] == m[1]), None)
+            if nxt is None or nxt[:4] != made[:4]:
+                out.append(Also((m, made)))
+                continue
+        out.append(m)
+    return out
+
+
+def _getting_linked_again(msgs: list) -> list:
+    # 25 links a process it is linked to already with no signal (link_1:
+    # erts_link_tree_lookup_create found the link); 17.x insert_internal_link
+    # adds it again (erts_add_link changes nothing) and traces getting_linked
+    # on the other process each time. The other's getting_linked in 25 (its
+    # first link) gets one copy per later link/1 of the same process.
+    links: dict = {}  # (P, O) -> link/1 calls since P last unlinked O
+    for m in msgs:
+        if _is_trace(m, "link") and type(m[3]) is Pid and m[1] != m[3]:
+            links[(m[1], m[3])] = links.get((m[1], m[3]), 0) + 1
+        elif _is_trace(m, "unlink"):
+            links.pop((m[1], m[3]), None)
+    got: dict = {}
+    for m in msgs:
+        if _is_trace(m, "getting_linked") and type(m[3]) is Pid:
+            got[(m[3], m[1])] = got.get((m[3], m[1]), 0) + 1
+    out = []
+    for m in msgs:
+        if _is_trace(m, "getting_linked") and type(m[3]) is Pid:
+            pair = (m[3], m[1])
+            more = links.get(pair, 0) - got.get(pair, 0)
+            if more > 0:
+                out.append(Also((m,) * (1 + more)))
+                got[pair] += more
+                continue
+        out.append(m)
+    return out
+
+
+DIFFERENCES += [
+    Difference(
+        "getting_linked_self",
+        "21.0",
+        2023,
+        "link_failures",
+        "link(self()) of a process traced with procs: 25 traces {trace, P, link, P} alone; "
+        "17.x also traces {trace, P, getting_linked, P}",
+        "17.x bif.c link_1 calls insert_internal_link, which finds rp == p, makes no link "
+        "and still calls trace_proc(p, rp, am_getting_linked, p->common.id) "
+        "(vinoski/otp's OTP 17 snapshot, read through search)",
+        _getting_linked_self,
+    ),
+    Difference(
+        "getting_linked_again",
+        "21.0",
+        2023,
+        "link_failures",
+        "link/1 of a process linked already: 25 traces the caller's link alone; 17.x also "
+        "traces {trace, Other, getting_linked, P} again on a traced Other",
+        "17.x bif.c insert_internal_link: erts_add_link (a no-op for a link there) and then "
+        "trace_proc(p, rp, am_getting_linked, ...) under IS_TRACED_FL(rp, F_TRACE_PROCS), "
+        "with no check that the link was new",
+        _getting_linked_again,
+    ),
+]
+
 BY_NAME = {d.name: d for d in DIFFERENCES}
 
 
@@ -587,11 +667,13 @@ def apply_differences(msgs: list) -> tuple[list, int, dict]:
         live = [c for c in cur if c[0] is not DROP]
         new = d.rule([c[0] for c in live])
         n = 0
-        for c, m in zip(live, new, strict=False):
+        for c, m in zip(live, new, strict=True):
             if m is DROP or m != c[0]:
                 n += 1
                 c[0], c[1] = m, True
         if n:
             used[d.name] = n
+        # (a message 17.x follows with more becomes those messages, each changed)
+        cur = [[x, c[1]] for c in cur for x in (c[0] if type(c[0]) is Also else (c[0],))]
     changed = sum(1 for c in cur if c[1])
     return [c[0] for c in cur if c[0] is not DROP], changed, used

@@ -93,6 +93,23 @@ receive_timeout() ->
     A ! go, receive timed_out -> ok after 5000 -> error(no_timeout) end,
     {[{tracer, T}, {a, A}], msgs(T)}.
 
+%% Every way link/1 goes: a dead pid, itself, a live process twice, a closed
+%% port, an atom; then, trapping exits, the dead pid and the port again.
+link_prober(Dead, Other) ->
+    Port = receive {go, P} -> P end,
+    [catch link(X) || X <- [Dead, self(), Other, Other, Port, foo]],
+    process_flag(trap_exit, true),
+    [catch link(X) || X <- [Dead, Port]],
+    receive stop -> ok end.
+link_failures() ->
+    T = collector(), D = spawn(?MODULE, sink, []), exit(D, kill), wait_dead(D),
+    O = spawn(?MODULE, sink, []), Port = open_port({spawn, "cat"}, []), port_close(Port),
+    P = spawn(?MODULE, link_prober, [D, O]), wait_waiting(P), wait_waiting(O),
+    1 = erlang:trace(P, true, [procs, {tracer, T}]),
+    1 = erlang:trace(O, true, [procs, {tracer, T}]),
+    kick(P, {go, Port}), wait_waiting(O),
+    {[{tracer, T}, {p, P}, {o, O}, {d, D}], msgs(T)}.
+
 link_unlink() ->
     T = collector(), A = spawn(?MODULE, sink, []), B = spawn(?MODULE, linker, [A]),
     wait_waiting(A), wait_waiting(B),
@@ -237,6 +254,25 @@ async def linker(proc, other):
     await proc.receive(match=matching(A.stop))
 
 
+async def link_prober(proc, dead, other):
+    _, port = await proc.receive(match=lambda m: type(m) is tuple and m[0] == A.go)
+    for x in (dead, proc.pid, other, other, port, A.foo):
+        try:
+            await proc.link(x)
+        except (smp.Error, smp.Exit):
+            pass
+    await proc.process_flag(A.trap_exit, A.true)
+    for x in (dead, port):
+        await proc.link(x)
+    await proc.receive(match=matching(A.stop))
+
+
+async def port_maker(proc, ctl):
+    port = await proc.open_port("echo")
+    await proc.port_close(port)
+    await proc.send(ctl, port)
+
+
 async def trapper(proc):
     await proc.process_flag(A.trap_exit, A.true)
     await proc.receive(match=matching(A.linked))
@@ -361,6 +397,22 @@ def e_receive_timeout(vm):
     return [("tracer", t), ("a", a)], vm.messages(t)
 
 
+def e_link_failures(vm):
+    t, ctl = vm.spawn_collector(), vm.spawn_collector()
+    d = vm.spawn(sink)
+    vm.spawn(port_maker, ctl)
+    vm.run(timeout=20)
+    vm.exit(d, "kill")
+    o = vm.spawn(sink)
+    p = vm.spawn(link_prober, d, o)
+    vm.run(timeout=20)
+    [port] = vm.messages(ctl)
+    vm.trace(p, True, ["procs"], tracer=t)
+    vm.trace(o, True, ["procs"], tracer=t)
+    kick(vm, p, (A.go, port))
+    return [("tracer", t), ("p", p), ("o", o), ("d", d)], vm.messages(t)
+
+
 def e_link_unlink(vm):
     t = vm.spawn_collector()
     a = vm.spawn(sink)
@@ -472,6 +524,7 @@ SCENARIOS = [
     Scenario("send_timestamps", e_send_timestamps),
     Scenario("receive_timeout", e_receive_timeout),
     Scenario("link_unlink", e_link_unlink),
+    Scenario("link_failures", e_link_failures),
     Scenario("exit_unlinks_survivor", _linked_to_a_dier(trapper, "survivor", ["procs", "receive"])),
     Scenario("exit_kills_linked", _linked_to_a_dier(victim, "victim", ["procs"])),
     Scenario("registered_exit", e_registered_exit),
