@@ -357,6 +357,11 @@ class ProcessOps:
             self.trace_proc(c_p, t, am_getting_linked, from_)
 
     def op_unlink(self, p: Proc, to) -> None:
+        """bif.c ``unlink_1``: the call is traced ``unlink`` first, whatever
+        its argument (a process not linked, a closed port, an atom); the
+        other side is traced getting_unlinked only when it had the link."""
+        if p.tracer is not NIL and are_trace_flags_on(p.flags, F_TRACE_PROCS):
+            self.trace_proc(p, p, am_unlink, to)
         if type(to) not in (Pid, Port):
             raise Error(am_badarg)
         had = to in p.links
@@ -365,8 +370,6 @@ class ProcessOps:
             port = self.ports.get(to)
             if port is not None:
                 port.links.discard(p.pid)
-        if p.tracer is not NIL and are_trace_flags_on(p.flags, F_TRACE_PROCS) and had:
-            self.trace_proc(p, p, am_unlink, to)
         if type(to) is Pid and had:
             if self.is_local_pid(to):
                 t = self.procs.get(to)

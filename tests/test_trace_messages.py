@@ -477,6 +477,44 @@ def test_link_is_traced_before_its_argument_is_checked(vm):
     check_counts(vm)
 
 
+async def unlink_prober(proc, other, report):
+    await proc.link(other)
+    out = []
+    for x in (other, other, proc.pid, A.foo):
+        try:
+            out.append(await proc.unlink(x))
+        except Error as e:
+            out.append(e.reason)
+    await proc.send(report, out)
+    await proc.receive()
+
+
+def test_unlink_is_traced_before_its_argument_is_checked(vm):
+    """bif.c unlink_1 traces ``unlink`` first, whatever the argument (a
+    process not linked, itself, an atom, which is then badarg); the other
+    side is traced getting_unlinked only while it had the link."""
+    t, report = vm.spawn_collector(), vm.spawn_collector()
+    other = vm.spawn(waiter)
+    p = vm.spawn(unlink_prober, other, report)
+    vm.trace(p, True, ["procs"], tracer=t)
+    vm.trace(other, True, ["procs"], tracer=t)
+    vm.run()
+    assert vm.messages(report) == [[A.true, A.true, A.true, A.badarg]]
+    msgs = vm.messages(t)
+    assert by_tracee(msgs, p) == [
+        (T, p, A.link, other),
+        (T, p, A.unlink, other),
+        (T, p, A.unlink, other),
+        (T, p, A.unlink, p),
+        (T, p, A.unlink, A.foo),
+    ]
+    assert by_tracee(msgs, other) == [
+        (T, other, A.getting_linked, p),
+        (T, other, A.getting_unlinked, p),
+    ]
+    check_counts(vm)
+
+
 def test_trace_proc_spawn(vm):
     t = vm.spawn_collector()
     report = vm.spawn_collector()

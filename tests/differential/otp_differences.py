@@ -603,25 +603,32 @@ def _getting_linked_again(msgs: list) -> list:
     # adds it again (erts_add_link changes nothing) and traces getting_linked
     # on the other process each time. The other's getting_linked in 25 (its
     # first link) gets one copy per later link/1 of the same process.
-    links: dict = {}  # (P, O) -> link/1 calls since P last unlinked O
+    # (P, O) -> the link/1 calls of each period between P's unlink/1 calls
+    periods: dict = {}
     for m in msgs:
         if _is_trace(m, "link") and type(m[3]) is Pid and m[1] != m[3]:
-            links[(m[1], m[3])] = links.get((m[1], m[3]), 0) + 1
-        elif _is_trace(m, "unlink"):
-            links.pop((m[1], m[3]), None)
+            runs = periods.setdefault((m[1], m[3]), [0])
+            runs[-1] += 1
+        elif _is_trace(m, "unlink") and (m[1], m[3]) in periods:
+            periods[(m[1], m[3])].append(0)
     got: dict = {}
     for m in msgs:
         if _is_trace(m, "getting_linked") and type(m[3]) is Pid:
             got[(m[3], m[1])] = got.get((m[3], m[1]), 0) + 1
+    # 25's k-th getting_linked stands for the k-th period with a link/1 in it
+    # (it may come after the unlink/1 that ends it: 25 signals links); a list
+    # of 17.x's, one for each call already, is left alone
+    todo = {
+        pair: [n for n in runs if n]
+        for pair, runs in periods.items()
+        if got.get(pair, 0) != sum(runs)
+    }
     out = []
     for m in msgs:
-        if _is_trace(m, "getting_linked") and type(m[3]) is Pid:
-            pair = (m[3], m[1])
-            more = links.get(pair, 0) - got.get(pair, 0)
-            if more > 0:
-                out.append(Also((m,) * (1 + more)))
-                got[pair] += more
-                continue
+        if _is_trace(m, "getting_linked") and (m[3], m[1]) in todo and todo[(m[3], m[1])]:
+            n = todo[(m[3], m[1])].pop(0)
+            out.append(Also((m,) * n) if n > 1 else m)
+            continue
         out.append(m)
     return out
 

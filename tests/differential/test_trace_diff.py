@@ -94,12 +94,14 @@ receive_timeout() ->
     {[{tracer, T}, {a, A}], msgs(T)}.
 
 %% Every way link/1 goes: a dead pid, itself, a live process twice, a closed
-%% port, an atom; then, trapping exits, the dead pid and the port again.
+%% port, an atom; then, trapping exits, the dead pid and the port again; then
+%% unlink/1 of the live process twice, the dead pid, the port and an atom.
 link_prober(Dead, Other) ->
     Port = receive {go, P} -> P end,
     [catch link(X) || X <- [Dead, self(), Other, Other, Port, foo]],
     process_flag(trap_exit, true),
     [catch link(X) || X <- [Dead, Port]],
+    [catch unlink(X) || X <- [Other, Other, Dead, Port, foo]],
     receive stop -> ok end.
 link_failures() ->
     T = collector(), D = spawn(?MODULE, sink, []), exit(D, kill), wait_dead(D),
@@ -264,6 +266,11 @@ async def link_prober(proc, dead, other):
     await proc.process_flag(A.trap_exit, A.true)
     for x in (dead, port):
         await proc.link(x)
+    for x in (other, other, dead, port, A.foo):
+        try:
+            await proc.unlink(x)
+        except smp.Error:
+            pass
     await proc.receive(match=matching(A.stop))
 
 
