@@ -21,7 +21,7 @@ from smp.app.explore.tree_page import is_dot, load_tree
 from smp.app.replay import BadRecord, NotAJournal, format_listing, queue_listing
 from smp.app.replay import replay as do_replay
 from smp.app.report import render_report, render_tree
-from smp.app.result_file import ResultFileError, load_result
+from smp.app.result_file import MAX_RESULT_BYTES, ResultFileError, load_result, read_text
 from smp.core.errors import DecodeError
 from smp.core.pretty import NodeNumbers, clip_message
 from smp.core.terms import Atom
@@ -297,10 +297,13 @@ def report(result, output):
     over time, the latency histogram, the scheduler timeline
     (when the scenario profiles schedulers, as the profile example does) and
     the totals; a compare draws both modes on the same axes and lists the
-    messages only one mode made."""
+    messages only one mode made.  RESULT '-' reads standard input, so
+    explore --json | smp-emu report - draws a result without a file."""
 
     try:
-        html = render_tree(load_tree(result)) if is_dot(result) else _result_page(result)
+        # (read once: RESULT may be a pipe, '-' standard input)
+        text = read_text(result, MAX_RESULT_BYTES, "a saved result or an explored tree")
+        html = render_tree(load_tree(result, text)) if is_dot(text) else _result_page(result, text)
     except ResultFileError as e:
         click.echo(f"smp-emu: {e}", err=True)
         sys.exit(EXIT_USAGE)
@@ -309,9 +312,9 @@ def report(result, output):
     click.echo(output)
 
 
-def _result_page(result: str) -> str:
-    """The page of a saved result file, or a ``ResultFileError``."""
-    data = load_result(result)
+def _result_page(result: str, text: str) -> str:
+    """The page of a saved result file's text, or a ``ResultFileError``."""
+    data = load_result(result, text)
     try:
         return render_report(data)
     except (ValueError, KeyError, TypeError, AttributeError, IndexError) as e:

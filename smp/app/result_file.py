@@ -9,6 +9,7 @@ recursion.
 from __future__ import annotations
 
 import json
+import sys
 
 from smp.core.errors import SmpError
 
@@ -27,12 +28,15 @@ class ResultFileError(SmpError):
 
 
 def read_text(path: str, max_bytes: int, kind: str) -> str:
-    """The UTF-8 text of ``path``, read whole once, or a ``ResultFileError``
-    in one line: the file cannot be read, is larger than ``max_bytes`` or is
-    not UTF-8 (``kind`` says what it is not, then)."""
+    """The UTF-8 text of ``path`` (``-``: standard input), read whole once,
+    or a ``ResultFileError`` in one line: the file cannot be read, is larger
+    than ``max_bytes`` or is not UTF-8 (``kind`` says what it is not, then)."""
     try:
-        with open(path, "rb") as f:
-            data = f.read(max_bytes + 1)
+        if path == "-":
+            data = sys.stdin.buffer.read(max_bytes + 1)
+        else:
+            with open(path, "rb") as f:
+                data = f.read(max_bytes + 1)
     except OSError as e:
         raise ResultFileError(f"{path}: cannot read: {e.strerror}") from None
     if len(data) > max_bytes:
@@ -46,12 +50,14 @@ def read_text(path: str, max_bytes: int, kind: str) -> str:
         ) from None
 
 
-def load_result(path: str) -> dict:
+def load_result(path: str, text: str | None = None) -> dict:
     """The JSON object of a saved result file (``run``/``stress``/``compare``/
     ``explore --json``), or a ``ResultFileError``: the file cannot be read,
     is not UTF-8, is not JSON, nests deeper than ``MAX_RESULT_DEPTH`` or is
-    not a JSON object."""
-    text = read_text(path, MAX_RESULT_BYTES, "a saved result")
+    not a JSON object.  ``text``: the file's text, read already (a pipe
+    cannot be read twice)."""
+    if text is None:
+        text = read_text(path, MAX_RESULT_BYTES, "a saved result")
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as e:

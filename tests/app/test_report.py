@@ -7,6 +7,8 @@ from __future__ import annotations
 import copy
 import json
 import re
+import subprocess
+import sys
 from html.parser import HTMLParser
 
 import pytest
@@ -561,3 +563,27 @@ def test_each_report_names_the_seed_to_run_it_again(saved):
     data = saved["run"][0]
     text = " ".join(_parse(_run_section("smp", {**data, "fault_seed": 11})).text)
     assert "random faults' seed 11" in text
+
+
+SMP_EMU = [sys.executable, "-c", "from smp.app.cli import main; main()"]
+
+
+@pytest.mark.parametrize("source", ["-", "/dev/stdin"])
+def test_a_result_piped_in_is_read_once_and_drawn(tmp_path, source):
+    """``explore --json | report -`` (or /dev/stdin): the pipe is read once,
+    as a file is (it was read twice, and the second read found it empty)."""
+    made = subprocess.run(
+        [*SMP_EMU, "explore", "seq", "--json"],
+        capture_output=True,
+        check=True,
+        timeout=120,
+    ).stdout
+    page = tmp_path / "piped.html"
+    r = subprocess.run(
+        [*SMP_EMU, "report", source, "-o", str(page)],
+        input=made,
+        capture_output=True,
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stderr
+    assert "seq" in page.read_text()

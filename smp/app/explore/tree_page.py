@@ -68,20 +68,18 @@ class ExploredTree:
         return sum(len(v) for v in self.leaves.values())
 
 
-def is_dot(path: str) -> bool:
-    """Whether the file begins as a DOT graph (after blanks), not JSON."""
-    try:
-        with open(path, "rb") as f:
-            head = f.read(64)
-    except OSError:
-        return False
-    return head.lstrip().startswith(b"digraph")
+def is_dot(text: str) -> bool:
+    """Whether a file's text begins as a DOT graph (after blanks), not JSON."""
+    return text[:256].lstrip().startswith("digraph")
 
 
-def load_tree(path: str) -> ExploredTree:
+def load_tree(path: str, text: str | None = None) -> ExploredTree:
     """The explored tree of ``path`` (see the module's text), or a
-    ``ResultFileError`` in one line."""
-    lines = _read_lines(path)
+    ``ResultFileError`` in one line.  ``text``: the file's text, read
+    already."""
+    if text is not None and len(text) > MAX_TREE_BYTES:
+        raise ResultFileError(f"{path}: larger than {MAX_TREE_BYTES:,} bytes: not an explored tree")
+    lines = _read_lines(path, text)
 
     def bad(n: int, what: str) -> ResultFileError:
         return ResultFileError(f"{path}:{n}: {what} (not a tree smp-emu explore --graph wrote)")
@@ -104,8 +102,10 @@ def load_tree(path: str) -> ExploredTree:
     raise bad(len(lines), "no closing brace")
 
 
-def _read_lines(path: str) -> list[str]:
-    lines = read_text(path, MAX_TREE_BYTES, "an explored tree").split("\n")
+def _read_lines(path: str, text: str | None = None) -> list[str]:
+    if text is None:
+        text = read_text(path, MAX_TREE_BYTES, "an explored tree")
+    lines = text.split("\n")
     while lines and not lines[-1].strip():
         lines.pop()
     return lines
