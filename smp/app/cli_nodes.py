@@ -11,7 +11,7 @@ import warnings
 import click
 
 from smp.app.cli_execute import _run_and_report
-from smp.app.cli_options import _format_option, _load, _out_option
+from smp.app.cli_options import NumberRange, _format_option, _load, _out_option
 from smp.app.cluster import ports_taken, run_schedulers, tcp_address
 from smp.app.exitcodes import EXIT_FAILED, EXIT_USAGE
 from smp.core.errors import BadArg, SmpError
@@ -61,7 +61,7 @@ def _warn_insecure(endpoint: str) -> None:
 @click.option("--advertise", metavar="HOST", help="address schedulers reach this host on")
 @click.option(
     "--wait",
-    type=click.FloatRange(1, 3600),
+    type=NumberRange(1, 3600),
     default=120,
     show_default=True,
     help="seconds to wait for the schedulers to join",

@@ -31,13 +31,25 @@ _out_option = click.option(
     help="write the trace here instead of stdout",
 )
 
+
 #: --sample-interval of run, compare and stress: by default the run picks it
 #: (``series.default_interval``: a run bounded by time gets at least
 #: ``MIN_SAMPLES`` samples; one bounded by operations starts fine and the
 #: samplers widen the interval as it goes on)
+class NumberRange(click.FloatRange):
+    """click's ``FloatRange``, refusing NaN (which every range lets through:
+    no comparison with it is true)."""
+
+    def convert(self, value, param, ctx):
+        v = super().convert(value, param, ctx)
+        if v != v:
+            self.fail("nan is not a number", param, ctx)
+        return v
+
+
 _sample_interval_option = click.option(
     "--sample-interval",
-    type=click.FloatRange(0.001, 1.0),
+    type=NumberRange(0.001, 1.0),
     default=None,
     help=(
         "seconds between two samples of the counters (the series a report draws); "

@@ -14,7 +14,7 @@ import sys
 import click
 from rich.table import Table
 
-from smp.app.cli_options import _clip_text, _open_out, _stdout_gone
+from smp.app.cli_options import NumberRange, _clip_text, _open_out, _stdout_gone
 from smp.app.cli_output import _console, _stderr_tty, _TraceWriter
 from smp.app.exitcodes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
 from smp.app.explore.tree_page import is_dot, load_tree
@@ -54,13 +54,6 @@ def _read_size(ctx, param, value):
     return n
 
 
-def _a_number(value, option: str):
-    """``value``, unless it is NaN (which every range lets through)."""
-    if value is not None and value != value:
-        raise click.BadParameter("nan is not a number", param_hint=f"'{option}'")
-    return value
-
-
 @click.command(
     epilog="\b\nExample:\n  smp-emu read everything.trace\n  smp-emu read calls --wrap .trc --wrap-count 4\n  smp-emu read a@host.trc b@host.trc 'c@host-*.trc'\n  smp-emu read --follow live.trace"
 )
@@ -91,8 +84,7 @@ def _a_number(value, option: str):
 )
 @click.option(
     "--timeout",
-    type=click.FloatRange(0, 1e9, min_open=True),
-    callback=lambda ctx, param, v: _a_number(v, "--timeout"),
+    type=NumberRange(0, 1e9, min_open=True),
     default=None,
     help="seconds to wait for data on an ip port (default: until it closes)",
 )

@@ -15,7 +15,7 @@ import tempfile
 import click
 
 from smp.app.cli_execute import _execute, _shield
-from smp.app.cli_options import _load, _sample_interval_option, _writable
+from smp.app.cli_options import NumberRange, _load, _sample_interval_option, _writable
 from smp.app.cli_output import _expect_notes, _summary_line
 from smp.app.compare import check_invariants
 from smp.app.exitcodes import EXIT_FAILED, EXIT_INTERRUPTED
@@ -34,7 +34,7 @@ __all__ = ["stress"]
 @click.argument("scenario", required=False)
 @click.option(
     "--duration",
-    type=click.FloatRange(0.1, 3600),
+    type=NumberRange(0.1, 3600),
     default=3.0,
     show_default=True,
     help="seconds the workload runs while faults are injected",

@@ -90,10 +90,11 @@ def _summary(r: ExploreResult) -> list[str]:
     elif r.exhausted:
         lines.append("The search is complete: every equivalence class was explored.")
     else:
+        raise_ = [_BOUND_OF.get(c, c) for c in r.cut_by] or ["the bounds"]
         lines.append(
             f"The search was cut by {', '.join(r.cut_by) or 'a bound'}; about "
             f"{two_digits(r.estimate)} execution(s) in all (estimate). Tip: raise "
-            "max_executions or time_budget, or use fewer processes or schedulers."
+            f"{' and '.join(raise_)}, or use fewer processes or schedulers."
         )
     if r.cut_events:
         lines.append(f"{r.cut_events} execution(s) hit max_events (a process that never stops?).")
@@ -142,6 +143,14 @@ def format_report(r: ExploreResult, events: bool = True, replay=None) -> str:
     return "\n".join(lines) + "\n"
 
 
+#: the bound behind each reason a search was cut (``ExploreResult.cut_by``)
+_BOUND_OF = {
+    "executions": "max_executions (0: none)",
+    "time": "time_budget",
+    "preemptions": "preemptions",
+}
+
+
 def race_lines(races) -> list[str]:
     """The race pairs as text lines, each pair's reasons under it; a reason
     given in full above is named by its rule alone (``node 1 (as above)``):
@@ -179,8 +188,9 @@ def shrunk_words(choices: int, original: int, runs: int) -> str:
     )
 
 
-def format_execution(ex: Execution, nonsmp: Outcome | None = None) -> str:
-    """One replayed execution: its outcome, events, races and schedule."""
+def format_execution(ex: Execution, nonsmp: Outcome | None = None, events: bool = True) -> str:
+    """One replayed execution: its outcome, events (unless not ``events``),
+    races and schedule."""
     oc = ex.outcome
     lines = [f"Replayed {len(ex.events)} event(s)."]
     for v in oc.violations:
@@ -189,8 +199,9 @@ def format_execution(ex: Execution, nonsmp: Outcome | None = None) -> str:
         lines.append(f"  {role} received: {', '.join(msgs) if msgs else 'nothing'}")
     for msg, fate in oc.fates:
         lines.append(f"  {msg}: {fate}")
-    lines.append("  Events:")
-    lines += [f"  {e}" for e in ex.events]
+    if events:
+        lines.append("  Events:")
+        lines += [f"  {e}" for e in ex.events]
     if ex.races:
         lines.append("  Race pairs in this execution (the orders it fixed):")
         lines += race_lines(ex.races)

@@ -114,6 +114,16 @@ ROWS = [
     (["compare", "seq"], U, "an explore example (smp-emu explore seq)"),
     (["run", "{queue}"], U, "an explore scenario (it has [[queue]])"),
     (["explore", "{dir}"], U, "a-directory"),
+    # explore options that would do nothing are refused, not ignored
+    (["explore", "churn", "--schedule", "S1", "--graph", "{nodir}"], U, "--graph is for a search"),
+    (["explore", "churn", "--schedule", "S1", "--jobs", "2"], U, "--jobs is for a search"),
+    (["explore", "churn", "--depth", "2"], U, "--depth is the depth of --pct runs"),
+    (["explore", "churn", "--seed", "3"], U, "--seed seeds --random and --pct runs"),
+    (["explore", "churn", "--graph", "-"], U, "--graph -: give a file name"),
+    (["explore", "churn", "--time-budget", "nan"], U, "nan is not a number"),
+    (["explore", "seq", "--no-events"], U, "--events/--no-events is for run scenarios"),
+    (["explore", "seq", "--schedule", "replace@" + "9" * 5000], U, "at most 12 digits"),
+    (["stress", "--duration", "nan"], U, "nan is not a number"),
     (["explore", "{empty}"], U, "empty.toml: an empty scenario"),
     # outputs that cannot be written
     (["run", "{small}", "--out", "{nodir}"], U, "--out"),

@@ -98,6 +98,27 @@ def test_a_replay_gives_each_race_reason_in_full_once(churn):
     assert all(any(f.startswith(x[: -len(" (as above)")] + ": ") for f in full) for x in short)
 
 
+def test_a_time_budget_alone_is_the_only_bound():
+    """--time-budget without --max-executions lifts the default execution
+    bound (a budget of a minute stopped at 500 executions, and the tip said
+    to raise the time budget); the tip names the bound that cut."""
+    d = _explore("churn", "--time-budget", "0.3", "--jobs", "1", *KEEP)
+    assert d["limits"] == {"max_executions": None, "time_budget": 0.3}
+    assert d["result"]["cut_by"] in (["time"], [])
+    d = _explore("churn", "--max-executions", "2", "--jobs", "1", *KEEP)
+    assert d["limits"] == {"max_executions": 2, "time_budget": None}
+    # (no bound given: the default)
+    assert _explore("churn", "--jobs", "1", "--operations", "1")["limits"]["max_executions"] == 500
+    r = CliRunner().invoke(cli, ["explore", "churn", "--max-executions", "2", "--jobs", "1", *KEEP])
+    assert "Tip: raise max_executions (0: none), or" in r.output
+
+
+def test_no_events_leaves_the_events_out_of_a_replay():
+    args = ["explore", "churn", "--schedule", "S1", *KEEP]
+    assert "  Events:" in CliRunner().invoke(cli, args).output
+    assert "  Events:" not in CliRunner().invoke(cli, [*args, "--no-events"]).output
+
+
 def test_a_schedule_that_cannot_run_is_a_usage_error():
     r = CliRunner().invoke(cli, ["explore", "churn", "--schedule", "D", *KEEP])
     assert r.exit_code == EXIT_USAGE

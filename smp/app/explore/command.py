@@ -20,6 +20,7 @@ import sys
 
 import click
 
+from smp.app.cli_options import NumberRange, _clip_text
 from smp.app.exitcodes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
 from smp.app.explore.runner import explore
 from smp.app.explore.scenario import MAX_CHANGES, MAX_MESSAGES, SAMPLES, explore_example_names
@@ -60,6 +61,7 @@ _SIM_ONLY = (
     "schedulers",
     "prove",
     "shrink",
+    "events",
 )
 _QUEUE_ONLY = ("max_messages", "max_changes", "samples", "no_prune")
 
@@ -87,7 +89,7 @@ def _is_empty(scenario: str) -> bool:
 
 
 #: the options whose parameter is not named after them
-_OPTION_OF = {"random_runs": "--random"}
+_OPTION_OF = {"random_runs": "--random", "events": "--events/--no-events"}
 
 
 def _option(name: str) -> str:
@@ -133,13 +135,14 @@ def _make_command():
         type=click.IntRange(0),
         default=None,
         help=f"stop after this many executions (default {DEFAULT_MAX_EXECUTIONS} for a run "
-        "scenario, no bound for a race of the catalogue; 0: no bound)",
+        "scenario without --time-budget, no bound for a race of the catalogue; 0: no bound)",
     )
     @click.option(
         "--time-budget",
-        type=click.FloatRange(0, min_open=True),
+        type=NumberRange(0, min_open=True),
         default=None,
-        help="run scenario: stop after this many seconds",
+        help="run scenario: stop after this many seconds (given alone, the only bound: no "
+        "default --max-executions beside it)",
     )
     @click.option(
         "--preemptions",
@@ -279,7 +282,9 @@ def _make_command():
           smp-emu explore tracer_killed_with_messages_queued
         """
         given = {
-            k for k in kw if ctx.get_parameter_source(k) is not click.core.ParameterSource.DEFAULT
+            k
+            for k in ctx.params
+            if ctx.get_parameter_source(k) is not click.core.ParameterSource.DEFAULT
         }
         if _is_empty(scenario):
             click.echo(
@@ -297,7 +302,7 @@ def _make_command():
                     err=True,
                 )
                 sys.exit(EXIT_USAGE)
-            _simulate(scenario, schedule, as_json, seed, no_nonsmp, kw)
+            _simulate(scenario, schedule, as_json, seed, no_nonsmp, kw, given)
             return
         if not os.path.exists(scenario) and scenario not in explore_example_names():
             click.echo(
@@ -330,7 +335,42 @@ def _make_command():
     return explore_command
 
 
-def _simulate(scenario, schedule, as_json, seed, no_nonsmp, kw) -> None:
+#: what a replay of one schedule (--schedule) does not do: searching options
+_SEARCH_ONLY = (
+    "max_executions",
+    "time_budget",
+    "preemptions",
+    "dpor",
+    "random_runs",
+    "pct",
+    "depth",
+    "graph",
+    "jobs",
+    "shrink",
+)
+
+
+def _refused(given: set, schedule) -> str | None:
+    """What is wrong with the options a run scenario was given, in words:
+    each option that would do nothing is refused rather than ignored."""
+    if schedule is not None:
+        bad = sorted(given & set(_SEARCH_ONLY))
+        if bad:
+            return f"{_option(bad[0])} is for a search; --schedule runs one execution"
+    elif "depth" in given and "pct" not in given:
+        return "--depth is the depth of --pct runs: give --pct N too"
+    if "seed" in given and not given & {"random_runs", "pct"}:
+        return "--seed seeds --random and --pct runs; the exhaustive search draws nothing"
+    return None
+
+
+def _simulate(scenario, schedule, as_json, seed, no_nonsmp, kw, given) -> None:
+    why = _refused(given, schedule)
+    if why is None and kw["graph"] == "-":
+        why = "--graph -: give a file name (the text report goes to stdout)"
+    if why is not None:
+        click.echo(f"smp-emu: {why}", err=True)
+        sys.exit(EXIT_USAGE)
     if kw["random_runs"] is not None and kw["pct"] is not None:
         click.echo("smp-emu: give one of --random and --pct", err=True)
         sys.exit(EXIT_USAGE)
@@ -359,7 +399,12 @@ def _simulate(scenario, schedule, as_json, seed, no_nonsmp, kw) -> None:
     o = SimOptions(
         bounds=Bounds(kw["operations"], kw["count"], kw["size"], kw["firings"]),
         schedulers=kw["schedulers"],
-        max_executions=default_max_executions(scenario) if m is None else (m or None),
+        # (a time budget alone is the bound: no default execution bound beside it)
+        max_executions=(
+            (None if "time_budget" in given else default_max_executions(scenario))
+            if m is None
+            else (m or None)
+        ),
         time_budget=kw["time_budget"],
         preemptions=kw["preemptions"],
         dpor=kw["dpor"],
@@ -379,12 +424,12 @@ def _simulate(scenario, schedule, as_json, seed, no_nonsmp, kw) -> None:
     try:
         text, data = simulate(scenario, o)
     except (ScenarioError, BadArg) as e:
-        click.echo(f"smp-emu: {e}", err=True)
+        click.echo(f"smp-emu: {_clip_text(str(e))}", err=True)
         sys.exit(EXIT_USAGE)
     except KeyboardInterrupt:
         sys.exit(EXIT_INTERRUPTED)
     except SmpError as e:
-        click.echo(f"smp-emu: {e}", err=True)
+        click.echo(f"smp-emu: {_clip_text(str(e))}", err=True)
         sys.exit(EXIT_USAGE if schedule is not None else EXIT_FAILED)
     finally:
         if o.progress is not None:
@@ -425,15 +470,15 @@ def _queue_explore(
             progress=progress,
         )
     except ScenarioError as e:
-        click.echo(f"smp-emu: {e}", err=True)
+        click.echo(f"smp-emu: {_clip_text(str(e))}", err=True)
         sys.exit(EXIT_USAGE)
     except BadArg as e:
-        click.echo(f"smp-emu: {e}", err=True)
+        click.echo(f"smp-emu: {_clip_text(str(e))}", err=True)
         sys.exit(EXIT_USAGE)
     except KeyboardInterrupt:
         sys.exit(EXIT_INTERRUPTED)
     except SmpError as e:
-        click.echo(f"smp-emu: {e}", err=True)
+        click.echo(f"smp-emu: {_clip_text(str(e))}", err=True)
         sys.exit(EXIT_FAILED)
     finally:
         if tty:

@@ -42,15 +42,23 @@ def format_schedule(changes: list, positions) -> str:
     return " ".join(f"{c['name']}@{p}" for c, p in zip(changes, positions, strict=False))
 
 
+def _short(text: str, most: int = 60) -> str:
+    """``text`` as an error quotes it: at most ``most`` characters."""
+    return text if len(text) <= most else text[: most - 3] + "..."
+
+
 def parse_schedule(text: str, changes: list, n: int | None = None) -> tuple:
     """The positions of ``change@k`` text (space or comma separated, every
     change once, positions not decreasing in the changes' order)."""
     parts = [p for p in re.split(r"[\s,]+", text.strip()) if p]
     by = {}
+    text = _short(text)  # (as the messages below quote it)
     for part in parts:
-        m = re.match(r"^([A-Za-z0-9_-]+)@(\d+)$", part)
+        m = re.match(r"^([A-Za-z0-9_-]+)@(\d{1,12})$", part)
         if not m:
-            raise BadArg(f"schedule {text!r}: {part!r} is not change@k")
+            raise BadArg(
+                f"schedule {text!r}: {_short(part)!r} is not change@k (k: at most 12 digits)"
+            )
         if m.group(1) in by:
             raise BadArg(f"schedule {text!r}: {m.group(1)} is given twice")
         by[m.group(1)] = int(m.group(2))

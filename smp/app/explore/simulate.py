@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import signal
 import textwrap
 import time
 from collections.abc import Callable
@@ -120,17 +121,23 @@ def _run(wl: ScenarioWorkload, o: SimOptions, checks: list):
         return explore_split(wl.setup, **opts)
     if o.max_executions is None:
         # one round: whichever worker is free takes the next subtree
-        with multiprocess.Pool(o.jobs) as pool:
+        with multiprocess.Pool(o.jobs, initializer=_quiet_on_interrupt) as pool:
             return explore_split(wl.setup, mapper=pool.imap, **opts)
     # a bound shares executions in rounds: subtree i always goes to worker
     # i mod jobs, which goes on with it where it stopped (run_task)
-    pools = [multiprocess.Pool(1) for _ in range(o.jobs)]
+    pools = [multiprocess.Pool(1, initializer=_quiet_on_interrupt) for _ in range(o.jobs)]
     try:
         return explore_split(wl.setup, mapper=_pinned(pools), **opts)
     finally:
         for p in pools:
             p.terminate()
             p.join()
+
+
+def _quiet_on_interrupt() -> None:
+    """A worker ignores Ctrl-C: the command takes it and ends the pool (each
+    worker printed a KeyboardInterrupt traceback)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _pinned(pools: list):
@@ -240,7 +247,7 @@ def simulate(scenario: str, o: SimOptions) -> tuple[str, dict]:
             "nonsmp": None if nonsmp is None else nonsmp.as_dict(),
             "nonsmp_verdict": nonsmp_verdict(ex.outcome, nonsmp),
         }
-        text = "\n".join(head) + "\n" + format_execution(ex, nonsmp)
+        text = "\n".join(head) + "\n" + format_execution(ex, nonsmp, events=o.events)
         if o.prove:
             proof = prove(wl.setup, ex.schedule, schedulers=wl.schedulers)
             data["replay"]["proof"] = proof.as_dict()
@@ -263,6 +270,8 @@ def simulate(scenario: str, o: SimOptions) -> tuple[str, dict]:
         od["nonsmp_verdict"] = nonsmp_verdict(g.outcome, r.nonsmp)
     data["result"] = d
     data["jobs"] = o.jobs
+    # the bounds the search ran under (None: none)
+    data["limits"] = {"max_executions": o.max_executions, "time_budget": o.time_budget}
     data["expect"] = _expect_report(checks, r)
     head += [_expect_line(e) for e in data["expect"]]
     text = "\n".join(head) + "\n" + format_report(r, events=o.events, replay=command)
