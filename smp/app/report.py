@@ -21,7 +21,7 @@ from __future__ import annotations
 from html import escape
 
 from smp.app.compare_causes import death_text
-from smp.app.explore import explore_html, explore_sim_html
+from smp.app.explore import explore_html, explore_replay_html, explore_sim_html
 from smp.app.explore.tree_page import ExploredTree, tree_page
 from smp.app.plots import (
     Bars,
@@ -714,6 +714,8 @@ def render_report(data: dict) -> str:
     kind = report_kind(data)
     if kind == "explore":  # smp-emu explore --json: the outcomes as a tree
         title, body = explore_html(data)
+    elif kind == "explore-sim" and "result" not in data and "replay" in data:
+        title, body = explore_replay_html(data)  # one schedule (--schedule)
     elif kind == "explore-sim":  # a run scenario explored in the simulator
         title, body = explore_sim_html(data)
     elif kind == "compare":

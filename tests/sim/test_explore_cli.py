@@ -570,3 +570,23 @@ def test_a_cut_search_does_not_depend_on_the_string_hashing_of_its_process(readm
             + tuple((o["count"], o["schedule"]) for o in d["outcomes"])
         )
     assert got[0] == got[1]
+
+
+def test_the_report_of_one_schedule_shows_its_execution(tmp_path):
+    """``explore ... --schedule '...' --json`` has no search result, only the
+    replay: report draws that execution (it said the file was no result)."""
+    race = by_name("tracer_killed_before_a_burst")
+    schedule = "S1 S1 S1 I1 I1 D D D"
+    r = CliRunner().invoke(cli, ["explore", race.name, "--schedule", schedule, "--json"])
+    assert r.exit_code == EXIT_FAILED  # (this schedule breaks the race's check)
+    data = json.loads(r.stdout)
+    (tmp_path / "one.json").write_text(r.stdout)
+    out = tmp_path / "one.html"
+    r = CliRunner().invoke(cli, ["report", str(tmp_path / "one.json"), "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    page = out.read_text()
+    x = data["replay"]
+    assert html.escape(x["schedule"]) in page and "Broken invariants" in page
+    for _msg, fate in x["outcome"]["fates"]:
+        assert html.escape(fate) in page
+    assert all(html.escape(e) in page for e in x["events"])

@@ -48,7 +48,7 @@ from __future__ import annotations
 
 from smp.app.explore.bodies import explore_actor
 from smp.app.explore.command import explore_command
-from smp.app.explore.html import explore_html, explore_sim_html
+from smp.app.explore.html import explore_html, explore_replay_html, explore_sim_html
 from smp.app.explore.runner import ExploreError, ExploreResult, explore, run_schedule
 from smp.app.explore.scenario import (
     BOUNDS,
@@ -85,6 +85,7 @@ __all__ = [
     "ExploreError",
     "explore_command",
     "explore_html",
+    "explore_replay_html",
     "explore_sim_html",
     "count_classes",
     "canonical_classes",

@@ -260,36 +260,68 @@ def explore_sim_html(d: dict) -> tuple[str, str]:
         "<th>broken invariants</th><th>race pairs</th><th>nonsmp</th></tr>" + rows + "</table>"
     )
     for n, o in enumerate(r["outcomes"], 1):
-        out = o["outcome"]
-        received = "".join(
-            f"<li><code>{escape(name)}</code>: {len(terms)} message(s)"
-            + (
-                "<ul>" + "".join(f"<li><code>{escape(t)}</code></li>" for t in terms) + "</ul>"
-                if terms
-                else ""
-            )
-            + "</li>"
-            for name, terms in out["received"].items()
-        )
-        violations = "".join(f"<li>{escape(str(v))}</li>" for v in out["violations"])
-        races = escape("\n".join(line[4:] for line in race_lines(o["races"])))
         parts.append(
             f"<h3 id='outcome-{n}'>Outcome #{n}: {o['count']} execution(s), the first "
             f"execution {o['index']}</h3>"
-            + (f"<p>Broken invariants:</p><ul>{violations}</ul>" if violations else "")
-            + f"<p>nonsmp: {escape(str(o['nonsmp_verdict'] or 'no verdict'))}</p>"
-            + _fates_table(out["fates"])
-            + f"<p>Received:</p><ul>{received}</ul>"
-            + (f"<p>Race pairs:</p><pre>{races}</pre>" if races else "")
-            + f"<p>Replay: <code>{escape(o['replay'])}</code></p>"
-            + _shrunk_html(o.get("shrunk"))
-            + (f"<p>Not shrunk: {escape(str(o['not_shrunk']))}.</p>" if o.get("not_shrunk") else "")
-            + _proof_html(o.get("proof"))
-            + "<details><summary>events</summary><pre>"
-            + escape("\n".join(o["events"]))
-            + "</pre></details>"
+            + _execution_html(
+                o,
+                f"<p>Replay: <code>{escape(o['replay'])}</code></p>"
+                + _shrunk_html(o.get("shrunk"))
+                + (
+                    f"<p>Not shrunk: {escape(str(o['not_shrunk']))}.</p>"
+                    if o.get("not_shrunk")
+                    else ""
+                ),
+            )
         )
     nonsmp = r.get("nonsmp")
     if nonsmp:
         parts.append("<h2>nonsmp</h2>" + _fates_table(nonsmp["fates"]))
     return title, "".join(parts)
+
+
+def _execution_html(o: dict, after_races: str) -> str:
+    """One execution's broken invariants, nonsmp verdict, fates, what each
+    collector received and race pairs, then ``after_races``, its proof and
+    its events (an outcome's first execution, or a replayed schedule)."""
+    out = o["outcome"]
+    received = "".join(
+        f"<li><code>{escape(name)}</code>: {len(terms)} message(s)"
+        + (
+            "<ul>" + "".join(f"<li><code>{escape(t)}</code></li>" for t in terms) + "</ul>"
+            if terms
+            else ""
+        )
+        + "</li>"
+        for name, terms in out["received"].items()
+    )
+    violations = "".join(f"<li>{escape(str(v))}</li>" for v in out["violations"])
+    races = escape("\n".join(line[4:] for line in race_lines(o["races"])))
+    return (
+        (f"<p>Broken invariants:</p><ul>{violations}</ul>" if violations else "")
+        + f"<p>nonsmp: {escape(str(o['nonsmp_verdict'] or 'no verdict'))}</p>"
+        + _fates_table(out["fates"])
+        + f"<p>Received:</p><ul>{received}</ul>"
+        + (f"<p>Race pairs:</p><pre>{races}</pre>" if races else "")
+        + after_races
+        + _proof_html(o.get("proof"))
+        + "<details><summary>events</summary><pre>"
+        + escape("\n".join(o["events"]))
+        + "</pre></details>"
+    )
+
+
+def explore_replay_html(d: dict) -> tuple[str, str]:
+    """(title, body) of the report page for one replayed schedule
+    (``smp-emu explore SCENARIO --schedule '...' --json``)."""
+    x = d["replay"]
+    title = f"smp-emu explore: {d['scenario']} (one schedule, simulator)"
+    given, added = x["given_steps"], x["completed_steps"]
+    bounds = ", ".join(f"{escape(k)} {escape(str(v))}" for k, v in d["bounds"].items())
+    body = (
+        f"<p>{d['schedulers']} schedulers; the schedule names {given} step(s)"
+        + (f", the first enabled thread took each of the {added} after them" if added else "")
+        + f". Bounds: {bounds or 'none'}.</p>"
+        + _execution_html(x, f"<p>Schedule: <code>{escape(x['schedule'])}</code></p>")
+    )
+    return title, body
