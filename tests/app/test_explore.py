@@ -319,3 +319,37 @@ def test_classes_match_brute_force():
             reps = {canonicalize(p, deps) for p in members}
             assert len(reps) == 1 and reps.pop() == min(members, key=lambda p: (sum(p), p))
             assert canonicalize(members[0], deps) in classes
+
+
+def test_smp_explore_takes_a_run_scenario_as_the_command_does():
+    """A run example by name is cut to the command's bounds and explored in
+    the simulator (it said "no such explore scenario"); the same outcomes
+    as ``smp-emu explore churn`` with the same bound."""
+    r = smp.explore("churn", max_executions=6, nonsmp=False)
+    assert r.executions == 6 and r.cut_by == ["executions"]
+    res = CliRunner().invoke(
+        cli, ["explore", "churn", "--max-executions", "6", "--jobs", "1", "--no-nonsmp", "--json"]
+    )
+    d = json.loads(res.stdout)["result"]
+    assert [o["schedule"] for o in d["outcomes"]] == [g.first.schedule for g in r.outcomes]
+    one = smp.explore("churn", schedule=r.outcomes[0].first.schedule)
+    assert one.outcome == r.outcomes[0].outcome  # (an Execution: one schedule)
+
+
+@pytest.mark.parametrize(
+    "bad, error",
+    [
+        ({"max_executions": -1}, "max_executions must be an int >= 0"),
+        ({"time_budget": -1}, "time_budget must be a number of seconds > 0"),
+        ({"time_budget": float("nan")}, "time_budget must be a number of seconds > 0"),
+        ({"schedulers": 0}, "schedulers must be an int >= 1"),
+    ],
+)
+def test_smp_explore_refuses_bad_bounds(bad, error):
+    with pytest.raises(smp.SmpError, match=error):
+        smp.explore(lambda vm: None, **bad)
+
+
+def test_smp_explore_refuses_what_is_no_scenario():
+    with pytest.raises(TypeError, match="give a setup function, .* not int"):
+        smp.explore(42)

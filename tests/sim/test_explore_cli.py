@@ -17,8 +17,7 @@ from click.testing import CliRunner
 
 from smp.app.cli import cli
 from smp.app.exitcodes import EXIT_FAILED, EXIT_USAGE
-from smp.app.explore.command import is_run_scenario
-from smp.app.explore.simulate import SimOptions, simulate
+from smp.app.explore.simulate import SimOptions, is_run_scenario, simulate
 from smp.app.explore.workload import Bounds
 from smp.app.scenario import example_path
 from smp.sim.catalogue import by_name

@@ -32,6 +32,7 @@ from smp.app.explore.simulate import (
     default_jobs,
     default_max_executions,
     is_race,
+    is_run_scenario,
     proved,
     race_names,
     simulate,
@@ -41,7 +42,7 @@ from smp.app.explore.workload import Bounds
 from smp.app.scenario import example_names, read_file, read_toml
 from smp.core.errors import BadArg, ScenarioError, SmpError
 
-__all__ = ["explore_command", "is_run_scenario"]
+__all__ = ["explore_command"]
 
 #: the options only a run scenario takes, and only an explore scenario takes
 _SIM_ONLY = (
@@ -64,18 +65,6 @@ _SIM_ONLY = (
     "events",
 )
 _QUEUE_ONLY = ("max_messages", "max_changes", "samples", "no_prune")
-
-
-def is_run_scenario(scenario: str) -> bool:
-    """A run/stress scenario (``[[groups]]``), not an explore one
-    (``[[queue]]``): by the file's shape, or by the example's name."""
-    if os.path.exists(scenario):
-        try:
-            data = read_toml(read_file(scenario), scenario)
-        except ScenarioError:
-            return False  # the explore loader says what is wrong with it
-        return "groups" in data and "queue" not in data
-    return scenario not in explore_example_names() and scenario in example_names()
 
 
 def _is_empty(scenario: str) -> bool:

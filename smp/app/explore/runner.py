@@ -22,6 +22,7 @@ import random
 import time
 from dataclasses import dataclass, field
 
+from smp.app.expect import expect_checks
 from smp.app.explore.bodies import (
     _apply,
     _atoms,
@@ -45,7 +46,10 @@ from smp.app.explore.schedules import (
     message_footprint,
     parse_schedule,
 )
+from smp.app.explore.simulate import DEFAULT_MAX_EXECUTIONS, is_run_scenario
 from smp.app.explore.text import format_text
+from smp.app.explore.workload import Bounds, ScenarioWorkload
+from smp.app.scenario import load_scenario
 from smp.core.errors import BadArg, SmpError
 from smp.emulator import Emulator
 from smp.sim import explore as sim_explore
@@ -275,6 +279,23 @@ def _source_arg(src) -> str:
     return s
 
 
+def _run_scenario_setup(scenario, schedulers, sim_options: dict):
+    """``(setup, schedulers)`` of a run scenario, as ``smp-emu explore`` cuts
+    it (taking ``bounds`` and adding its expect clauses to ``checks`` and
+    the default execution bound in ``sim_options``), or None for another
+    kind of scenario."""
+    if isinstance(scenario, dict) or callable(scenario):
+        return None
+    path = os.fspath(scenario)
+    if not is_run_scenario(path):
+        return None
+    wl = ScenarioWorkload(load_scenario(path), sim_options.pop("bounds", Bounds()), schedulers)
+    sim_options["checks"] = (*expect_checks(wl.sc), *sim_options.get("checks", ()))
+    if "time_budget" not in sim_options:
+        sim_options.setdefault("max_executions", DEFAULT_MAX_EXECUTIONS)
+    return wl.setup, wl.schedulers
+
+
 def _setup_of(scenario):
     """``(setup, schedulers, checks)`` when ``scenario`` is a setup function
     or a catalogue race's name (with the race's own checks), else None."""
@@ -319,8 +340,21 @@ def explore(
       ``progress(done, total, schedule)`` is called before each run.
       Returns an ``ExploreResult``.
 
-    A run scenario (TOML with ``[[groups]]``) is explored by ``smp-emu
-    explore`` (which cuts it to bounds first)."""
+    * a run scenario (a TOML path with ``[[groups]]`` or a run example's
+      name): cut to ``bounds`` (an ``smp.app.explore.workload.Bounds``; the
+      command's defaults unless given) and its ``[[expect]]`` clauses made
+      checks, then explored as a setup function is, at most
+      ``DEFAULT_MAX_EXECUTIONS`` executions unless ``max_executions`` or
+      ``time_budget`` says otherwise (as ``smp-emu explore`` does)."""
+    if not isinstance(scenario, (str, dict, os.PathLike)) and not callable(scenario):
+        raise TypeError(
+            "explore: give a setup function, a race's name, an explore scenario (a dict, a "
+            "TOML path or an example's name) or a run scenario, not "
+            f"{type(scenario).__name__}"
+        )
+    run = _run_scenario_setup(scenario, schedulers, sim_options)
+    if run is not None:
+        scenario, schedulers = run
     setup = _setup_of(scenario)
     if setup is not None:
         fn, n, checks = setup

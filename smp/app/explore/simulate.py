@@ -30,8 +30,9 @@ from dataclasses import asdict, dataclass
 import multiprocess
 
 from smp.app.expect import expect_checks
+from smp.app.explore.scenario import explore_example_names
 from smp.app.explore.workload import Bounds, ScenarioWorkload
-from smp.app.scenario import example_names, load_scenario
+from smp.app.scenario import example_names, load_scenario, read_file, read_toml
 from smp.core.errors import ScenarioError
 from smp.sim.catalogue import CATALOGUE, by_name
 from smp.sim.explorer import (
@@ -47,6 +48,7 @@ from smp.sim.sampling import sample
 from .proof import proof_lines, prove
 
 __all__ = [
+    "is_run_scenario",
     "SimOptions",
     "simulate",
     "DEFAULT_MAX_EXECUTIONS",
@@ -151,6 +153,18 @@ def _pinned(pools: list):
             yield p.get()
 
     return mapper
+
+
+def is_run_scenario(scenario: str) -> bool:
+    """A run/stress scenario (``[[groups]]``), not an explore one
+    (``[[queue]]``): by the file's shape, or by the example's name."""
+    if os.path.exists(scenario):
+        try:
+            data = read_toml(read_file(scenario), scenario)
+        except ScenarioError:
+            return False  # the explore loader says what is wrong with it
+        return "groups" in data and "queue" not in data
+    return scenario not in explore_example_names() and scenario in example_names()
 
 
 def is_race(name: str) -> bool:
