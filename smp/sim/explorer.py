@@ -203,10 +203,10 @@ class Explorer:
         if max_executions is not None and (type(max_executions) is not int or max_executions < 0):
             raise SimError(f"max_executions must be an int >= 0 or None, not {max_executions!r}")
         if time_budget is not None and not (
-            isinstance(time_budget, (int, float)) and 0 < time_budget < float("inf")
+            isinstance(time_budget, (int, float)) and 0 <= time_budget < float("inf")
         ):
             raise SimError(
-                f"time_budget must be a number of seconds > 0 or None, not {time_budget!r}"
+                f"time_budget must be a number of seconds >= 0 or None, not {time_budget!r}"
             )
         #: ``progress(executions, blocked, estimate)`` after the first
         #: execution, then at most every ``PROGRESS_EVERY`` seconds

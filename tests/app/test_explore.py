@@ -340,8 +340,8 @@ def test_smp_explore_takes_a_run_scenario_as_the_command_does():
     "bad, error",
     [
         ({"max_executions": -1}, "max_executions must be an int >= 0"),
-        ({"time_budget": -1}, "time_budget must be a number of seconds > 0"),
-        ({"time_budget": float("nan")}, "time_budget must be a number of seconds > 0"),
+        ({"time_budget": -1}, "time_budget must be a number of seconds >= 0"),
+        ({"time_budget": float("nan")}, "time_budget must be a number of seconds >= 0"),
         ({"schedulers": 0}, "schedulers must be an int >= 1"),
     ],
 )
