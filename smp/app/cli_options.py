@@ -112,6 +112,19 @@ def _open_out(path: str, option: str, mode: str = "w"):
         sys.exit(EXIT_USAGE)
 
 
+def _write_out(path: str, option: str, text: str) -> None:
+    """Write ``text`` to an output file whole, or say in one line which
+    option named it and why it could not be written (exit 2): a full disk
+    shows at the write or the close, not at the open."""
+    f = _open_out(path, option)
+    try:
+        with f:
+            f.write(text)
+    except OSError as e:
+        click.echo(f"smp-emu: {option} {path}: cannot write it: {_why(e)}", err=True)
+        sys.exit(EXIT_USAGE)
+
+
 def _writable(path: str, option: str) -> None:
     """Refuse, before a run, an output file a process will open later (the
     dispatcher's journal): one line naming the option, exit 2."""

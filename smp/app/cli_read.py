@@ -14,7 +14,7 @@ import sys
 import click
 from rich.table import Table
 
-from smp.app.cli_options import NumberRange, _clip_text, _open_out, _stdout_gone
+from smp.app.cli_options import NumberRange, _clip_text, _stdout_gone, _write_out
 from smp.app.cli_output import _console, _stderr_tty, _TraceWriter
 from smp.app.exitcodes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
 from smp.app.explore.tree_page import is_dot, load_tree
@@ -299,8 +299,7 @@ def report(result, output):
     except ResultFileError as e:
         click.echo(f"smp-emu: {e}", err=True)
         sys.exit(EXIT_USAGE)
-    with _open_out(output, "-o/--output") as f:
-        f.write(html)
+    _write_out(output, "-o/--output", html)
     click.echo(output)
 
 

@@ -114,6 +114,7 @@ ROWS = [
     (["compare", "seq"], U, "an explore example (smp-emu explore seq)"),
     (["run", "{queue}"], U, "an explore scenario (it has [[queue]])"),
     (["explore", "{dir}"], U, "a-directory"),
+    (["explore", "{missing}"], U, "not-there.toml: no such file"),
     # explore options that would do nothing are refused, not ignored
     (["explore", "churn", "--schedule", "S1", "--graph", "{nodir}"], U, "--graph is for a search"),
     (["explore", "churn", "--schedule", "S1", "--jobs", "2"], U, "--jobs is for a search"),
@@ -368,3 +369,23 @@ def test_the_demo_refuses_an_argument_in_one_line_and_says_what_it_is():
     h = run_capped([sys.executable, "-m", "smp", "--help"], timeout=60)
     assert h.returncode == 0 and h.stdout.startswith("usage: python -m smp\n")
     assert " ! " not in h.stdout  # (the demo did not run)
+
+
+@pytest.mark.parametrize(
+    "args, option",
+    [
+        (["report", "{result}", "-o", "/dev/full"], "-o/--output /dev/full"),
+        (
+            ["explore", "churn", "--max-executions", "2", "--no-nonsmp", "--graph", "/dev/full"],
+            "--graph /dev/full",
+        ),
+    ],
+)
+def test_a_full_disk_names_the_file_it_could_not_write(files, args, option):
+    """A write that fails at the write or the close (no space left), not at
+    the open, still names the option and the file (it said only "no space
+    left on device")."""
+    if not os.path.exists("/dev/full"):
+        pytest.fail("/dev/full is missing: the test needs a Linux /dev")
+    r = run_cli(*[a.format(**files) for a in args], timeout=120)
+    assert_one_line(r, EXIT_USAGE, contains=f"{option}: cannot write it: no space left on device")

@@ -92,8 +92,10 @@ def _make_command():
     @click.option(
         "--schedule",
         default=None,
-        metavar="'CHANGE@K ...'",
-        help="run this one schedule (each change after K queued messages) and print its outcome",
+        metavar="SCHEDULE",
+        help="run this one schedule and print its outcome: 'CHANGE@K ...' for an explore "
+        "scenario (each change after K queued messages), 'S1 S2 A1>2 D ...' (the threads in "
+        "the order they step, as a replay command gives them) for a run scenario or a race",
     )
     @click.option("--json", "as_json", is_flag=True, help="print the result as JSON on stdout")
     @click.option(
@@ -293,6 +295,9 @@ def _make_command():
                 sys.exit(EXIT_USAGE)
             _simulate(scenario, schedule, as_json, seed, no_nonsmp, kw, given)
             return
+        if not os.path.exists(scenario) and (scenario.endswith(".toml") or os.sep in scenario):
+            click.echo(f"smp-emu: {scenario}: no such file", err=True)
+            sys.exit(EXIT_USAGE)
         if not os.path.exists(scenario) and scenario not in explore_example_names():
             click.echo(
                 f"smp-emu: {scenario}: no such explore scenario, run scenario or race (a TOML "

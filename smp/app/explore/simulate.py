@@ -273,8 +273,15 @@ def simulate(scenario: str, o: SimOptions) -> tuple[str, dict]:
     shrink_failures(r, wl.setup, wl.schedulers, checks=checks, limit=o.shrink, deadline=left)
     if o.graph is not None and r.graph is not None:
         number = {g.outcome: i for i, g in enumerate(r.outcomes, 1)}
-        with open(o.graph, "w", encoding="utf-8") as f:
-            f.write(r.graph.to_dot(number.get, title=f"explore {wl.name}"))
+        dot = r.graph.to_dot(number.get, title=f"explore {wl.name}")
+        try:
+            with open(o.graph, "w", encoding="utf-8") as f:
+                f.write(dot)
+        except OSError as e:
+            why = e.strerror or str(e)
+            raise ScenarioError(
+                f"--graph {o.graph}: cannot write it: {why[:1].lower() + why[1:]}"
+            ) from None
         head.append(f"The explored tree ({len(r.graph)} nodes) is in {o.graph} (graphviz DOT).")
     d = r.as_dict()
     for od, g in zip(d["outcomes"], r.outcomes, strict=True):
