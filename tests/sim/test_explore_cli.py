@@ -37,6 +37,15 @@ def _explore(*args) -> dict:
     return json.loads(r.stdout)
 
 
+def _report_page(tmp_path, name: str, result: str) -> str:
+    """The page ``smp-emu report`` draws from a result's JSON text."""
+    (tmp_path / f"{name}.json").write_text(result)
+    out = tmp_path / f"{name}.html"
+    r = CliRunner().invoke(cli, ["report", str(tmp_path / f"{name}.json"), "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    return out.read_text()
+
+
 def _fates(outcome: dict) -> list:
     return outcome["fates"]
 
@@ -289,11 +298,8 @@ def test_the_report_of_a_simulated_explore_shows_each_outcome(tmp_path):
     assert r.exit_code == 0, r.output
     data = json.loads(r.stdout)
     assert data["kind"] == "explore-sim"
-    (tmp_path / "sim.json").write_text(r.output)
+    page = _report_page(tmp_path, "sim", r.output)
     out = tmp_path / "sim.html"
-    r = CliRunner().invoke(cli, ["report", str(tmp_path / "sim.json"), "-o", str(out)])
-    assert r.exit_code == 0, r.output
-    page = out.read_text()
     outcomes = data["result"]["outcomes"]
     assert page.count("<h3 id='outcome-") == len(outcomes) > 1
     for n, o in enumerate(outcomes, 1):  # numbered as the text report numbers them
@@ -333,11 +339,7 @@ def test_the_report_says_which_outcomes_break_an_expect_clause(tmp_path):
     r = CliRunner().invoke(cli, ["explore", str(scenario), "--max-executions", "12", "--json"])
     assert r.exit_code == EXIT_FAILED, r.output  # (a broken clause: exit 1, the result printed)
     data = json.loads(r.stdout)
-    (tmp_path / "c.json").write_text(r.output)
-    out = tmp_path / "c.html"
-    r = CliRunner().invoke(cli, ["report", str(tmp_path / "c.json"), "-o", str(out)])
-    assert r.exit_code == 0, r.output
-    page = out.read_text()
+    page = _report_page(tmp_path, "c", r.output)
     (clause,) = data["expect"]
     broken = [o for o in data["result"]["outcomes"] if o["outcome"]["violations"]]
     outcomes = data["result"]["outcomes"]
@@ -579,11 +581,7 @@ def test_the_report_of_one_schedule_shows_its_execution(tmp_path):
     r = CliRunner().invoke(cli, ["explore", race.name, "--schedule", schedule, "--json"])
     assert r.exit_code == EXIT_FAILED  # (this schedule breaks the race's check)
     data = json.loads(r.stdout)
-    (tmp_path / "one.json").write_text(r.stdout)
-    out = tmp_path / "one.html"
-    r = CliRunner().invoke(cli, ["report", str(tmp_path / "one.json"), "-o", str(out)])
-    assert r.exit_code == 0, r.output
-    page = out.read_text()
+    page = _report_page(tmp_path, "one", r.stdout)
     x = data["replay"]
     assert html.escape(x["schedule"]) in page and "Broken invariants" in page
     for _msg, fate in x["outcome"]["fates"]:

@@ -44,8 +44,8 @@ from smp.core.errors import BadArg, ScenarioError, SmpError
 
 __all__ = ["explore_command"]
 
-#: the options only a run scenario takes, and only an explore scenario takes
-_SIM_ONLY = (
+#: the options of a search in the simulator
+_SEARCH = (
     "max_executions",
     "time_budget",
     "preemptions",
@@ -55,6 +55,10 @@ _SIM_ONLY = (
     "depth",
     "graph",
     "jobs",
+)
+#: the options only a run scenario takes, and only an explore scenario takes
+_SIM_ONLY = (
+    *_SEARCH,
     "operations",
     "count",
     "size",
@@ -329,19 +333,8 @@ def _make_command():
     return explore_command
 
 
-#: what a replay of one schedule (--schedule) does not do: searching options
-_SEARCH_ONLY = (
-    "max_executions",
-    "time_budget",
-    "preemptions",
-    "dpor",
-    "random_runs",
-    "pct",
-    "depth",
-    "graph",
-    "jobs",
-    "shrink",
-)
+#: what a replay of one schedule (--schedule) does not do: a search, or a shrink
+_SEARCH_ONLY = (*_SEARCH, "shrink")
 
 
 def _refused(given: set, schedule) -> str | None:
