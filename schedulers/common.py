@@ -105,18 +105,30 @@ PORT_REMOTE = "remote"
 
 
 def inherited_tracing(p, always: int, once: int):
-    """What a spawned or linked process takes from ``p``: its tracee flags and
-    tracer under ``set_on_spawn``/``set_on_link`` (``always``), or once under
-    ``set_on_first_spawn``/``set_on_first_link`` (``once``, which ``p`` then
-    loses and the child does not get).  None when nothing is inherited."""
-    if p.tracer is NIL:
+    """What a spawned or linked process takes from ``p`` under
+    ``set_on_spawn``/``set_on_link`` (``always``) or
+    ``set_on_first_spawn``/``set_on_first_link`` (``once``), as 17.x
+    ``erl_create_process`` and ``insert_internal_link`` give it:
+    ``(flags, tracer, clear)``, the child's flags becoming
+    ``(its flags | flags) & ~clear`` (``inherit_tracing``).  Under ``once``
+    both flags leave ``p`` and the child (``clear``); ``always`` alone stays
+    with both.  None when ``p`` is not traced or has neither flag."""
+    if p.tracer is NIL or not p.flags & (always | once):
         return None
-    if p.flags & always:
-        return (p.flags & TRACEE_FLAGS, p.tracer)
-    if p.flags & once:
-        p.flags &= ~once
-        return (p.flags & TRACEE_FLAGS, p.tracer)
-    return None
+    clear = (always | once) if p.flags & once else 0
+    inherit = (p.flags & TRACEE_FLAGS, p.tracer, clear)
+    p.flags &= ~clear
+    return inherit
+
+
+def inherit_tracing(p, inherit) -> None:
+    """Give ``p`` what ``inherited_tracing`` found: its flags are added to
+    the ones ``p`` has (those of the default tracing, say), not put in their
+    place, and the tracer is the parent's."""
+    if inherit is not None:
+        flags, tracer, clear = inherit
+        p.flags = (p.flags | flags) & ~clear
+        p.tracer = tracer
 
 
 def are_trace_flags_on(flags: int, tf: int) -> bool:

@@ -35,6 +35,8 @@ from .common import (
     F_TRACE_SCHED,
     F_TRACE_SCHED_EXIT,
     F_TRACE_SCHED_PROCS,
+    F_TRACE_SOL,
+    F_TRACE_SOL1,
     F_TRACE_SOS,
     F_TRACE_SOS1,
     F_TRACER,
@@ -71,6 +73,7 @@ from .common import (
     am_normal,
     am_out,
     are_trace_flags_on,
+    inherit_tracing,
     inherited_tracing,
     pid_index,
     pid_owner,
@@ -302,11 +305,10 @@ class Node(ProcessOps, CallTracing, ResourceOps, SeqTrace, TracePoints, LocalBif
         if dtracer is not NIL and dflags & TRACEE_FLAGS:
             p.flags |= dflags & TRACEE_FLAGS
             p.tracer = dtracer
-        # ... overridden by set_on_spawn from the parent
-        if inherit is not None:
-            iflags, itracer = inherit
-            p.flags = (p.flags & ~TRACEE_FLAGS) | iflags
-            p.tracer = itracer
+        # ... added to by set_on_spawn (and, spawned linked, set_on_link) from
+        # the parent, in erl_create_process's order
+        for one in inherit or ():
+            inherit_tracing(p, one)
         self.procs[pid] = p
         if link_to is not None:
             p.link_add(link_to)
@@ -345,7 +347,15 @@ class Node(ProcessOps, CallTracing, ResourceOps, SeqTrace, TracePoints, LocalBif
         pid = self.new_pid(owner)
         if len(self.lineage) < LINEAGE_MAX:
             self.lineage.append((parent.pid, pid))
-        inherit = inherited_tracing(parent, F_TRACE_SOS, F_TRACE_SOS1)
+        # (set_on_spawn, then for spawn_link set_on_link: erl_create_process)
+        inherit = tuple(
+            x
+            for x in (
+                inherited_tracing(parent, F_TRACE_SOS, F_TRACE_SOS1),
+                inherited_tracing(parent, F_TRACE_SOL, F_TRACE_SOL1) if link else None,
+            )
+            if x is not None
+        )
         if owner == self.sched_id:
             self.spawn_local(pid, fun, args, parent, parent.pid if link else None, inherit)
         else:

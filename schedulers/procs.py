@@ -21,7 +21,6 @@ from .common import (
     GROUP_LEADER,
     NIL,
     SUSPENDED,
-    TRACEE_FLAGS,
     WAITING,
     Atom,
     Error,
@@ -52,6 +51,7 @@ from .common import (
     am_unlink,
     am_unregister,
     are_trace_flags_on,
+    inherit_tracing,
     inherited_tracing,
     pid_owner,
 )
@@ -250,6 +250,10 @@ class ProcessOps:
         traced ``getting_unlinked``, whether or not it traps exits (both
         trace only when ``send_exit_signal`` returned >= 0; -1 is "receiver
         will exit")."""
+        if t.status in (EXITED, EXITING) or t.pending_exit is not None:
+            # erts_pid2proc without ERTS_P2P_FLG_ALLOW_OTHER_X finds no
+            # exiting process (exit_2, doit_exit_link): no signal, no trace
+            return
         had_link = link and from_ in t.links
         if link:
             t.link_discard(from_)
@@ -281,9 +285,11 @@ class ProcessOps:
         if type(to) not in (Pid, Port):
             raise Error(am_badarg)
         if to == p.pid:
+            # exit_2 to itself: ERTS_XSIG_FLG_NO_IGN_NORMAL, so a caller that
+            # does not trap exits ends, even with reason normal
             if reason is am_kill:
                 raise Exit(am_killed)
-            if not p.trap_exit and reason is not am_normal:
+            if not p.trap_exit:
                 raise Exit(reason)
         self._send_exit_signal(p, to, reason, link=False)
 
@@ -350,9 +356,7 @@ class ProcessOps:
             self._send_exit_signal(t, from_, am_noproc, link=True)
             return
         t.link_add(from_)
-        if inherit is not None:
-            t.flags = (t.flags & ~TRACEE_FLAGS) | inherit[0]
-            t.tracer = inherit[1]
+        inherit_tracing(t, inherit)
         if t.tracer is not NIL and are_trace_flags_on(t.flags, F_TRACE_PROCS):
             self.trace_proc(c_p, t, am_getting_linked, from_)
 

@@ -766,3 +766,110 @@ def test_save_calls(vm):
     assert vm.process_info(p)["last_calls"] == [d, A.send, A.send, A["receive"], A.timeout, d]
     assert vm.process_info(q)["last_calls"] == [A.send, A["receive"]]
     check_counts(vm)
+
+
+# ------------------------------------------- 17.x erl_create_process, exit_2
+async def exit_self_normal(proc, report):
+    await proc.exit(proc.pid, A.normal)
+    await proc.send(report, A.still_alive)
+
+
+def test_exit_of_itself_with_reason_normal_ends_the_caller(vm):
+    """bif.c exit_2 sends its own process the signal with
+    ERTS_XSIG_FLG_NO_IGN_NORMAL: a caller not trapping exits ends, reason
+    normal (another process ignores a normal exit signal)."""
+    t, report = vm.spawn_collector(), vm.spawn_collector()
+    p = vm.spawn(exit_self_normal, report)
+    vm.trace(p, True, ["procs"], tracer=t)
+    vm.run()
+    assert vm.messages(report) == []
+    assert vm.messages(t) == [(T, p, A.exit, A.normal)]
+    check_counts(vm)
+
+
+async def child_exits_bye(proc):
+    await proc.receive(timeout=20)
+    await proc.exit(A.bye)
+
+
+async def spawn_linked_trapping(proc):
+    await proc.process_flag(A.trap_exit, True)
+    child = await proc.spawn_link(child_exits_bye)
+    await proc.receive()
+    return child
+
+
+def test_spawn_link_passes_set_on_link_on(vm):
+    """erl_create_process, SPO_LINK: a parent traced set_on_link gives its
+    flags and tracer to the child it spawns linked (the child was untraced)."""
+    t = vm.spawn_collector()
+    p = vm.spawn(spawn_linked_trapping)
+    vm.trace(p, True, ["procs", "set_on_link"], tracer=t)
+    vm.run()
+    msgs = vm.messages(t)
+    [child] = [m[3] for m in by_tracee(msgs, p) if m[2] == A.spawn]
+    assert by_tracee(msgs, child) == [(T, child, A.exit, A.bye)]
+    check_counts(vm)
+
+
+async def child_sends(proc, to):
+    await proc.send(to, A.from_child)
+
+
+async def spawner_of_two(proc, to):
+    await proc.spawn(child_sends, to)
+    await proc.spawn(child_sends, to)
+
+
+def test_inherited_flags_are_added_to_the_default_ones(vm):
+    """erl_create_process ORs the parent's flags into the child's default
+    tracing (trace(new, ...)); with set_on_spawn and set_on_first_spawn both
+    set, the first child clears both from the parent and itself."""
+    t, sink = vm.spawn_collector(), vm.spawn_collector()
+    p = vm.spawn(spawner_of_two, sink)
+    vm.trace("new", True, ["send"], tracer=t)
+    vm.trace(p, True, ["procs", "set_on_spawn", "set_on_first_spawn"], tracer=t)
+    vm.run()
+    msgs = vm.messages(t)
+    first, second = [m[3] for m in by_tracee(msgs, p) if m[2] == A.spawn]
+    # the first child: procs from p and send from the default tracing
+    assert by_tracee(msgs, first) == [
+        (T, first, A.send, A.from_child, sink),
+        (T, first, A.exit, A.normal),
+    ]
+    # the second: p lost both flags, so only the default tracing's send
+    assert by_tracee(msgs, second) == [(T, second, A.send, A.from_child, sink)]
+    vm.trace("new", False, ["send"], tracer=t)
+    check_counts(vm)
+
+
+async def dies_on_go(proc):
+    await proc.receive()
+    await proc.exit(A.foo)
+
+
+async def trapper_linked(proc, report):
+    await proc.process_flag(A.trap_exit, True)
+    a = await proc.spawn_link(dies_on_go)
+    await proc.send(report, a)
+    await proc.receive(match=lambda m: False)
+
+
+async def kill_then_release(proc, b, a):
+    await proc.exit(b, A.kill)
+    await proc.send(a, A.go)
+
+
+def test_an_exiting_process_gets_no_exit_signal_and_no_getting_unlinked(vm):
+    """doit_exit_link looks the linked process up with erts_pid2proc, which
+    finds no exiting one: B, killed already, is not traced getting_unlinked
+    when A, linked to it, dies."""
+    t, report = vm.spawn_collector(), vm.spawn_collector()
+    b = vm.spawn(trapper_linked, report)
+    vm.run()
+    [a] = vm.messages(report)
+    vm.trace(b, True, ["procs"], tracer=t)
+    vm.spawn(kill_then_release, b, a)
+    vm.run()
+    assert by_tracee(vm.messages(t), b) == [(T, b, A.exit, A.killed)]
+    check_counts(vm)

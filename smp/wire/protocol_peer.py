@@ -27,10 +27,21 @@ am_undefined, am_badarg = Atom("undefined"), Atom("badarg")
 
 
 def _inherit_ok(x: object) -> bool:
-    """What a spawn or link signal carries of the tracing it inherits."""
+    """What a link signal carries of the tracing it inherits: none, or
+    ``(flags, tracer, flags to clear)`` (``inherited_tracing``)."""
     return x is None or (
-        type(x) is tuple and len(x) == 2 and type(x[0]) is int and type(x[1]) in (Pid, Port)
+        type(x) is tuple
+        and len(x) == 3
+        and type(x[0]) is int
+        and type(x[1]) in (Pid, Port)
+        and type(x[2]) is int
     )
+
+
+def _inherits_ok(x: object) -> bool:
+    """What a spawn signal carries: what set_on_spawn, then set_on_link,
+    gave the child (at most one of each)."""
+    return type(x) is tuple and len(x) <= 2 and all(i is not None and _inherit_ok(i) for i in x)
 
 
 def _token_ok(token: Decoded) -> bool:
@@ -102,7 +113,7 @@ class _SpawnFields(NamedTuple):
     fun: object  # an async def function (by reference)
     args: tuple[Term, ...] | list[Term]
     link_to: Pid | None
-    inherit: tuple[int, Pid | Port] | None
+    inherit: tuple[tuple[int, Pid | Port, int], ...]  # set_on_spawn's, then set_on_link's
 
 
 class Spawn(_SpawnFields):
@@ -120,14 +131,14 @@ class Spawn(_SpawnFields):
         _need(cls, "fun", fun, callable(fun))
         _need(cls, "args", args, type(args) in (tuple, list))
         _need(cls, "link_to", link_to, link_to is None or _from(link_to, sender, nsched))
-        _need(cls, "inherit", inherit, _inherit_ok(inherit))
+        _need(cls, "inherit", inherit, _inherits_ok(inherit))
         return cls(pid, fun, args, link_to, inherit)
 
 
 class _LinkFields(NamedTuple):
     to: Pid
     from_: Pid
-    inherit: tuple[int, Pid | Port] | None
+    inherit: tuple[int, Pid | Port, int] | None
 
 
 class Link(_LinkFields):

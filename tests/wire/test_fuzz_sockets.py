@@ -260,8 +260,8 @@ def bad_peer_frames(sink):
         P(("p", 2, [good, ("link", sink, P1, None)])),  # the link's sender is scheduler 1's
         P(("p", 2, [("unlink", sink, 7)])),
         P(("p", 2, [("exit", sink, P2, A("x"), 1, None)])),
-        P(("p", 2, [("spawn", P1, os.system, (), None, None)])),
-        P(("p", 2, [("spawn", P1, pinger, (), None, (1.5, P2))])),
+        P(("p", 2, [("spawn", P1, os.system, (), None, ())])),
+        P(("p", 2, [("spawn", P1, pinger, (), None, ((1.5, P2, 0),))])),
         P(("p", 2, "sigs")),
         P(("p", 2)),
         P(("p", 2, [good], -1)),
@@ -272,7 +272,7 @@ def bad_peer_frames(sink):
         P(("zz",)),
         P(("p", 2, [Evil()])),
         D(("p", 2, [good])),
-        b"P" + pickle.dumps(("p", 2, [("spawn", P1, _Ref("os", "system"), (), None, None)])),
+        b"P" + pickle.dumps(("p", 2, [("spawn", P1, _Ref("os", "system"), (), None, ())])),
     ]
 
 
@@ -637,8 +637,8 @@ def _loaded(rec):
 #: frame it accepts, which the fuzzer changes.
 SIGS = [
     W.Msg(P1, (A("ping"), 1), [1, A("l"), 2, P2, 3]),
-    W.Spawn(P1, pinger, (P1, 2), P2, (1, P2)),
-    W.Link(P1, P2, (1, Port(1))),
+    W.Spawn(P1, pinger, (P1, 2), P2, ((1, P2, 0),)),
+    W.Link(P1, P2, (1, Port(1), 0)),
     W.Unlink(P1, P2),
     W.Exit(P1, P2, A("x"), True, None),
     W.PortCmd(Port(1), P2, b"d", False),
