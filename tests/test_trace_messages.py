@@ -843,33 +843,33 @@ def test_inherited_flags_are_added_to_the_default_ones(vm):
     check_counts(vm)
 
 
-async def dies_on_go(proc):
-    await proc.receive()
+async def kills_then_dies(proc):
+    b = await proc.receive()
+    await proc.exit(b, A.kill)  # (the kill and the link's exit signal: one sender, in order)
     await proc.exit(A.foo)
 
 
 async def trapper_linked(proc, report):
     await proc.process_flag(A.trap_exit, True)
-    a = await proc.spawn_link(dies_on_go)
+    a = await proc.spawn_link(kills_then_dies)
     await proc.send(report, a)
     await proc.receive(match=lambda m: False)
-
-
-async def kill_then_release(proc, b, a):
-    await proc.exit(b, A.kill)
-    await proc.send(a, A.go)
 
 
 def test_an_exiting_process_gets_no_exit_signal_and_no_getting_unlinked(vm):
     """doit_exit_link looks the linked process up with erts_pid2proc, which
     finds no exiting one: B, killed already, is not traced getting_unlinked
-    when A, linked to it, dies."""
+    (nor sent an 'EXIT' message) when A, linked to it, dies."""
     t, report = vm.spawn_collector(), vm.spawn_collector()
     b = vm.spawn(trapper_linked, report)
     vm.run()
     [a] = vm.messages(report)
-    vm.trace(b, True, ["procs"], tracer=t)
-    vm.spawn(kill_then_release, b, a)
+    vm.trace(b, True, ["procs", "receive"], tracer=t)
+    vm.spawn(_sender, a, b)
     vm.run()
     assert by_tracee(vm.messages(t), b) == [(T, b, A.exit, A.killed)]
     check_counts(vm)
+
+
+async def _sender(proc, to, msg):
+    await proc.send(to, msg)

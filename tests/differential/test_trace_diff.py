@@ -112,6 +112,33 @@ link_failures() ->
     kick(P, {go, Port}), wait_waiting(O),
     {[{tracer, T}, {p, P}, {o, O}, {d, D}], msgs(T)}.
 
+%% exit(self(), normal) ends a process that does not trap exits.
+exit_self_normal() -> receive go -> ok end, exit(self(), normal), receive stop -> ok end.
+exit_of_itself() ->
+    T = collector(), P = spawn(?MODULE, exit_self_normal, []), wait_waiting(P),
+    1 = erlang:trace(P, true, [procs, {tracer, T}]),
+    kick(P, go), wait_dead(P),
+    {[{tracer, T}, {p, P}], msgs(T)}.
+
+%% A kills B, which traps exits and is linked to A, then dies: B, exiting,
+%% gets no exit signal from the link and is not traced getting_unlinked.
+kills_then_dies() -> B = receive X -> X end, exit(B, kill), exit(foo).
+trapper_linked(Ctl) ->
+    process_flag(trap_exit, true), A = spawn_link(?MODULE, kills_then_dies, []),
+    Ctl ! {a, A}, receive never -> ok end.
+exiting_not_unlinked() ->
+    T = collector(), B = spawn(?MODULE, trapper_linked, [self()]),
+    A = receive {a, X} -> X end, wait_waiting(B), wait_waiting(A),
+    1 = erlang:trace(B, true, [procs, 'receive', {tracer, T}]),
+    A ! B, wait_dead(B), wait_dead(A),
+    {[{tracer, T}, {b, B}, {a, A}], msgs(T)}.
+
+set_on_link_child() ->
+    T = collector(), P = spawn(?MODULE, spawn_linker, []), wait_waiting(P),
+    1 = erlang:trace(P, true, [procs, set_on_link, {tracer, T}]),
+    kick(P, go),
+    {[{tracer, T}, {parent, P}], msgs(T)}.
+
 link_unlink() ->
     T = collector(), A = spawn(?MODULE, sink, []), B = spawn(?MODULE, linker, [A]),
     wait_waiting(A), wait_waiting(B),
@@ -280,6 +307,25 @@ async def port_maker(proc, ctl):
     await proc.send(ctl, port)
 
 
+async def exit_self_normal(proc):
+    await proc.receive(match=matching(A.go))
+    await proc.exit(proc.pid, A.normal)
+    await proc.receive(match=matching(A.stop))
+
+
+async def kills_then_dies(proc):
+    b = await proc.receive()
+    await proc.exit(b, A.kill)
+    await proc.exit(A.foo)
+
+
+async def trapper_linked(proc, ctl):
+    await proc.process_flag(A.trap_exit, A.true)
+    a = await proc.spawn_link(kills_then_dies)
+    await proc.send(ctl, (A.a, a))
+    await proc.receive(match=lambda m: False)
+
+
 async def trapper(proc):
     await proc.process_flag(A.trap_exit, A.true)
     await proc.receive(match=matching(A.linked))
@@ -420,6 +466,25 @@ def e_link_failures(vm):
     return [("tracer", t), ("p", p), ("o", o), ("d", d)], vm.messages(t)
 
 
+def e_exit_of_itself(vm):
+    t = vm.spawn_collector()
+    p = vm.spawn(exit_self_normal)
+    vm.run(timeout=20)
+    vm.trace(p, True, ["procs"], tracer=t)
+    kick(vm, p, A.go)
+    return [("tracer", t), ("p", p)], vm.messages(t)
+
+
+def e_exiting_not_unlinked(vm):
+    t, ctl = vm.spawn_collector(), vm.spawn_collector()
+    b = vm.spawn(trapper_linked, ctl)
+    vm.run(timeout=20)
+    [(_, a)] = vm.messages(ctl)
+    vm.trace(b, True, ["procs", "receive"], tracer=t)
+    kick(vm, a, b)
+    return [("tracer", t), ("b", b), ("a", a)], vm.messages(t)
+
+
 def e_link_unlink(vm):
     t = vm.spawn_collector()
     a = vm.spawn(sink)
@@ -532,6 +597,9 @@ SCENARIOS = [
     Scenario("receive_timeout", e_receive_timeout),
     Scenario("link_unlink", e_link_unlink),
     Scenario("link_failures", e_link_failures),
+    Scenario("exit_of_itself", e_exit_of_itself),
+    Scenario("exiting_not_unlinked", e_exiting_not_unlinked),
+    Scenario("set_on_link_child", _spawn_scenario(spawn_linker, ["procs", "set_on_link"])),
     Scenario("exit_unlinks_survivor", _linked_to_a_dier(trapper, "survivor", ["procs", "receive"])),
     Scenario("exit_kills_linked", _linked_to_a_dier(victim, "victim", ["procs"])),
     Scenario("registered_exit", e_registered_exit),
