@@ -412,6 +412,10 @@ class ProcessOps:
         t = self.procs.get(pid) if type(pid) is Pid else None
         if type(pid) is Pid and (t is None or t.status == EXITED):
             raise Error(am_badarg)
+        if t is not None and t is not c_p and (t.status == EXITING or t.pending_exit is not None):
+            # another process is looked up with erts_pid2proc, which finds no
+            # exiting one (a process sent kill): badarg, and nothing traced
+            raise Error(am_badarg)
         if t is not None and t.reg_name is not None:
             raise Error(am_badarg)
         if type(pid) is Port:

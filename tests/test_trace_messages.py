@@ -873,3 +873,32 @@ def test_an_exiting_process_gets_no_exit_signal_and_no_getting_unlinked(vm):
 
 async def _sender(proc, to, msg):
     await proc.send(to, msg)
+
+
+async def idles(proc):
+    await proc.receive()
+
+
+async def kills_then_registers(proc, victim, report):
+    await proc.exit(victim, A.kill)
+    try:
+        await proc.register(A.foo, victim)
+        await proc.send(report, A.registered)
+    except Error as e:
+        await proc.send(report, e.reason)
+
+
+def test_a_process_sent_kill_cannot_be_registered(vm):
+    """register.c erts_register_name finds another process with erts_pid2proc,
+    which finds no exiting one: badarg and no register trace (OTP 25
+    registers it; both modes now do as 17.x)."""
+    t, report = vm.spawn_collector(), vm.spawn_collector()
+    victim = vm.spawn(idles, scheduler=1) if vm.smp else vm.spawn(idles)
+    vm.run()
+    vm.trace(victim, True, ["procs"], tracer=t)
+    vm.spawn(kills_then_registers, victim, report, **({"scheduler": 1} if vm.smp else {}))
+    vm.run()
+    assert vm.messages(report) == [A.badarg]
+    assert by_tracee(vm.messages(t), victim) == [(T, victim, A.exit, A.killed)]
+    assert vm.whereis("foo") == A.undefined
+    check_counts(vm)
