@@ -633,7 +633,43 @@ def _getting_linked_again(msgs: list) -> list:
     return out
 
 
+# -- OTP 21: register/2 of a process that was sent kill --------------------------------
+def _register_killed(msgs: list) -> list:
+    # 25 registers a process another sent kill (it is still there, the kill a
+    # signal it has not handled): {trace, V, register, N}, then at its exit
+    # {trace, V, exit, killed} and {trace, V, unregister, N}. 17.x
+    # erts_register_name finds no exiting process (erts_pid2proc without
+    # ERTS_P2P_FLG_ALLOW_OTHER_X): badarg, nothing traced. A register whose
+    # process's next event is exit killed, and that name's unregister, go.
+    out, gone = [], set()
+    for i, m in enumerate(msgs):
+        if _is_trace(m, "register") and type(m[1]) is Pid:
+            nxt = next((x for x in msgs[i + 1 :] if _is_trace(x) and x[1] == m[1]), None)
+            if nxt is not None and _is_trace(nxt, "exit") and nxt[3] == _a("killed"):
+                gone.add((m[1], m[3]))
+                out.append(DROP)
+                continue
+        if _is_trace(m, "unregister") and (m[1], m[3]) in gone:
+            gone.discard((m[1], m[3]))
+            out.append(DROP)
+            continue
+        out.append(m)
+    return out
+
+
 DIFFERENCES += [
+    Difference(
+        "register_killed",
+        "21.0",
+        2023,
+        "register_killed",
+        "register/2 of a process another process sent kill: 25 registers it and traces "
+        "register, then unregister at its exit; 17.x refuses it (badarg), nothing traced",
+        "17.x register.c erts_register_name looks the process up with erts_pid2proc, which "
+        "(erl_process_lock.h, no ERTS_P2P_FLG_ALLOW_OTHER_X) returns NULL for an exiting "
+        "process: goto done, badarg",
+        _register_killed,
+    ),
     Difference(
         "getting_linked_self",
         "21.0",

@@ -123,6 +123,14 @@ CASES = {
             )
         ],
     ),
+    "register_killed": (
+        [
+            (T, P, A.register, A.foo),
+            (T, P, A.exit, A.killed),
+            (T, P, A.unregister, A.foo),
+        ],
+        [(T, P, A.exit, A.killed)],
+    ),
     "getting_linked_self": (
         [(T, P, A.link, Pid(82)), (T, P, A.link, P), (T, P, A.link, Q)],
         [

@@ -133,6 +133,17 @@ exiting_not_unlinked() ->
     A ! B, wait_dead(B), wait_dead(A),
     {[{tracer, T}, {b, B}, {a, A}], msgs(T)}.
 
+%% K kills V, then registers it: 25 registers the dying process (and traces
+%% register, then unregister at its exit); 17.x finds no exiting process.
+kill_and_register(V) ->
+    receive go -> ok end, exit(V, kill), catch register(diff_killed, V), receive stop -> ok end.
+register_killed() ->
+    T = collector(), V = spawn(?MODULE, sink, []), K = spawn(?MODULE, kill_and_register, [V]),
+    wait_waiting(V), wait_waiting(K),
+    1 = erlang:trace(V, true, [procs, {tracer, T}]),
+    kick(K, go), wait_dead(V),
+    {[{tracer, T}, {v, V}, {k, K}], msgs(T)}.
+
 set_on_link_child() ->
     T = collector(), P = spawn(?MODULE, spawn_linker, []), wait_waiting(P),
     1 = erlang:trace(P, true, [procs, set_on_link, {tracer, T}]),
@@ -326,6 +337,16 @@ async def trapper_linked(proc, ctl):
     await proc.receive(match=lambda m: False)
 
 
+async def kill_and_register(proc, victim):
+    await proc.receive(match=matching(A.go))
+    await proc.exit(victim, A.kill)
+    try:
+        await proc.register(A.diff_killed, victim)
+    except smp.Error:
+        pass
+    await proc.receive(match=matching(A.stop))
+
+
 async def trapper(proc):
     await proc.process_flag(A.trap_exit, A.true)
     await proc.receive(match=matching(A.linked))
@@ -485,6 +506,16 @@ def e_exiting_not_unlinked(vm):
     return [("tracer", t), ("b", b), ("a", a)], vm.messages(t)
 
 
+def e_register_killed(vm):
+    t = vm.spawn_collector()
+    v = vm.spawn(sink)
+    k = vm.spawn(kill_and_register, v)
+    vm.run(timeout=20)
+    vm.trace(v, True, ["procs"], tracer=t)
+    kick(vm, k, A.go)
+    return [("tracer", t), ("v", v), ("k", k)], vm.messages(t)
+
+
 def e_link_unlink(vm):
     t = vm.spawn_collector()
     a = vm.spawn(sink)
@@ -598,6 +629,7 @@ SCENARIOS = [
     Scenario("link_unlink", e_link_unlink),
     Scenario("link_failures", e_link_failures),
     Scenario("exit_of_itself", e_exit_of_itself),
+    Scenario("register_killed", e_register_killed),
     Scenario("exiting_not_unlinked", e_exiting_not_unlinked),
     Scenario("set_on_link_child", _spawn_scenario(spawn_linker, ["procs", "set_on_link"])),
     Scenario("exit_unlinks_survivor", _linked_to_a_dier(trapper, "survivor", ["procs", "receive"])),
