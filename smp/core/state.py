@@ -354,9 +354,11 @@ class TracerState:
 
     # -- sys_msg_disp_failure side effects -----------------------------------
     def seq_tracer_failed(self, receiver: object) -> None:
-        """Reset the seq tracer if it has not changed."""
+        """Reset the seq tracer if it has not changed.  A receiver that is
+        ``false`` already (the seq tracer was turned off while the message
+        waited) changes nothing, and no new version is published."""
         with self.lock.write():
-            if self.system_seq_tracer == receiver:
+            if self.system_seq_tracer == receiver and receiver is not FALSE:
                 self.system_seq_tracer = FALSE
                 self._changed()
 

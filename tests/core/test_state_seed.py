@@ -410,6 +410,11 @@ def test_seq_tracer_failed_resets_only_the_same_tracer():
     assert (st.system_seq_tracer, st.version) == (P1, 0)
     st.seq_tracer_failed(P1)
     assert (st.system_seq_tracer, st.version) == (FALSE, 1)
+    # a message that waited while the seq tracer was turned off fails to
+    # `false`: the state is what the reset would make, so no new version
+    # (stress's replay took the bump for a reset the journal lacked)
+    st.seq_tracer_failed(FALSE)
+    assert (st.system_seq_tracer, st.version) == (FALSE, 1)
 
 
 def test_monitor_failed():
