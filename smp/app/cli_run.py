@@ -289,6 +289,8 @@ def compare(scenario, schedulers, operations, as_json, first, journal_path, samp
     c["first"] = first
     c["workload"] = work
     c["seed"] = sc["seed"]
+    # a run that did not finish compares what it made: said first, and on stderr
+    c["unfinished"] = {m: r["error"] for m, r in c["runs"].items() if r["error"]}
     if as_json:
         sys.stdout.write(json.dumps(c, indent=2, default=repr) + "\n")
     else:
@@ -296,16 +298,27 @@ def compare(scenario, schedulers, operations, as_json, first, journal_path, samp
     for m, r in c["runs"].items():
         for line in fault_notes(r, every=not as_json):
             click.echo(f"smp-emu: {m}: {line}", err=True)
-    if any(r["error"] for r in c["runs"].values()):
+    for m, error in c["unfinished"].items():
+        click.echo(f"smp-emu: {m}: {error}", err=True)
+    if c["unfinished"]:
         sys.exit(EXIT_FAILED)
     if b.summary["interrupted"]:
         sys.exit(EXIT_INTERRUPTED)
+
+
+def _unfinished_text(c: dict) -> str:
+    """The first lines of a compare whose runs did not all finish."""
+    return "".join(
+        f"UNFINISHED: the {m} run did not finish ({error}); its column is what it made until then\n"
+        for m, error in c.get("unfinished", {}).items()
+    )
 
 
 def _print_compare(c: dict) -> None:
     ma, mb = c["modes"]
     w = max(len(r["what"]) for r in c["rows"]) + 2
     out = sys.stdout
+    out.write(_unfinished_text(c))
     if c.get("workload"):
         out.write(f"work: {c['workload']['note']}\n")
     if "seed" in c:

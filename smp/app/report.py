@@ -87,7 +87,8 @@ figure.plot{margin:1.5em 0}figure.plot figcaption{font-weight:bold;margin-bottom
 figure.plot svg.chart{max-width:100%;height:auto}
 p.note{color:#555;font-size:90%;margin:.2em 0 0 0;max-width:56em}
 p.empty{font-size:110%;margin:.5em 0}td.why{font-size:90%;color:#444;max-width:34em}
-ul.only li{margin:.2em 0}code{font-size:90%}"""
+ul.only li{margin:.2em 0}code{font-size:90%}
+p.bad{background:#f8d7da;padding:.5em;border:1px solid #f5c2c7}"""
 
 
 def _num(v) -> str:
@@ -709,6 +710,17 @@ def _fault_result(f: dict) -> str:
     return result or "(not recorded)"
 
 
+def _unfinished(runs: dict) -> str:
+    """A run that did not finish (its ``error``: a timeout, a lost
+    scheduler), said first: the figures below are of what it made."""
+    return "".join(
+        f"<p class=bad><b>The {escape(str(m))} run did not finish:</b> "
+        f"{escape(str(r['error']))}. The figures below are of what it made until then.</p>"
+        for m, r in runs.items()
+        if r.get("error")
+    )
+
+
 def render_report(data: dict) -> str:
     """The HTML page for a run, stress or compare result."""
     kind = report_kind(data)
@@ -721,12 +733,13 @@ def render_report(data: dict) -> str:
     elif kind == "compare":
         runs = data["runs"]
         title = f"smp-emu compare: {next(iter(runs.values()))['scenario']}"
-        body = _compare_body(data)
+        body = _unfinished(runs) + _compare_body(data)
     else:
         runs = {data["mode"]: data}
         title = f"smp-emu {kind}: {data['scenario']} ({data['mode']})"
         body = (
-            f"<p>{escape(_duration_text(data))}</p>"
+            _unfinished(runs)
+            + f"<p>{escape(_duration_text(data))}</p>"
             + _over_time(runs)
             + _totals(runs)
             + (_stress_section(data) if kind == "stress" else "")

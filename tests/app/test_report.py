@@ -587,3 +587,44 @@ def test_a_result_piped_in_is_read_once_and_drawn(tmp_path, source):
     )
     assert r.returncode == 0, r.stderr
     assert "seq" in page.read_text()
+
+
+UNFINISHED = """\
+name = "unfinished"
+timeout = 1
+[duration]
+operations = 1000000
+[[tracers]]
+name = "t"
+[[groups]]
+name = "pp"
+workload = "ping_pong"
+trace = ["send"]
+tracer = "t"
+"""
+
+
+def test_runs_that_did_not_finish_are_said_first_everywhere(tmp_path):
+    """compare of two runs stopped by their timeout: exit 1, each mode's
+    failure on stderr (in --json too), first in the text and the JSON, and
+    at the top of the report (it showed a whole comparison, "all hold")."""
+    sc = tmp_path / "unfinished.toml"
+    sc.write_text(UNFINISHED)
+    r = subprocess.run([*SMP_EMU, "compare", str(sc), "--json"], capture_output=True, timeout=120)
+    assert r.returncode == 1
+    c = json.loads(r.stdout)
+    assert set(c["unfinished"]) == {"smp", "nonsmp"}
+    for mode in ("smp", "nonsmp"):
+        assert f"smp-emu: {mode}: run not finished within 1 s" in r.stderr.decode()
+    (tmp_path / "c.json").write_bytes(r.stdout)
+    page = tmp_path / "c.html"
+    assert (
+        CliRunner().invoke(cli, ["report", str(tmp_path / "c.json"), "-o", str(page)]).exit_code
+        == 0
+    )
+    html = page.read_text()
+    assert html.count("run did not finish:</b> run not finished within 1 s") == 2
+    assert html.index("did not finish") < html.index("<table")
+    text = subprocess.run([*SMP_EMU, "compare", str(sc)], capture_output=True, timeout=120)
+    assert text.returncode == 1
+    assert text.stdout.decode().startswith("UNFINISHED: the ")
