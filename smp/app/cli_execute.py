@@ -18,6 +18,7 @@ from smp.app.cli_output import (
     _console,
     _expect_notes,
     _limit_note,
+    _port_notes,
     _print_summary_table,
     _stderr_tty,
     _summary_line,
@@ -172,6 +173,7 @@ def _run_and_report(
     _after_run_notes(s, every=not as_json)
     _limit_note(s)
     broken = _expect_notes(s)
+    port_failed = _port_notes(s)
     if s["error"]:
         click.echo(f"smp-emu: {s['error']}", err=True)
         sys.exit(EXIT_FAILED)
@@ -182,5 +184,5 @@ def _run_and_report(
     if s["interrupted"]:
         click.echo("smp-emu: interrupted", err=True)
         sys.exit(EXIT_INTERRUPTED)
-    if broken:
+    if broken or port_failed:
         sys.exit(EXIT_FAILED)

@@ -13,6 +13,7 @@ from rich.table import Table
 
 from smp.app.compare import expect_broken
 from smp.app.limits import trip_note
+from smp.app.run_summary import port_failures
 from smp.app.workloads import duration_note, fault_notes
 from smp.core.pretty import format_term
 from smp.ports.dbgfmt import format_dbg, json_record
@@ -159,6 +160,14 @@ def _after_run_notes(s: dict, every: bool = True) -> None:
         click.echo(f"smp-emu: {note}", err=True)
     for line in fault_notes(s, every):
         click.echo(f"smp-emu: {line}", err=True)
+
+
+def _port_notes(s: dict) -> bool:
+    """Each failed trace port on stderr; True when there was one."""
+    lines = port_failures(s)
+    for line in lines:
+        click.echo(f"smp-emu: {line}", err=True)
+    return bool(lines)
 
 
 def _limit_note(s: dict) -> None:

@@ -35,6 +35,7 @@ from smp.app.plots import (
     timeline,
 )
 from smp.app.result_file import MAX_RESULT_DEPTH, ResultFileError, load_result
+from smp.app.run_summary import port_failures
 from smp.app.series import held
 
 __all__ = [
@@ -712,12 +713,17 @@ def _fault_result(f: dict) -> str:
 
 def _unfinished(runs: dict) -> str:
     """A run that did not finish (its ``error``: a timeout, a lost
-    scheduler), said first: the figures below are of what it made."""
+    scheduler), said first: the figures below are of what it made; and a
+    trace port that failed, whose messages are not all written."""
     return "".join(
         f"<p class=bad><b>The {escape(str(m))} run did not finish:</b> "
         f"{escape(str(r['error']))}. The figures below are of what it made until then.</p>"
         for m, r in runs.items()
         if r.get("error")
+    ) + "".join(
+        f"<p class=bad><b>{escape(str(m))}:</b> {escape(line)}.</p>"
+        for m, r in runs.items()
+        for line in port_failures(r)
     )
 
 

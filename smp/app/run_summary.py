@@ -147,3 +147,14 @@ def _summary(
             for name, ms in messages.items()
         },
     }
+
+
+def port_failures(s: dict) -> list[str]:
+    """The tracers whose trace port failed (a write error: a full disk), in
+    words: what was delivered to them is not all where they write it."""
+    return [
+        f"tracer {name}: its trace port failed: {tr['port']['error']}; the messages "
+        "delivered to it are not all written"
+        for name, tr in (s.get("tracers") or {}).items()
+        if isinstance(tr, dict) and isinstance(tr.get("port"), dict) and tr["port"].get("error")
+    ]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import re
 import subprocess
 import sys
@@ -628,3 +629,42 @@ def test_runs_that_did_not_finish_are_said_first_everywhere(tmp_path):
     text = subprocess.run([*SMP_EMU, "compare", str(sc)], capture_output=True, timeout=120)
     assert text.returncode == 1
     assert text.stdout.decode().startswith("UNFINISHED: the ")
+
+
+FULL_DISK = """\
+mode = "{mode}"
+[duration]
+operations = 20
+[[tracers]]
+name = "f"
+kind = "file"
+path = "/dev/full"
+[[groups]]
+name = "g"
+workload = "ping_pong"
+trace = ["send"]
+tracer = "f"
+"""
+
+
+@pytest.mark.parametrize("mode", ["smp", "nonsmp"])
+def test_a_trace_port_that_failed_fails_the_run_and_says_so(tmp_path, mode):
+    """A file tracer on a full disk: the messages were delivered to its port
+    but not written. The run exits 1 and names the tracer, and the report
+    says so first (it said "nothing dropped", "all hold", and exited 0)."""
+    if not os.path.exists("/dev/full"):
+        pytest.fail("/dev/full is missing: the test needs a Linux /dev")
+    sc = tmp_path / "full.toml"
+    sc.write_text(FULL_DISK.format(mode=mode))
+    r = subprocess.run([*SMP_EMU, "run", str(sc), "--json"], capture_output=True, timeout=120)
+    assert r.returncode == 1, r.stderr
+    assert "smp-emu: tracer f: its trace port failed: " in r.stderr.decode()
+    assert "No space left on device" in json.loads(r.stdout)["tracers"]["f"]["port"]["error"]
+    (tmp_path / "r.json").write_bytes(r.stdout)
+    page = tmp_path / "r.html"
+    assert (
+        CliRunner().invoke(cli, ["report", str(tmp_path / "r.json"), "-o", str(page)]).exit_code
+        == 0
+    )
+    html = page.read_text()
+    assert html.index("tracer f: its trace port failed") < html.index("<table")
