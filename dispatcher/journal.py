@@ -29,6 +29,7 @@ and checks every field.
 
 from __future__ import annotations
 
+import os
 import pickle
 import struct
 import threading
@@ -64,19 +65,45 @@ def encode_record(rec: tuple) -> bytes:
 
 
 class Journal:
+    """The dispatcher's journal file.  A write that fails (a full disk)
+    stops the journal, not the dispatcher: one line on stderr names the file
+    and the error (``error``), the records after it are not written, and
+    the run goes on; a reader finds the journal cut short."""
+
     def __init__(self, path: str, nsched: int):
         self.path = path
         self.lock = threading.Lock()
         self.seq = 0
+        self.error: str | None = None
         self.f = open(path, "wb")
-        self.f.write(encode_header(nsched))
+        self._write(encode_header(nsched))
+
+    def _write(self, data: bytes) -> None:
+        if self.error is not None:
+            return
+        try:
+            self.f.write(data)
+        except OSError as e:
+            self._failed(e)
+
+    def _failed(self, e: OSError) -> None:
+        self.error = f"write to journal {self.path} failed: {e.strerror or e}"
+        os.write(2, f"dispatcher: {self.error}; the journal stops at record {self.seq}\n".encode())
+        try:
+            self.f.close()
+        except OSError:
+            pass
 
     def record(self, kind: str, *payload) -> None:
         with self.lock:
             self.seq += 1
-            self.f.write(encode_record((self.seq, kind) + payload))
+            self._write(encode_record((self.seq, kind) + payload))
 
     def close(self) -> None:
         with self.lock:
             if not self.f.closed:
-                self.f.close()
+                try:
+                    self.f.close()
+                except OSError as e:
+                    if self.error is None:
+                        self._failed(e)

@@ -290,3 +290,35 @@ def test_a_seq_past_the_journals_end_is_named_as_such(raced):
     )
     inside = format_listing(queue_listing(path, r, last, 6), last)
     assert "past the journal's end" not in inside and f">>#{last}" in inside
+
+
+def test_a_journal_the_disk_could_not_hold_fails_the_run_in_one_line():
+    """A journal on a full disk: the dispatcher stops the journal, not
+    itself (it died with a traceback, and up to 84 messages were lost); the
+    run's messages are all delivered and the run exits 1 naming the journal."""
+    import os
+    import subprocess
+    import sys
+
+    if not os.path.exists("/dev/full"):
+        pytest.fail("/dev/full is missing: the test needs a Linux /dev")
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from smp.app.cli import main; main()",
+            "run",
+            "--journal",
+            "/dev/full",
+            "--json",
+        ],
+        capture_output=True,
+        timeout=120,
+    )
+    err = r.stderr.decode()
+    assert r.returncode == 1, err
+    assert "Traceback" not in err
+    assert "dispatcher: write to journal /dev/full failed: No space left on device" in err
+    assert "smp-emu: --journal /dev/full: not written whole" in err
+    stats = json.loads(r.stdout)["stats"]
+    assert stats["made"] == stats["delivered"] + stats["dropped"] and stats["queued"] == 0

@@ -12,7 +12,7 @@ import sys
 
 import click
 
-from smp.app.cli_options import _open_out, _writable
+from smp.app.cli_options import _clip_text, _open_out, _writable
 from smp.app.cli_output import (
     _after_run_notes,
     _console,
@@ -26,6 +26,7 @@ from smp.app.cli_output import (
 )
 from smp.app.compare import check_expect, check_invariants
 from smp.app.exitcodes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
+from smp.app.journal_records import NotAJournal, read_records
 from smp.app.workloads import execute
 from smp.core.errors import BadArg, SmpError
 
@@ -119,6 +120,19 @@ def _execute(
             status.stop()
 
 
+def _journal_whole(journal: str) -> bool:
+    """The journal is an output too: one the dispatcher could not write
+    whole (a full disk) is said in one line, and fails the run."""
+    try:
+        read_records(journal)
+    except NotAJournal as e:  # (BadRecord too)
+        click.echo(
+            f"smp-emu: --journal {journal}: not written whole ({_clip_text(str(e), 200)})", err=True
+        )
+        return False
+    return True
+
+
 def _run_and_report(
     sc,
     mode,
@@ -173,7 +187,7 @@ def _run_and_report(
     _after_run_notes(s, every=not as_json)
     _limit_note(s)
     broken = _expect_notes(s)
-    port_failed = _port_notes(s)
+    port_failed = _port_notes(s) | (journal is not None and not _journal_whole(journal))
     if s["error"]:
         click.echo(f"smp-emu: {s['error']}", err=True)
         sys.exit(EXIT_FAILED)
