@@ -164,3 +164,15 @@ def test_dispatcher_lost_counts_what_the_schedulers_received():
         assert made >= known >= got and lost == made - known
     finally:
         vm.close()
+
+
+def test_nonsmp_statistics_without_its_scheduler_say_so():
+    """nonsmp's one scheduler holds every count: with it killed,
+    statistics() raises SchedulerLost naming it (it raised IndexError, a
+    traceback under SIGTERM)."""
+    with smp.Emulator(mode="nonsmp", schedulers=1) as vm:
+        os.kill(vm.os_pids[0], signal.SIGKILL)
+        with pytest.raises(smp.SchedulerLost):
+            vm.run(timeout=20)
+        with pytest.raises(smp.SchedulerLost, match="scheduler 1"):
+            vm.statistics()

@@ -16,7 +16,7 @@ from schedulers.delivery import FATES_MAX
 from schedulers.engine import LINEAGE_MAX
 from smp.core import messages as M
 from smp.core.dispatch import DROP_REASONS
-from smp.core.errors import BadArg, ProtocolError
+from smp.core.errors import BadArg, ProtocolError, SchedulerLost
 from smp.core.terms import Atom, Pid, Port
 
 __all__ = ["Statistics", "StatisticsCalls"]
@@ -89,6 +89,8 @@ class StatisticsCalls:
                 else sum(max(0, st["sys_made"] - ingested[k]) for k, st in sts.items())
             )
         else:
+            if not scheds:  # (nonsmp's one scheduler holds every count)
+                raise SchedulerLost("scheduler 1 is gone: no statistics to give")
             s = scheds[0]
             d = {
                 k: s[k]
