@@ -14,6 +14,7 @@ and ``rate``.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from smp.app.scenario_schema import BOUNDS, MAX_ATOM, REQUIRED
@@ -212,6 +213,14 @@ def _check_tracers(c: _Checker, sc: dict) -> dict:
         tracers[t["name"]] = t
         if t["kind"] == "file" and not t["path"]:
             c.fail(("tracers", i), "a file tracer needs a 'path'")
+        if t["kind"] == "file":
+            # an output file: a folder that is not there is refused before
+            # the run, as --out's is (the trace port failed once running)
+            folder = os.path.dirname(t["path"]) or "."
+            if not os.path.isdir(folder):
+                c.fail(("tracers", i, "path"), f"no such folder {folder!r} for the trace file")
+            if os.path.isdir(t["path"]):
+                c.fail(("tracers", i, "path"), f"{t['path']!r} is a folder, not a trace file")
 
     return tracers
 

@@ -54,6 +54,11 @@ def files(tmp_path_factory):
     f["empty"].write_text("")
     f["nottoml"] = d / "scenario.toml"
     f["nottoml"].write_text("name = 'x'\n[[groups]\nworkload =\n")
+    f["nofolder"] = d / "nofolder.toml"
+    f["nofolder"].write_text(
+        '[[tracers]]\nname = "f"\nkind = "file"\npath = "no-such-folder/x.trace"\n'
+        '[[groups]]\nname = "g"\nworkload = "ping_pong"\ntracer = "f"\n'
+    )
     f["array"] = d / "array.json"
     f["array"].write_text("[1, 2, 3]\n")
     f["object"] = d / "object.json"
@@ -105,6 +110,7 @@ ROWS = [
     (["run", "{nottoml}"], U, "not valid TOML"),
     (["run", "{array}"], U, "not valid TOML"),
     (["run", "{journal}"], U, "run.journal"),
+    (["run", "{nofolder}"], U, "tracers[0].path: no such folder 'no-such-folder'"),
     (["compare", "{missing}"], U, "not-there.toml"),
     (["compare", "{nottoml}"], U, "not valid TOML"),
     (["stress", "{dir}"], U, "a-directory"),
