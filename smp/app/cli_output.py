@@ -142,7 +142,9 @@ def _summary_line(s: dict, command: str) -> str:
     took = f"{s['elapsed_s']:.2f} s"
     return (
         f"smp-emu: {command} {s['scenario']} ({s['mode']}, {s['schedulers']} scheduler(s), "
-        f"seed {s['seed']}) "
+        f"seed {s['seed']}"
+        + (f", fault seed {s['fault_seed']}" if s.get("fault_seed") is not None else "")
+        + ") "
         + (f"interrupted after {took}" if s["interrupted"] else took)
         + f": made {st['made']:,}, delivered {st['delivered']:,}, dropped {st['dropped']:,}, "
         f"queued {st.get('queued', 0):,} trace messages"

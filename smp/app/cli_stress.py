@@ -15,7 +15,7 @@ import tempfile
 import click
 
 from smp.app.cli_execute import _execute, _shield
-from smp.app.cli_options import NumberRange, _load, _sample_interval_option, _writable
+from smp.app.cli_options import NumberRange, _load, _sample_interval_option, _Seed, _writable
 from smp.app.cli_output import _expect_notes, _summary_line
 from smp.app.compare import check_invariants
 from smp.app.exitcodes import EXIT_FAILED, EXIT_INTERRUPTED
@@ -51,7 +51,9 @@ __all__ = ["stress"]
     default=None,
     help="run in this mode instead of the scenario's",
 )
-@click.option("--seed", type=int, default=None, help="seed of the random faults")
+@click.option(
+    "--seed", type=_Seed(), default=None, help="seed of the random faults (a 64-bit integer)"
+)
 @click.option(
     "--faults",
     type=click.IntRange(0, 10000),

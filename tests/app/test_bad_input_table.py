@@ -131,6 +131,7 @@ ROWS = [
     (["explore", "seq", "--no-events"], U, "--events/--no-events is for run scenarios"),
     (["explore", "seq", "--schedule", "replace@" + "9" * 5000], U, "at most 12 digits"),
     (["stress", "--duration", "nan"], U, "nan is not a number"),
+    (["stress", "--seed", str(1 << 70)], U, "not a 64-bit integer"),
     (["explore", "{empty}"], U, "empty.toml: an empty scenario"),
     # outputs that cannot be written
     (["run", "{small}", "--out", "{nodir}"], U, "--out"),
