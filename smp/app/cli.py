@@ -71,10 +71,17 @@ def schema(kind):
 @cli.command(epilog="\b\nExample:\n  smp-emu examples\n  smp-emu run churn")
 def examples():
     """List the shipped example scenarios, one line each: those run, stress
-    and compare take by name, then those explore takes."""
-    for kind, title in (("run", "run, stress, compare"), ("explore", "explore")):
+    and compare take by name, then those explore takes, then the races of
+    the simulator's catalogue (explore takes them by name too)."""
+    from smp.sim.catalogue import CATALOGUE
+
+    races = [(r.name, _clip_text(" ".join(r.about.split()).split(". ")[0], 80)) for r in CATALOGUE]
+    for title, names in (
+        ("run, stress, compare", list_examples("run")),
+        ("explore", list_examples("explore")),
+        ("explore, races of the simulator's catalogue", races),
+    ):
         click.echo(f"{title}:")
-        names = list_examples(kind)
         width = max((len(n) for n, _ in names), default=0)
         for name, line in names:
             click.echo(f"  {name:<{width}}  {line}")

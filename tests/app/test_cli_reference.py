@@ -31,7 +31,11 @@ def test_schema_refuses_an_unknown_kind():
 
 
 def test_examples_lists_every_shipped_example_with_a_line():
+    from smp.sim.catalogue import CATALOGUE
+
     r = CliRunner().invoke(cli, ["examples"])
+    # the races explore takes by name are listed too (compare's output names them)
+    assert all(f"  {race.name}  " in r.output for race in CATALOGUE)
     assert r.exit_code == 0
     for kind in ("run", "explore"):
         for name, line in list_examples(kind):
