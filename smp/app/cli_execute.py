@@ -7,6 +7,7 @@ share.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sys
 
@@ -120,6 +121,19 @@ def _execute(
             status.stop()
 
 
+def _outputs_apart(out, journal) -> None:
+    """--out names a file, and not the journal's (the trace text
+    overwrote the journal): one line, exit 2, before the run."""
+    if out is not None and not out:
+        click.echo(
+            "smp-emu: --out '': give a file name (without --out the trace goes to stdout)", err=True
+        )
+        sys.exit(EXIT_USAGE)
+    if out and journal and os.path.abspath(out) == os.path.abspath(journal):
+        click.echo(f"smp-emu: --out and --journal name the same file, {out}", err=True)
+        sys.exit(EXIT_USAGE)
+
+
 def _journal_whole(journal: str) -> bool:
     """The journal is an output too: one the dispatcher could not write
     whole (a full disk) is said in one line, and fails the run."""
@@ -146,6 +160,7 @@ def _run_and_report(
     emulator_options=None,
     sample_interval=None,
 ):
+    _outputs_apart(out, journal)
     if journal:
         _writable(journal, "--journal")
     stream = _open_out(out, "--out") if out else (None if as_json else sys.stdout)

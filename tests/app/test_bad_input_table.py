@@ -137,6 +137,8 @@ ROWS = [
     (["run", "{small}", "--out", "{nodir}"], U, "--out"),
     (["run", "{small}", "--out", "{dir}"], U, "--out"),
     (["run", "{small}", "--journal", "{nodir}"], U, "--journal"),
+    (["run", "{small}", "--out", "{nottoml}", "--journal", "{nottoml}"], U, "name the same file"),
+    (["run", "{small}", "--out", ""], U, "--out '': give a file name"),
     (["stress", "{small}", "--journal", "{nodir}"], U, "--journal"),
     (["report", "{result}", "-o", "{nodir}"], U, "--output"),
     (["report", "{result}", "-o", "{dir}"], U, "--output"),
