@@ -62,8 +62,8 @@ cli.add_command(explore_command)
 @click.argument("kind", type=click.Choice(SCHEMA_KINDS), default="run")
 def schema(kind):
     """Print every key of a scenario file: for run, stress and compare
-    (``run``) or for explore (``explore``), with its type, default, allowed
-    values and meaning.  The same table checks the files and makes the
+    (run) or for explore (explore), with its type, default, allowed values
+    and meaning.  The same table checks the files and makes the
     documentation's reference pages."""
     click.echo(render_schema(kind), nl=False)
 

@@ -185,6 +185,11 @@ def read(
             click.echo(f"smp-emu: --node-number {_clip_text(item)}: {e}", err=True)
             sys.exit(EXIT_USAGE)
     limits = Limits(max_depth, max_frame, max_inflate, max_print)
+    if follow and wrap_suffix:
+        raise click.UsageError(
+            "--follow reads one trace file, not a wrap log (--wrap), as "
+            "dbg:trace_client(follow_file, F) does"
+        )
     srcs = [_read_source(x, wrap_suffix, wrap_count) for x in sources]
     for src in srcs:
         if isinstance(src, str) and os.path.isdir(src):

@@ -41,11 +41,11 @@ def _duration_report(sc: dict, summary: dict, held: dict) -> dict:
         "over_pct": None,
         "why": [],
     }
-    if not secs:
-        return out
+    if not secs or summary["interrupted"]:
+        return out  # (an interrupted run was not to last its time: no verdict on it)
     over = (elapsed - secs) / secs * 100
     out.update(within_10pct=elapsed <= secs * 1.1, over_pct=round(over, 1))
-    if out["within_10pct"] or summary["interrupted"]:
+    if out["within_10pct"]:
         return out
     ts = summary["timeseries"]
     t = ts.get("t_s") or []

@@ -121,6 +121,11 @@ def test_an_overrun_is_explained_from_the_samples():
     assert "30 messages queued" in text and "held 0.40 s" in text
     summary["duration"] = d
     assert duration_note(summary).startswith("ran 1.60 s for seconds = 1 (+60 %)")
+    # an interrupted run was not to last its time: no verdict (it said
+    # "within 10 %" at -91 % for a minute's run stopped at 5 s)
+    short = {**summary, "elapsed_s": 0.09, "interrupted": True}
+    d = _duration_report(sc, short, {"s": 0.0, "at": None})
+    assert d["within_10pct"] is None and d["over_pct"] is None and d["why"] == []
 
 
 # ---------------------------------------------------------------- 10: faults past the end
