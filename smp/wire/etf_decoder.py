@@ -150,7 +150,10 @@ def _leaf(data: bytes, pos: int, n: int, tag: int) -> tuple[Term, int]:
     if tag == NEW_FLOAT_EXT:
         if p + 8 > n:
             raise _truncated("NEW_FLOAT_EXT", p)
-        return _S_d.unpack_from(data, p)[0], p + 8
+        f = _S_d.unpack_from(data, p)[0]
+        if f - f != 0.0:  # NaN or an infinity: binary_to_term is badarg
+            raise DecodeError(f"NEW_FLOAT_EXT holds {f!r}: not an Erlang float", p)
+        return f, p + 8
     if tag == SMALL_BIG_EXT or tag == LARGE_BIG_EXT:
         if tag == SMALL_BIG_EXT:
             if p + 2 > n:
@@ -193,9 +196,12 @@ def _leaf(data: bytes, pos: int, n: int, tag: int) -> tuple[Term, int]:
             raise _truncated("FLOAT_EXT", p)
         text = data[p:end].split(b"\0", 1)[0]
         try:
-            return float(text.decode("ascii")), end
+            f = float(text.decode("ascii"))
         except (UnicodeDecodeError, ValueError):
             raise DecodeError(f"bad FLOAT_EXT text {bytes(text)!r}", p) from None
+        if f - f != 0.0:  # (nan, inf: float() takes them, the node does not)
+            raise DecodeError(f"bad FLOAT_EXT text {bytes(text)!r}: not an Erlang float", p)
+        return f, end
     name = _TAG_NAMES.get(tag)
     if name is not None:
         raise DecodeError(f"unsupported term kind {name}, tag {tag}", pos)

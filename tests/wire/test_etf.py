@@ -571,3 +571,21 @@ def test_an_export_fun_or_pid_deep_in_a_term_is_no_extra_level():
         for _ in range(MAX_DEPTH):
             t = (t,)
         assert encode(decode(encode(t))) == encode(t)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"\x83F\x7f\xf8\x00\x00\x00\x00\x00\x00",  # NEW_FLOAT_EXT NaN
+        b"\x83F\x7f\xf0\x00\x00\x00\x00\x00\x00",  # NEW_FLOAT_EXT +inf
+        b"\x83c" + b"nan".ljust(31, b"\0"),  # FLOAT_EXT text float() takes
+        b"\x83c" + b"-inf".ljust(31, b"\0"),
+    ],
+)
+def test_a_float_that_is_no_erlang_float_is_refused_as_the_node_refuses_it(data):
+    """binary_to_term is badarg for NaN and the infinities (checked on the
+    node); the decoder refuses them with the byte offset, so a trace reader
+    names the source (it printed 'nan is not an Erlang float' alone, or
+    printed the term in one format and failed in another)."""
+    with pytest.raises(DecodeError, match="not an Erlang float"):
+        decode(data)
