@@ -30,6 +30,7 @@ from smp.app.exitcodes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
 from smp.app.explore import explore_command
 from smp.app.schema import SCHEMA_KINDS, list_examples, render_schema
 from smp.core.errors import SmpError
+from smp.sim.catalogue import CATALOGUE
 
 __all__ = ["main", "cli"]
 
@@ -73,8 +74,6 @@ def examples():
     """List the shipped example scenarios, one line each: those run, stress
     and compare take by name, then those explore takes, then the races of
     the simulator's catalogue (explore takes them by name too)."""
-    from smp.sim.catalogue import CATALOGUE
-
     races = [(r.name, _clip_text(" ".join(r.about.split()).split(". ")[0], 80)) for r in CATALOGUE]
     for title, names in (
         ("run, stress, compare", list_examples("run")),
