@@ -590,6 +590,15 @@ def test_a_result_piped_in_is_read_once_and_drawn(tmp_path, source):
     assert "seq" in page.read_text()
 
 
+def _page_of(tmp_path, result: bytes) -> str:
+    """The report page of a result's JSON (bytes as a command printed them)."""
+    (tmp_path / "result.json").write_bytes(result)
+    page = tmp_path / "result.html"
+    r = CliRunner().invoke(cli, ["report", str(tmp_path / "result.json"), "-o", str(page)])
+    assert r.exit_code == 0, r.output
+    return page.read_text()
+
+
 UNFINISHED = """\
 name = "unfinished"
 timeout = 1
@@ -617,13 +626,7 @@ def test_runs_that_did_not_finish_are_said_first_everywhere(tmp_path):
     assert set(c["unfinished"]) == {"smp", "nonsmp"}
     for mode in ("smp", "nonsmp"):
         assert f"smp-emu: {mode}: run not finished within 1 s" in r.stderr.decode()
-    (tmp_path / "c.json").write_bytes(r.stdout)
-    page = tmp_path / "c.html"
-    assert (
-        CliRunner().invoke(cli, ["report", str(tmp_path / "c.json"), "-o", str(page)]).exit_code
-        == 0
-    )
-    html = page.read_text()
+    html = _page_of(tmp_path, r.stdout)
     assert html.count("run did not finish:</b> run not finished within 1 s") == 2
     assert html.index("did not finish") < html.index("<table")
     text = subprocess.run([*SMP_EMU, "compare", str(sc)], capture_output=True, timeout=120)
@@ -660,11 +663,5 @@ def test_a_trace_port_that_failed_fails_the_run_and_says_so(tmp_path, mode):
     assert r.returncode == 1, r.stderr
     assert "smp-emu: tracer f: its trace port failed: " in r.stderr.decode()
     assert "No space left on device" in json.loads(r.stdout)["tracers"]["f"]["port"]["error"]
-    (tmp_path / "r.json").write_bytes(r.stdout)
-    page = tmp_path / "r.html"
-    assert (
-        CliRunner().invoke(cli, ["report", str(tmp_path / "r.json"), "-o", str(page)]).exit_code
-        == 0
-    )
-    html = page.read_text()
+    html = _page_of(tmp_path, r.stdout)
     assert html.index("tracer f: its trace port failed") < html.index("<table")
