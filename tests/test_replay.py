@@ -322,3 +322,16 @@ def test_a_journal_the_disk_could_not_hold_fails_the_run_in_one_line():
     assert "smp-emu: --journal /dev/full: not written whole" in err
     stats = json.loads(r.stdout)["stats"]
     assert stats["made"] == stats["delivered"] + stats["dropped"] and stats["queued"] == 0
+
+
+def test_the_frame_walk_counts_a_whole_journal_and_refuses_one_cut_short(raced, tmp_path):
+    """What run --journal checks after a run, without decoding a record."""
+    from smp.app.journal_records import BadRecord, frames_whole, read_records
+
+    path, _ = raced
+    assert frames_whole(path) == len(read_records(path)[1])
+    data = open(path, "rb").read()
+    cut = tmp_path / "cut.journal"
+    cut.write_bytes(data[:-3])
+    with pytest.raises(BadRecord, match="cut short"):
+        frames_whole(str(cut))

@@ -27,7 +27,7 @@ from smp.app.cli_output import (
 )
 from smp.app.compare import check_expect, check_invariants
 from smp.app.exitcodes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
-from smp.app.journal_records import NotAJournal, read_records
+from smp.app.journal_records import NotAJournal, frames_whole
 from smp.app.workloads import execute
 from smp.core.errors import BadArg, SmpError
 
@@ -138,7 +138,7 @@ def _journal_whole(journal: str) -> bool:
     """The journal is an output too: one the dispatcher could not write
     whole (a full disk) is said in one line, and fails the run."""
     try:
-        read_records(journal)
+        frames_whole(journal)
     except NotAJournal as e:  # (BadRecord too)
         click.echo(
             f"smp-emu: --journal {journal}: not written whole ({_clip_text(str(e), 200)})", err=True

@@ -35,6 +35,7 @@ __all__ = [
     "MAX_NODES",
     "MAX_DEPTH",
     "read_records",
+    "frames_whole",
     "ACTION_NAMES",
 ]
 
@@ -424,6 +425,37 @@ def _read(path: str) -> tuple[tuple, list, set]:
                 why = f"cannot be read ({(e.strerror or 'error').lower()})"
                 raise BadRecord(path, offset, seq, why) from None
             records.append(rec)
+
+
+def frames_whole(path: str) -> int:
+    """Walk the journal's record frames without decoding them: how many
+    there are, or ``NotAJournal``/``BadRecord`` as ``read_records`` raises
+    them when the header is wrong or the file ends inside a frame.  What a
+    run checks of the journal it wrote (decoding every record would take
+    about as long as the run did: 3 s for 27 MB)."""
+    try:
+        f = open(path, "rb")
+    except OSError as e:
+        raise NotAJournal(f"{path}: cannot read it ({(e.strerror or 'error').lower()})") from None
+    with f:
+        try:
+            size = os.fstat(f.fileno()).st_size
+            _read_header(f, path)
+            n, head_len = 0, RECORD_HEAD.size
+            while True:
+                offset = f.tell()
+                head = f.read(head_len)
+                if not head:
+                    return n
+                length = RECORD_HEAD.unpack(head)[0] if len(head) == head_len else size
+                if length > size - offset - head_len:
+                    raise BadRecord(path, offset, n + 1, "the file ends inside it (cut short)")
+                f.seek(length, os.SEEK_CUR)
+                n += 1
+        except OSError as e:
+            raise NotAJournal(
+                f"{path}: cannot read it ({(e.strerror or 'error').lower()})"
+            ) from None
 
 
 def read_records(path: str) -> tuple[tuple, list, None]:

@@ -203,7 +203,7 @@ class Explorer:
         if max_executions is not None and (type(max_executions) is not int or max_executions < 0):
             raise SimError(f"max_executions must be an int >= 0 or None, not {max_executions!r}")
         if time_budget is not None and not (
-            isinstance(time_budget, (int, float)) and 0 <= time_budget < float("inf")
+            type(time_budget) in (int, float) and 0 <= time_budget < float("inf")
         ):
             raise SimError(
                 f"time_budget must be a number of seconds >= 0 or None, not {time_budget!r}"
