@@ -66,6 +66,9 @@ class Wire(Protocol):
     def wait_peer(self, sender: int, n: int, timeout: float = 10.0) -> bool:
         """Take inbox frames until ``n`` signals from ``sender`` are applied."""
 
+    def wait_deliveries(self, n: int, timeout: float = 10.0) -> bool:
+        """Paused: take inbox frames until ``n`` deliveries are in mailboxes."""
+
     def peer_lost(self, k: int) -> None:
         """Scheduler ``k`` is gone: close its socket and send it nothing more."""
 
@@ -155,6 +158,15 @@ class SchedulerCommands(CounterCommands):
         ):
             raise BadArg("wait_peer takes a scheduler id, a count and a timeout of 0..60 s")
         return self.wire.wait_peer(sender, n, float(timeout))
+
+    def _cmd_wait_deliveries(self, n, timeout=10.0):
+        """Paused, not stepped: take what the dispatcher delivered here until
+        ``n`` messages in all are in their mailboxes (``Emulator.settle``)."""
+        if type(n) is not int or n < 0 or not is_command_wait(timeout):
+            raise BadArg("wait_deliveries takes a count and a timeout of 0..60 s")
+        if self.wire.running or self.wire.held is not None:
+            raise BadArg("wait_deliveries: only while paused, not stepped")
+        return self.wire.wait_deliveries(n, float(timeout))
 
     def _cmd_flush_peer(self, owner):
         """Every signal for scheduler ``owner`` sent (a BIF that names a process
@@ -373,6 +385,7 @@ class SchedulerCommands(CounterCommands):
         "resume": _cmd_resume,
         "wait_published": _cmd_wait_published,
         "wait_peer": _cmd_wait_peer,
+        "wait_deliveries": _cmd_wait_deliveries,
         "flush_peer": _cmd_flush_peer,
         "batches_made": _cmd_batches_made,
         "trace_delivered": _cmd_trace_delivered,

@@ -447,6 +447,20 @@ class Worker:
                 self.take_inbox(zmq.NOBLOCK)
         return self.peer_recv[sender] >= n
 
+    def wait_deliveries(self, n: int, timeout: float = 10.0) -> bool:
+        """Paused: take inbox frames until ``n`` messages from the dispatcher
+        are in their mailboxes (what a run cut short had delivered); a peer's
+        signals met on the way are applied as they come.  False when
+        ``timeout`` passed first."""
+        deadline = time.monotonic() + timeout
+        while self.deliveries < n:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            if self.inbox.poll(int(left * 1000) + 1):
+                self.take_inbox(zmq.NOBLOCK)
+        return True
+
     def handle_ctl(self, raw: bytes) -> None:
         """A command from the controller: ``(id or None, command, args)``.
         Function references may be imported; a frame with code (a closure)

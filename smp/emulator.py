@@ -25,7 +25,7 @@ from smp.api.ports import TracePorts
 from smp.api.statistics import StatisticsCalls
 from smp.backend import OutOfTime, SmpBackend
 from smp.core.bifs import call_bif
-from smp.core.errors import BadArg, EmulatorTimeout, SchedulerLost
+from smp.core.errors import BadArg, EmulatorTimeout, SchedulerLost, SmpError
 from smp.core.placement import owner
 from smp.core.terms import Pid, Port, atom_of
 from smp.endpoints import plan_endpoints, plan_security, tcp_endpoints
@@ -428,6 +428,43 @@ class Emulator(TraceBifs, TracePorts, DispatcherControl, StatisticsCalls):
         if self._sup.new_losses:
             report, self._sup.new_losses = self._sup.new_losses, []
             raise SchedulerLost("; ".join(report))
+
+    def settle(self, timeout: float = 1.0) -> bool:
+        """After a run cut short (Ctrl-C), every process still paused: let the
+        dispatcher take every batch the schedulers sent and dispatch its
+        queue, and each scheduler take what was delivered to it, so that the
+        collectors hold every message ``statistics()`` counts as delivered.
+        True when that was reached within ``timeout`` (nonsmp, which has no
+        dispatcher and nothing in flight: at once); False otherwise, or when
+        a scheduler or the dispatcher is gone."""
+        if not self.smp:
+            return True
+        self._sup.check_open()
+        deadline = time.monotonic() + timeout
+        self._bounds.run = deadline
+        try:
+            while True:
+                sts = self._all_scheds("status")
+                d = self._disp_call("status")
+                live = sorted(sts)
+                short = [k for k in live if d["delivered_to"][k] > sts[k]["deliveries"]]
+                if (
+                    not short
+                    and all(d["ingested_items"][k] == sts[k]["sys_items"] for k in live)
+                    and (d["held"] or (d["queued"] == 0 and not d["dispatching"]))
+                ):
+                    return True
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                for k in short:
+                    self._sched_call(k, "wait_deliveries", d["delivered_to"][k], left)
+                if not short:  # the dispatcher still takes batches or dispatches
+                    self._sup.links.pump(0.001)
+        except SmpError:  # out of time, or a process gone
+            return False
+        finally:
+            self._bounds.run = None
 
     def _resume(self) -> None:
         """Resume every scheduler (smp: once its replica has taken every state

@@ -42,6 +42,10 @@ class FakeWire:
     def peer_lost(self, k: int) -> None:
         self.calls.append(("peer_lost", k))
 
+    def wait_deliveries(self, n: int, timeout: float = 10.0) -> bool:
+        self.calls.append(("wait_deliveries", n, timeout))
+        return True
+
 
 async def waiter(proc):
     await proc.receive()
@@ -152,6 +156,21 @@ def test_pause_resume_and_stop_are_asked_of_the_wire(cmds, node, wire):
     cmds.command("resume", ((1, 2, 3), 5.0))
     assert wire.running and wire.calls[-1] == ("wait_published", (1, 2, 3))
     assert cmds.command("stop", ()) is True and wire.stopping
+
+
+def test_deliveries_are_waited_for_only_while_paused_and_not_stepped(cmds, wire):
+    assert cmds.command("wait_deliveries", (7, 0.5)) is True
+    assert wire.calls == [("wait_deliveries", 7, 0.5)]
+    for bad in [(-1, 0.5), (True, 0.5), (7, 61), ("7",)]:
+        with pytest.raises(BadArg):
+            cmds.command("wait_deliveries", bad)
+    wire.running = True
+    with pytest.raises(BadArg, match="only while paused"):
+        cmds.command("wait_deliveries", (7, 0.5))
+    wire.running, wire.held = False, object()
+    with pytest.raises(BadArg, match="only while paused"):
+        cmds.command("wait_deliveries", (7, 0.5))
+    assert len(wire.calls) == 1
 
 
 def test_a_lost_scheduler_closes_its_peer_and_fires_links(cmds, node, wire):

@@ -15,6 +15,7 @@ here, where they all were before the module was split by job.
 from __future__ import annotations
 
 import random
+import signal
 import sys
 import time
 from typing import Any, Callable
@@ -51,6 +52,13 @@ from smp.core.errors import SchedulerLost, SmpError
 from smp.emulator import Emulator
 from smp.ports.reader import read_trace
 from smp.ports.traceport import IP_EXIT_WAIT
+
+#: the longest a run cut short by Ctrl-C waits for what the dispatcher
+#: delivered to reach its collectors (``Emulator.settle``)
+SETTLE_S = 1.0
+
+#: the signals that stop a run (Ctrl-C, and SIGTERM, which the CLI turns into one)
+_STOPS = {signal.SIGINT, signal.SIGTERM}
 
 __all__ = [
     "WORKLOADS",
@@ -182,19 +190,27 @@ def execute(  # noqa: C901 - one run, from set-up to summary
             leave_untraced(vm, sc, tracers, (fault_log, ctl))
         setup_s = time.perf_counter() - t_setup
 
-        offsets = {name: 0 for name in collectors}
+        emitted = {name: 0 for name in collectors}  # how many of messages[name] went out
 
         def pull():
+            """Take what is new from each collector and pass it on.  Safe to
+            call again after a Ctrl-C cut it short: what was taken is kept
+            (one ``extend``), and a Ctrl-C waits while terms go out (so none
+            is written twice or half), which are counted term by term."""
             for name, pid in collectors.items():
+                got = messages[name]
                 try:
-                    new = vm.messages(pid, start=offsets[name])
+                    got.extend(vm.messages(pid, start=len(got)))
                 except SchedulerLost:  # it lived on a scheduler that was lost
-                    continue
-                offsets[name] += len(new)
-                messages[name].extend(new)
-                if name in printed:
-                    for term in new:
-                        emit(name, term)
+                    pass
+                if name in printed and emitted[name] < len(got):
+                    old = signal.pthread_sigmask(signal.SIG_BLOCK, _STOPS)
+                    try:
+                        while emitted[name] < len(got):
+                            emit(name, got[emitted[name]])
+                            emitted[name] += 1
+                    finally:
+                        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
         interrupted = completed = False
         error = None
@@ -273,6 +289,8 @@ def execute(  # noqa: C901 - one run, from set-up to summary
         except KeyboardInterrupt:
             elapsed = time.perf_counter() - t0
             interrupted = True
+            # what the dispatcher delivered before the Ctrl-C reaches its collector
+            vm.settle(SETTLE_S)
         except SchedulerLost as e:
             # the rest of the run became quiet: it ends here, measured, and
             # the summary says what was lost
@@ -283,6 +301,8 @@ def execute(  # noqa: C901 - one run, from set-up to summary
         # From here on the run is over: a second Ctrl-C must not leave it half-measured.
         if not collected:
             end_samples()
+        if interrupted:
+            pull()  # what the tracers received before the Ctrl-C is written too
         stats = vm.statistics().as_dict()  # the result is plain data (JSON)
         fates = lineage = None
         if record_fates:
