@@ -189,7 +189,11 @@ class Supervisor:
     def call_scheds(self, calls: dict, timeout: float = 30.0) -> dict[int, Any]:
         """Send ``{scheduler id: (command, args)}`` to every scheduler at
         once, so they work in parallel, then collect the answers; a scheduler
-        lost meanwhile has none in the result."""
+        lost meanwhile has none in the result.  A command that fails on one
+        scheduler raises once every other has answered too: a call returns
+        only when each scheduler has done its part (a ``spawn_many`` whose
+        share fails on one scheduler must not spawn on another later, during
+        the next ``run()``, in a place the processes' exits have freed)."""
         reqs = {}
         for k, (cmd, args) in calls.items():
             req = self.links.request(k, cmd, args)
@@ -198,6 +202,7 @@ class Supervisor:
             else:
                 self.scheduler_gone(k)
         out = {}
+        error = None
         deadline = self.bounds.until(timeout)
         for k, req in reqs.items():
             alive = self.sched_proc(k).is_alive
@@ -214,9 +219,11 @@ class Supervisor:
                 self.scheduler_lost(k)
                 continue
             if not ok:
-                self.links.forget(reqs.values())
-                raise value
+                error = value if error is None else error
+                continue
             out[k] = value
+        if error is not None:
+            raise error
         return out
 
     def disp_call(self, cmd: str, *args, timeout: float = 30.0):
