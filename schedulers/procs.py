@@ -264,7 +264,9 @@ class ProcessOps:
         elif t.trap_exit:
             self._queue_message(t, (am_EXIT, from_, reason), token, trace_recv=True)
         elif reason is not am_normal:
-            self._kill(t, reason)
+            # send_exit_signal: rsn = reason == am_kill ? am_killed : reason (a
+            # link's kill ends a process that does not trap exits as killed)
+            self._kill(t, am_killed if reason is am_kill else reason)
             ends = True
         if (
             had_link
@@ -352,7 +354,12 @@ class ProcessOps:
         raise Error(am_noproc)
 
     def link_arrived(self, t: Proc, from_, inherit=None, c_p=None) -> None:
-        if t.status == EXITED or t.pending_exit is not None:
+        """``insert_internal_link`` on ``t``: it looks ``t`` up with
+        ``ERTS_P2P_FLG_ALLOW_OTHER_X``, so a process that was sent kill and
+        has not exited yet is linked (and traced ``getting_linked``) like any
+        other, and its exit then signals ``from_``; a process gone answers
+        ``noproc``."""
+        if t.status == EXITED:
             self._send_exit_signal(t, from_, am_noproc, link=True)
             return
         t.link_add(from_)

@@ -40,8 +40,9 @@ DROP = object()
 
 
 class Also(tuple):
-    """What a rule returns for a node message that 17.x follows with more:
-    the message, then the messages 17.x also sends there."""
+    """What a rule returns for a node message that 17.x sends more beside:
+    the messages 17.x sends in its place, in 17.x's order (the message
+    itself among them)."""
 
 
 @dataclass(frozen=True)
@@ -693,6 +694,105 @@ DIFFERENCES += [
         "trace_proc(p, rp, am_getting_linked, ...) under IS_TRACED_FL(rp, F_TRACE_PROCS), "
         "with no check that the link was new",
         _getting_linked_again,
+    ),
+]
+
+
+# -- OTP 21 (the signal rework): a link's kill ------------------------------------------
+def _link_kill(msgs: list) -> list:
+    # 17.x send_exit_signal ends a process that does not trap exits with
+    # rsn = reason == am_kill ? am_killed : reason, so a link's kill (the
+    # linked process exited kill) ends it killed, and its own links carry
+    # killed on: a trapping one gets {'EXIT', X, killed}.  25 passes kill
+    # along the links: X exits kill, and {'EXIT', X, kill} goes on.  In a
+    # scenario one process at most calls exit(kill): every process that
+    # exits kill after another did was ended by a link.
+    out, first, relinked = [], None, set()
+    for m in msgs:
+        if _is_trace(m, "exit") and m[3] == _a("kill"):
+            if first is None:
+                first = m[1]
+            elif m[1] != first:
+                relinked.add(m[1])
+                out.append(m[:3] + (_a("killed"),) + m[4:])
+                continue
+        if (
+            _is_trace(m, "receive")
+            and type(m[3]) is tuple
+            and len(m[3]) == 3
+            and m[3][0] == _a("EXIT")
+            and m[3][1] in relinked
+            and m[3][2] == _a("kill")
+        ):
+            out.append(m[:3] + ((m[3][0], m[3][1], _a("killed")),) + m[4:])
+            continue
+        out.append(m)
+    return out
+
+
+# -- OTP 21: link/1 to a process that was sent kill -----------------------------------
+def _link_exiting(msgs: list) -> list:
+    # 17.x insert_internal_link looks the process up with
+    # ERTS_P2P_FLG_ALLOW_OTHER_X: one sent kill that has not exited yet is
+    # linked ({trace, V, getting_linked, L} on a V traced for procs), and its
+    # exit sends L killed.  25 answers the link with noproc.  A V the trace
+    # shows exiting killed is such a process, and L's first 'EXIT' of V (or
+    # its own exit) after link/1 says killed.
+    killed = {m[1] for m in msgs if _is_trace(m, "exit") and m[3] == _a("killed")}
+    linkers: dict = {}  # V -> the processes whose noproc from V is 17.x's killed
+    waiting: dict = {}  # L -> V, from L's link/1 until L hears of V
+    out = list(msgs)
+    for i, m in enumerate(msgs):
+        if _is_trace(m, "link") and m[3] in killed and m[1] != m[3]:
+            waiting[m[1]] = m[3]
+            continue
+        v = waiting.get(m[1]) if _is_trace(m) else None
+        if v is None:
+            continue
+        what = m[3] if len(m) > 3 else None
+        if _is_trace(m, "receive") and what == (_a("EXIT"), v, _a("noproc")):
+            out[i] = m[:3] + ((what[0], v, _a("killed")),) + m[4:]
+        elif _is_trace(m, "exit") and what == _a("noproc"):
+            out[i] = m[:3] + (_a("killed"),) + m[4:]
+        else:
+            continue
+        del waiting[m[1]]
+        linkers.setdefault(v, []).append(m)
+    for i, m in enumerate(msgs):
+        if _is_trace(m, "exit") and m[3] == _a("killed") and m[1] in linkers:
+            made = [m[:2] + (_a("getting_linked"), x[1]) + m[4:] for x in linkers.pop(m[1])]
+            out[i] = Also((*made, m))
+    return out
+
+
+DIFFERENCES += [
+    Difference(
+        "link_exiting",
+        "21.0",
+        None,
+        "link_killed",
+        "link/1 to a process another sent kill, before it exited: 25 answers noproc "
+        "({'EXIT', V, noproc} to a trapping caller); 17.x links it, traces "
+        "{trace, V, getting_linked, L}, and V's exit sends L killed",
+        "17.x bif.c insert_internal_link: erts_pid2proc_opt(..., "
+        "ERTS_P2P_FLG_ALLOW_OTHER_X) finds a process with a pending exit; erts_add_link "
+        "on both and trace_proc(p, rp, am_getting_linked, ...); erl_process.c "
+        "erts_continue_exit_process then sweeps the new link (doit_exit_link)",
+        _link_exiting,
+    ),
+    Difference(
+        "link_kill",
+        "21.0",
+        None,
+        "link_kill_chain",
+        "a process that does not trap exits, ended by a link's kill (the linked process "
+        "exited kill): 25 ends it with kill and passes kill on to its links; 17.x ends it "
+        "with killed ({trace, V, exit, killed}) and a trapping link gets {'EXIT', V, killed}",
+        "17.x erl_process.c send_exit_signal: rsn = reason == am_kill ? am_killed : reason, "
+        "used for the exit of a receiver that does not trap exits (a link's signal carries "
+        "ERTS_XSIG_FLG_IGN_KILL, so a trapping one gets the kill as a message); "
+        "doit_exit_link sends each link the exiting process's reason",
+        _link_kill,
     ),
 ]
 

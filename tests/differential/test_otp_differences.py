@@ -146,6 +146,35 @@ CASES = {
         [(T, P, A.link, Q), (T, P, A.link, Q), (T, Q, A.getting_linked, P)]
         + [(T, Q, A.getting_linked, P)],
     ),
+    "link_exiting": (
+        [
+            (T, Q, A.link, P),
+            (T, P, A.exit, A.killed),
+            (T, Q, A["receive"], (A.EXIT, P, A.noproc)),
+            (T, Q, A.getting_unlinked, P),
+        ],
+        [
+            (T, Q, A.link, P),
+            (T, P, A.getting_linked, Q),
+            (T, P, A.exit, A.killed),
+            (T, Q, A["receive"], (A.EXIT, P, A.killed)),
+            (T, Q, A.getting_unlinked, P),
+        ],
+    ),
+    "link_kill": (
+        [
+            (T, P, A.exit, A.kill),
+            (T, Q, A.exit, A.kill),
+            (T, Pid(82), A["receive"], (A.EXIT, Q, A.kill)),
+            (T, Pid(82), A["receive"], (A.EXIT, P, A.kill)),
+        ],
+        [
+            (T, P, A.exit, A.kill),
+            (T, Q, A.exit, A.killed),
+            (T, Pid(82), A["receive"], (A.EXIT, Q, A.killed)),
+            (T, Pid(82), A["receive"], (A.EXIT, P, A.kill)),
+        ],
+    ),
     # seven links made in pid order: the red-black tree's post-order in, the
     # AVL tree's out (serials stay where they are: they count the sends)
     "link_sweep_order": (
@@ -203,3 +232,17 @@ def test_normalise_renames_by_role_then_first_appearance():
             (A.trace_ts, A["<a>"], A["receive"], A["<Port1>"], A["<T2>"]),
         ],
     }
+
+
+def test_a_link_to_an_exiting_process_ends_a_caller_that_does_not_trap_exits_killed():
+    """17.x links it, so its exit ends the caller killed; 25's noproc ends
+    the caller noproc."""
+    out = _one(
+        "link_exiting",
+        [(T, Q, A.link, P), (T, Q, A.exit, A.noproc), (T, P, A.exit, A.killed)],
+    )
+    assert out[:2] == [(T, Q, A.link, P), (T, Q, A.exit, A.killed)]
+    assert out[2] == Also(((T, P, A.getting_linked, Q), (T, P, A.exit, A.killed)))
+    # a process dead before the link (never seen exiting killed) stays noproc
+    dead = [(T, Q, A.link, P), (T, Q, A.exit, A.noproc)]
+    assert _one("link_exiting", dead) == dead

@@ -133,6 +133,21 @@ exiting_not_unlinked() ->
     A ! B, wait_dead(B), wait_dead(A),
     {[{tracer, T}, {b, B}, {a, A}], msgs(T)}.
 
+%% K exits kill; V, linked to K and not trapping exits, is ended by the link:
+%% 17.x send_exit_signal ends it killed (25: kill), and the trapping W,
+%% linked to V, gets {'EXIT', V, killed} (25: kill).
+kill_dier(Peer) -> link(Peer), Peer ! linked, receive go -> ok end, exit(kill).
+middle(W) -> link(W), W ! linked, receive linked -> ok end, receive stop -> ok end.
+link_kill_chain() ->
+    T = collector(), W = spawn(?MODULE, trapper, []), wait_waiting(W),
+    V = spawn(?MODULE, middle, [W]), wait_waiting(V), wait_waiting(W),
+    K = spawn(?MODULE, kill_dier, [V]), wait_waiting(K), wait_waiting(V),
+    1 = erlang:trace(K, true, [procs, {tracer, T}]),
+    1 = erlang:trace(V, true, [procs, {tracer, T}]),
+    1 = erlang:trace(W, true, [procs, 'receive', {tracer, T}]),
+    K ! go, wait_dead(K), wait_dead(V), wait_waiting(W),
+    {[{tracer, T}, {k, K}, {v, V}, {w, W}], msgs(T)}.
+
 %% K kills V, then registers it: 25 registers the dying process (and traces
 %% register, then unregister at its exit); 17.x finds no exiting process.
 kill_and_register(V) ->
@@ -143,6 +158,20 @@ register_killed() ->
     1 = erlang:trace(V, true, [procs, {tracer, T}]),
     kick(K, go), wait_dead(V),
     {[{tracer, T}, {v, V}, {k, K}], msgs(T)}.
+
+%% L kills V, then links it: 17.x insert_internal_link finds the exiting
+%% process (ERTS_P2P_FLG_ALLOW_OTHER_X) and links it, and V's exit sends L
+%% killed; 25 answers the link to an exiting process with noproc.
+kill_and_link(V) ->
+    process_flag(trap_exit, true), receive go -> ok end,
+    exit(V, kill), link(V), receive {'EXIT', V, _} -> ok end, receive stop -> ok end.
+link_killed() ->
+    T = collector(), V = spawn(?MODULE, sink, []), L = spawn(?MODULE, kill_and_link, [V]),
+    wait_waiting(V), wait_waiting(L),
+    1 = erlang:trace(V, true, [procs, {tracer, T}]),
+    1 = erlang:trace(L, true, [procs, 'receive', {tracer, T}]),
+    kick(L, go), wait_dead(V), wait_waiting(L),
+    {[{tracer, T}, {v, V}, {l, L}], msgs(T)}.
 
 set_on_link_child() ->
     T = collector(), P = spawn(?MODULE, spawn_linker, []), wait_waiting(P),
@@ -361,6 +390,29 @@ async def dier(proc, peer):
     await proc.exit(A.boom)
 
 
+async def kill_and_link(proc, victim):
+    await proc.process_flag(A.trap_exit, A.true)
+    await proc.receive(match=matching(A.go))
+    await proc.exit(victim, A.kill)
+    await proc.link(victim)
+    await proc.receive(match=lambda m: type(m) is tuple and m[:2] == (A.EXIT, victim))
+    await proc.receive(match=matching(A.stop))
+
+
+async def kill_dier(proc, peer):
+    await proc.link(peer)
+    await proc.send(peer, A.linked)
+    await proc.receive(match=matching(A.go))
+    await proc.exit(A.kill)
+
+
+async def middle(proc, w):
+    await proc.link(w)
+    await proc.send(w, A.linked)
+    await proc.receive(match=matching(A.linked))
+    await proc.receive(match=matching(A.stop))
+
+
 async def victim(proc):
     await proc.receive(match=matching(A.linked))
     await proc.receive(match=matching(A.stop))
@@ -516,6 +568,32 @@ def e_register_killed(vm):
     return [("tracer", t), ("v", v), ("k", k)], vm.messages(t)
 
 
+def e_link_killed(vm):
+    t = vm.spawn_collector()
+    v = vm.spawn(sink)
+    link = vm.spawn(kill_and_link, v)
+    vm.run(timeout=20)
+    vm.trace(v, True, ["procs"], tracer=t)
+    vm.trace(link, True, ["procs", "receive"], tracer=t)
+    kick(vm, link, A.go)
+    return [("tracer", t), ("v", v), ("l", link)], vm.messages(t)
+
+
+def e_link_kill_chain(vm):
+    t = vm.spawn_collector()
+    w = vm.spawn(trapper)
+    vm.run(timeout=20)
+    v = vm.spawn(middle, w)
+    vm.run(timeout=20)
+    k = vm.spawn(kill_dier, v)
+    vm.run(timeout=20)
+    vm.trace(k, True, ["procs"], tracer=t)
+    vm.trace(v, True, ["procs"], tracer=t)
+    vm.trace(w, True, ["procs", "receive"], tracer=t)
+    kick(vm, k, A.go)
+    return [("tracer", t), ("k", k), ("v", v), ("w", w)], vm.messages(t)
+
+
 def e_link_unlink(vm):
     t = vm.spawn_collector()
     a = vm.spawn(sink)
@@ -630,6 +708,8 @@ SCENARIOS = [
     Scenario("link_failures", e_link_failures),
     Scenario("exit_of_itself", e_exit_of_itself),
     Scenario("register_killed", e_register_killed),
+    Scenario("link_kill_chain", e_link_kill_chain),
+    Scenario("link_killed", e_link_killed),
     Scenario("exiting_not_unlinked", e_exiting_not_unlinked),
     Scenario("set_on_link_child", _spawn_scenario(spawn_linker, ["procs", "set_on_link"])),
     Scenario("exit_unlinks_survivor", _linked_to_a_dier(trapper, "survivor", ["procs", "receive"])),
