@@ -13,7 +13,8 @@ modes on the same axes and lists the messages only one mode made; a stress
 result adds its faults and the journal replay.  Every value on the page is
 written for a reader: no Python ``None``/``True``/``False`` or reprs.
 ``load_result(path)`` reads such a file: anything that is not one (not
-UTF-8, not JSON, nested deeper than any result) is one ``ResultFileError``.
+UTF-8, not JSON, nested deeper than any result, a count in it that is not
+an integer of 0 or more) is one ``ResultFileError``.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from smp.app.plots import (
     timeline,
 )
 from smp.app.result_file import MAX_RESULT_DEPTH, ResultFileError, load_result
+from smp.app.result_file import result_kind as report_kind
 from smp.app.run_summary import port_failures
 from smp.app.series import held
 
@@ -114,16 +116,6 @@ def _num(v) -> str:
 def _text(v) -> str:
     """Message text for the page: ``(none)`` where there is none."""
     return "(none)" if v is None or v == "" else str(v)
-
-
-def report_kind(data: dict) -> str:
-    if data.get("kind") in ("compare", "stress", "run", "explore", "explore-sim"):
-        return data["kind"]
-    if "runs" in data and "rows" in data:
-        return "compare"
-    if "faults" in data and "invariants" in data and "journal" in data:
-        return "stress"
-    return "run"
 
 
 def _type_series(runs: dict) -> tuple[list[str], dict]:
