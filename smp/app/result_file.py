@@ -22,6 +22,7 @@ from smp.core.errors import SmpError
 __all__ = [
     "MAX_RESULT_BYTES",
     "MAX_RESULT_DEPTH",
+    "MAX_INT_DIGITS",
     "ResultFileError",
     "check_counts",
     "load_result",
@@ -34,6 +35,8 @@ __all__ = [
 MAX_RESULT_DEPTH = 64
 #: a saved result larger than this is refused (a long stress run's is a few MB)
 MAX_RESULT_BYTES = 256 * 1024 * 1024
+#: an integer of more digits is in no saved result (a 64-bit seed has 20)
+MAX_INT_DIGITS = 40
 
 
 class ResultFileError(SmpError):
@@ -64,16 +67,32 @@ def read_text(path: str, max_bytes: int, kind: str) -> str:
         ) from None
 
 
+class _LongNumber(Exception):
+    """An integer longer than any a result holds (Python would refuse past
+    4,300 digits with its own ValueError; a long one is slow to convert)."""
+
+
+def _int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_INT_DIGITS:
+        raise _LongNumber
+    return int(text)
+
+
 def load_result(path: str, text: str | None = None) -> dict:
     """The JSON object of a saved result file (``run``/``stress``/``compare``/
     ``explore --json``), or a ``ResultFileError``: the file cannot be read,
-    is not UTF-8, is not JSON, nests deeper than ``MAX_RESULT_DEPTH``, is
+    is not UTF-8, is not JSON, has an integer of more than
+    ``MAX_INT_DIGITS`` digits, nests deeper than ``MAX_RESULT_DEPTH``, is
     not a JSON object or holds a count that is not one (``check_counts``).
     ``text``: the file's text, read already (a pipe cannot be read twice)."""
     if text is None:
         text = read_text(path, MAX_RESULT_BYTES, "a saved result")
     try:
-        doc = json.loads(text)
+        doc = json.loads(text, parse_int=_int)
+    except _LongNumber:
+        raise ResultFileError(
+            f"{path}: an integer of more than {MAX_INT_DIGITS} digits: not a saved result"
+        ) from None
     except json.JSONDecodeError as e:
         raise ResultFileError(f"{path}:{e.lineno}: not JSON: {e.msg} (column {e.colno})") from None
     except RecursionError:

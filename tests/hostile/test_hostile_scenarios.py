@@ -421,6 +421,9 @@ REPORT_CASES = {
     "deep-object": ('{"a": ' * 100 + "1" + "}" * 100, "nested deeper than 64"),
     "not-json": ('{"kind": "run",\n nope}', ":2: not JSON"),
     "not-an-object": ("[1, 2, 3]", "not a JSON object"),
+    # past 4,300 digits Python's int() raises its own ValueError: it was a traceback
+    "long-number": ('{"kind": "run", "made": ' + "9" * 5000 + "}", "more than 40 digits"),
+    "long-negative": ('{"kind": "run", "seed": -' + "9" * 41 + "}", "more than 40 digits"),
 }
 
 
