@@ -14,7 +14,7 @@ import tempfile
 
 import click
 
-from smp.app.cli_execute import _execute, _run_and_report
+from smp.app.cli_execute import _execute, _run_and_report, _shield
 from smp.app.cli_options import (
     _format_option,
     _load,
@@ -23,7 +23,7 @@ from smp.app.cli_options import (
     _seed_option,
     _writable,
 )
-from smp.app.compare import compare_runs, journal_events, same_work
+from smp.app.compare import compare_measured, compare_runs, journal_events, same_work
 from smp.app.compare_causes import death_text, message_causes
 from smp.app.exitcodes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
 from smp.app.limits import parse_limit
@@ -236,7 +236,9 @@ def compare(scenario, schedulers, operations, as_json, first, journal_path, samp
     number of operations, and the output says so.  Every differing counter
     comes with the seed's reason, and every message only one mode made is
     listed per tracer and tracee (smp's drops come from the dispatcher's
-    journal)."""
+    journal).  Interrupted (Ctrl-C), it prints the counters of the runs it
+    has, each marked UNFINISHED, without lining up the messages, and exits
+    130."""
 
     sc = _load(scenario)
     if seed is not None:
@@ -246,6 +248,7 @@ def compare(scenario, schedulers, operations, as_json, first, journal_path, samp
         _writable(journal_path, "--journal")
     tmpdir = tempfile.mkdtemp(prefix="smp-emu-compare-")
     journal = journal_path or os.path.join(tmpdir, "smp.journal")
+    a = b = None
     try:
         try:
             a = _execute(
@@ -257,59 +260,92 @@ def compare(scenario, schedulers, operations, as_json, first, journal_path, samp
                 sample_interval=sample_interval,
                 record_fates=True,
             )
-            if a.summary["interrupted"]:
-                raise KeyboardInterrupt
-            b = _execute(
-                sc,
-                "smp",
-                schedulers,
-                None,
-                f"{sc['name']} (smp)",
-                journal=journal,
-                sample_interval=sample_interval,
-                record_fates=True,
-            )
-        except KeyboardInterrupt:
-            click.echo("smp-emu: interrupted", err=True)
-            sys.exit(EXIT_INTERRUPTED)
+            if not a.summary["interrupted"]:
+                b = _execute(
+                    sc,
+                    "smp",
+                    schedulers,
+                    None,
+                    f"{sc['name']} (smp)",
+                    journal=journal,
+                    sample_interval=sample_interval,
+                    record_fates=True,
+                )
+        except KeyboardInterrupt:  # before a run started: the smp run's, if nonsmp's is done
+            if a is None:
+                click.echo("smp-emu: interrupted before the run started", err=True)
+                sys.exit(EXIT_INTERRUPTED)
         except SmpError as e:
             click.echo(f"smp-emu: {e}", err=True)
             sys.exit(EXIT_FAILED)
-        try:
-            events = journal_events(journal)
-            made = [e[:4] for e in events[0]]
-            causes = message_causes(a, b, events, limit=first)
-        except (OSError, ValueError):
-            made = causes = None
+        interrupted = b is None or b.summary["interrupted"]
+        if interrupted:  # what was measured until then; a second Ctrl-C is ignored
+            _shield()
+            c = compare_measured(a, b, "smp")
+        else:
+            c = _compare_whole(a, b, sc, journal, journal_path, first)
     finally:
         shutil.rmtree(tmpdir, ignore_errors=True)
-    if causes is not None:
-        causes["journal"] = journal_path
-    c = compare_runs(a, b, first=first, scenario=sc, smp_made=made, causes=causes)
     c["first"] = first
     c["workload"] = work
     c["seed"] = sc["seed"]
-    # a run that did not finish compares what it made: said first, and on stderr
-    c["unfinished"] = {m: r["error"] for m, r in c["runs"].items() if r["error"]}
+    # a run that did not finish (or was interrupted, or not run) compares
+    # what it made: said first, and on stderr
+    c["unfinished"] = _unfinished(c)
     if as_json:
         sys.stdout.write(json.dumps(c, indent=2, default=repr) + "\n")
     else:
         _print_compare(c)
+    sys.stdout.flush()
     for m, r in c["runs"].items():
         for line in fault_notes(r, every=not as_json):
             click.echo(f"smp-emu: {m}: {line}", err=True)
     for m, error in c["unfinished"].items():
         click.echo(f"smp-emu: {m}: {error}", err=True)
+    if interrupted:
+        click.echo("smp-emu: interrupted", err=True)
+        sys.exit(EXIT_INTERRUPTED)
     if c["unfinished"]:
         sys.exit(EXIT_FAILED)
-    if b.summary["interrupted"]:
-        sys.exit(EXIT_INTERRUPTED)
+
+
+def _compare_whole(a, b, sc, journal, journal_path, first) -> dict:
+    """The compare of two runs that both ran to their end: the counters and
+    the messages lined up by cause from both runs' records."""
+    try:
+        events = journal_events(journal)
+        made = [e[:4] for e in events[0]]
+        causes = message_causes(a, b, events, limit=first)
+    except (OSError, ValueError):
+        made = causes = None
+    if causes is not None:
+        causes["journal"] = journal_path
+    return compare_runs(a, b, first=first, scenario=sc, smp_made=made, causes=causes)
+
+
+def _unfinished(c: dict) -> dict:
+    """``{mode: why}`` of each run that did not finish: its error (a
+    timeout, a lost scheduler), an interrupt, or, not in ``runs``, an
+    interrupt before it started."""
+    out = {}
+    for m in c["modes"]:
+        r = c["runs"].get(m)
+        if r is None:
+            out[m] = "not run: interrupted before it started"
+        elif r["error"]:
+            out[m] = r["error"]
+        elif r["interrupted"]:
+            out[m] = f"interrupted after {r['elapsed_s']:.2f} s"
+    return out
 
 
 def _unfinished_text(c: dict) -> str:
     """The first lines of a compare whose runs did not all finish."""
     return "".join(
         f"UNFINISHED: the {m} run did not finish ({error}); its column is what it made until then\n"
+        if m in c["runs"]
+        else f"UNFINISHED: the {m} run did not run ({error.removeprefix('not run: ')}); "
+        "its column is empty\n"
         for m, error in c.get("unfinished", {}).items()
     )
 
@@ -338,19 +374,14 @@ def _print_compare(c: dict) -> None:
             out.write(f"  * {what}: {text}\n")
     if c.get("order_note"):
         out.write(f"\nordering: {c['order_note']}\n")
-    for m in (ma, mb):
-        v = c["invariants"][m]
+    _print_invariants(c)
+    if c.get("interrupted"):
         out.write(
-            f"\ninvariants ({m}): "
-            + (
-                "all hold (counts add up, per-tracee order, timestamps increase)"
-                if not v
-                else f"{len(v)} violated"
-            )
-            + "\n"
+            "\ninterrupted: the columns are what each run made until it stopped; the "
+            "messages are not lined up (a run cut short differs from a whole one by where "
+            "it stopped)\n"
         )
-        for x in v:
-            out.write(f"  {x}\n")
+        return
     if c.get("causes") is not None:
         _print_causes(c["causes"], c.get("first", 20))
         return
@@ -373,6 +404,28 @@ def _print_compare(c: dict) -> None:
         more = n[ma] + n[mb] - len(t["only"])
         if more > 0:
             out.write(f"  ({more} more not listed: --first N lists more)\n")
+
+
+def _print_invariants(c: dict) -> None:
+    """Each mode's invariants: all hold, or the violations; a mode that did
+    not run (an interrupted compare) was not checked."""
+    out = sys.stdout
+    for m in c["modes"]:
+        if m not in c["invariants"]:
+            out.write(f"\ninvariants ({m}): not checked: the run did not run\n")
+            continue
+        v = c["invariants"][m]
+        out.write(
+            f"\ninvariants ({m}): "
+            + (
+                "all hold (counts add up, per-tracee order, timestamps increase)"
+                if not v
+                else f"{len(v)} violated"
+            )
+            + "\n"
+        )
+        for x in v:
+            out.write(f"  {x}\n")
 
 
 def _print_causes(causes: dict, first: int) -> None:

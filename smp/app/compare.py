@@ -47,6 +47,7 @@ from smp.ports.order import OrderChecker
 __all__ = [
     "check_invariants",
     "compare_runs",
+    "compare_measured",
     "normalise",
     "OrderChecker",
     "why",
@@ -183,35 +184,9 @@ def compare_runs(
             }
         )
 
-    for key in (
-        "made",
-        "delivered",
-        "dropped",
-        "queued",
-        "suppressed",
-        "fake_schedule_pairs",
-        "tracer_checks_reset",
-        "messages_sent",
-    ):
-        row(key, ta.get(key, 0), tb.get(key, 0))
-    types = sorted(set(ta["made_by_type"]) | set(tb["made_by_type"]))
-    for t in types:
-        row(f"made {t}", ta["made_by_type"].get(t, 0), tb["made_by_type"].get(t, 0))
-        row(f"delivered {t}", ta["delivered_by_type"].get(t, 0), tb["delivered_by_type"].get(t, 0))
-    for kind in ("dropped_by_reason", "suppressed_by_reason"):
-        reasons = sorted(set(ta.get(kind, {})) | set(tb.get(kind, {})))
-        for r in reasons:
-            ts = sorted(set(ta.get(kind, {}).get(r, {})) | set(tb.get(kind, {}).get(r, {})))
-            for t in ts:
-                row(
-                    f"{kind.split('_')[0]} {r} {t}",
-                    ta.get(kind, {}).get(r, {}).get(t, 0),
-                    tb.get(kind, {}).get(r, {}).get(t, 0),
-                )
-    row("throughput made/s", sa["throughput"]["made_per_s"], sb["throughput"]["made_per_s"])
-    row("elapsed s", sa["elapsed_s"], sb["elapsed_s"])
-    row("latency p50 ns", sa["latency_ns"]["p50"], sb["latency_ns"]["p50"])
-    row("latency p99 ns", sa["latency_ns"]["p99"], sb["latency_ns"]["p99"])
+    ca, cb = _counters(sa), _counters(sb)
+    for what in _row_order([ta, tb]):
+        row(what, ca.get(what, 0), cb.get(what, 0))
     order = {a_mode: check_invariants(a), b_mode: check_invariants(b)}
     msgs = message_differences(a, b, smp_made=smp_made, scenario=scenario, limit=first)
     return {
@@ -223,6 +198,89 @@ def compare_runs(
         "runs": {a_mode: sa, b_mode: sb},
         "order_note": ORDER_NOTE,
         "causes": causes,
+    }
+
+
+_COUNTER_KEYS = (
+    "made",
+    "delivered",
+    "dropped",
+    "queued",
+    "suppressed",
+    "fake_schedule_pairs",
+    "tracer_checks_reset",
+    "messages_sent",
+)
+_BY_REASON = ("dropped_by_reason", "suppressed_by_reason")
+_MEASURES = ("throughput made/s", "elapsed s", "latency p50 ns", "latency p99 ns")
+
+
+def _row_order(stats: list[dict]) -> list[str]:
+    """The rows of a compare of runs with these ``stats``, in order: the
+    counters, made and delivered per type, dropped and suppressed per reason
+    and type, then throughput, time and latency."""
+    out = list(_COUNTER_KEYS)
+    for t in sorted({t for st in stats for t in st["made_by_type"]}):
+        out += [f"made {t}", f"delivered {t}"]
+    for kind in _BY_REASON:
+        for r in sorted({r for st in stats for r in st.get(kind, {})}):
+            for t in sorted({t for st in stats for t in st.get(kind, {}).get(r, {})}):
+                out.append(f"{kind.split('_')[0]} {r} {t}")
+    return out + list(_MEASURES)
+
+
+def _counters(s: dict) -> dict:
+    """A run's value of each row a compare can have (a row it lacks: 0)."""
+    st = s["stats"]
+    out = {k: st.get(k, 0) for k in _COUNTER_KEYS}
+    for what in ("made", "delivered"):
+        for t, n in st[f"{what}_by_type"].items():
+            out[f"{what} {t}"] = n
+    for kind in _BY_REASON:
+        for r, by_type in st.get(kind, {}).items():
+            for t, n in by_type.items():
+                out[f"{kind.split('_')[0]} {r} {t}"] = n
+    measures = (
+        s["throughput"]["made_per_s"],
+        s["elapsed_s"],
+        s["latency_ns"]["p50"],
+        s["latency_ns"]["p99"],
+    )
+    out.update(zip(_MEASURES, measures, strict=True))
+    return out
+
+
+def compare_measured(a, b, b_mode: str) -> dict:
+    """The side by side of an interrupted compare, JSON-able: the rows of
+    ``compare_runs`` with what each run measured until it stopped (``b``
+    None: the second run, ``b_mode``, was never started; its column is
+    null and its run absent), each run's invariants, and no "why" nor
+    messages lined up: a run cut short differs from a whole one by where it
+    was stopped, not by its build."""
+    sa = a.summary
+    sb = None if b is None else b.summary
+    a_mode = sa["mode"]
+    ca = _counters(sa)
+    cb = None if sb is None else _counters(sb)
+    rows = []
+    for what in _row_order([sa["stats"]] + ([] if sb is None else [sb["stats"]])):
+        x, y = ca.get(what, 0), None if cb is None else cb.get(what, 0)
+        rows.append(
+            {"what": what, a_mode: x, b_mode: y, "differs": cb is not None and x != y, "why": None}
+        )
+    runs = {a_mode: sa} if sb is None else {a_mode: sa, b_mode: sb}
+    return {
+        "kind": "compare",
+        "interrupted": True,
+        "modes": [a_mode, b_mode],
+        "rows": rows,
+        "invariants": {
+            m: check_invariants(o) for m, o in ((a_mode, a), (b_mode, b)) if o is not None
+        },
+        "messages": None,
+        "runs": runs,
+        "order_note": None,
+        "causes": None,
     }
 
 

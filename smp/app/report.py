@@ -626,6 +626,11 @@ def _causes_section(causes: dict) -> str:
 
 def _messages_section(data: dict) -> str:
     ma, mb = data["modes"]
+    if data.get("interrupted"):
+        return (
+            "<h2>messages</h2><p>Not lined up: the compare was interrupted, and a run cut "
+            "short differs from a whole one by where it stopped.</p>"
+        )
     if data.get("causes"):
         return _causes_section(data["causes"])
     msgs = data.get("messages") or {}
@@ -703,16 +708,38 @@ def _fault_result(f: dict) -> str:
     return result or "(not recorded)"
 
 
-def _unfinished(runs: dict) -> str:
+def _unfinished(runs: dict, not_run: tuple = ()) -> str:
     """A run that did not finish (its ``error``: a timeout, a lost
-    scheduler), said first: the figures below are of what it made; and a
-    trace port that failed, whose messages are not all written."""
+    scheduler; or interrupted), said first: the figures below are of what it
+    made; a mode of a compare interrupted before its run started
+    (``not_run``); and a trace port that failed, whose messages are not all
+    written."""
+    return (
+        "".join(
+            f"<p class=bad><b>The {escape(str(m))} run did not finish:</b> "
+            f"{escape(_stopped(r))}. The figures below are of what it made until then.</p>"
+            for m, r in runs.items()
+            if r.get("error") or r.get("interrupted")
+        )
+        + "".join(
+            f"<p class=bad><b>The {escape(str(m))} run did not run:</b> the compare was "
+            f"interrupted before it started. Its column is empty.</p>"
+            for m in not_run
+        )
+        + _port_failed(runs)
+    )
+
+
+def _stopped(r: dict) -> str:
+    """Why a run did not finish: its error, or the interrupt."""
+    if r.get("error"):
+        return str(r["error"])
+    secs = r.get("elapsed_s")
+    return "interrupted" + (f" after {secs:.2f} s" if isinstance(secs, (int, float)) else "")
+
+
+def _port_failed(runs: dict) -> str:
     return "".join(
-        f"<p class=bad><b>The {escape(str(m))} run did not finish:</b> "
-        f"{escape(str(r['error']))}. The figures below are of what it made until then.</p>"
-        for m, r in runs.items()
-        if r.get("error")
-    ) + "".join(
         f"<p class=bad><b>{escape(str(m))}:</b> {escape(line)}.</p>"
         for m, r in runs.items()
         for line in port_failures(r)
@@ -731,7 +758,8 @@ def render_report(data: dict) -> str:
     elif kind == "compare":
         runs = data["runs"]
         title = f"smp-emu compare: {next(iter(runs.values()))['scenario']}"
-        body = _unfinished(runs) + _compare_body(data)
+        not_run = tuple(m for m in data["modes"] if m not in runs)
+        body = _unfinished(runs, not_run) + _compare_body(data)
     else:
         runs = {data["mode"]: data}
         title = f"smp-emu {kind}: {data['scenario']} ({data['mode']})"

@@ -333,7 +333,7 @@ def check_counts(path: str, doc: dict) -> None:
                 if isinstance(r, dict)
             ]
         if isinstance(rows, list):
-            parts.append(_bad_rows(rows, modes))
+            parts.append(_bad_rows(rows, modes, runs if isinstance(runs, dict) else {}))
         bad = itertools.chain(*parts)
     elif kind == "explore":
         bad = _bad_counts(doc, _EXPLORE_COUNTS)
@@ -345,9 +345,10 @@ def check_counts(path: str, doc: dict) -> None:
         )
 
 
-def _bad_rows(rows: list, modes: list):
+def _bad_rows(rows: list, modes: list, runs: dict):
     """The count rows of a compare (made, delivered, ...) whose column of a
-    mode holds another value."""
+    mode holds another value; a mode whose run is not in ``runs`` (a compare
+    interrupted before it started that run) has null there."""
     for i, r in enumerate(rows):
         if not (isinstance(r, dict) and isinstance(r.get("what"), str)):
             continue
@@ -355,5 +356,7 @@ def _bad_rows(rows: list, modes: list):
             continue
         for m in modes:
             v = r.get(m)
+            if v is None and m not in runs:
+                continue
             if m in r and (type(v) is not int or v < 0):
                 yield f"rows[{i}]{_key_text(m)}", v
