@@ -14,6 +14,7 @@ import psutil
 import pytest
 from click.testing import CliRunner
 
+from smp.app import entry
 from smp.app.cli import cli
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -279,3 +280,28 @@ def test_a_fault_controller_is_untraced_with_the_tracer_new_processes_got(tmp_pa
     assert s["tracers"]["t2"]["received"] > 0
     x = CliRunner().invoke(cli, ["explore", str(p), "--max-executions", "5", "--jobs", "1"])
     assert x.exit_code == 0, x.output
+
+
+def test_a_ctrl_c_while_the_command_line_loads_is_one_line_and_exit_130(monkeypatch, capsys):
+    """Loading the command line takes about a second; a Ctrl-C then gave a
+    KeyboardInterrupt traceback from deep in an import."""
+
+    def interrupted(name):
+        assert name == "smp.app.cli"
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(entry.importlib, "import_module", interrupted)
+    with pytest.raises(SystemExit) as e:
+        entry.main()
+    assert e.value.code == 130
+    assert capsys.readouterr().err == "smp-emu: interrupted\n"
+
+
+def test_the_command_is_the_entry_point_that_loads_the_command_line():
+    r = subprocess.run(
+        [sys.executable, "-c", "from smp.app.entry import main; main()", "--version"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 0 and r.stdout.startswith("smp-emu"), (r.stdout, r.stderr[-500:])
