@@ -177,7 +177,14 @@ def compare_runs(
                 b_mode: y,
                 "differs": x != y,
                 "why": explain_row(
-                    what, ta, tb, a_mode, b_mode, rest, (sa["schedulers"], sb["schedulers"])
+                    what,
+                    ta,
+                    tb,
+                    a_mode,
+                    b_mode,
+                    rest,
+                    (sa["schedulers"], sb["schedulers"]),
+                    made_only=None if causes is None else causes.get("made_only"),
                 )
                 if x != y
                 else None,

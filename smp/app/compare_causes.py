@@ -276,6 +276,12 @@ def _classify(d: dict, ctx: dict) -> str:
     return "unexplained"
 
 
+def _made(item) -> bool:
+    """A record of a message its build made (nonsmp's log also holds the
+    ones it suppressed: never made)."""
+    return item is not None and not item[3].startswith("suppressed")
+
+
 def _class_list(classes: dict) -> list[dict]:
     """One entry per class found, in ``CLASSES`` order, with its first message."""
     out = []
@@ -412,6 +418,9 @@ def message_causes(a, b, journal: tuple | None, limit: int = 20) -> dict | None:
         "moved_deaths": {x["tracer"].split("~")[0] for x in deaths},
     }
     classes: dict = {}
+    # the messages one build made and the other did not (a message nonsmp
+    # suppressed it never made), by type and by class
+    made_only: dict = {"nonsmp": Counter(), "smp": Counter(), "by_class": {}}
     for d in diffs:
         c = _classify(d, ctx)
         d["class"] = c
@@ -422,11 +431,26 @@ def message_causes(a, b, journal: tuple | None, limit: int = 20) -> dict | None:
             entry["nonsmp"] += 1
         if d["b"] is not None:
             entry["smp"] += 1
+        made_a, made_b = _made(d["a"]), _made(d["b"])
+        if made_a != made_b:
+            side, it = ("nonsmp", d["a"]) if made_a else ("smp", d["b"])
+            made_only[side][it[0]] += 1
+            by = made_only["by_class"].setdefault(c, {"nonsmp": 0, "smp": 0})
+            by[side] += 1
     out = _class_list(classes)
     total = len(diffs)
     return {
         "classes": out,
         "total": total,
+        "made_only": {
+            "nonsmp": dict(made_only["nonsmp"]),
+            "smp": dict(made_only["smp"]),
+            "by_class": {
+                name: made_only["by_class"][name]
+                for name, _t, _s in CLASSES
+                if name in made_only["by_class"]
+            },
+        },
         "timing_deaths": deaths,
         "tracers": [
             {"tracer": k, **v} for k, v in sorted(per_tracer.items(), key=lambda x: _natural(x[0]))

@@ -151,14 +151,58 @@ def _sysprof_part(ta, tb, ma, mb, typ, schedulers) -> tuple[int, str | None]:
     )
 
 
+def _made_from_records(xa: int, xb: int, ma: str, mb: str, typ, made_only: dict) -> str:
+    """Why run a (nonsmp) made ``xa`` messages and run b (smp) ``xb``: the
+    messages only one of them made, lined up from both runs' records
+    (``compare_causes.message_causes``), by class."""
+    na, nb = (
+        sum(made_only[m].values()) if typ is None else made_only[m].get(typ, 0)
+        for m in ("nonsmp", "smp")
+    )
+    more = ma if xa > xb else mb
+    text = (
+        f"{more} made {abs(xa - xb):,} more: {na:,} made by {ma} only and {nb:,} by {mb} "
+        f"only, lined up from both runs' records"
+    )
+    by = made_only.get("by_class") or {}
+    if by and (typ is None or set(made_only["nonsmp"]) | set(made_only["smp"]) <= {typ}):
+        text += (
+            " (by class, below: "
+            + "; ".join(f"{c} {ma} {v['nonsmp']:,}, {mb} {v['smp']:,}" for c, v in by.items())
+            + ")"
+        )
+    off = (xa - xb) - (na - nb)
+    if off:
+        text += (
+            f"; {abs(off):,} {'more' if off > 0 else 'fewer'} made by {ma} than the records "
+            f"hold (nonsmp keeps the fates of its first million messages)"
+        )
+    return text
+
+
 def explain_row(
-    what: str, ta: dict, tb: dict, ma: str, mb: str, rest: str, schedulers: tuple | None = None
+    what: str,
+    ta: dict,
+    tb: dict,
+    ma: str,
+    mb: str,
+    rest: str,
+    schedulers: tuple | None = None,
+    made_only: dict | None = None,
 ) -> str | None:
     """Why row ``what`` differs, from the counters of run a (``ta``) and b
     (``tb``); ``rest`` says what explains a difference no counter does;
-    ``schedulers`` the two runs' scheduler counts."""
+    ``schedulers`` the two runs' scheduler counts; ``made_only`` (run a
+    nonsmp, b smp, both recorded): the messages only one made, from the
+    records, which then explain a difference in what was made (the fates
+    of the messages both made do not)."""
     words = what.split()
     head = words[0]
+    if head == "made" and len(words) <= 2 and made_only is not None:
+        typ = words[1] if len(words) == 2 else None
+        return _made_from_records(
+            _count(ta, head, typ), _count(tb, head, typ), ma, mb, typ, made_only
+        )
     if head in ("made", "delivered") and len(words) <= 2:
         typ = words[1] if len(words) == 2 else None
         xa, xb = _count(ta, head, typ), _count(tb, head, typ)

@@ -114,6 +114,38 @@ def test_why_names_only_causes_whose_counters_are_not_zero():
     )
 
 
+def test_a_made_difference_is_put_down_to_the_messages_one_build_made_alone():
+    from smp.app.compare import explain_row
+
+    a = {"made": 131, "made_by_type": {"TRACE": 121, "SEQTRACE": 10}}
+    b = {"made": 100, "made_by_type": {"TRACE": 100}}
+    only = {
+        "nonsmp": {"TRACE": 25, "SEQTRACE": 10},
+        "smp": {"TRACE": 4},
+        "by_class": {
+            "fake_schedule_pair": {"nonsmp": 20, "smp": 0},
+            "timing": {"nonsmp": 15, "smp": 4},
+        },
+    }
+    text = explain_row("made", a, b, "nonsmp", "smp", "REST", made_only=only)
+    assert text == (
+        "nonsmp made 31 more: 35 made by nonsmp only and 4 by smp only, lined up from both "
+        "runs' records (by class, below: fake_schedule_pair nonsmp 20, smp 0; timing "
+        "nonsmp 15, smp 4)"
+    )
+    # per type: the classes mix types, so none is named
+    text = explain_row("made TRACE", a, b, "nonsmp", "smp", "REST", made_only=only)
+    assert text.startswith("nonsmp made 21 more: 25 made by nonsmp only and 4 by smp only")
+    assert "by class" not in text and "records hold" not in text
+    # what the records do not hold is said, not put down to a class
+    a["made"] = 140
+    text = explain_row("made", a, b, "nonsmp", "smp", "REST", made_only=only)
+    assert text.endswith(
+        "; 9 more made by nonsmp than the records hold (nonsmp keeps the "
+        "fates of its first million messages)"
+    )
+
+
 def test_time_bounded_difference_is_not_blamed_on_suppression():
     from smp.app.compare import explain_row
 
@@ -186,6 +218,18 @@ def test_compare_explains_every_differing_row():
         row["what"] for row in differing if not row["why"]
     ]
     assert "per-tracee order holds" in c["order_note"]
+    # what was made differs by the messages only one build made (from the
+    # records, by class), not by the fates of those both made
+    made = next(row for row in c["rows"] if row["what"] == "made")
+    only = c["causes"]["made_only"]
+    na, nb = sum(only["nonsmp"].values()), sum(only["smp"].values())
+    assert made["nonsmp"] != made["smp"] and na - nb == made["nonsmp"] - made["smp"]
+    assert f"{na:,} made by nonsmp only and {nb:,} by smp only" in made["why"], made["why"]
+    assert "dropped" not in made["why"] and "delivered" not in made["why"]
+    by = only["by_class"]
+    assert sum(v["nonsmp"] for v in by.values()) == na
+    assert sum(v["smp"] for v in by.values()) == nb
+    assert set(by) <= {k["class"] for k in c["causes"]["classes"]}
     r = CliRunner().invoke(cli, ["compare", "churn"])
     assert "why they differ" in r.stdout and "ordering:" in r.stdout
     # a "why" names a suppression only where something was suppressed
