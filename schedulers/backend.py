@@ -20,6 +20,9 @@ class LocalBackend:
     def bk_is_alive(self, pid) -> bool:
         return self.node.is_alive(pid)
 
+    def bk_exiting(self, pid) -> bool:
+        return self.node.exiting(pid)
+
     def bk_valid_tracer_port(self, port) -> bool:
         return self.node.is_valid_tracer_port(port)
 

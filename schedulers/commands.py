@@ -286,6 +286,11 @@ class SchedulerCommands(CounterCommands):
         node = self.node
         return node.is_alive(pid)
 
+    def _cmd_exiting(self, pid):
+        """Whether ``pid``, of this scheduler, is exiting or was sent an exit
+        that will end it (``Node.exiting``)."""
+        return self.node.exiting(pid)
+
     def _cmd_know_dead(self, pid):
         """The controller found ``pid`` dead at its own scheduler: this
         replica knows it from now on (``SmpBackend`` retracing a tracee whose
@@ -401,6 +406,7 @@ class SchedulerCommands(CounterCommands):
         "fates": _cmd_fates,
         "process_info": _cmd_process_info,
         "alive": _cmd_alive,
+        "exiting": _cmd_exiting,
         "valid_port": _cmd_valid_port,
         "know_dead": _cmd_know_dead,
         "exit": _cmd_exit,

@@ -409,6 +409,15 @@ class ProcessOps:
         else:
             self.register(name, pid, c_p=p)
 
+    def exiting(self, pid) -> bool:
+        """A process of this scheduler that ``erts_pid2proc`` without
+        ``ERTS_P2P_FLG_ALLOW_OTHER_X`` does not find although it is still
+        there: exiting, or sent an exit signal that will end it (a kill) it
+        has not acted on yet.  ``register/2`` of another process refuses it
+        (smp: the controller asks its scheduler, ``Emulator._serve_one``)."""
+        t = self.procs.get(pid) if type(pid) is Pid else None
+        return t is not None and (t.status == EXITING or t.pending_exit is not None)
+
     def register(self, name: Atom, pid, c_p: Proc | None = None) -> None:
         """``erts_register_name`` (register.c): the checks (nonsmp authority;
         smp applies them after the dispatcher agreed), then the name."""
@@ -419,7 +428,7 @@ class ProcessOps:
         t = self.procs.get(pid) if type(pid) is Pid else None
         if type(pid) is Pid and (t is None or t.status == EXITED):
             raise Error(am_badarg)
-        if t is not None and t is not c_p and (t.status == EXITING or t.pending_exit is not None):
+        if t is not None and t is not c_p and self.exiting(pid):
             # another process is looked up with erts_pid2proc, which finds no
             # exiting one (a process sent kill): badarg, and nothing traced
             raise Error(am_badarg)

@@ -210,14 +210,32 @@ class SmpBackend:
         # scheduler is a signal that may still be on its way when the parent's
         # next BIF names the new process: take the caller's scheduler's
         # signals to that scheduler first, then ask again
+        if not self._callers_signals_taken(owner):
+            return False
+        return bool(emu._sched_call(owner, "alive", pid))
+
+    def _callers_signals_taken(self, owner: int) -> bool:
+        """Scheduler ``owner`` has taken every signal the BIF's caller's
+        scheduler sent it (False: there is no other such scheduler, or they
+        did not arrive in time)."""
+        emu = self.emu
         k = self._bif_sched
         if k is None or k == owner or k in emu.lost_schedulers:
             return False
         sent = emu._sched_call(k, "flush_peer", owner)
         limit = self._bound()
-        if not emu._sched_call(owner, "wait_peer", k, sent, 10.0 if limit is None else limit):
+        return bool(emu._sched_call(owner, "wait_peer", k, sent, 10.0 if limit is None else limit))
+
+    def bk_exiting(self, pid) -> bool:
+        # 17.x's exit/2 marks its target before it returns; here an exit
+        # signal to another scheduler may still be on its way when the
+        # caller's next BIF (register/2) names the target: it is taken first
+        emu = self.emu
+        owner = emu._owner(pid)
+        if owner in emu.lost_schedulers:
             return False
-        return bool(emu._sched_call(owner, "alive", pid))
+        self._callers_signals_taken(owner)
+        return bool(emu._sched_call(owner, "exiting", pid))
 
     def bk_valid_tracer_port(self, port) -> bool:
         """A trace port (the dispatcher's) or a port a process opened, asked

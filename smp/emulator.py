@@ -24,10 +24,10 @@ from smp.api.dispatcher import DispatcherControl
 from smp.api.ports import TracePorts
 from smp.api.statistics import StatisticsCalls
 from smp.backend import OutOfTime, SmpBackend
-from smp.core.bifs import call_bif
+from smp.core.bifs import call_bif, registrable
 from smp.core.errors import BadArg, EmulatorTimeout, SchedulerLost, SmpError
 from smp.core.placement import owner
-from smp.core.terms import Pid, Port, atom_of
+from smp.core.terms import Pid, atom_of
 from smp.endpoints import plan_endpoints, plan_security, tcp_endpoints
 from smp.link import FrameLog, TimeBounds
 from smp.supervision import Supervisor
@@ -519,8 +519,9 @@ class Emulator(TraceBifs, TracePorts, DispatcherControl, StatisticsCalls):
                 value = call_bif(self.backend, pid, request[1], request[2])
             elif kind == "register":
                 name, target = request[1], request[2]
-                # erts_register_name: a live process (asked as the API asks it), or a port
-                value = type(target) is Port or self.backend.bk_is_alive(target)
+                # erts_register_name: a port, or a live process not exiting (but
+                # the caller), asked as the API asks it (smp.core.bifs.registrable)
+                value = registrable(self.backend, target, pid)
                 if value:
                     self._sync_dispatcher()
                     value = bool(self._disp_call("register", name, target))

@@ -281,6 +281,35 @@ def test_register_traced_on_registered_process(vm, where):
     check_counts(vm)
 
 
+async def kill_then_register(proc, name, pid, report):
+    await proc.exit(pid, A.kill)
+    try:
+        await proc.register(name, pid)
+        await proc.send(report, A.registered)
+    except Error as e:
+        await proc.send(report, e.reason)
+
+
+@pytest.mark.parametrize("where", ["same", "other"])
+def test_register_of_a_process_just_sent_kill_is_badarg(vm, where):
+    """register.c erts_register_name looks another process up with
+    erts_pid2proc, which finds no exiting one, and 17.x's exit/2 marks its
+    target before it returns: badarg, nothing traced, whether the victim
+    is on the caller's scheduler or another (its exit signal is taken
+    first)."""
+    t = vm.spawn_collector()
+    report = vm.spawn_collector()
+    target = vm.spawn(waiter, scheduler=1)
+    vm.trace(target, True, ["procs"], tracer=t)
+    sched = 1 if where == "same" or vm.nsched == 1 else 2
+    vm.spawn(kill_then_register, A.reg1, target, report, scheduler=sched)
+    vm.run()
+    assert vm.messages(report) == [A.badarg]
+    assert vm.messages(t) == [(T, target, A.exit, A.killed)]
+    assert vm.whereis("reg1") == A.undefined
+    check_counts(vm)
+
+
 def test_normal_end_gives_out_exited_only(vm):
     t = vm.spawn_collector()
     p = vm.spawn(noop)

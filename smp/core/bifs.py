@@ -19,7 +19,7 @@ from smp.core.pretty import format_term
 from smp.core.state import FALSE, NIL, UNDEFINED
 from smp.core.terms import Atom, Pid, Port, Ref, Term
 
-__all__ = ["Backend", "call_bif", "BIF_NAMES", "ALREADY_TRACED"]
+__all__ = ["Backend", "call_bif", "registrable", "BIF_NAMES", "ALREADY_TRACED"]
 
 am_true, am_false, am_all, am_new, am_existing, am_on_load = (
     Atom("true"),
@@ -34,6 +34,9 @@ _WILD = Atom("_")
 
 class Backend(Protocol):
     def bk_is_alive(self, pid: Pid) -> bool: ...
+    # a live process its scheduler still has, exiting or sent a kill it has
+    # not acted on (erts_pid2proc without ERTS_P2P_FLG_ALLOW_OTHER_X misses it)
+    def bk_exiting(self, pid: Pid) -> bool: ...
     def bk_valid_tracer_port(self, port: Port) -> bool: ...
     def bk_trace_apply(self, spec: Term, how: bool, bits: int, tracer: object) -> int: ...
     def bk_mark_tracer(self, tracer: Pid) -> None: ...
@@ -48,6 +51,19 @@ class Backend(Protocol):
     def bk_trace_delivered(self, caller: Pid | None, what: Term, ref: Ref) -> Term: ...
     def bk_make_ref(self) -> Ref: ...
     def bk_error_logger(self, caller: Pid | None, text: str) -> None: ...
+
+
+def registrable(bk: Backend, target: Term, caller: Pid | None) -> bool:
+    """Whether ``register(Name, target)`` from ``caller`` finds its target
+    (register.c ``erts_register_name``): a port (its own checks follow), or a
+    live process, which, unless it is the caller, ``erts_pid2proc`` without
+    ``ERTS_P2P_FLG_ALLOW_OTHER_X`` must find: not one exiting or sent a kill
+    it has not acted on yet (badarg, nothing traced)."""
+    if type(target) is Port:
+        return True
+    if type(target) is not Pid or not bk.bk_is_alive(target):
+        return False
+    return target == caller or not bk.bk_exiting(target)
 
 
 def _bool(v: Term, what: str) -> bool:

@@ -46,6 +46,17 @@ class SimBackend:
         w.take_signals([(k, owner)])  # (reads the channel: empty or not)
         return self._node(owner).is_alive(pid)
 
+    def bk_exiting(self, pid) -> bool:
+        """As ``SmpBackend.bk_exiting``: its own scheduler says, once it took
+        the signals the BIF's caller's scheduler sent it (an exit signal on
+        its way: 17.x's exit/2 marks its target before it returns)."""
+        w = self.w
+        owner = w.owner(pid)
+        k = w.bif_sched
+        if k is not None and k != owner:
+            w.take_signals([(k, owner)])
+        return self._node(owner).exiting(pid)
+
     def bk_valid_tracer_port(self, port) -> bool:
         return False
 

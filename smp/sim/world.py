@@ -49,7 +49,7 @@ from schedulers.backend import LocalBackend
 from schedulers.inbound import apply_signal
 from schedulers.process import EXITED, SUSPENDED, WAITING, Tokened
 from smp.core import messages as M
-from smp.core.bifs import call_bif
+from smp.core.bifs import call_bif, registrable
 from smp.core.clock import us_to_ts
 from smp.core.dispatch import DELIVER_PID, DELIVER_PORT, disp_failure, resolve
 from smp.core.errors import BadArg, SmpError
@@ -747,7 +747,7 @@ class World(WorldBase):
         if kind == "bif":
             return call_bif(self.backend, caller, req[1], req[2])
         if kind == "register":
-            return self._register(req[1], req[2])
+            return self._register(req[1], req[2], caller)
         if kind == "unregister":
             ok = self.table.unregister(req[1])
             if ok:
@@ -814,10 +814,10 @@ class World(WorldBase):
         self.settle()
         return self._register(name, pid)
 
-    def _register(self, name, pid) -> bool:
-        """``erts_register_name``: a live process (asked as a BIF asks it,
-        ``SimBackend.bk_is_alive``), a free name."""
-        if type(pid) is not Pid or not self.backend.bk_is_alive(pid):
+    def _register(self, name, pid, caller=None) -> bool:
+        """``erts_register_name``: a live process not exiting but the caller
+        (asked as a BIF asks it, ``smp.core.bifs.registrable``), a free name."""
+        if type(pid) is not Pid or not registrable(self.backend, pid, caller):
             return False
         if not self.table.register(name, pid):
             return False

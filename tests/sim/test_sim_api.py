@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from helpers import FUZZ_HEAD
 
+import smp
 from smp.core.terms import Atom
 from smp.sim import Explorer, SimError, dpor, explore, replay
 from smp.sim.catalogue import CATALOGUE, by_name
@@ -726,3 +727,37 @@ def test_the_exiting_slice_touches_the_collectors_its_process_could_send_to():
     touched = {o[1] for o in exiting.writes if o[0] == "proc"}
     assert touched == {names["held"], names["named"], names["V"]}
     assert ("replica", 1) in exiting.reads and ("tail", 1, 2) in exiting.writes
+
+
+async def _sink(proc):
+    while True:
+        await proc.receive()
+
+
+async def _register_killed(proc, victim):
+    await proc.exit(victim, Atom("kill"))
+    try:
+        got = await proc.register(Atom("nm"), victim)
+    except smp.Error:
+        got = Atom("badarg")
+    await proc.send(proc.pid, got)
+
+
+def test_register_of_a_process_sent_kill_is_badarg_in_every_order():
+    """17.x's exit/2 marks its target before it returns, and register/2 of
+    another process finds no exiting one (erts_pid2proc): badarg, nothing
+    traced.  The simulator registered the victim when the controller served
+    register/2 before the victim's exiting slice, or before the exit signal
+    reached the victim's scheduler (4 of 5 outcomes)."""
+
+    def setup(vm):
+        t = vm.spawn_collector(name="t")
+        v = vm.spawn(_sink, name="v", scheduler=2)
+        k = vm.spawn(_register_killed, v, name="k", scheduler=1)
+        vm.trace(v, True, ["procs"], tracer=t)
+        vm.trace(k, True, ["send"], tracer=t)
+
+    r = explore(setup, schedulers=2)
+    got = {m for o in r.outcomes for _t, ms in o.outcome.received for m in ms}
+    assert r.executions > 1 and not any("register" in m for m in got), got
+    assert "{trace,k,send,badarg,k}" in got and "{trace,v,exit,killed}" in got
