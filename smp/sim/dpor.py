@@ -93,9 +93,12 @@ class Branch:
         "pre",
         "wut",
         "sub",
+        "start",
+        "kids",
+        "grown",
     )
 
-    def __init__(self, enabled: list, sleep: dict, chosen: str):
+    def __init__(self, enabled: list, sleep: dict, chosen: str, start: int = 0):
         self.enabled = enabled
         self.sleep = sleep  # thread -> the event it would do (asleep on entry)
         self.backtrack = [chosen]
@@ -111,6 +114,12 @@ class Branch:
         #: the node being explored (the tree the next branch starts from)
         self.wut: list = []
         self.sub: list = []
+        #: the leaves (executions, blocked ones included) before the branch
+        #: being explored here began, and the branches explored here before
+        #: it and their leaves in all (``Tree.estimate``)
+        self.start = start
+        self.kids = 0
+        self.grown = 0
 
 
 def weak_initial(e: Event, v: list[Event], done_later=frozenset()):
@@ -360,6 +369,8 @@ class Tree:
         self.floor = len(self.stack)
         self.first_new = 0
         self.finished = False
+        #: executions run to their end, blocked ones included (the leaves)
+        self.leaves = 0
         #: at most this many preemptions per execution (None: no bound): a
         #: thread other than the last one chosen while the last one could go
         self.preemptions = preemptions
@@ -400,6 +411,7 @@ class Tree:
         for b in stack:
             # the path up to first_new is the last execution's: its events stand
             b.event = w.step(b.chosen, b.event)
+        self.leaves += 1  # (this execution's leaf: its new branches start with it)
         while True:
             en = w.enabled()
             if not en:
@@ -419,6 +431,7 @@ class Tree:
             else:
                 b = Branch(en, sleep, self._choose(avail))
             stack.append(b)
+            b.start = self.leaves - 1
             b.pre = self._pre_at(len(stack) - 1, b.chosen)
             b.event = w.step(b.chosen)
 
@@ -627,14 +640,26 @@ class Tree:
                     b.backtrack.append(b.wut[-1][0])
         return added
 
-    def branching(self) -> float:
-        """The product of the branches known along the path (Knuth's estimator
-        of the tree's leaves, taken along the path explored last)."""
-        p = 1.0
-        for b in self.stack:
-            if len(b.backtrack) > 1:  # (one branch, asleep or not, counts 1)
-                p *= max(1, sum(1 for t in b.backtrack if t not in b.sleep))
-        return p
+    def estimate(self) -> float:
+        """The leaves (executions, blocked ones included) of the whole tree,
+        estimated after an execution: bottom-up along its path, the branch
+        being explored at each position counts what is known of it, each
+        branch explored there before counts its leaves, and each still to
+        explore there counts the mean of those and the one being explored
+        (the recursive estimator of Kilby, Slaney, Thiébaux and Walsh,
+        "Estimating search tree size", AAAI 2006).  Exact once the search is
+        over; low while races found later still add branches."""
+        size = 1.0  # (this execution)
+        for b in reversed(self.stack[self.floor :]):
+            if self.optimal:
+                pending = len(b.wut)
+            else:
+                pending = sum(
+                    1 for t in b.backtrack if t not in b.done and t not in b.sleep and t != b.chosen
+                )
+            mean = (b.grown + size) / (b.kids + 1)
+            size += b.grown + pending * mean
+        return size
 
     def advance(self) -> bool:
         """Move to the next branch to explore; False when none is left."""
@@ -642,6 +667,9 @@ class Tree:
         while len(stack) > self.floor:
             b = stack[-1]
             b.done[b.chosen] = b.event
+            b.kids += 1  # (the branch just explored here is complete)
+            b.grown += self.leaves - b.start
+            b.start = self.leaves
             if self.optimal:
                 if self._next_wakeup(b):
                     self.first_new = len(stack) - 1

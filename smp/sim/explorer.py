@@ -29,6 +29,9 @@ from .vm import SimVM
 from .world import NonsmpWorld, SimError, World
 
 __all__ = [
+    "request_stop",
+    "clear_stop",
+    "stop_requested",
     "Explorer",
     "ExploreResult",
     "Execution",
@@ -42,6 +45,26 @@ __all__ = [
     "shrink_failures",
     "SHRINK_OUTCOMES",
 ]
+
+
+class _Stop:
+    """Whether the user asked the searches of this process to stop (a
+    Ctrl-C the command line turns into ``request_stop``): each ends at its
+    next execution, cut by ``"interrupted"``, with what it found so far."""
+
+    asked = False
+
+
+def request_stop() -> None:
+    _Stop.asked = True
+
+
+def clear_stop() -> None:
+    _Stop.asked = False
+
+
+def stop_requested() -> bool:
+    return _Stop.asked
 
 
 @dataclass
@@ -203,10 +226,10 @@ class Explorer:
         if max_executions is not None and (type(max_executions) is not int or max_executions < 0):
             raise SimError(f"max_executions must be an int >= 0 or None, not {max_executions!r}")
         if time_budget is not None and not (
-            type(time_budget) in (int, float) and 0 <= time_budget < float("inf")
+            type(time_budget) in (int, float) and 0 < time_budget < float("inf")
         ):
             raise SimError(
-                f"time_budget must be a number of seconds >= 0 or None, not {time_budget!r}"
+                f"time_budget must be a number of seconds > 0 or None, not {time_budget!r}"
             )
         #: ``progress(executions, blocked, estimate)`` after the first
         #: execution, then at most every ``PROGRESS_EVERY`` seconds
@@ -236,7 +259,7 @@ class Explorer:
         )
         self.executions = self.blocked = self.cut_events = self.events = 0
         self.groups: dict[Outcome, OutcomeGroup] = {}
-        self._estimates = 0.0
+        self._estimate = 0.0  # (of the executions in all, after the last one)
         self.graph = Trie() if graph else None
         self.stop_at_violation = stop_at_violation
         self.first_violation: int | None = None
@@ -270,6 +293,9 @@ class Explorer:
             if self.max_executions is not None and self.executions >= self.max_executions:
                 cut_by.append("executions")  # (run again with the bound it stopped at)
                 break
+            if _Stop.asked:
+                cut_by.append("interrupted")
+                break
             w, how = tree.execute()
             self.events += len(w.trace)
             tree.add_races()
@@ -281,8 +307,11 @@ class Explorer:
                 self.executions += 1
                 if how == "cut":
                     self.cut_events += 1
-                self._estimates += tree.branching()
                 self._record(w, how)
+            # the tree's leaves estimated, less the share that was blocked so far
+            self._estimate = max(
+                float(self.executions), tree.estimate() * self.executions / tree.leaves
+            )
             w.dispose()
             if self.progress is not None:
                 self._tell()
@@ -301,9 +330,7 @@ class Explorer:
         if tree.bound_cut:
             cut_by.append("preemptions")
         estimate = (
-            float(self.executions)
-            if exhausted
-            else max(self.executions, self._estimates / max(1, self.executions))
+            float(self.executions) if exhausted else max(float(self.executions), self._estimate)
         )
         return ExploreResult(
             schedulers=self.schedulers,
@@ -330,7 +357,7 @@ class Explorer:
             self._told = now
             n = self.executions
             assert self.progress is not None
-            self.progress(n, self.blocked, max(n, self._estimates / max(1, n)))
+            self.progress(n, self.blocked, max(float(n), self._estimate))
 
     def _graph_add(self, w: World, leaf) -> None:
         namer = Namer(w.names)
@@ -394,6 +421,8 @@ def shrink_failures(
             g.not_shrunk = f"only the first {limit} failing outcome(s) are shrunk"
         elif deadline is not None and time.monotonic() > deadline:
             g.not_shrunk = "the time budget ran out before it"
+        elif _Stop.asked:
+            g.not_shrunk = "the search was interrupted (Ctrl-C)"
         else:
             g.shrunk = shrink(new_world, g.first.schedule, checks, deadline=deadline)
 
@@ -522,6 +551,8 @@ PROGRESS_EVERY = 0.25
 #: the estimate of the whole search under which that tree goes on alone
 PROBE = 32
 ONE_TREE = 5000
+#: how many more executions that tree runs before it looks at its estimate again
+ONE_TREE_STEP = 250
 
 
 def run_task(task: tuple, progress=None) -> ExploreResult | None:
@@ -534,7 +565,7 @@ def run_task(task: tuple, progress=None) -> ExploreResult | None:
     here again with a larger bound.  Module-level, so a worker process can
     run it; ``progress`` (in the caller's process only) is the explorer's."""
     setup, schedulers, options, prefix, budget, deadline, key = task
-    if budget == 0:
+    if budget == 0 or _Stop.asked:
         return None
     budget_s = None
     if deadline is not None:
@@ -617,16 +648,23 @@ def _one_tree(setup, schedulers, probe, max_executions, time_budget, nonsmp, opt
     )
     r = ex.run()
     # ("executions" beside "preemptions": the bound stopped it, the other cut branches)
-    if "executions" in r.cut_by and r.estimate <= ONE_TREE and ex.executions != max_executions:
-        first = r.elapsed
-        # (at most ONE_TREE: an estimate that was far too small costs that
-        # many executions, run again split, rather than a search on one core)
-        ex.max_executions = ONE_TREE if max_executions is None else min(ONE_TREE, max_executions)
-        ex.time_budget = None if time_budget is None else max(1e-9, time_budget - first)
+    cap = ONE_TREE if max_executions is None else min(ONE_TREE, max_executions)
+    spent = 0.0
+    while "executions" in r.cut_by and r.estimate <= ONE_TREE and ex.executions < cap:
+        # on, ONE_TREE_STEP executions at a time while the estimate stays
+        # within ONE_TREE (at most ONE_TREE: an estimate that was far too
+        # small costs that many executions, run again split, rather than a
+        # search on one core)
+        spent += r.elapsed
+        ex.max_executions = min(cap, ex.executions + ONE_TREE_STEP)
+        if time_budget is not None:
+            ex.time_budget = max(1e-9, time_budget - spent)
         had_violation = r.first_violation is not None
         r = ex.run()
-        if not had_violation and r.first_violation_s is not None:
-            r.first_violation_s += first
+        if not had_violation and ex.first_violation_s is not None:
+            # (found in this run: seconds into it, after those spent before)
+            ex.first_violation_s += spent
+            r.first_violation_s = ex.first_violation_s
     if "executions" not in r.cut_by or ex.executions == max_executions:
         # finished, stopped by time or a violation, or at the bound
         if nonsmp:
@@ -699,7 +737,7 @@ def explore_split(
         for i, r in zip(todo, _mapped(mapper, args, results, progress), strict=True):
             results[i] = r
             _tell_split(results, progress)
-        if max_executions is None:
+        if max_executions is None or _Stop.asked:
             break
         # what the subtrees that finished under their share left over goes to
         # the ones their share cut, in order, and they run again with it
@@ -727,7 +765,8 @@ def explore_split(
     r.tasks = n
     if skipped:
         r.exhausted = False
-        r.cut_by = sorted(set(r.cut_by) | {"executions" if 0 in skipped else "time"})
+        why = "interrupted" if _Stop.asked else "executions" if 0 in skipped else "time"
+        r.cut_by = sorted(set(r.cut_by) | {why})
         per = r.estimate / max(1, len(parts))
         r.estimate = max(float(r.executions), r.estimate + per * len(skipped))
     if r.first_violation is not None:

@@ -77,10 +77,17 @@ def _summary(r: ExploreResult) -> list[str]:
         else:
             why = ""
         lines.append(f"{r.blocked} execution(s) were sleep-set blocked (not counted){why}.")
+    if "interrupted" in r.cut_by:
+        lines.append(
+            f"Interrupted (Ctrl-C): the outcomes of the {r.executions} execution(s) run "
+            "before it, not a complete search."
+        )
     if r.method != "dpor":
         if "time" in r.cut_by:
             lines.append("The time budget cut the runs.")
         lines.append("A sample: it does not say how many orders there are, nor that none is left.")
+    elif "interrupted" in r.cut_by:
+        lines.append(f"About {two_digits(r.estimate)} execution(s) in all (estimate).")
     elif r.exhausted and "preemptions" in r.cut_by:
         lines.append(
             "The search is complete within the preemption bound: every equivalence class with "

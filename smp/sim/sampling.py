@@ -32,7 +32,7 @@ import time
 from functools import partial
 
 from .dpor import MAX_EVENTS
-from .explorer import Explorer, ExploreResult, execution_races
+from .explorer import Explorer, ExploreResult, execution_races, stop_requested
 from .world import SimError
 
 __all__ = ["sample", "pct_bound"]
@@ -147,6 +147,9 @@ def sample(
             break
         if stop_at_violation and ex.first_violation is not None:
             cut_by.append("violation")
+            break
+        if stop_requested() and ex.executions < runs:
+            cut_by.append("interrupted")
             break
     notes = []
     if method == "random":

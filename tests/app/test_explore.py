@@ -340,14 +340,40 @@ def test_smp_explore_takes_a_run_scenario_as_the_command_does():
     "bad, error",
     [
         ({"max_executions": -1}, "max_executions must be an int >= 0"),
-        ({"time_budget": -1}, "time_budget must be a number of seconds >= 0"),
-        ({"time_budget": float("nan")}, "time_budget must be a number of seconds >= 0"),
+        ({"time_budget": -1}, "time_budget must be a number of seconds > 0"),
+        ({"time_budget": 0}, "time_budget must be a number of seconds > 0"),
+        ({"time_budget": float("nan")}, "time_budget must be a number of seconds > 0"),
         ({"schedulers": 0}, "schedulers must be an int >= 1"),
     ],
 )
 def test_smp_explore_refuses_bad_bounds(bad, error):
     with pytest.raises(smp.SmpError, match=error):
         smp.explore(lambda vm: None, **bad)
+
+
+@pytest.mark.parametrize(
+    "bad", [{"operations": -1}, {"count": 0}, {"size": True}, {"firings": 1001}, {"size": 2.0}]
+)
+def test_workload_bounds_are_refused_from_python_as_the_command_refuses_them(bad):
+    """``Bounds(operations=-1)`` explored a workload of no iteration (2 fates
+    where there are 8); the command line takes 1 to 1000 of each."""
+    from smp.app.explore.workload import Bounds
+
+    name = next(iter(bad))
+    with pytest.raises(smp.sim.SimError, match=f"Bounds: {name} must be an int from 1 to 1000"):
+        smp.explore("churn", bounds=Bounds(**bad), max_executions=1)
+
+
+def test_an_unknown_name_is_refused_with_every_kind_of_name_explore_takes():
+    """It listed the explore examples alone, where ``smp.explore`` also takes
+    run examples and races."""
+    with pytest.raises(smp.ScenarioError) as e:
+        smp.explore("chrun")
+    text = str(e.value)
+    assert text.startswith("chrun: no such explore scenario, run scenario or race")
+    assert "a run example: churn" in text and "tracer_replaced_on_down" in text
+    r = CliRunner().invoke(cli, ["explore", "chrun"])
+    assert r.exit_code == 2 and r.output.strip() == f"smp-emu: {text}"
 
 
 def test_smp_explore_refuses_what_is_no_scenario():

@@ -240,8 +240,11 @@ def test_a_subtree_given_more_executions_goes_on_as_if_run_again(scenario, opera
         groups = [(g.count, g.first.index, g.first.schedule) for g in r.outcomes]
         return r.executions, r.blocked, r.exhausted, r.cut_by, groups
 
-    kept = explore_split(wl.setup, wl.schedulers, max_executions=300, nonsmp=False)
-    fresh = explore_split(wl.setup, wl.schedulers, max_executions=300, nonsmp=False, mapper=again)
+    # (split at once: a search one tree would end is not split)
+    kept = explore_split(wl.setup, wl.schedulers, max_executions=300, nonsmp=False, probe=0)
+    fresh = explore_split(
+        wl.setup, wl.schedulers, max_executions=300, nonsmp=False, mapper=again, probe=0
+    )
     assert any(resumed)  # subtrees ran more than once: the check means something
     assert key(kept) == key(fresh) and kept.executions == 300
     assert not explorer._CUT  # nothing kept past the search
@@ -587,3 +590,58 @@ def test_the_report_of_one_schedule_shows_its_execution(tmp_path):
     for _msg, fate in x["outcome"]["fates"]:
         assert html.escape(fate) in page
     assert all(html.escape(e) in page for e in x["events"])
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_ctrl_c_stops_the_search_and_prints_what_it_found(jobs):
+    """Ctrl-C during a search (its progress line on a terminal shows it under
+    way) ends it at the next execution, in every worker: the outcomes found
+    so far are printed, marked interrupted, and the command exits 130 with no
+    process left.  It printed nothing and lost thousands of executions."""
+    import pty
+    import select
+    import signal
+    import time
+
+    master, slave = pty.openpty()
+    p = subprocess.Popen(
+        [sys.executable, "-c", "from smp.app.entry import main; main()", "explore", "churn"]
+        + ["--max-executions", "0", "--no-events", "--jobs", jobs, "--json"],
+        stdout=subprocess.PIPE,
+        stderr=slave,
+        text=True,
+        start_new_session=True,
+    )
+    os.close(slave)
+
+    def cpu(procs) -> float:
+        return sum(x.cpu_times().user for x in procs if x.is_running())
+
+    try:
+        seen, deadline = "", time.monotonic() + 100
+        while "execution(s)" not in seen:  # the progress line: the search began
+            assert time.monotonic() < deadline and p.poll() is None, seen[-500:]
+            if select.select([master], [], [], 1)[0]:
+                seen += os.read(master, 4096).decode(errors="replace")
+        # and has run a while: in this process (one job) or in the workers
+        me = psutil.Process(p.pid)
+        kids = me.children(recursive=True)
+        while cpu(kids if jobs == "2" else [me]) < 2.0:
+            assert time.monotonic() < deadline and p.poll() is None
+            psutil.wait_procs([me], timeout=0.2)  # (it must not end before the Ctrl-C)
+        os.killpg(p.pid, signal.SIGINT)
+        out, _ = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.communicate()
+        os.close(master)
+    assert p.returncode == 130, out[-2000:]
+    d = json.loads(out)
+    assert d["interrupted"] and "interrupted" in d["result"]["cut_by"]
+    assert d["result"]["executions"] > 0 and d["result"]["outcomes"]
+    assert not d["result"]["exhausted"]
+    if jobs == "2":  # the workers' subtrees, split: each handed over what it found
+        assert d["result"]["tasks"] > 1
+    gone = psutil.wait_procs(kids, timeout=10)[1]
+    assert gone == [], gone

@@ -33,13 +33,13 @@ from smp.app.explore.simulate import (
     default_max_executions,
     is_race,
     is_run_scenario,
+    no_such_scenario,
     proved,
-    race_names,
     simulate,
 )
 from smp.app.explore.text import format_text
-from smp.app.explore.workload import Bounds
-from smp.app.scenario import example_names, read_file, read_toml
+from smp.app.explore.workload import MAX_BOUND, Bounds
+from smp.app.scenario import read_file, read_toml
 from smp.core.errors import BadArg, ScenarioError, SmpError
 
 __all__ = ["explore_command"]
@@ -186,27 +186,27 @@ def _make_command():
     )
     @click.option(
         "--operations",
-        type=click.IntRange(1, 1000),
+        type=click.IntRange(1, MAX_BOUND),
         default=Bounds.operations,
         help=f"run scenario: at most this many operations per process (default "
         f"{Bounds.operations})",
     )
     @click.option(
         "--count",
-        type=click.IntRange(1, 1000),
+        type=click.IntRange(1, MAX_BOUND),
         default=Bounds.count,
         help=f"run scenario: at most this many instances per group (default {Bounds.count})",
     )
     @click.option(
         "--size",
-        type=click.IntRange(1, 1000),
+        type=click.IntRange(1, MAX_BOUND),
         default=Bounds.size,
         help="run scenario: at most this for a workload's sizes: pairs, ring size, chain "
         f"length, senders, burst, call depth (default {Bounds.size})",
     )
     @click.option(
         "--firings",
-        type=click.IntRange(1, 1000),
+        type=click.IntRange(1, MAX_BOUND),
         default=Bounds.firings,
         help=f"run scenario: each fault fires at most this many times (default {Bounds.firings})",
     )
@@ -303,12 +303,7 @@ def _make_command():
             click.echo(f"smp-emu: {scenario}: no such file", err=True)
             sys.exit(EXIT_USAGE)
         if not os.path.exists(scenario) and scenario not in explore_example_names():
-            click.echo(
-                f"smp-emu: {scenario}: no such explore scenario, run scenario or race (a TOML "
-                f"file; an explore example: {', '.join(explore_example_names())}; a run "
-                f"example: {', '.join(example_names())}; a race: {', '.join(race_names())})",
-                err=True,
-            )
+            click.echo(f"smp-emu: {no_such_scenario(scenario)}", err=True)
             sys.exit(EXIT_USAGE)
         bad = sorted(given & set(_SIM_ONLY))
         if bad:
@@ -425,6 +420,10 @@ def _simulate(scenario, schedule, as_json, seed, no_nonsmp, kw, given) -> None:
         sys.stdout.write(json.dumps(data, indent=2) + "\n")
     else:
         sys.stdout.write(text)
+    if data.get("interrupted"):
+        sys.stdout.flush()
+        click.echo("smp-emu: interrupted", err=True)
+        sys.exit(EXIT_INTERRUPTED)
     if not proved(data) or broken(data):
         sys.exit(EXIT_FAILED)
 

@@ -33,7 +33,11 @@ from smp.app.explore.bodies import (
     _state,
     explore_actor,
 )
-from smp.app.explore.scenario import describe_change, load_explore_scenario
+from smp.app.explore.scenario import (
+    describe_change,
+    explore_example_names,
+    load_explore_scenario,
+)
 from smp.app.explore.schedules import (
     _roles,
     _why,
@@ -46,11 +50,11 @@ from smp.app.explore.schedules import (
     message_footprint,
     parse_schedule,
 )
-from smp.app.explore.simulate import DEFAULT_MAX_EXECUTIONS, is_run_scenario
+from smp.app.explore.simulate import DEFAULT_MAX_EXECUTIONS, is_run_scenario, no_such_scenario
 from smp.app.explore.text import format_text
 from smp.app.explore.workload import Bounds, ScenarioWorkload
 from smp.app.scenario import load_scenario
-from smp.core.errors import BadArg, SmpError
+from smp.core.errors import BadArg, ScenarioError, SmpError
 from smp.emulator import Emulator
 from smp.sim import explore as sim_explore
 from smp.sim import replay as sim_replay
@@ -369,6 +373,12 @@ def explore(
             f"explore: {', '.join(extra + sorted(sim_options))} is for a setup function or a "
             "race of the catalogue, not an explore scenario"
         )
+    if (
+        not isinstance(scenario, dict)
+        and not os.path.exists(os.fspath(scenario))
+        and os.fspath(scenario) not in explore_example_names()
+    ):
+        raise ScenarioError(no_such_scenario(os.fspath(scenario)))
     sc = load_explore_scenario(scenario)
     ex = sc["explore"]
     max_messages = ex["max_messages"] if max_messages is None else max_messages

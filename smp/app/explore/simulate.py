@@ -38,9 +38,12 @@ from smp.sim.catalogue import CATALOGUE, by_name
 from smp.sim.explorer import (
     SHRINK_OUTCOMES,
     Explorer,
+    clear_stop,
     explore_split,
     replay,
+    request_stop,
     shrink_failures,
+    stop_requested,
 )
 from smp.sim.report import format_execution, format_report, nonsmp_verdict
 from smp.sim.sampling import sample
@@ -49,6 +52,7 @@ from .proof import proof_lines, prove
 
 __all__ = [
     "is_run_scenario",
+    "no_such_scenario",
     "SimOptions",
     "simulate",
     "DEFAULT_MAX_EXECUTIONS",
@@ -137,9 +141,43 @@ def _run(wl: ScenarioWorkload, o: SimOptions, checks: list):
 
 
 def _quiet_on_interrupt() -> None:
-    """A worker ignores Ctrl-C: the command takes it and ends the pool (each
-    worker printed a KeyboardInterrupt traceback)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    """A worker takes Ctrl-C as a request to stop its search at the next
+    execution and hand over what it found (it printed a KeyboardInterrupt
+    traceback, and the search was lost)."""
+    clear_stop()
+    signal.signal(signal.SIGINT, lambda _signum, _frame: request_stop())
+
+
+class _StopOnCtrlC:
+    """While a search runs, the first Ctrl-C asks it (and its workers) to
+    stop at the next execution: the command prints the outcomes found so
+    far, marked interrupted, and exits 130.  A second Ctrl-C stops at once
+    (``KeyboardInterrupt``: nothing printed)."""
+
+    def __enter__(self):
+        clear_stop()
+        try:
+            self._old = signal.signal(signal.SIGINT, self._handle)
+        except ValueError:  # not the main thread: Ctrl-C stays as it was
+            self._old = None
+        return self
+
+    @staticmethod
+    def _handle(_signum, _frame) -> None:
+        if stop_requested():
+            raise KeyboardInterrupt
+        request_stop()
+        # (a Ctrl-C at a terminal reaches the workers too; a SIGINT sent to
+        # this process alone is passed on)
+        for child in multiprocess.active_children():
+            try:
+                os.kill(child.pid, signal.SIGINT)
+            except OSError:
+                pass
+
+    def __exit__(self, *exc) -> None:
+        if self._old is not None:
+            signal.signal(signal.SIGINT, self._old)
 
 
 def _pinned(pools: list):
@@ -165,6 +203,16 @@ def is_run_scenario(scenario: str) -> bool:
             return False  # the explore loader says what is wrong with it
         return "groups" in data and "queue" not in data
     return scenario not in explore_example_names() and scenario in example_names()
+
+
+def no_such_scenario(name: str) -> str:
+    """What ``smp-emu explore`` and ``smp.explore`` say of a name that is no
+    file and no example or race: every kind it takes, by name."""
+    return (
+        f"{name}: no such explore scenario, run scenario or race (a TOML file; an explore "
+        f"example: {', '.join(explore_example_names())}; a run example: "
+        f"{', '.join(example_names())}; a race: {', '.join(race_names())})"
+    )
 
 
 def is_race(name: str) -> bool:
@@ -267,10 +315,13 @@ def simulate(scenario: str, o: SimOptions) -> tuple[str, dict]:
             data["replay"]["proof"] = proof.as_dict()
             text += "\n" + proof_lines([("the execution", proof)])
         return text, data
-    r = _run(wl, o, checks)
-    # (a time budget covers the shrinking too: it gets what the search left)
-    left = None if o.time_budget is None else time.monotonic() + o.time_budget - r.elapsed
-    shrink_failures(r, wl.setup, wl.schedulers, checks=checks, limit=o.shrink, deadline=left)
+    with _StopOnCtrlC():
+        r = _run(wl, o, checks)
+        # (a time budget covers the shrinking too: it gets what the search left)
+        left = None if o.time_budget is None else time.monotonic() + o.time_budget - r.elapsed
+        shrink_failures(r, wl.setup, wl.schedulers, checks=checks, limit=o.shrink, deadline=left)
+    if "interrupted" in r.cut_by:
+        data["interrupted"] = True
     if o.graph is not None and r.graph is not None:
         number = {g.outcome: i for i, g in enumerate(r.outcomes, 1)}
         dot = r.graph.to_dot(number.get, title=f"explore {wl.name}")

@@ -36,6 +36,7 @@ from smp.app.fault_plan import _plan, _resolve_plan
 from smp.app.fault_steps import _FAULT_OPS, FAULT_REC, _why
 from smp.app.run_setup import _Env, leave_untraced, set_up
 from smp.core.errors import ErlangException, ScenarioError, SmpError
+from smp.sim.world import SimError
 
 __all__ = ["Bounds", "ScenarioWorkload", "sim_controller"]
 
@@ -58,6 +59,17 @@ class Bounds:
     count: int = 1
     size: int = 2
     firings: int = 1
+
+    def __post_init__(self) -> None:
+        # (the command line's ranges: 1 to MAX_BOUND each)
+        for name in ("operations", "count", "size", "firings"):
+            v = getattr(self, name)
+            if type(v) is not int or not 1 <= v <= MAX_BOUND:
+                raise SimError(f"Bounds: {name} must be an int from 1 to {MAX_BOUND}, not {v!r}")
+
+
+#: the largest value of each of ``Bounds``
+MAX_BOUND = 1000
 
 
 async def sim_controller(proc, plan, log):
