@@ -408,9 +408,17 @@ class Tree:
         stack = self.stack
         for b in stack[self.first_new :]:
             b.event = None
-        for b in stack:
+        for k, b in enumerate(stack):
             # the path up to first_new is the last execution's: its events stand
-            b.event = w.step(b.chosen, b.event)
+            try:
+                b.event = w.step(b.chosen, b.event)
+            except SimError as e:
+                w.dispose()
+                raise SimError(
+                    f"step {k + 1} of a path run before, run again: {e} (a setup or a "
+                    "body that does not do the same on every run: a random number, a "
+                    "clock?)"
+                ) from None
         self.leaves += 1  # (this execution's leaf: its new branches start with it)
         while True:
             en = w.enabled()

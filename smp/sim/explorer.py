@@ -159,13 +159,43 @@ class ExploreResult:
         }
 
 
+#: what a setup that does not do the same on every run is told
+NOT_THE_SAME = (
+    "the setup did not do the same as on its first run ({what}): every execution runs "
+    "it again, so it and the bodies it spawns must do the same each time (seed a "
+    "random number generator with a constant, read no clock)"
+)
+
+
 def world_factory(setup, schedulers: int, reductions: int) -> Callable[[], World]:
-    """A new world each call: ``setup`` run on it, its passive collectors started."""
+    """A new world each call: ``setup`` run on it, its passive collectors
+    started.  A setup that raises leaves no body behind; one that made
+    other processes, flags, names or tracer state than on its first call is
+    refused (``SimError``): the explorer's executions would not be of one
+    workload."""
+    first: list = []
 
     def new_world() -> World:
         w = World(schedulers, reductions)
-        setup(SimVM(w))
-        w.start_collectors()
+        try:
+            setup(SimVM(w))
+            w.start_collectors()
+        except BaseException:
+            w.dispose()  # (its bodies never started: closed, not left to warn)
+            raise
+        made = w.setup_print()
+        if not first:
+            first.append(made)
+        elif made != first[0]:
+            w.dispose()
+            what = next(
+                n
+                for n, a, b in zip(
+                    ("processes", "names", "tracer state"), made, first[0], strict=True
+                )
+                if a != b
+            )
+            raise SimError(NOT_THE_SAME.format(what=f"other {what}"))
         return w
 
     return new_world

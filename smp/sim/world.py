@@ -794,6 +794,19 @@ class World(WorldBase):
             self.collectors.add(pid)
         return pid  # its spawn event reaches the table at the next settle()
 
+    def setup_print(self) -> tuple:
+        """What the setup made, to tell two runs of it apart: each process
+        (pid, function, trace flags and tracer, status, name), the registry
+        and the tracer state.  A setup that spawns or traces otherwise on
+        another run (a random number, the clock) makes another world, and
+        every execution is a run of the setup."""
+        procs = sorted(
+            (repr(p.pid), repr(p.initial), p.flags, repr(p.tracer), p.status, repr(p.reg_name))
+            for p in self.all_procs()
+        )
+        registry = sorted((repr(k), repr(v)) for k, v in self.table.registry.items())
+        return (tuple(procs), tuple(registry), repr(self.state.snapshot()))
+
     def start_collectors(self) -> None:
         """End of setup: a collector nobody traces runs its first slice now
         (to its receive: nothing any tracer or replica can see), so it never

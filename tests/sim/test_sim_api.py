@@ -776,3 +776,42 @@ def test_register_of_a_process_sent_kill_is_badarg_in_every_order():
     got = {m for o in r.outcomes for _t, ms in o.outcome.received for m in ms}
     assert r.executions > 1 and not any("register" in m for m in got), got
     assert "{trace,k,send,badarg,k}" in got and "{trace,v,exit,killed}" in got
+
+
+async def _pinger(proc, to):
+    await proc.send(to, Atom("ping"))
+
+
+def test_a_setup_that_does_not_do_the_same_on_every_run_is_refused():
+    """Every execution runs the setup again: one that spawned a random number
+    of senders explored other workloads as one, silently (1 or 3
+    executions, where 3 senders have 9)."""
+    runs = []
+
+    def setup(vm):
+        runs.append(1)
+        sink = vm.spawn_collector(name="sink")
+        for _ in range(2 if len(runs) == 1 else 1):
+            vm.spawn(_pinger, sink)
+
+    with pytest.raises(
+        SimError, match=r"did not do the same as on its first run \(other processes\)"
+    ):
+        explore(setup, schedulers=2)
+
+
+def test_a_setup_that_raises_passes_its_error_on_and_leaves_no_body_behind():
+    import gc
+    import warnings
+
+    def setup(vm):
+        vm.spawn_collector(name="t")
+        vm.spawn(_pinger, Atom("nobody"))
+        raise ValueError("the user's own")
+
+    with warnings.catch_warnings(record=True) as got:
+        warnings.simplefilter("always")
+        with pytest.raises(ValueError, match="the user's own"):
+            explore(setup, schedulers=2)
+        gc.collect()
+    assert not [w for w in got if "never awaited" in str(w.message)], got
