@@ -477,6 +477,11 @@ def replay(
             en = w.enabled()
             if t not in en:
                 what = "cannot step now" if _THREAD.fullmatch(t) else "is not a thread"
+                if _THREAD.fullmatch(t) and not t.startswith("R"):
+                    ks = [int(x) for x in re.findall(r"\d+", t)]
+                    far = [k for k in ks if k > schedulers or (k == 0 and not t.startswith("A"))]
+                    if far:
+                        what = f"names scheduler {far[0]}, of {schedulers}"
                 raise SimError(
                     f"schedule step {i + 1}: {t!r} {what} (enabled: {' '.join(en) or 'none'}; "
                     "threads: S<k> I<k> P<k> A<i>><k> R<pid> D)"

@@ -127,7 +127,11 @@ def format_report(r: ExploreResult, events: bool = True, replay=None) -> str:
             lines.append("  Events of its first execution:")
             lines += [f"  {e}" for e in g.first.events]
         if g.first.races:
-            lines.append("  Race pairs that made the explorer try it:")
+            lines.append(
+                "  Race pairs that made the explorer try it:"
+                if r.method == "dpor"
+                else "  Race pairs in it (the orders this sample fixed):"
+            )
             lines += race_lines(g.first.races)
         lines.append(f"  Schedule: {g.first.schedule}")
         if replay is not None:

@@ -127,10 +127,38 @@ def test_no_events_leaves_the_events_out_of_a_replay():
     assert "  Events:" not in CliRunner().invoke(cli, [*args, "--no-events"]).output
 
 
-def test_a_schedule_that_cannot_run_is_a_usage_error():
-    r = CliRunner().invoke(cli, ["explore", "churn", "--schedule", "D", *KEEP])
+@pytest.mark.parametrize(
+    "schedule, says",
+    [
+        ("D", "step 1: 'D' cannot step now"),
+        ("S1 S7", "step 2: 'S7' names scheduler 7, of 2"),  # (it said "cannot step now")
+        ("S1 A1>3", "step 2: 'A1>3' names scheduler 3, of 2"),
+        ("S0", "step 1: 'S0' names scheduler 0, of 2"),
+        ("S1 X", "step 2: 'X' is not a thread"),
+    ],
+)
+def test_a_schedule_that_cannot_run_is_a_usage_error(schedule, says):
+    r = CliRunner().invoke(cli, ["explore", "churn", "--schedule", schedule, *KEEP])
     assert r.exit_code == EXIT_USAGE
-    assert "step 1: 'D' cannot step now" in r.output
+    assert says in r.output, r.output
+
+
+def test_a_search_option_given_to_an_explore_scenario_names_what_takes_it():
+    """A search option is for run scenarios and the catalogue's races (it
+    named run scenarios alone); a workload bound for run scenarios only."""
+    r = CliRunner().invoke(cli, ["explore", "seq", "--max-executions", "2"])
+    assert r.exit_code == EXIT_USAGE
+    assert "--max-executions is for run scenarios ([[groups]]) and races of the catalogue" in (
+        r.output
+    )
+    r = CliRunner().invoke(cli, ["explore", "seq", "--operations", "2"])
+    assert "--operations is for run scenarios ([[groups]]), not for" in r.output
+
+
+def test_a_sample_does_not_say_its_race_pairs_made_the_explorer_try_it():
+    d = CliRunner().invoke(cli, ["explore", "churn", "--random", "3", "--seed", "1", *KEEP])
+    assert "Race pairs in it (the orders this sample fixed):" in d.output
+    assert "made the explorer try it" not in d.output
 
 
 @pytest.mark.parametrize("method", ["--random", "--pct"])
@@ -625,10 +653,11 @@ def test_ctrl_c_stops_the_search_and_prints_what_it_found(jobs):
                 seen += os.read(master, 4096).decode(errors="replace")
         # and has run a while: in this process (one job) or in the workers
         me = psutil.Process(p.pid)
-        kids = me.children(recursive=True)
-        while cpu(kids if jobs == "2" else [me]) < 2.0:
+        kids: list = []
+        while cpu(kids if jobs == "2" else [me]) < 2.0:  # (workers start with the split)
             assert time.monotonic() < deadline and p.poll() is None
             psutil.wait_procs([me], timeout=0.2)  # (it must not end before the Ctrl-C)
+            kids = me.children(recursive=True)
         os.killpg(p.pid, signal.SIGINT)
         out, _ = p.communicate(timeout=60)
     finally:
@@ -645,3 +674,19 @@ def test_ctrl_c_stops_the_search_and_prints_what_it_found(jobs):
         assert d["result"]["tasks"] > 1
     gone = psutil.wait_procs(kids, timeout=10)[1]
     assert gone == [], gone
+
+
+def test_the_time_said_includes_the_workers_and_no_more_start_than_there_are_subtrees():
+    """``--jobs 256 --max-executions 100`` said 0.80 s where it took 9.5 s:
+    the workers' start was not counted, and 256 of them started for 9
+    subtrees.  They start when the subtrees are handed out, no more than
+    there are, and the time said is the whole search's."""
+    import time
+
+    o = SimOptions(bounds=Bounds(operations=2), max_executions=100, jobs=64, nonsmp=False)
+    t0 = time.monotonic()
+    _text, data = simulate("churn", o)
+    wall = time.monotonic() - t0
+    r = data["result"]
+    assert r["executions"] == 100 and r["tasks"] < 64
+    assert r["elapsed"] >= 0.8 * wall, (r["elapsed"], wall)

@@ -307,9 +307,12 @@ def _make_command():
             sys.exit(EXIT_USAGE)
         bad = sorted(given & set(_SIM_ONLY))
         if bad:
+            takes = "run scenarios ([[groups]])" + (
+                " and races of the catalogue" if bad[0] in _SEARCH or bad[0] == "schedulers" else ""
+            )
             click.echo(
-                f"smp-emu: {_option(bad[0])} is for run scenarios ([[groups]]), "
-                f"not for the explore scenario {scenario}",
+                f"smp-emu: {_option(bad[0])} is for {takes}, not for the explore scenario "
+                f"{scenario}",
                 err=True,
             )
             sys.exit(EXIT_USAGE)

@@ -125,19 +125,17 @@ def _run(wl: ScenarioWorkload, o: SimOptions, checks: list):
         opts["dpor"] = o.dpor
     if o.jobs <= 1:
         return explore_split(wl.setup, **opts)
-    if o.max_executions is None:
-        # one round: whichever worker is free takes the next subtree
-        with multiprocess.Pool(o.jobs, initializer=_quiet_on_interrupt) as pool:
-            return explore_split(wl.setup, mapper=pool.imap, **opts)
+    t0 = time.monotonic()
     # a bound shares executions in rounds: subtree i always goes to worker
-    # i mod jobs, which goes on with it where it stopped (run_task)
-    pools = [multiprocess.Pool(1, initializer=_quiet_on_interrupt) for _ in range(o.jobs)]
+    # i mod jobs, which goes on with it where it stopped (run_task); with
+    # none, one round: whichever worker is free takes the next subtree
+    workers = _Workers(o.jobs, pinned=o.max_executions is not None)
     try:
-        return explore_split(wl.setup, mapper=_pinned(pools), **opts)
+        r = explore_split(wl.setup, mapper=workers, **opts)
     finally:
-        for p in pools:
-            p.terminate()
-            p.join()
+        workers.close()
+    r.elapsed = time.monotonic() - t0  # (the workers' start and end included)
+    return r
 
 
 def _quiet_on_interrupt() -> None:
@@ -180,17 +178,35 @@ class _StopOnCtrlC:
             signal.signal(signal.SIGINT, self._old)
 
 
-def _pinned(pools: list):
-    """A ``mapper`` for ``explore_split`` that runs the task of subtree ``i``
-    in ``pools[i % len(pools)]``, all at once, and yields in order."""
+class _Workers:
+    """``explore_split``'s ``mapper`` over worker processes, started when the
+    subtrees are handed out (none for a search its first tree ends), no
+    more of them than ``jobs`` nor than subtrees.  ``pinned``: the task of
+    subtree ``i`` always runs in worker ``i % n`` (run_task goes on with a
+    subtree where it stopped), all at once, the results in order; else
+    whichever worker is free takes the next."""
 
-    def mapper(f, args):
+    def __init__(self, jobs: int, pinned: bool):
+        self.jobs, self.pinned = jobs, pinned
+        self.pools: list = []
+
+    def __call__(self, f, args):
+        args = list(args)
+        if not self.pools:
+            n = min(self.jobs, len(args))
+            sizes = [1] * n if self.pinned else [n]
+            self.pools = [multiprocess.Pool(k, initializer=_quiet_on_interrupt) for k in sizes]
+        if not self.pinned:
+            return self.pools[0].imap(f, args)
         # a task ends with its key, (split, subtree): run_task's
+        pools = self.pools
         pending = [pools[a[-1][1] % len(pools)].apply_async(f, (a,)) for a in args]
-        for p in pending:
-            yield p.get()
+        return (p.get() for p in pending)
 
-    return mapper
+    def close(self) -> None:
+        for p in self.pools:
+            p.terminate()
+            p.join()
 
 
 def is_run_scenario(scenario: str) -> bool:
