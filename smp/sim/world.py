@@ -800,12 +800,12 @@ class World(WorldBase):
         and the tracer state.  A setup that spawns or traces otherwise on
         another run (a random number, the clock) makes another world, and
         every execution is a run of the setup."""
-        procs = sorted(
-            (repr(p.pid), repr(p.initial), p.flags, repr(p.tracer), p.status, repr(p.reg_name))
-            for p in self.all_procs()
+        # (in the order the setup made them: a setup doing the same makes
+        # them in the same order; the terms compare by value)
+        procs = tuple(
+            (p.pid, p.initial, p.flags, p.tracer, p.status, p.reg_name) for p in self.all_procs()
         )
-        registry = sorted((repr(k), repr(v)) for k, v in self.table.registry.items())
-        return (tuple(procs), tuple(registry), repr(self.state.snapshot()))
+        return (procs, tuple(self.table.registry.items()), self.state.snapshot())
 
     def start_collectors(self) -> None:
         """End of setup: a collector nobody traces runs its first slice now
