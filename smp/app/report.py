@@ -153,9 +153,16 @@ def _table(rows: list[tuple[str, object]]) -> str:
 
 def _duration_text(s: dict) -> str:
     d = s.get("duration") or {}
+    if d.get("seconds") and s.get("interrupted"):
+        # (a run cut short has no verdict on its time: over_pct is null)
+        return (
+            f"asked for {_num(d['seconds'])} s of workload, interrupted after "
+            f"{s['elapsed_s']:.2f} s"
+        )
     if d.get("seconds"):
+        over = d.get("over_pct") or 0
         text = f"asked for {_num(d['seconds'])} s of workload, ran {s['elapsed_s']:.2f} s" + (
-            f" (+{d['over_pct']:.0f} %)" if d.get("over_pct", 0) > 0 else ""
+            f" (+{over:.0f} %)" if over > 0 else ""
         )
         if d.get("why"):
             text += ": " + "; ".join(d["why"])

@@ -382,6 +382,12 @@ def test_an_interrupted_run_writes_every_message_it_counts_delivered(tmp_path, m
     stats, lines = summary["stats"], out.read_text().splitlines()
     assert stats["delivered"] == summary["tracers"]["t"]["received"] == len(lines) > 0
     assert len(set(lines)) == len(lines)  # (each send carries its own count)
+    # its result draws (it was refused: a time-bounded run cut short has no over_pct)
+    (tmp_path / "run.json").write_text(r.stdout)
+    page = tmp_path / "run.html"
+    drawn = run_cli("report", str(tmp_path / "run.json"), "-o", str(page), timeout=120)
+    assert drawn.returncode == 0, drawn.stderr
+    assert "interrupted after " in page.read_text()
 
 
 def test_the_demo_keeps_its_summary_off_the_trace():
