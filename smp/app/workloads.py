@@ -53,8 +53,8 @@ from smp.emulator import Emulator
 from smp.ports.reader import read_trace
 from smp.ports.traceport import IP_EXIT_WAIT
 
-#: the longest a run cut short by Ctrl-C waits for what the dispatcher
-#: delivered to reach its collectors (``Emulator.settle``)
+#: the longest a run cut short (Ctrl-C, its timeout) waits for what the
+#: dispatcher delivered to reach its collectors (``Emulator.settle``)
 SETTLE_S = 1.0
 
 #: the signals that stop a run (Ctrl-C, and SIGTERM, which the CLI turns into one)
@@ -284,6 +284,8 @@ def execute(  # noqa: C901 - one run, from set-up to summary
                         }
                     )
             elapsed = time.perf_counter() - t0
+            if not completed:  # out of time, not quiet: what was delivered is taken in
+                vm.settle(SETTLE_S)
             end_samples()
             pull()
         except KeyboardInterrupt:

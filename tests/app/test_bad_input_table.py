@@ -390,6 +390,35 @@ def test_an_interrupted_run_writes_every_message_it_counts_delivered(tmp_path, m
     assert "interrupted after " in page.read_text()
 
 
+@pytest.mark.parametrize("mode", ["smp", "nonsmp"])
+def test_a_run_out_of_time_writes_every_message_it_counts_delivered(tmp_path, mode):
+    """A run its timeout ends counted as delivered messages still on their
+    way to the tracer's scheduler (delivered 3,488, received 3,486)."""
+    scenario = tmp_path / "to.toml"
+    scenario.write_text(
+        SMALL.replace("operations = 3", "operations = 1000000")
+        .replace("schedulers = 1", "schedulers = 2")
+        .replace('name = "small"', 'name = "small"\ntimeout = 1')
+    )
+    out = tmp_path / "trace.jsonl"
+    r = run_cli(
+        "run",
+        str(scenario),
+        "--mode",
+        mode,
+        "--format",
+        "json",
+        "--out",
+        str(out),
+        "--json",
+        timeout=120,
+    )
+    summary = json.loads(r.stdout)
+    assert summary["error"].startswith("run not finished within 1 s"), summary["error"]
+    lines = out.read_text().splitlines()
+    assert summary["stats"]["delivered"] == summary["tracers"]["t"]["received"] == len(lines)
+
+
 def test_the_demo_keeps_its_summary_off_the_trace():
     r = run_capped([sys.executable, "-m", "smp"], timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]
