@@ -19,6 +19,7 @@ from smp.app.cli_options import NumberRange, _load, _sample_interval_option, _Se
 from smp.app.cli_output import _expect_notes, _summary_line
 from smp.app.compare import check_invariants
 from smp.app.exitcodes import EXIT_FAILED, EXIT_INTERRUPTED
+from smp.app.expect import expect_broken
 from smp.app.replay import NotAJournal
 from smp.app.replay import replay as do_replay
 from smp.app.scenario import NONSMP_RULE, example_names
@@ -142,22 +143,22 @@ def stress(
     # s["faults"] (from execute): every fault event, the scenario's and these, with its effect
     s["random_faults"] = [dict(f) for f in extra]
     s["fault_seed"] = fault_seed
-    keep = journal_path is not None and (
-        tmpdir is None or bool(violations) or bool(s["error"]) or s["interrupted"]
-    )
+    unmet = expect_broken(s.get("expect") or [])  # (a broken expect clause fails the run)
+    failed = bool(violations) or bool(s["error"]) or s["interrupted"] or bool(unmet)
+    keep = journal_path is not None and (tmpdir is None or failed)
     s["journal"] = journal_path if keep else None
     s["kind"] = "stress"
     if as_json:
         sys.stdout.write(json.dumps(s, indent=2, default=repr) + "\n")
     else:
-        _print_stress_text(s, extra, rep, violations, duration)
+        _print_stress_text(s, extra, rep, violations, duration, unmet)
     sys.stdout.flush()
     if not as_json:
         click.echo(_summary_line(s, "stress"), err=True)
     for line in fault_notes(s, every=not as_json):
         click.echo(f"smp-emu: {line}", err=True)
     broken = _expect_notes(s)
-    if keep and (violations or s["error"] or s["interrupted"]):
+    if keep and failed:
         click.echo(
             f"smp-emu: journal kept: {journal_path} (smp-emu replay {journal_path})", err=True
         )
@@ -172,8 +173,11 @@ def stress(
         sys.exit(EXIT_FAILED)
 
 
-def _print_stress_text(s: dict, extra: list, rep, violations: list, duration) -> None:
-    """smp-emu stress's report on stdout (without --json)."""
+def _print_stress_text(
+    s: dict, extra: list, rep, violations: list, duration, unmet: list = ()
+) -> None:
+    """smp-emu stress's report on stdout (without --json); ``unmet``: the
+    scenario's expect clauses that broke (each also on stderr)."""
     st = s["stats"]
     sys.stdout.write(
         f"stress, scenario {s['scenario']} ({s['mode']}, {s['schedulers']} scheduler(s), "
@@ -191,6 +195,8 @@ def _print_stress_text(s: dict, extra: list, rep, violations: list, duration) ->
         sys.stdout.write(f"VIOLATION: {v}\n")
     if not violations:
         sys.stdout.write("all invariants hold\n")
+    for line in unmet:
+        sys.stdout.write(f"EXPECT BROKEN: {line}\n")
     d = s["duration"]
     if s["interrupted"]:
         sys.stdout.write(f"interrupted after {s['elapsed_s']:.2f} s of --duration {duration:g}\n")

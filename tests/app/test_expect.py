@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import copy
 import json
+import os
+import shutil
 
 import pytest
 from click.testing import CliRunner
@@ -202,6 +204,16 @@ def test_stress_checks_the_clauses_too(tmp_path):
     assert s["invariants"]["ok"] and not s["expect"][0]["held"]
     assert s["expect"][0]["count"] > 0
     assert f"smp-emu: expect broken: {path}:14: expect[0]: count tracer=t min=0 max=0: " in r.stderr
+    # the text says it beside the invariants, and keeps the journal of the
+    # failed run (smp: it said "all invariants hold" alone, and deleted it)
+    r = CliRunner().invoke(cli, [*args[:3], "smp", *args[4:]])
+    assert r.exit_code == 1, r.output
+    assert "all invariants hold\nEXPECT BROKEN: " in r.stdout, r.stdout
+    kept = [x for x in r.stderr.splitlines() if x.startswith("smp-emu: journal kept: ")]
+    assert kept, r.stderr
+    path = kept[0].split(": ", 2)[2].split(" (")[0]
+    assert os.path.getsize(path) > 0
+    shutil.rmtree(os.path.dirname(path))
 
 
 # ------------------------------------------------------------ each check can say no
