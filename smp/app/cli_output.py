@@ -13,7 +13,7 @@ from rich.table import Table
 
 from smp.app.compare import expect_broken
 from smp.app.limits import trip_note
-from smp.app.run_summary import port_failures
+from smp.app.run_summary import port_drops, port_failures
 from smp.app.workloads import duration_note, fault_notes
 from smp.core.pretty import format_term
 from smp.ports.dbgfmt import format_dbg, json_record
@@ -148,6 +148,10 @@ def _summary_line(s: dict, command: str) -> str:
         + (f"interrupted after {took}" if s["interrupted"] else took)
         + f": made {st['made']:,}, delivered {st['delivered']:,}, dropped {st['dropped']:,}, "
         f"queued {st.get('queued', 0):,} trace messages"
+        + "".join(
+            f"; trace port {name} dropped {n:,} of those delivered to it (its queue)"
+            for name, n in port_drops(s).items()
+        )
     )
 
 

@@ -16,6 +16,7 @@ import re
 from collections import Counter
 
 from smp.app.run_setup import role_label
+from smp.app.run_summary import port_drops
 from smp.app.scenario_checks import _Checker
 from smp.app.scenario_schema import EXPECT_KEYS
 from smp.app.workload_registry import WORKLOADS
@@ -230,6 +231,10 @@ def _run_view(outcome, sc: dict) -> _View:
     for f in s.get("faults") or []:
         if f["action"] == "kill_processes" and not str(f.get("result", "")).startswith("not"):
             stopped.add(f.get("target"))
+    # a trace port's own queue drops what the dispatcher delivered to it
+    # (trace_ip_drv, a client too slow): lost too, so no_drop counts them
+    at_ports = port_drops(s)
+    drops["any"] += sum(at_ports.values())
     return _View(
         sc,
         {name: len(terms) for name, terms in outcome.messages.items()},
@@ -237,7 +242,10 @@ def _run_view(outcome, sc: dict) -> _View:
         seen,
         procs,
         drops,
-        "the run's statistics (dropped_by_reason)",
+        "the run's statistics (dropped_by_reason)"
+        + "".join(
+            f" and ip port {name}'s queue ({n:,} dropped there)" for name, n in at_ports.items()
+        ),
         stopped,
         lambda ref: labels.get(ref, format_term(ref)),
         sum(k.get("sys_arrived_dead", 0) for k in s.get("per_scheduler") or ()),

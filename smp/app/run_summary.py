@@ -80,6 +80,18 @@ def _duration_report(sc: dict, summary: dict, held: dict) -> dict:
     return out
 
 
+def port_drops(summary: dict) -> dict:
+    """``{tracer: n}`` of each trace port whose own queue dropped messages the
+    dispatcher had delivered to it (``trace_ip_drv``, a client too slow):
+    lost after their delivery, beside the dispatcher's drops."""
+    out = {}
+    for name, t in (summary.get("tracers") or {}).items():
+        n = (t.get("port") or {}).get("dropped", 0)
+        if n:
+            out[name] = n
+    return out
+
+
 def duration_note(summary: dict) -> str | None:
     """One line on stderr when a time-bounded run took more than 10 % longer."""
     d = summary.get("duration") or {}

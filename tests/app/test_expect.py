@@ -356,3 +356,26 @@ def test_missing_numbers_are_counted_without_walking_each_one():
     assert n == 2 * (10**9 + 1) - 5
     assert ranges == [(1, 4), (6, 10**9)]
     assert _missing(Counter({0: 1, 1: 1}), 1, 1) == (0, [])
+
+
+def test_no_drop_of_any_reason_counts_what_a_trace_port_dropped(held):
+    """An ip port whose client was slow drops what the dispatcher delivered
+    to it (trace_ip_drv's queue): lost, yet the clause held and the summary
+    line said nothing of it."""
+    from smp.app.cli_output import _summary_line
+
+    sc, outcome = held["nonsmp"]
+    any_sc = copy.deepcopy(sc)
+    any_sc["expect"] = [{"kind": "no_drop", "reason": "any", "where": "x.toml:1"}]
+
+    def ip_dropped(o):
+        o.summary["tracers"]["t"]["port"] = {"kind": "ip", "dropped": 788}
+
+    r = _mutated(outcome, any_sc, ip_dropped)[0]
+    assert not r["held"] and r["count"] == 788 and "ip port t's queue (788 dropped" in r["from"]
+    assert _mutated(outcome, any_sc, lambda o: None)[0]["held"]
+    o = copy.deepcopy(outcome)
+    ip_dropped(o)
+    line = _summary_line(o.summary, "run")
+    assert line.endswith("; trace port t dropped 788 of those delivered to it (its queue)")
+    assert "dropped" not in _summary_line(outcome.summary, "run").split("trace messages")[1]
