@@ -133,6 +133,21 @@ def test_examples_and_default_load():
     assert load_scenario(None)["name"] == "default"
 
 
+def test_the_everything_example_runs_with_no_process_crashing(tmp_path, monkeypatch):
+    """Its ``[[trace]] pids = "new"`` gave churn's children its tracer, and
+    the churner's trace of them with its own crashed it on every run
+    ("can only have one tracer per process")."""
+    from smp.app.workloads import execute
+
+    monkeypatch.chdir(tmp_path)  # (its file tracer writes everything.trace here)
+    sc = load_scenario("everything")
+    sc["duration"]["seconds"] = 0.3
+    sc["faults"] = []
+    out = execute(sc, mode="smp")
+    assert out.summary["stats"]["stderr_lines"] == []
+    assert out.summary["stats"]["made"] > 0
+
+
 def test_unreadable_file(tmp_path):
     with pytest.raises(ScenarioError, match="cannot read scenario"):
         load_scenario(tmp_path / "missing.toml")
