@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import socket
+import subprocess
 import threading
+import time
+from contextlib import contextmanager
 
 from smp.core.terms import Atom
 
@@ -74,3 +78,31 @@ def ctrl_c_timer(seconds: float) -> threading.Timer:
     KeyboardInterrupt: a short delay can fire before the next line runs."""
     main = threading.main_thread().ident
     return threading.Timer(seconds, lambda: signal.pthread_kill(main, signal.SIGINT))
+
+
+@contextmanager
+def own_group(argv: list, **popen):
+    """``subprocess.Popen(argv, **popen)`` in a session of its own, so that a
+    test can Ctrl-C its process group as a terminal does; the group is
+    killed if it is still running when the block ends."""
+    p = subprocess.Popen(argv, start_new_session=True, **popen)
+    try:
+        yield p
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.communicate()
+
+
+def until(ready, p: subprocess.Popen, seconds: float = 120, what: str = "not under way"):
+    """Wait for ``ready()`` (a file grown, a line printed) while ``p`` runs:
+    it must not end first, and ``ready`` must come within ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while not ready():
+        assert time.monotonic() < deadline, what
+        try:
+            p.wait(timeout=0.02)
+        except subprocess.TimeoutExpired:
+            continue
+        out = p.communicate()
+        raise AssertionError(f"it ended first: {str(out[-1])[-2000:]}")

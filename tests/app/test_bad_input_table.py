@@ -16,9 +16,9 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 
 import pytest
+from helpers import own_group, until
 from hostile.capped import assert_one_line, run_capped, run_cli
 
 from smp.app.exitcodes import EXIT_INTERRUPTED, EXIT_USAGE
@@ -317,28 +317,11 @@ def _interrupt(argv: list[str], journal) -> subprocess.CompletedProcess:
     """Start ``smp-emu ARGV``, wait until its ``journal`` (or another file it
     writes as it runs) grows (the run is under way), Ctrl-C its process group
     as a terminal does; its exit and output."""
-    p = subprocess.Popen(
-        [sys.executable, "-c", "from smp.app.cli import main; main()", *argv],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        deadline = time.monotonic() + 90
-        while not (journal.exists() and journal.stat().st_size > 50_000):
-            assert time.monotonic() < deadline, "the run did not get going"
-            try:  # wait on the process itself: it must not end before Ctrl-C
-                p.wait(timeout=0.05)
-                raise AssertionError(p.communicate()[1][-2000:])
-            except subprocess.TimeoutExpired:
-                pass
+    cmd = [sys.executable, "-c", "from smp.app.cli import main; main()", *argv]
+    with own_group(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as p:
+        until(lambda: journal.exists() and journal.stat().st_size > 50_000, p, 90)
         os.killpg(p.pid, signal.SIGINT)
         out, err = p.communicate(timeout=120)
-    finally:
-        if p.poll() is None:
-            os.killpg(p.pid, signal.SIGKILL)
-            p.communicate()
     return subprocess.CompletedProcess(argv, p.returncode, out, err)
 
 

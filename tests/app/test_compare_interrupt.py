@@ -18,10 +18,10 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import psutil
 import pytest
+from helpers import own_group, until
 from hostile.capped import run_cli
 
 from smp.app.exitcodes import EXIT_INTERRUPTED
@@ -67,36 +67,22 @@ def _interrupted_compare(tmp_path, side: str, to_group: bool, as_json: bool):
     sc.write_text(SCENARIO.format(trace=trace))
     argv = [*SMP_EMU, "compare", str(sc), "--operations", OPERATIONS[side]]
     argv += ["--journal", str(journal)] + (["--json"] if as_json else [])
-    p = subprocess.Popen(
-        argv,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        # nonsmp under way: its trace file grows and smp's journal is not there
-        # yet; smp under way: its journal grows
-        def under_way() -> bool:
-            if side == "nonsmp":
-                return _size(trace) > UNDER_WAY and not journal.exists()
-            return _size(journal) > UNDER_WAY
 
-        deadline = time.monotonic() + 120
-        while not under_way():
-            assert p.poll() is None, p.communicate()[1][-3000:]
-            assert time.monotonic() < deadline, f"the {side} run did not get under way"
-            time.sleep(0.01)
+    # nonsmp under way: its trace file grows and smp's journal is not there
+    # yet; smp under way: its journal grows
+    def under_way() -> bool:
+        if side == "nonsmp":
+            return _size(trace) > UNDER_WAY and not journal.exists()
+        return _size(journal) > UNDER_WAY
+
+    with own_group(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as p:
+        until(under_way, p, 120, f"the {side} run did not get under way")
         children = psutil.Process(p.pid).children(recursive=True)
         if to_group:
             os.killpg(p.pid, signal.SIGINT)
         else:
             p.send_signal(signal.SIGINT)
         out, err = p.communicate(timeout=60)
-    finally:
-        if p.poll() is None:
-            os.killpg(p.pid, signal.SIGKILL)
-            p.communicate()
     return p.returncode, out, err, children
 
 

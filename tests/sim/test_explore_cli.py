@@ -629,41 +629,35 @@ def test_ctrl_c_stops_the_search_and_prints_what_it_found(jobs):
     import pty
     import select
     import signal
-    import time
+
+    from helpers import own_group, until
 
     master, slave = pty.openpty()
-    p = subprocess.Popen(
-        [sys.executable, "-c", "from smp.app.entry import main; main()", "explore", "churn"]
-        + ["--max-executions", "0", "--no-events", "--jobs", jobs, "--json"],
-        stdout=subprocess.PIPE,
-        stderr=slave,
-        text=True,
-        start_new_session=True,
-    )
-    os.close(slave)
+    cmd = [sys.executable, "-c", "from smp.app.entry import main; main()", "explore", "churn"]
+    cmd += ["--max-executions", "0", "--no-events", "--jobs", jobs, "--json"]
+    seen = [""]
 
-    def cpu(procs) -> float:
-        return sum(x.cpu_times().user for x in procs if x.is_running())
+    def progress_shown() -> bool:  # the progress line: the search began
+        if select.select([master], [], [], 0)[0]:
+            seen[0] += os.read(master, 4096).decode(errors="replace")
+        return "execution(s)" in seen[0]
+
+    kids: list = []
+
+    def run_a_while() -> bool:  # in this process (one job) or in its workers
+        me = psutil.Process(p.pid)
+        kids[:] = me.children(recursive=True)  # (workers start with the split)
+        procs = kids if jobs == "2" else [me]
+        return sum(x.cpu_times().user for x in procs if x.is_running()) >= 2.0
 
     try:
-        seen, deadline = "", time.monotonic() + 100
-        while "execution(s)" not in seen:  # the progress line: the search began
-            assert time.monotonic() < deadline and p.poll() is None, seen[-500:]
-            if select.select([master], [], [], 1)[0]:
-                seen += os.read(master, 4096).decode(errors="replace")
-        # and has run a while: in this process (one job) or in the workers
-        me = psutil.Process(p.pid)
-        kids: list = []
-        while cpu(kids if jobs == "2" else [me]) < 2.0:  # (workers start with the split)
-            assert time.monotonic() < deadline and p.poll() is None
-            psutil.wait_procs([me], timeout=0.2)  # (it must not end before the Ctrl-C)
-            kids = me.children(recursive=True)
-        os.killpg(p.pid, signal.SIGINT)
-        out, _ = p.communicate(timeout=60)
+        with own_group(cmd, stdout=subprocess.PIPE, stderr=slave, text=True) as p:
+            os.close(slave)
+            until(progress_shown, p, 100)
+            until(run_a_while, p, 100)
+            os.killpg(p.pid, signal.SIGINT)
+            out, _ = p.communicate(timeout=60)
     finally:
-        if p.poll() is None:
-            os.killpg(p.pid, signal.SIGKILL)
-            p.communicate()
         os.close(master)
     assert p.returncode == 130, out[-2000:]
     d = json.loads(out)
