@@ -491,9 +491,9 @@ class Emulator(TraceBifs, TracePorts, DispatcherControl, StatisticsCalls):
 
         A BIF cut short by run()'s time before it changed anything (waiting
         for the dispatcher to take the schedulers' batches, say) is put back
-        and served again in the next run(); one that has changed something
-        is finished.  Ctrl-C is never an answer: it stops the run, and the
-        BIF waits for the next."""
+        behind the others waiting and served again in the next run(); one
+        that has changed something is finished.  Ctrl-C is never an answer:
+        it stops the run, and the BIF waits for the next."""
         # only those waiting now, and none once run()'s timeout is up: serving
         # one can bring in more, and processes that call BIFs without pause
         # must not hold run() (and run_for's callers' sampling) past its timeout
@@ -505,8 +505,14 @@ class Emulator(TraceBifs, TracePorts, DispatcherControl, StatisticsCalls):
 
     def _serve_one(self, item) -> None:
         """Serve one BIF request ``(scheduler, pid, request)`` and answer it
-        (a request cut short before it changed anything goes back first in
-        the list, to be served again)."""
+        (a request cut short before it changed anything goes back to be
+        served again: first after a Ctrl-C, last when its wait used up
+        run()'s time, so that a BIF held by the dispatcher's push-back
+        (register/2 waits for every batch, say) does not hold the BIFs of
+        other processes, the fault controller's among them, for as many
+        run()s as the push-back lasts: each process waits for one BIF at
+        most, and in the seed BIFs of different processes do not wait for
+        each other)."""
         rpcs, b = self._sup.links.rpcs, self._bounds
         k, pid, request = item
         budget = b.run
@@ -540,7 +546,7 @@ class Emulator(TraceBifs, TracePorts, DispatcherControl, StatisticsCalls):
             raise
         except OutOfTime as e:
             if not b.changed:
-                rpcs.insert(0, item)
+                rpcs.append(item)
                 raise
             # it changed something, and a process still did not answer
             value = EmulatorTimeout(f"{request[1] if request[0] == 'bif' else request[0]}: {e}")

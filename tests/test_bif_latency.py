@@ -18,7 +18,7 @@ import pytest
 import smp
 from dispatcher.server import MAX_QUEUE
 from smp import Atom as A
-from tests.test_time_bounds import FifoReader, closed_in_time, flood
+from tests.test_time_bounds import FifoReader, bif_caller, closed_in_time, flood
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -35,6 +35,22 @@ async def idle(proc):
     await proc.receive()
 
 
+def stall(vm, port) -> list:
+    """Two processes flood ``port`` (a FIFO nobody reads) until the dispatcher
+    takes no more batches; returns them."""
+    sink = vm.spawn_collector(scheduler=1)
+    floods = [vm.spawn(flood, sink, scheduler=k) for k in (1, 2)]
+    for p in floods:
+        vm.trace(p, True, ["send"], tracer=port)
+    deadline = time.monotonic() + 60
+    while True:  # the port stalls: the dispatcher takes no more batches
+        assert vm.run_for(0.5) is False
+        st = vm.statistics()
+        if st.queued >= MAX_QUEUE and st.in_transit > 0:
+            return floods
+        assert time.monotonic() < deadline, st
+
+
 def test_lock_only_bifs_of_a_process_complete_while_the_dispatcher_takes_nothing(tmp_path):
     fifo = tmp_path / "stalled.trc"
     os.mkfifo(fifo)
@@ -46,17 +62,7 @@ def test_lock_only_bifs_of_a_process_complete_while_the_dispatcher_takes_nothing
         tracer, seq, monitor, profiler = (vm.spawn_collector(scheduler=2) for _ in range(4))
         tracee = vm.spawn(idle, scheduler=2)
         vm.trace(vm.spawn(idle, scheduler=1), True, ["receive"], tracer=tracer)  # marked
-        sink = vm.spawn_collector(scheduler=1)
-        floods = [vm.spawn(flood, sink, scheduler=k) for k in (1, 2)]
-        for p in floods:
-            vm.trace(p, True, ["send"], tracer=port)
-        deadline = time.monotonic() + 60
-        while True:  # the port stalls: the dispatcher takes no more batches
-            assert vm.run_for(0.5) is False
-            st = vm.statistics()
-            if st.queued >= MAX_QUEUE and st.in_transit > 0:
-                break
-            assert time.monotonic() < deadline, st
+        floods = stall(vm, port)
         vm.spawn(lock_only_caller, got, tracee, tracer, seq, monitor, profiler, scheduler=2)
         t0 = time.monotonic()
         while len(vm.messages(got)) < 4 and time.monotonic() - t0 < 10:
@@ -76,6 +82,43 @@ def test_lock_only_bifs_of_a_process_complete_while_the_dispatcher_takes_nothing
         assert vm.system_profile() == (profiler, [A("exclusive")])
         assert vm.trace_info(tracee, "tracer") == (A("tracer"), tracer)
         assert vm.trace_info(tracee, "flags") == (A("flags"), [A("send")])
+    finally:
+        reader.go()
+        closed_in_time(vm)
+        reader.thread.join(30)
+
+
+def test_a_bif_held_by_the_push_back_does_not_hold_the_bifs_of_other_processes(tmp_path):
+    """A BIF that waits for the dispatcher's queue (get_system_seq_tracer)
+    is put back run after run while the dispatcher is pushed back: behind
+    the BIFs other processes called meanwhile, which are answered (the
+    fault controller's kill_tracer waited 1.5 s behind a register/2 so)."""
+    fifo = tmp_path / "stalled.trc"
+    os.mkfifo(fifo)
+    reader = FifoReader(fifo)
+    vm = smp.Emulator(mode="smp", schedulers=2)
+    try:
+        port = vm.open_trace_port("file", str(fifo))
+        got, held = vm.spawn_collector(scheduler=1), vm.spawn_collector(scheduler=1)
+        tracer, seq, monitor, profiler = (vm.spawn_collector(scheduler=2) for _ in range(4))
+        tracee = vm.spawn(idle, scheduler=2)
+        vm.trace(vm.spawn(idle, scheduler=1), True, ["receive"], tracer=tracer)  # marked
+        floods = stall(vm, port)
+        waiter = vm.spawn(bif_caller, held, 1, scheduler=1)
+        assert vm.run_for(0.5) is False  # its BIF waits for the queue: put back
+        vm.spawn(lock_only_caller, got, tracee, tracer, seq, monitor, profiler, scheduler=2)
+        t0 = time.monotonic()
+        while len(vm.messages(got)) < 4 and time.monotonic() - t0 < 15:
+            vm.run_for(0.5)
+        assert vm.messages(got) == [1, A("false"), A("undefined"), A("undefined")]
+        # the first BIF is still waiting, not failed
+        assert vm.messages(held) == [] and vm.is_alive(waiter)
+        assert vm.statistics().in_transit > 0
+        for p in floods:
+            vm.exit(p, A("kill"))
+        reader.go()
+        vm.run(timeout=60)
+        assert vm.messages(held) == [seq]
     finally:
         reader.go()
         closed_in_time(vm)
