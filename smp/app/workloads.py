@@ -60,6 +60,13 @@ SETTLE_S = 1.0
 #: the signals that stop a run (Ctrl-C, and SIGTERM, which the CLI turns into one)
 _STOPS = {signal.SIGINT, signal.SIGTERM}
 
+#: the longest a check of a running run spends passing the trace on: the
+#: processes are paused meanwhile, and the BIFs they call (the fault
+#: controller's among them) wait; what is left goes at the next check, and
+#: all of it once the run is over
+PULL_BUDGET_S = CHECK_S / 5
+
+
 __all__ = [
     "WORKLOADS",
     "set_up",
@@ -76,6 +83,8 @@ __all__ = [
     "fault_notes",
     "fault_report",
     "lost_in_gap",
+    "TracePull",
+    "PULL_BUDGET_S",
 ]
 
 
@@ -190,27 +199,7 @@ def execute(  # noqa: C901 - one run, from set-up to summary
             leave_untraced(vm, sc, tracers, (fault_log, ctl))
         setup_s = time.perf_counter() - t_setup
 
-        emitted = {name: 0 for name in collectors}  # how many of messages[name] went out
-
-        def pull():
-            """Take what is new from each collector and pass it on.  Safe to
-            call again after a Ctrl-C cut it short: what was taken is kept
-            (one ``extend``), and a Ctrl-C waits while terms go out (so none
-            is written twice or half), which are counted term by term."""
-            for name, pid in collectors.items():
-                got = messages[name]
-                try:
-                    got.extend(vm.messages(pid, start=len(got)))
-                except SchedulerLost:  # it lived on a scheduler that was lost
-                    pass
-                if name in printed and emitted[name] < len(got):
-                    old = signal.pthread_sigmask(signal.SIG_BLOCK, _STOPS)
-                    try:
-                        while emitted[name] < len(got):
-                            emit(name, got[emitted[name]])
-                            emitted[name] += 1
-                    finally:
-                        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        pull = TracePull(vm, collectors, messages, printed, emit)
 
         interrupted = completed = False
         error = None
@@ -272,7 +261,9 @@ def execute(  # noqa: C901 - one run, from set-up to summary
                     )
                     break
                 if on_trace is not None:
-                    pull()  # only what is new since the last sample
+                    # only what is new since the last sample, and no longer
+                    # than PULL_BUDGET_S: the processes do not run meanwhile
+                    pull(PULL_BUDGET_S)
                 if on_progress:
                     last = latest()
                     on_progress(
@@ -410,3 +401,44 @@ def _work_over(vm, group_pids: dict) -> bool:
         return not any(vm.is_alive(p) for pids in group_pids.values() for p in pids)
     except SmpError:
         return False
+
+
+class TracePull:
+    """Takes what is new from each collector (``vm.messages``) into
+    ``messages`` and passes the printed collectors' terms on to ``emit``.
+
+    ``pull(budget)`` stops passing terms on once ``budget`` seconds
+    (``clock``) have gone, leaving the rest for the next call; ``pull()``
+    passes everything on.  Safe to call again after a Ctrl-C cut it short:
+    what was taken is kept (one ``extend``), and a Ctrl-C waits while terms
+    go out (so none is written twice or half), which are counted term by
+    term."""
+
+    def __init__(
+        self, vm, collectors: dict, messages: dict, printed, emit, clock=time.perf_counter
+    ):
+        self.vm, self.collectors, self.messages = vm, collectors, messages
+        self.printed, self.emit, self.clock = printed, emit, clock
+        #: how many of ``messages[name]`` went out
+        self.emitted = {name: 0 for name in collectors}
+
+    def __call__(self, budget: float | None = None) -> None:
+        end = None if budget is None else self.clock() + budget
+        for name, pid in self.collectors.items():
+            try:
+                self.messages[name].extend(self.vm.messages(pid, start=len(self.messages[name])))
+            except SchedulerLost:  # it lived on a scheduler that was lost
+                pass
+        for name in self.collectors:
+            got, emitted = self.messages[name], self.emitted
+            if name not in self.printed or emitted[name] >= len(got):
+                continue
+            old = signal.pthread_sigmask(signal.SIG_BLOCK, _STOPS)
+            try:
+                while emitted[name] < len(got):
+                    if end is not None and self.clock() >= end:
+                        return
+                    self.emit(name, got[emitted[name]])
+                    emitted[name] += 1
+            finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, old)
