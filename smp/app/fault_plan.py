@@ -4,8 +4,9 @@ Runs in the user's process, before the run.  ``_plan`` expands each fault
 into its firings and names the replacement tracers they need;
 ``_resolve_plan`` follows which tracer is current at each event and gives
 the controller (``smp.app.fault_steps.controller``) its plan and ``execute``
-one record per event; ``_not_fired`` lists the faults a finished workload
-left unfired.
+one record per event; ``_lanes`` splits the plan among controllers, one per
+tracer or group the faults act on; ``_not_fired`` lists the faults a
+finished workload left unfired.
 """
 
 from __future__ import annotations
@@ -35,6 +36,34 @@ def _not_fired(events: list, now: float) -> list[dict]:
                 }
             out[key]["missed"] += 1
     return list(out.values())
+
+
+def _lanes(plan: list, events: list, sc: dict) -> list[list]:
+    """``plan`` (``_resolve_plan``'s) split into lanes, each in time order, one
+    controller each: the events on one tracer's line (a kill_tracer of its
+    name, a replace_* of the role it holds, each acting on whichever tracer
+    of that line is current then: the plan follows them in time order) or
+    on one group's processes (kill_processes, set_sensitive).  An event
+    acts on one line or group alone (the roles a kill_tracer moves are held
+    by its victim's line), so lanes do not wait for each other: a fault
+    that waits (for its victim's ``'EXIT'``, or for BIFs served late) holds
+    the faults after it in its own lane alone, where it must, the later
+    ones acting on the tracer it put in place."""
+    role = {
+        "replace_seq_tracer": (sc.get("seq_trace") or {}).get("tracer"),
+        "replace_monitor": (sc.get("system_monitor") or {}).get("monitor"),
+        "replace_profiler": (sc.get("system_profile") or {}).get("profiler"),
+    }
+    lanes: dict = {}
+    for entry in plan:
+        f = events[entry[1]][1]
+        a = f["action"]
+        if a in ("kill_processes", "set_sensitive"):
+            key = ("group", f["target"])
+        else:
+            key = ("tracer", role[a] if a in role else f["target"])
+        lanes.setdefault(key, []).append(entry)
+    return list(lanes.values())
 
 
 def _plan(sc: dict, faults: list, rng: random.Random, tracers: dict):

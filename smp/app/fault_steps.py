@@ -1,4 +1,6 @@
-"""The fault controller: the process that carries out a run's fault plan.
+"""The fault controller: the process that carries out a lane of a run's
+fault plan (``smp.app.fault_plan._lanes``: the faults on one tracer's line
+or one group, so that one that waits holds no other lane's).
 
 Runs in a scheduler OS process, inside ``vm.run()``: ``controller`` sleeps
 until each planned moment and then calls ``exit(Pid, kill)`` or a trace BIF,
@@ -39,7 +41,9 @@ def _why(e: BaseException) -> bytes:
 
 
 async def controller(proc, plan, log):
-    """Carry out ``plan``: ``[(at_seconds, index, op, args), ...]`` in time order.
+    """Carry out ``plan``: ``[(at_seconds, index, op, args), ...]`` in time order
+    (a lane: ``smp.app.fault_plan._lanes``; each lane's clock starts with
+    its controller, all spawned together before the run).
 
     Trapping exits, it kills as an Erlang program that must know a process is
     dead does: link, ``exit(Pid, Reason)``, then wait (at most

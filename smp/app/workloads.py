@@ -2,7 +2,7 @@
 
 Runs in the user's process.  ``execute`` starts an ``Emulator``, opens the
 scenario's tracers, sets the run up (``smp.app.run_setup.set_up``), spawns
-the fault controller (``smp.app.fault_steps``) with its plan
+the fault controllers (``smp.app.fault_steps``), one per lane of its plan
 (``smp.app.fault_plan``), runs the workload until it is quiet, its time is
 up or its timeout passes, and collects every tracer's terms, the summary
 (``smp.app.run_summary``) and what the faults did
@@ -20,7 +20,7 @@ import sys
 import time
 from typing import Any, Callable
 
-from smp.app.fault_plan import _not_fired, _plan, _resolve_plan
+from smp.app.fault_plan import _lanes, _not_fired, _plan, _resolve_plan
 from smp.app.fault_report import fault_notes, fault_report, lost_in_gap
 from smp.app.fault_steps import controller
 from smp.app.limits import TraceLimit
@@ -190,13 +190,20 @@ def execute(  # noqa: C901 - one run, from set-up to summary
 
         group_pids = set_up(vm, env, sc, tracers, labels, clock.check)
         plan, fault_records = _resolve_plan(plan_events, tracers, group_pids, sc)
-        ctl = fault_log = None
+        ctls: list = []
+        fault_log = None
         if plan:
-            # the fault log keeps the controller's record of each fault event
+            # the fault log keeps the controllers' record of each fault event;
+            # one controller a lane: a fault that waits holds only those of
+            # its own tracer or group after it
             fault_log = vm.spawn_collector()
-            ctl = vm.spawn(controller, plan, fault_log)
-            labels[ctl], labels[fault_log] = "controller", "fault log"
-            leave_untraced(vm, sc, tracers, (fault_log, ctl))
+            labels[fault_log] = "fault log"
+            lanes = _lanes(plan, plan_events, sc)
+            for i, lane in enumerate(lanes):
+                ctl = vm.spawn(controller, lane, fault_log)
+                labels[ctl] = "controller" if len(lanes) == 1 else f"controller {i + 1}"
+                ctls.append(ctl)
+            leave_untraced(vm, sc, tracers, (fault_log, *ctls))
         setup_s = time.perf_counter() - t_setup
 
         pull = TracePull(vm, collectors, messages, printed, emit)
@@ -250,11 +257,12 @@ def execute(  # noqa: C901 - one run, from set-up to summary
                 if now - target > held["s"]:
                     held.update(s=now - target, at=target)
                 k = max(k + 1, int(now / CHECK_S + 1e-9) + 1)
-                if ctl is not None and now < plan[-1][0] and _work_over(vm, group_pids):
+                if ctls and now < plan[-1][0] and _work_over(vm, group_pids):
                     # faults still to come would hold a finished run: they do not fire
                     not_fired, not_fired_at = _not_fired(plan_events, now), now
-                    vm.exit(ctl, am_kill)
-                    ctl = None
+                    for ctl in ctls:
+                        vm.exit(ctl, am_kill)
+                    ctls = []
                 if time.monotonic() >= deadline:
                     error = f"run not finished within {sc['timeout']:g} s" + (
                         f"; still busy: {vm.last_busy}" if vm.last_busy else ""

@@ -214,7 +214,7 @@ def test_ctrl_c_during_smp_stress_exits_130_with_summary_and_journal(tmp_path):
             "--schedulers",
             "2",
             "--faults",
-            "2000",
+            "200",
             "--journal",
             str(journal),
         ],

@@ -130,3 +130,58 @@ def test_a_replaced_profiler_is_a_port_so_a_run_profiling_schedulers_ends():
     (f,) = out.summary["faults"]
     assert f["took"] is True and f["effect"]["previous"] == "prof"
     assert out.summary["tracers"]["profiler~1"]["port"]["kind"] == "memory"
+
+
+HELD = """
+[[groups]]
+name = "ring"
+workload = "ring"
+# exit(Pid, normal) leaves a process that does not trap exits alive: the
+# kill waits for its 'EXIT' until the pair ends with the workload
+[[faults]]
+action = "kill_processes"
+target = "pp"
+reason = "normal"
+at = 0.1
+[[faults]]
+action = "set_sensitive"
+target = "ring"
+at = 0.2
+[[faults]]
+action = "replace_seq_tracer"
+at = 0.3
+[seq_trace]
+tracer = "t"
+"""
+
+
+@pytest.mark.parametrize("mode", ["nonsmp", "smp"])
+def test_a_fault_that_waits_holds_only_the_faults_of_its_own_group_or_tracer(mode):
+    """The kill waits until the workload is over; the faults on the ring
+    and on the seq tracer come at their time (one controller carried them
+    all out one after the other: they came after the kill, 0.8 s late)."""
+    out = execute(_scenario(HELD), mode=mode)
+    kill, sensitive, seq = out.summary["faults"]
+    assert kill["effect"]["survived"] == 0 and kill["done_at"] >= 0.9, kill
+    for f in (sensitive, seq):
+        assert f["took"] is True, f
+        assert f["planned_at"] <= f["started_at"] < f["done_at"] < kill["done_at"], f
+    assert sensitive["effect"]["marked"] == 1
+
+
+def test_lanes_follow_a_tracer_line_or_a_group():
+    from smp.app.fault_plan import _lanes
+
+    sc = {"seq_trace": {"tracer": "t"}, "system_monitor": {"monitor": "m"}, "system_profile": None}
+    faults = [
+        {"action": "kill_tracer", "target": "t"},
+        {"action": "replace_monitor", "target": None},
+        {"action": "replace_seq_tracer", "target": None},  # t's line: the role t holds
+        {"action": "kill_processes", "target": "pp"},
+        {"action": "kill_tracer", "target": "m"},
+        {"action": "set_sensitive", "target": "pp"},
+    ]
+    events = [(0.1 * i, f, 0, None) for i, f in enumerate(faults)]
+    plan = [(at, i, f["action"], ()) for i, (at, f, _k, _r) in enumerate(events)]
+    lanes = _lanes(plan, events, sc)
+    assert [[e[1] for e in lane] for lane in lanes] == [[0, 2], [1, 4], [3, 5]]
