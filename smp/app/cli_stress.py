@@ -20,6 +20,7 @@ from smp.app.cli_output import _expect_notes, _summary_line
 from smp.app.compare import check_invariants
 from smp.app.exitcodes import EXIT_FAILED, EXIT_INTERRUPTED
 from smp.app.expect import expect_broken
+from smp.app.fault_report import FAULT_LATE_S
 from smp.app.replay import NotAJournal
 from smp.app.replay import replay as do_replay
 from smp.app.scenario import NONSMP_RULE, example_names
@@ -190,6 +191,13 @@ def _print_stress_text(
             f"replayed {rep['runs']} runs from the journal: "
             f"{rep['divergence_count']} divergences, "
             f"{rep['race_window']} decided before a concurrent change\n"
+        )
+    late = [f for f in s.get("faults") or [] if f.get("late")]
+    if late:
+        sys.stdout.write(
+            f"{len(late)} of {len(s['faults'])} fault events were late (carried out more than "
+            f"{FAULT_LATE_S:g} s after their time, or not by the end of the workload): they "
+            "did not come while the workload ran\n"
         )
     for v in violations:
         sys.stdout.write(f"VIOLATION: {v}\n")

@@ -40,6 +40,7 @@ from smp.app.compare_messages import (
 )
 from smp.app.compare_why import ORDER_NOTE, _rest, explain_row, why
 from smp.app.expect import ExpectCheck, check_expect, expect_broken, expect_checks, expect_text
+from smp.app.fault_report import fault_failures
 from smp.core.pretty import format_term
 from smp.core.terms import Atom
 from smp.ports.order import OrderChecker
@@ -93,14 +94,11 @@ def _fake_out(term) -> bool:
 
 def check_invariants(outcome, limit: int = 20) -> list[str]:
     """Every violated invariant of one run, each naming the messages involved,
-    and every fault that fired and did not take (``summary["faults"]``)
-    unless the scenario marked it ``may_fail``."""
-    out: list[str] = []
-    for f in outcome.summary.get("faults") or []:
-        if f.get("took") is False and not f.get("may_fail"):
-            where = f"{f['where']}: " if f.get("where") else ""
-            what = f["action"] + (f" {f['target']}" if f.get("target") else "")
-            out.append(f"fault: {where}{what} at {f['planned_at']:g} s did not take: {f['result']}")
+    every fault that fired and did not take (``summary["faults"]``) unless
+    the scenario marked it ``may_fail``, and every fault carried out late
+    (``smp.app.fault_report.FAULT_LATE_S``: it did not come while the run
+    did, whatever ``may_fail`` says)."""
+    out: list[str] = fault_failures(outcome.summary)
     st = outcome.summary["stats"]
     queued = st.get("queued", 0)
     dropped_total = st["dropped"]

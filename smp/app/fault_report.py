@@ -15,6 +15,18 @@ from smp.core.terms import Atom, Pid, Port
 
 A = Atom
 
+#: A fault carried out (its last BIF answered) more than this many seconds
+#: after its planned time is late, as is one not carried out yet when the
+#: workload was over that long after its time: it did not come while the
+#: run did.  Reported so in its entry (``late``), its line (``LATE``) and as
+#: an invariant failure (``fault_failures``, in
+#: ``smp.app.compare.check_invariants``), whatever ``may_fail`` says.  The
+#: controller's own BIFs are served a few milliseconds each (tens on a
+#: loaded machine: a kill_tracer retraces each tracee with one), and
+#: execute pauses the processes about every ``CHECK_S`` (0.1 s) to look at
+#: the run.
+FAULT_LATE_S = 0.5
+
 
 def fault_report(
     records: list,
@@ -35,8 +47,11 @@ def fault_report(
     ``done_at``, ``result`` (``ok``, ``not fired``, or why the fault did not
     take), ``took`` (None when it did not fire or the run was interrupted
     or failed before the controller reported it; False when the controller
-    did not report it from a run that ended normally), ``may_fail``, and
-    ``effect``: for kill_tracer ``tracees_held`` (the victim's tracees among
+    did not report it from a run that ended normally), ``may_fail``,
+    ``late_s`` (``done_at`` less ``planned_at``; None when not done),
+    ``late`` (``FAULT_LATE_S``: done more than that after its time, or not
+    carried out yet when the workload was over more than that after its
+    time; None when that cannot be said) and ``late_why``, and ``effect``: for kill_tracer ``tracees_held`` (the victim's tracees among
     the groups' processes, as the set-up traced them), ``tracees_moved``,
     ``tracees_gone`` (died before they could be moved), ``roles_moved``,
     ``death_at`` and ``retraced_at`` (when the ``'EXIT'`` came and when the
@@ -54,6 +69,7 @@ def fault_report(
     out = []
     for idx, rec in enumerate(records):
         e = dict(rec, at=rec["planned_at"], started_at=None, done_at=None, effect={})
+        e["late_s"] = e["late"] = e["late_why"] = None
         got = done.get(idx)
         if got is None:
             e["took"] = None
@@ -61,6 +77,11 @@ def fault_report(
                 e["result"] = "not fired: the workload was over"
             elif not_fired_after is not None:
                 e["result"] = "cut short: the workload was over while it was carried out"
+                e["late"] = not_fired_after - rec["planned_at"] > FAULT_LATE_S
+                if e["late"]:
+                    e["late_why"] = (
+                        f"not carried out by {not_fired_after:.3f} s, when the workload was over"
+                    )
             elif ended_early:
                 e["result"] = "no record: the run was interrupted or failed first"
             else:
@@ -70,6 +91,7 @@ def fault_report(
             continue
         _tag, _i, began, finished, result, effect = got
         e["started_at"], e["done_at"] = began / 1e6, finished / 1e6
+        _lateness(e)
         e["took"] = result is A("ok")
         e["result"] = (
             "ok"
@@ -113,6 +135,17 @@ def fault_report(
         e["effect"] = out_eff
         out.append(e)
     return out
+
+
+def _lateness(e: dict) -> None:
+    """``late_s``, ``late`` and ``late_why`` of a fault the controller carried out."""
+    e["late_s"] = round(e["done_at"] - e["planned_at"], 3)
+    e["late"] = e["late_s"] > FAULT_LATE_S
+    e["late_why"] = (
+        f"done {e['late_s']:.3f} s after its time, over the {FAULT_LATE_S:g} s tolerance"
+        if e["late"]
+        else None
+    )
 
 
 _TRACE_TAGS = (A("trace"), A("trace_ts"))
@@ -161,16 +194,32 @@ def lost_in_gap(victim_terms: list, replacement_terms: list) -> int | None:
     return sum(max(0, after[k] - before[k] - 1) for k in both)
 
 
+def fault_failures(summary: dict) -> list[str]:
+    """One line per fault event that fired and did not take, unless the
+    scenario marked it ``may_fail``, and per event carried out late
+    (``FAULT_LATE_S``), whatever ``may_fail`` says: the invariant failures
+    of a run's faults."""
+    out = []
+    for f in summary.get("faults") or []:
+        where = f"{f['where']}: " if f.get("where") else ""
+        what = f"{where}{f['action']}" + (f" {f['target']}" if f.get("target") else "")
+        if f.get("took") is False and not f.get("may_fail"):
+            out.append(f"fault: {what} at {f['planned_at']:g} s did not take: {f['result']}")
+        if f.get("late"):
+            out.append(f"fault: {what} at {f['planned_at']:g} s was late: {f['late_why']}")
+    return out
+
+
 def fault_notes(summary: dict, every: bool = True) -> list[str]:
     """One line per fault event with its result and effect (the faults that
     did not fire as one line per fault), naming the file and line; with
-    ``every`` false only the events that did not take (and may not fail) and
-    the faults that did not fire."""
+    ``every`` false only the events that did not take (and may not fail),
+    those carried out late and the faults that did not fire."""
     out = []
     for f in summary.get("faults") or []:
         if f["took"] is None and f["result"].startswith("not fired"):
             continue  # listed below, once per fault
-        if every or (f["took"] is False and not f.get("may_fail")):
+        if every or (f["took"] is False and not f.get("may_fail")) or f.get("late"):
             out.append(_fault_line(f))
     for f in summary.get("faults_not_fired") or []:
         where = f"{f['where']}: " if f.get("where") else ""
@@ -188,8 +237,11 @@ def _fault_line(f: dict) -> str:
     if f["action"] == "kill_tracer" and f.get("victim") not in (None, f.get("target")):
         what += f" (now {f['victim']})"
     head = f"{where}fault {what} at {f['planned_at']:g} s"
+    late = f"LATE: {f['late_why']}" if f.get("late") else ""
     if f["done_at"] is not None:
-        head += f" (done at {f['done_at']:.3f} s)"
+        head += f" (done at {f['done_at']:.3f} s" + (f", {late})" if late else ")")
+    elif late:
+        head += f" ({late})"
     if f["took"] is None:
         return f"{head}: {f['result']}"
     res = "ok" if f["took"] else "DID NOT TAKE: " + f["result"]

@@ -679,9 +679,11 @@ def _stress_section(data: dict) -> str:
     if faults:
         took = sum(1 for f in faults if f.get("took"))
         missed = sum(1 for f in faults if f.get("took") is False)
+        late = sum(1 for f in faults if f.get("late"))
         parts.append(
             f"<p>{_num(took)} of {_num(len(faults))} took"
             + (f"; {_num(missed)} did not (the result says why)" if missed else "")
+            + (f"; {_num(late)} were carried out late" if late else "")
             + "</p>"
         )
         parts.append(
@@ -708,11 +710,14 @@ def _stress_section(data: dict) -> str:
 def _fault_result(f: dict) -> str:
     """What a fault event came to, as the run recorded it."""
     result = str(f.get("result", ""))
+    late = f" (LATE: {f['late_why']})" if f.get("late") else ""
     if f.get("took"):
-        return "ok"
+        return "ok" + late
     if f.get("took") is False:
-        return "did not take: " + result + (" (allowed: may_fail)" if f.get("may_fail") else "")
-    return result or "(not recorded)"
+        return (
+            "did not take: " + result + (" (allowed: may_fail)" if f.get("may_fail") else "") + late
+        )
+    return (result or "(not recorded)") + late
 
 
 def _unfinished(runs: dict, not_run: tuple = ()) -> str:
