@@ -94,10 +94,9 @@ def _fake_out(term) -> bool:
 
 def check_invariants(outcome, limit: int = 20) -> list[str]:
     """Every violated invariant of one run, each naming the messages involved,
-    every fault that fired and did not take (``summary["faults"]``) unless
-    the scenario marked it ``may_fail``, and every fault carried out late
-    (``smp.app.fault_report.FAULT_LATE_S``: it did not come while the run
-    did, whatever ``may_fail`` says)."""
+    and every fault that fired and did not take (``summary["faults"]``)
+    unless the scenario marked it ``may_fail`` (a fault carried out late is
+    said apart: ``smp.app.fault_report.fault_failures``)."""
     out: list[str] = fault_failures(outcome.summary)
     st = outcome.summary["stats"]
     queued = st.get("queued", 0)

@@ -53,12 +53,8 @@ def test_a_fault_done_past_the_tolerance_or_not_by_the_end_of_the_workload_is_la
     assert "after its time, over the 0.5 s tolerance" in faults[1]["late_why"]
     assert "not carried out by 1.200 s" in faults[2]["late_why"]
     summary = {"faults": faults}
-    failures = fault_failures(summary)
-    assert [line.split(" at ")[0] for line in failures] == [
-        "fault: set_sensitive held",
-        "fault: set_sensitive never_done",
-    ]
-    assert all(" was late: " in line for line in failures)
+    # no invariant failure: how late a fault comes depends on the machine
+    assert fault_failures(summary) == []
     # the lines of --json (only what went wrong): the two late ones, each saying so
     short = fault_notes(summary, every=False)
     assert len(short) == 2 and all("LATE: " in line for line in short), short
@@ -90,21 +86,21 @@ at = 0.1
 """
 
 
-def test_stress_fails_when_its_faults_do_not_come_while_the_workload_runs(tmp_path):
+def test_stress_says_when_its_faults_do_not_come_while_the_workload_runs(tmp_path):
+    """It said all invariants hold, and nothing else, of a run whose faults
+    came after its workload.  A late fault is said beside the invariants,
+    not as one of them: how late it comes depends on the machine."""
     sc = tmp_path / "late.toml"
     sc.write_text(LATE)
     r = CliRunner().invoke(cli, ["stress", str(sc), "--faults", "0", "--duration", "1"])
-    assert r.exit_code == 1, r.output
-    assert "all invariants hold" not in r.stdout
-    assert "1 of 1 fault events were late" in r.stdout
-    (v,) = [line for line in r.stdout.splitlines() if line.startswith("VIOLATION: ")]
-    assert "late.toml:21: faults[0].at: kill_processes pp at 0.1 s was late: " in v
+    assert r.exit_code == 0, r.output
+    assert "1 of 1 fault events were late" in r.stdout and "all invariants hold" in r.stdout
+    assert "kill_processes pp at 0.1 s" in r.stderr and "LATE: " in r.stderr
     r = CliRunner().invoke(cli, ["stress", str(sc), "--faults", "0", "--duration", "1", "--json"])
-    assert r.exit_code == 1, r.output
+    assert r.exit_code == 0, r.output
     s = json.loads(r.stdout)
     (f,) = s["faults"]
-    assert f["late"] is True and not s["invariants"]["ok"]
-    assert any(" was late: " in v for v in s["invariants"]["violations"])
+    assert f["late"] is True and s["invariants"]["ok"]
 
 
 def test_the_report_page_says_a_fault_was_late():
