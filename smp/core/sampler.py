@@ -174,10 +174,12 @@ class Sampler:
             self.stalls.append((self._due - self.t0, now - self.t0))
 
     def sample(self) -> None:
-        """Take one sample now (its real time); a stall before it is noted
-        as ``poll`` notes one."""
+        """Take one sample now (its real time); one taken for a tick long due
+        is counted late, and a stall before it noted, as ``poll`` does."""
         with self._lock:
             now = time.monotonic()
+            if now - self._due > self.interval / 2:
+                self.late += 1
             if now - self._due > self.interval:
                 self._stalled(now)
             self._take(now)
