@@ -23,7 +23,9 @@ new one in (``sweep``), removing each run directory of this user whose owner
 is provably gone (its recorded pid is not running, or is running as a process
 created at another time) and that no process holds (the exclusive lock is
 free: the kernel drops the locks of a dead process).  A directory without an
-owner record, of another user, or held, is left alone.
+owner record (its maker was killed between making it and writing the
+record) is removed the same way once it is ``NO_OWNER_S`` old and unheld; a
+directory of another user, or held, is left alone.
 
 A lock belongs to an open file description, which ``fork`` shares with the
 child; a child that kept the controller's descriptor would keep the
@@ -62,6 +64,10 @@ __all__ = [
 LOCK_NAME = "lock"
 OWNER_NAME = "owner"
 PREFIX = "smp-emu-"
+#: a run directory still without an owner record this long after it was
+#: last changed: its maker died before it wrote one (``make`` writes it at
+#: once, under its hold)
+NO_OWNER_S = 60.0
 
 #: The watchdog looks at its parent this often (seconds).
 WATCH_EVERY_S = 0.1
@@ -225,7 +231,8 @@ def _remove_unheld(path: str) -> bool:
 
 def sweep(where: str) -> list[str]:
     """Remove the run directories in ``where`` that this user owns, whose
-    owner is provably gone and that no process holds; returns their paths."""
+    owner is provably gone (or that have had no owner record for
+    ``NO_OWNER_S``) and that no process holds; returns their paths."""
     removed: list[str] = []
     uid = os.getuid()
     try:
@@ -242,7 +249,11 @@ def sweep(where: str) -> list[str]:
                 continue
             if not stat.S_ISDIR(st.st_mode) or st.st_uid != uid:
                 continue
-            if _owner_gone(e.path) and _remove_unheld(e.path):
+            unowned = (
+                not os.path.lexists(os.path.join(e.path, OWNER_NAME))
+                and time.time() - st.st_mtime > NO_OWNER_S
+            )
+            if (unowned or _owner_gone(e.path)) and _remove_unheld(e.path):
                 removed.append(e.path)
     return removed
 

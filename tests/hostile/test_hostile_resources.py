@@ -336,6 +336,32 @@ def test_sweep_takes_only_runs_provably_gone(tmp_path):
     assert rundir.sweep(str(tmp_path)) == []
 
 
+def test_sweep_takes_a_run_whose_maker_died_before_it_wrote_its_owner(tmp_path):
+    """Killed between making its directory and writing its owner record (an
+    empty owner.tmp, a lock nobody holds), a run left a directory no later
+    run removed.  Once ``NO_OWNER_S`` old and unheld, it is swept; a younger
+    one, or one a process holds, is not (its maker may be writing)."""
+
+    def unowned(name: str, age: float) -> Path:
+        d = tmp_path / (rundir.PREFIX + name)
+        d.mkdir(mode=0o700)
+        (d / rundir.LOCK_NAME).touch()
+        (d / (rundir.OWNER_NAME + ".tmp")).touch()
+        then = time.time() - age
+        os.utime(d, (then, then))
+        return d
+
+    old = unowned("old", rundir.NO_OWNER_S + 5)
+    young = unowned("young", rundir.NO_OWNER_S - 30)
+    held = unowned("held", rundir.NO_OWNER_S + 5)
+    fd = rundir.hold(str(held))
+    try:
+        assert rundir.sweep(str(tmp_path)) == [str(old)]
+        assert young.is_dir() and held.is_dir()
+    finally:
+        os.close(fd)
+
+
 # ---------------------------------------------------------------- intern tables
 def _pid_bytes(i: int, node: bytes = b"w\x0bfoo@barhost") -> bytes:
     """A NEW_PID_EXT term of another node, as a trace from it holds pids."""
