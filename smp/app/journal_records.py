@@ -367,21 +367,32 @@ def _read_header(f, path: str) -> tuple:
     return header
 
 
-def _read(path: str) -> tuple[tuple, list, set]:
-    """``(header, records, big)``: every record checked; ``big`` the seqs of
-    the runs whose bodies are too big to show or order-check whole."""
+def _unreadable(path: str, e: OSError) -> NotAJournal:
+    return NotAJournal(f"{path}: cannot read it ({(e.strerror or 'error').lower()})")
+
+
+def _opened(path: str):
+    """``(file, its size, its header)``: the journal opened and its header
+    read and checked (``NotAJournal`` otherwise); the caller closes it."""
     try:
         f = open(path, "rb")
     except OSError as e:
-        raise NotAJournal(f"{path}: cannot read it ({(e.strerror or 'error').lower()})") from None
+        raise _unreadable(path, e) from None
+    try:
+        return f, os.fstat(f.fileno()).st_size, _read_header(f, path)
+    except OSError as e:
+        f.close()
+        raise _unreadable(path, e) from None
+    except BaseException:
+        f.close()
+        raise
+
+
+def _read(path: str) -> tuple[tuple, list, set]:
+    """``(header, records, big)``: every record checked; ``big`` the seqs of
+    the runs whose bodies are too big to show or order-check whole."""
+    f, size, header = _opened(path)
     with f:
-        try:
-            size = os.fstat(f.fileno()).st_size
-            header = _read_header(f, path)
-        except OSError as e:
-            raise NotAJournal(
-                f"{path}: cannot read it ({(e.strerror or 'error').lower()})"
-            ) from None
         nsched = header[2]
         records: list = []
         big: set = set()
@@ -433,14 +444,9 @@ def frames_whole(path: str) -> int:
     them when the header is wrong or the file ends inside a frame.  What a
     run checks of the journal it wrote (decoding every record would take
     about as long as the run did: 3 s for 27 MB)."""
-    try:
-        f = open(path, "rb")
-    except OSError as e:
-        raise NotAJournal(f"{path}: cannot read it ({(e.strerror or 'error').lower()})") from None
+    f, size, _header = _opened(path)
     with f:
         try:
-            size = os.fstat(f.fileno()).st_size
-            _read_header(f, path)
             n, head_len = 0, RECORD_HEAD.size
             while True:
                 offset = f.tell()
@@ -453,9 +459,7 @@ def frames_whole(path: str) -> int:
                 f.seek(length, os.SEEK_CUR)
                 n += 1
         except OSError as e:
-            raise NotAJournal(
-                f"{path}: cannot read it ({(e.strerror or 'error').lower()})"
-            ) from None
+            raise _unreadable(path, e) from None
 
 
 def read_records(path: str) -> tuple[tuple, list, None]:
