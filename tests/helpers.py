@@ -12,6 +12,18 @@ from contextlib import contextmanager
 
 from smp.core.terms import Atom
 
+#: A ping-pong pair traced for send to the collector ``t``: the body of a
+#: small scenario, after its top-level keys and ``[duration]``.
+PING_PONG_T = """\
+[[tracers]]
+name = "t"
+[[groups]]
+name = "pp"
+workload = "ping_pong"
+trace = ["send"]
+tracer = "t"
+"""
+
 #: The head of the small scenarios the simulator tests found by random
 #: generation: two schedulers, two operations, four tracers (t1, t2, sq,
 #: mon); each scenario adds its groups and faults.

@@ -18,7 +18,7 @@ import subprocess
 import sys
 
 import pytest
-from helpers import own_group, until
+from helpers import PING_PONG_T, own_group, until
 from hostile.capped import assert_one_line, run_capped, run_cli
 
 from smp.app.exitcodes import EXIT_INTERRUPTED, EXIT_USAGE
@@ -26,21 +26,17 @@ from smp.core.terms import A, Pid
 from smp.ports.traceport import FileTracePort
 from smp.wire.etf import encode
 
-SMALL = """\
+SMALL = (
+    """\
 name = "small"
 mode = "smp"
 schedulers = 1
 seed = 3
 [duration]
 operations = 3
-[[tracers]]
-name = "t"
-[[groups]]
-name = "pp"
-workload = "ping_pong"
-trace = ["send"]
-tracer = "t"
 """
+    + PING_PONG_T
+)
 
 
 @pytest.fixture(scope="module")

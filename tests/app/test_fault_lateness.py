@@ -10,6 +10,7 @@ import json
 
 import pytest
 from click.testing import CliRunner
+from helpers import PING_PONG_T
 
 from smp.app.cli import cli
 from smp.app.fault_report import FAULT_LATE_S, fault_failures, fault_notes, fault_report
@@ -62,20 +63,16 @@ def test_a_fault_done_past_the_tolerance_or_not_by_the_end_of_the_workload_is_la
     assert "LATE" not in fault_notes(summary)[0]
 
 
-LATE = """
+LATE = (
+    """
 name = "late"
 mode = "nonsmp"
 seed = 3
 [duration]
 seconds = 1.0
-[[tracers]]
-name = "t"
-[[groups]]
-name = "pp"
-workload = "ping_pong"
-trace = ["send"]
-tracer = "t"
-
+"""
+    + PING_PONG_T
+    + """
 # exit(Pid, normal) leaves a process that does not trap exits alive: the
 # controller waits for its 'EXIT' until the pair ends with the workload
 [[faults]]
@@ -84,6 +81,7 @@ target = "pp"
 reason = "normal"
 at = 0.1
 """
+)
 
 
 def test_stress_says_when_its_faults_do_not_come_while_the_workload_runs(tmp_path):

@@ -14,6 +14,7 @@ from html.parser import HTMLParser
 
 import pytest
 from click.testing import CliRunner
+from helpers import PING_PONG_T
 
 from smp.app.cli import cli
 from smp.app.series import (
@@ -599,19 +600,15 @@ def _page_of(tmp_path, result: bytes) -> str:
     return page.read_text()
 
 
-UNFINISHED = """\
+UNFINISHED = (
+    """\
 name = "unfinished"
 timeout = 1
 [duration]
 operations = 1000000
-[[tracers]]
-name = "t"
-[[groups]]
-name = "pp"
-workload = "ping_pong"
-trace = ["send"]
-tracer = "t"
 """
+    + PING_PONG_T
+)
 
 
 def test_runs_that_did_not_finish_are_said_first_everywhere(tmp_path):

@@ -14,25 +14,22 @@ import json
 import math
 
 import pytest
+from helpers import PING_PONG_T
 from hostile.capped import assert_one_line, run_cli
 
 from smp.app.exitcodes import EXIT_USAGE
 
-SMALL = """\
+SMALL = (
+    """\
 name = "small"
 mode = "smp"
 schedulers = 2
 seed = 3
 [duration]
 operations = 5
-[[tracers]]
-name = "t"
-[[groups]]
-name = "pp"
-workload = "ping_pong"
-trace = ["send"]
-tracer = "t"
 """
+    + PING_PONG_T
+)
 
 RACE = "tracer_killed_with_messages_queued"
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 
 import pytest
+from helpers import PING_PONG_T
 
 from smp.app.run_setup import CHECK_S
 from smp.app.scenario import parse_scenario
@@ -17,20 +18,16 @@ from smp.emulator import Emulator
 
 pytestmark = pytest.mark.timeout(120)
 
-SC = """
+SC = (
+    """
 name = "windows"
 mode = "nonsmp"
 seed = 1
 [duration]
 seconds = 0.8
-[[tracers]]
-name = "t"
-[[groups]]
-name = "pp"
-workload = "ping_pong"
-trace = ["send"]
-tracer = "t"
 """
+    + PING_PONG_T
+)
 
 
 def test_a_check_that_overran_leaves_the_next_run_its_time(monkeypatch):
