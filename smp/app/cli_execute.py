@@ -35,23 +35,31 @@ __all__ = ["progress_text"]
 
 
 class _Interrupt:
-    """Turn SIGTERM into KeyboardInterrupt; ignore a second Ctrl-C while cleaning up."""
+    """Turn Ctrl-C and SIGTERM into one KeyboardInterrupt; ignore a second
+    while the run is cut short and measured (``execute`` takes in what was
+    delivered, up to ``SETTLE_S``, then its counters and samples)."""
+
+    _STOPS = (signal.SIGINT, signal.SIGTERM)
 
     def __enter__(self):
-        self._old_term = signal.getsignal(signal.SIGTERM)
+        self._hit = False
+        self._old: dict = {}
         try:
-            signal.signal(signal.SIGTERM, self._raise)
+            for s in self._STOPS:
+                self._old[s] = signal.signal(s, self._raise)
         except ValueError:  # not the main thread (CliRunner in a thread)
-            self._old_term = None
+            self._old = {}
         return self
 
-    @staticmethod
-    def _raise(signum, frame):
+    def _raise(self, signum, frame):
+        if self._hit:
+            return  # a second one while the run is being cut short
+        self._hit = True
         raise KeyboardInterrupt
 
     def __exit__(self, *exc):
-        if self._old_term is not None:
-            signal.signal(signal.SIGTERM, self._old_term)
+        for s, old in self._old.items():
+            signal.signal(s, old)
 
 
 def _shield() -> None:

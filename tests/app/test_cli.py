@@ -305,3 +305,18 @@ def test_the_command_is_the_entry_point_that_loads_the_command_line():
         timeout=60,
     )
     assert r.returncode == 0 and r.stdout.startswith("smp-emu"), (r.stdout, r.stderr[-500:])
+
+
+def test_a_second_ctrl_c_while_a_run_is_cut_short_is_ignored():
+    """The first Ctrl-C (or SIGTERM) stops the run; a second one, while it
+    takes in what was delivered and is measured, is ignored: it raised in
+    the middle of that, and the run's summary was lost."""
+    from smp.app.cli_execute import _Interrupt
+
+    before = signal.getsignal(signal.SIGINT)
+    with _Interrupt():
+        with pytest.raises(KeyboardInterrupt):
+            signal.raise_signal(signal.SIGINT)
+        signal.raise_signal(signal.SIGINT)  # (ignored: no exception)
+        signal.raise_signal(signal.SIGTERM)
+    assert signal.getsignal(signal.SIGINT) is before
