@@ -462,6 +462,10 @@ def explore(setup, schedulers: int = 2, **options) -> ExploreResult:
     return Explorer(setup, schedulers=schedulers, **options).run()
 
 
+def _clip(text: str, n: int = 20) -> str:
+    return text if len(text) <= n else text[:n] + "..."
+
+
 #: the name of a thread of the simulated build (``World.enabled``)
 _THREAD = re.compile(r"S\d+|I\d+|P\d+|A\d+>\d+|R<\d+\.\d+\.\d+>|D")
 
@@ -478,10 +482,14 @@ def replay(
             if t not in en:
                 what = "cannot step now" if _THREAD.fullmatch(t) else "is not a thread"
                 if _THREAD.fullmatch(t) and not t.startswith("R"):
-                    ks = [int(x) for x in re.findall(r"\d+", t)]
-                    far = [k for k in ks if k > schedulers or (k == 0 and not t.startswith("A"))]
+                    # (compared as text first: a number of thousands of digits is no int)
+                    far = [
+                        x
+                        for x in re.findall(r"\d+", t)
+                        if len(x) > 4 or int(x) > schedulers or (x == "0" and t[0] != "A")
+                    ]
                     if far:
-                        what = f"names scheduler {far[0]}, of {schedulers}"
+                        what = f"names scheduler {_clip(far[0])}, of {schedulers}"
                 raise SimError(
                     f"schedule step {i + 1}: {t!r} {what} (enabled: {' '.join(en) or 'none'}; "
                     "threads: S<k> I<k> P<k> A<i>><k> R<pid> D)"

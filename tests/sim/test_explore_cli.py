@@ -134,6 +134,7 @@ def test_no_events_leaves_the_events_out_of_a_replay():
         ("S1 S7", "step 2: 'S7' names scheduler 7, of 2"),  # (it said "cannot step now")
         ("S1 A1>3", "step 2: 'A1>3' names scheduler 3, of 2"),
         ("S0", "step 1: 'S0' names scheduler 0, of 2"),
+        ("S" + "9" * 5000, "names scheduler 99999999999999999999..., of 2"),  # (no int)
         ("S1 X", "step 2: 'X' is not a thread"),
     ],
 )
