@@ -491,7 +491,7 @@ def replay(
                     if far:
                         what = f"names scheduler {_clip(far[0])}, of {schedulers}"
                 raise SimError(
-                    f"schedule step {i + 1}: {t!r} {what} (enabled: {' '.join(en) or 'none'}; "
+                    f"schedule step {i + 1}: {_clip(t, 40)!r} {what} (enabled: {' '.join(en) or 'none'}; "
                     "threads: S<k> I<k> P<k> A<i>><k> R<pid> D)"
                 )
             w.step(t)
