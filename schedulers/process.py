@@ -295,7 +295,11 @@ class Proc:
         return await self.spawn(fun, *args, scheduler=scheduler, link=True)
 
     async def link(self, pid):
-        self.node.op_link(self, pid)
+        if self.node.op_link(self, pid) is not None:
+            # a port of another scheduler: wait for its answer (True linked,
+            # noproc)
+            if await Op(RPC) is not True:
+                self.node.port_link_refused(self, pid)
         await self._reduction()
         return am_true
 

@@ -20,6 +20,7 @@ from .common import (
     F_TRACER,
     GROUP_LEADER,
     NIL,
+    PORT_REMOTE,
     SUSPENDED,
     WAITING,
     Atom,
@@ -233,6 +234,10 @@ class ProcessOps:
         if type(to) is Port:
             if to in self.ports and reason != am_normal:
                 self._close_port(to, reason)
+            else:
+                owner = self.remote_port_scheduler(to)
+                if owner is not None:
+                    self.transport.peer(owner, ("exit", to, p.pid, reason, link, None))
             return
         if self.is_local_pid(to):
             t = self.procs.get(to)
@@ -309,20 +314,31 @@ class ProcessOps:
         return True
 
     # ---------------------------------------------------------------- links
-    def op_link(self, p: Proc, to) -> None:
+    def op_link(self, p: Proc, to) -> str | None:
         """bif.c ``link_1``: the call is traced ``link`` first, whatever its
         argument (a dead pid, a closed port, ``self()``, a process already
-        linked, an atom: each is traced, then fails or does nothing)."""
+        linked, an atom: each is traced, then fails or does nothing).
+
+        A port of another scheduler (smp) is asked there (``link``, to
+        ``ResourceOps.port_link_arrived``): the caller has its side of the
+        link at once, so that an exit signal it sends or gets meanwhile finds
+        it, and waits for the answer (``PORT_REMOTE``; ``port_link_refused``
+        takes the link back when it is ``noproc``)."""
         if p.tracer is not NIL and are_trace_flags_on(p.flags, F_TRACE_PROCS):
             self.trace_proc(p, p, am_link, to)
         if type(to) is Port:
             port = self.ports.get(to)
             if port is None:
+                owner = self.remote_port_scheduler(to)
+                if owner is not None:
+                    p.link_add(to)
+                    self.transport.peer(owner, ("link", to, p.pid, None))
+                    return PORT_REMOTE
                 self._link_noproc(p, to)
-                return
+                return None
             p.link_add(to)
             port.links.add(p.pid)
-            return
+            return None
         if type(to) is not Pid:
             raise Error(am_badarg)
         if to == p.pid:
@@ -333,7 +349,7 @@ class ProcessOps:
             return
         if not self.is_alive(to):
             self._link_noproc(p, to)
-            return
+            return None
         # (a process linked already is linked again: erts_add_link changes
         # nothing, but insert_internal_link passes set_on_link on and traces
         # getting_linked again)
@@ -343,6 +359,14 @@ class ProcessOps:
             self.link_arrived(self.procs[to], p.pid, inherit, c_p=p)
         else:
             self.transport.peer(pid_owner(to, self.nsched), ("link", to, p.pid, inherit))
+        return None
+
+    def port_link_refused(self, p: Proc, port) -> None:
+        """A port of another scheduler answered a link with ``noproc`` (it
+        was gone or closing): the caller's side of the link goes, and the
+        call ends as ``link_1``'s ``res_no_proc``."""
+        p.link_discard(port)
+        self._link_noproc(p, port)
 
     def _link_noproc(self, p: Proc, to) -> None:
         """link_1's ``res_no_proc``: a trapping caller gets ``{'EXIT', To,
@@ -381,6 +405,10 @@ class ProcessOps:
             port = self.ports.get(to)
             if port is not None:
                 port.links.discard(p.pid)
+            else:
+                owner = self.remote_port_scheduler(to)
+                if owner is not None:
+                    self.transport.peer(owner, ("unlink", to, p.pid))
         if type(to) is Pid and had:
             if self.is_local_pid(to):
                 t = self.procs.get(to)

@@ -39,6 +39,7 @@ from .common import (
     am_inactive,
     am_kill,
     am_killed,
+    am_noproc,
     am_normal,
     am_out,
     am_start,
@@ -110,9 +111,9 @@ class ResourceOps:
         is ``PORT_REMOTE`` and the caller waits for the port's scheduler to
         answer (done, busy: try again once it is not, or ``badarg``)."""
         port = self.ports.get(port_id)
-        if port is None and self.smp and type(port_id) is Port:
-            owner = port_owner(port_id, self.nsched)
-            if owner not in (0, self.sched_id):
+        if port is None:
+            owner = self.remote_port_scheduler(port_id)
+            if owner is not None:
                 self.transport.peer(owner, ("port_cmd", port_id, p.pid, data, reply))
                 return PORT_REMOTE
         if port is None or port.closed:
@@ -194,7 +195,8 @@ class ResourceOps:
 
     def port_reply_arrived(self, pid: Pid, value) -> None:
         """The answer to a ``port_cmd``: ``True`` done, ``False`` try again,
-        ``badarg``."""
+        ``badarg``; to a link to a port (``port_link_arrived``): ``True``
+        linked, ``noproc``."""
         p = self.procs.get(pid)
         if p is not None and p.status == SUSPENDED and p.pending_exit is None:
             p.resume = Error(am_badarg) if value is am_badarg else value
@@ -228,6 +230,51 @@ class ResourceOps:
         for caller in self.remote_waiting.pop(port.id, ()):
             self._port_reply(caller, False)
 
+    def remote_port_scheduler(self, port_id) -> int | None:
+        """smp: the scheduler of a port a process of another scheduler opened
+        (``port_id`` is not one of this scheduler's ports), where a command,
+        a link, an unlink or an exit signal for it goes; None for a port of
+        this one, of the controller (a tracer port) or in nonsmp."""
+        if not self.smp or type(port_id) is not Port:
+            return None
+        owner = port_owner(port_id, self.nsched)
+        return None if owner in (0, self.sched_id) else owner
+
+    def port_link_arrived(self, port_id, from_: Pid) -> None:
+        """bif.c ``link_1`` on a port of this scheduler, for a process of
+        another (``ProcessOps.op_link``): an open port takes its side of the
+        link (``erts_add_link(&ERTS_P_LINKS(prt), ...)``) and the caller is
+        told ``True``; a port gone or closing (``ERTS_PORT_SFLGS_INVALID_LOOKUP``)
+        answers ``noproc``.  The two sides are made in one BIF in 17.x; here
+        the caller waits, suspended, for the answer, and any signal the port
+        sends it later (its close's exit) comes after it on the same channel."""
+        port = self.ports.get(port_id)
+        if port is None or port.closed:
+            self._port_reply(from_, am_noproc)
+            return
+        port.links.add(from_)
+        self._port_reply(from_, True)
+
+    def port_unlink_arrived(self, port_id, from_: Pid) -> None:
+        """bif.c ``unlink_1`` on a port of this scheduler, for a process of
+        another: the port's side of the link goes."""
+        port = self.ports.get(port_id)
+        if port is not None:
+            port.links.discard(from_)
+
+    def port_exit_arrived(self, port_id, from_: Pid, reason, link: bool) -> None:
+        """An exit signal from a process of another scheduler to a port of
+        this one: through a link (the process's exit sweep, ``doit_exit_link``),
+        the port task ``schedule_port_exit`` queues, run as it arrives, when
+        this scheduler is between two slices; from ``exit(Port, Reason)``,
+        the port closes unless the reason is ``normal``, as on the port's
+        own scheduler (``ProcessOps._send_exit_signal``)."""
+        if link:
+            self.schedule_port_exit(port_id, from_, reason)
+            self.run_port_tasks()
+        elif port_id in self.ports and reason != am_normal:
+            self._close_port(port_id, reason)
+
     def op_port_close(self, p: Proc, port_id) -> None:
         port = self.ports.get(port_id)
         if port is None or port.closed or port.owner != p.pid:
@@ -242,9 +289,14 @@ class ResourceOps:
         ERTS_PORT_SIG_FLG_BROKEN_LINK``): never run in the sweep, but as a
         task of the port, which ``schedule()`` runs after the process is
         scheduled out and before it picks the next one (``run_port_tasks``).
-        A port of another scheduler is not this one's to close."""
+        A port of another scheduler gets the exit signal there
+        (``port_exit_arrived``)."""
         if port_id in self.ports:
             self.port_tasks.append((port_id, from_, reason))
+            return
+        owner = self.remote_port_scheduler(port_id)
+        if owner is not None:
+            self.transport.peer(owner, ("exit", port_id, from_, reason, True, None))
 
     def run_port_tasks(self) -> None:
         """``erts_port_task_execute`` on the exit tasks ``schedule_port_exit``
@@ -291,6 +343,12 @@ class ResourceOps:
         # getting_unlinked (exit_signal_arrived)
         signal = am_killed if reason is am_kill else reason
         for pid in port.links.sweep():
+            if not self.is_local_pid(pid):
+                # a process of another scheduler linked to it (port_link_arrived):
+                # the signal goes there (port_link_exit_arrived)
+                owner = pid_owner(pid, self.nsched)
+                self.transport.peer(owner, ("exit", pid, port_id, signal, True, None))
+                continue
             t = self.procs.get(pid)
             if t is not None and t.status != EXITED and port_id in t.links:
                 self.exit_signal_arrived(t, port_id, signal, link=True)

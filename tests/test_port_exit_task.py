@@ -3,10 +3,13 @@ scheduled out (17.x erl_process.c ``doit_exit_link``: ``erts_port_exit``
 with ``ERTS_PORT_SIG_FLG_FORCE_SCHED``; ``schedule()`` runs the port's task
 before it picks the next process); a port it owns but unlinked from stays
 open; a port that dies signals the processes linked to it.  In both
-modes; the real node's runs of the same are the differential scenarios
-``port_owner_exits`` and ``port_close_links``."""
+modes, and in smp with the linked process on the port's scheduler or on
+another; the real node's runs of the same are the differential scenarios
+``port_owner_exits``, ``port_close_links`` and ``port_close_links_across``."""
 
 from __future__ import annotations
+
+import pytest
 
 from smp import Atom as A
 
@@ -78,27 +81,39 @@ def test_a_killed_owners_linked_port_closes_with_its_reason(vm):
     )
 
 
-def _linker_run(vm, reason):
+#: where the process that links to a port runs: on the port's scheduler,
+#: or (smp) on another, where the link, the unlink and the exit signals
+#: travel between the two
+WHERE = ["same", "other"]
+
+
+def _sched(vm, where: str) -> int:
+    return 1 if where == "same" or vm.nsched == 1 else 2
+
+
+def _linker_run(vm, reason, where):
     t = vm.spawn_collector()
     ctl = vm.spawn_collector()
-    # (a process links only to a port of its own scheduler here)
     u = vm.spawn(owner, ctl, A("normal"), scheduler=1)
     vm.run(timeout=20)
     ((port, _),) = vm.messages(ctl)
     vm.trace("all", True, ["ports"], tracer=t)
-    other = vm.spawn(linker, ctl, reason, scheduler=1)
+    other = vm.spawn(linker, ctl, reason, scheduler=_sched(vm, where))
     _send(vm, other, (port,))
+    assert vm.messages(ctl)[-1] == A("linked")
     _send(vm, other, A("go"))
     return u, port, vm.messages(t)
 
 
-def test_a_normal_exit_of_a_linked_process_that_is_not_the_owner_leaves_the_port_open(vm):
-    _, port, msgs = _linker_run(vm, A("normal"))
+@pytest.mark.parametrize("where", WHERE)
+def test_a_normal_exit_of_a_linked_process_that_is_not_the_owner_leaves_the_port_open(vm, where):
+    _, port, msgs = _linker_run(vm, A("normal"), where)
     assert CLOSED not in _events(msgs, port), msgs
 
 
-def test_an_abnormal_exit_of_a_linked_process_closes_the_port(vm):
-    _, port, msgs = _linker_run(vm, A("boom"))
+@pytest.mark.parametrize("where", WHERE)
+def test_an_abnormal_exit_of_a_linked_process_closes_the_port(vm, where):
+    _, port, msgs = _linker_run(vm, A("boom"), where)
     assert (A("trace"), port, CLOSED, A("boom")) in msgs, msgs
 
 
@@ -113,21 +128,97 @@ async def waiter(proc, ctl):
     await proc.receive()
 
 
-def test_a_port_that_dies_takes_its_linked_processes_with_it(vm):
+@pytest.mark.parametrize("killer_at", WHERE)
+@pytest.mark.parametrize("where", WHERE)
+def test_a_port_that_dies_takes_its_linked_processes_with_it(vm, where, killer_at):
     """io.c erts_do_exit_port sweeps the port's links: exit(Port, boom)
     ends the owner and a process linked to it, neither trapping exits (the
     node does the same: differential scenario port_close_links for the
-    trapping case)."""
+    trapping case), wherever the linked process and the caller of exit/2
+    run."""
     t = vm.spawn_collector()
     ctl = vm.spawn_collector()
     u = vm.spawn(owner, ctl, A("normal"), scheduler=1)
     vm.run(timeout=20)
     ((port, _),) = vm.messages(ctl)
-    w = vm.spawn(waiter, ctl, scheduler=1)
+    w = vm.spawn(waiter, ctl, scheduler=_sched(vm, where))
     _send(vm, w, (port,))
+    assert vm.messages(ctl)[-1] == A("linked")
     for p in (u, w):
         vm.trace(p, True, ["procs"], tracer=t)
-    vm.spawn(killer, port, A("boom"), scheduler=1)
+    vm.spawn(killer, port, A("boom"), scheduler=_sched(vm, killer_at))
     vm.run(timeout=20)
     exits = {m[1]: m[3] for m in vm.messages(t) if m[2] == A("exit")}
     assert exits == {u: A("boom"), w: A("boom")}, vm.messages(t)
+
+
+async def link_then_unlink(proc, ctl):
+    """Links to the port it is given, unlinks, says so, then traps exits
+    and waits."""
+    (port,) = await proc.receive()
+    await proc.link(port)
+    await proc.unlink(port)
+    await proc.process_flag(A("trap_exit"), True)
+    await proc.send(ctl, A("unlinked"))
+    m = await proc.receive()
+    await proc.send(ctl, m)
+
+
+@pytest.mark.parametrize("where", WHERE)
+def test_a_process_that_unlinked_from_a_port_gets_nothing_when_it_closes(vm, where):
+    """unlink_1 takes both sides of the link away: the port's close then
+    signals only its owner (io.c sweep_one_link finds no link on the other)."""
+    t = vm.spawn_collector()
+    ctl = vm.spawn_collector()
+    vm.spawn(owner, ctl, A("normal"), scheduler=1)
+    vm.run(timeout=20)
+    ((port, _),) = vm.messages(ctl)
+    w = vm.spawn(link_then_unlink, ctl, scheduler=_sched(vm, where))
+    vm.trace(w, True, ["procs", "receive"], tracer=t)
+    _send(vm, w, (port,))
+    assert vm.messages(ctl)[-1] == A("unlinked")
+    vm.spawn(killer, port, A("boom"), scheduler=1)
+    vm.run(timeout=20)
+    _send(vm, w, A("done"))
+    assert vm.messages(ctl)[-1] == A("done")  # no {'EXIT', Port, boom} before it
+    assert [m[2:] for m in vm.messages(t) if m[1] == w] == [
+        (A("receive"), (port,)),
+        (A("link"), port),
+        (A("unlink"), port),
+        (A("receive"), A("done")),
+        (A("exit"), A("normal")),
+    ], vm.messages(t)
+
+
+async def links_to_closed(proc, ctl, trap):
+    await proc.process_flag(A("trap_exit"), trap)
+    (port,) = await proc.receive()
+    await proc.link(port)
+    await proc.send(ctl, A("linked"))
+    m = await proc.receive()
+    await proc.send(ctl, m)
+
+
+@pytest.mark.parametrize("trap", [True, False])
+@pytest.mark.parametrize("where", WHERE)
+def test_a_link_to_a_closed_port_is_noproc(vm, where, trap):
+    """bif.c link_1 on a port gone: res_no_proc, wherever the port was: a
+    trapping caller gets {'EXIT', Port, noproc} and goes on, another fails
+    with error:noproc."""
+    t = vm.spawn_collector()
+    ctl = vm.spawn_collector()
+    u = vm.spawn(owner, ctl, A("normal"), scheduler=1)
+    vm.run(timeout=20)
+    ((port, _),) = vm.messages(ctl)
+    vm.spawn(killer, port, A("boom"), scheduler=1)
+    vm.run(timeout=20)
+    w = vm.spawn(links_to_closed, ctl, trap, scheduler=_sched(vm, where))
+    vm.trace(w, True, ["procs"], tracer=t)
+    _send(vm, w, (port,))
+    if trap:
+        assert vm.messages(ctl)[-2:] == [A("linked"), (A("EXIT"), port, A("noproc"))]
+    else:
+        assert A("linked") not in vm.messages(ctl)
+        (reason,) = [m[3] for m in vm.messages(t) if m[1] == w and m[2] == A("exit")]
+        assert reason[0] == A("noproc"), reason
+    assert u not in [m[1] for m in vm.messages(t)]

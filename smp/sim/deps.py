@@ -40,6 +40,9 @@ The objects, named after the seed's shared data:
   writes and the slice in which a killed process exits reads: it stands
   for the slice the exit signal cut short (``World._cut_short``), which
   could have read any entry.
+* ``("tracer_ports", k)``: the ports scheduler ``k``'s replica takes as
+  valid tracers (``remote_tracer_ports``), which a port's open and close
+  publish; no simulated event reads it (a trace to a port is refused).
 * ``("pub", k)``: the order of the publications scheduler ``k``'s replica
   takes.
 * ``("tail", i, k)`` and ``("head", i, k)``: the two ends of the channel of

@@ -14,7 +14,7 @@ from smp.core.errors import SmpError
 from smp.core.placement import pid_owner
 from smp.core.stats import Stats
 from smp.core.terms import Pid
-from smp.wire.protocol import PortCmd, PortReply, decode_signal
+from smp.wire.protocol import PortCmd, decode_signal
 
 from .deps import REGISTRY
 
@@ -79,6 +79,14 @@ class SimTable(PidTable):
     def exited(self, pid) -> list:
         self.world.fp_w.add(("alive", pid))
         names = super().exited(pid)
+        for n in names:
+            self.world.fp_w.add(("reg", n))
+        if names:
+            self.world.fp_w.add(REGISTRY)
+        return names
+
+    def port_closed(self, port) -> list:
+        names = super().port_closed(port)
         for n in names:
             self.world.fp_w.add(("reg", n))
         if names:
@@ -189,8 +197,13 @@ class SimNode(Node):
 def signal_of(payload, sender: int, here: int, nsched: int):
     """A signal on a scheduler-to-scheduler channel, decoded and checked as
     ``schedulers.worker`` decodes a peer frame's (``protocol.decode_signal``);
-    ports are not simulated."""
+    a command to a port of another scheduler is not simulated (a busy port
+    waits for a timer, which never fires here).  A link, an unlink or an
+    exit signal to a port there, and the port's answer to the link, are."""
     sig = decode_signal(payload, sender, here, nsched)
-    if type(sig) in (PortCmd, PortReply):
-        raise SimError(f"the simulator does not carry {sig.KIND} signals (ports are not simulated)")
+    if type(sig) is PortCmd:
+        raise SimError(
+            f"the simulator does not carry {sig.KIND} signals (a command to a port of "
+            "another scheduler is not simulated)"
+        )
     return sig

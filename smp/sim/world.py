@@ -508,39 +508,59 @@ class World(WorldBase):
         self.ingested[k] = n
         self.fp_p.add(("ingested", k, n))
         what: list | None = None if self.quiet else []
-        table, state = self.table, self.state
-        dead, tracers, reg = [], [], False
+        dead: list = []
+        tracers: list = []
+        changed: set = set()  # of "reg", "ports"
         for item in items:
             if type(item[0]) is tuple:  # a message: its mid first
                 self._enqueue(item)
                 if what is not None:
                     what.append(mid_text(item[0]))
                 continue
-            ev, subject = item[0], item[1]
             if what is not None:
-                what.append(f"{ev} {subject!r}")
-            if ev == "spawn":
-                table.spawned(subject)
-            elif ev == "exit":
-                reg |= bool(table.exited(subject))
-                dead.append(subject)
-                state.trace_check_exiting(subject, smp=True)
-            elif ev == "tracer":
-                table.mark_tracer(subject)
-                tracers.append(subject)
-            elif ev == "unregister":
-                table.unregister(item[1])
-                reg = True
+                what.append(f"{item[0]} {item[1]!r}")
+            self._table_event(item[0], item[1], dead, tracers, changed)
+        # (in the order the dispatcher publishes them: SysMsgQueue.ingest's
+        # Published, DispatcherServer._publish)
         if dead:
             self._pub_all(("dead", dead))
         if tracers:
             self._pub_all(("tracer", tracers))
-        if reg:
+        if "reg" in changed:
             self.fp_r.add(REGISTRY)  # (every name in it)
-            self._pub_all(("reg", dict(table.registry)))
+            self._pub_all(("reg", dict(self.table.registry)))
+        if "ports" in changed:
+            self._pub_all(("ports", self.table.open_tracer_ports()))
         if what is None:
             return ""
         return f"queue takes batch {n} of scheduler {k}: " + ", ".join(what)
+
+    def _table_event(self, ev: str, subject, dead: list, tracers: list, changed: set) -> None:
+        """One table event of a batch, as ``SysMsgQueue.ingest`` takes it:
+        what it adds to the publications that follow (``dead``, ``tracers``;
+        ``changed``: the registry, the tracer ports)."""
+        table, state = self.table, self.state
+        if ev == "spawn":
+            table.spawned(subject)
+        elif ev == "exit":
+            if table.exited(subject):
+                changed.add("reg")
+            dead.append(subject)
+            state.trace_check_exiting(subject, smp=True)
+        elif ev == "tracer":
+            table.mark_tracer(subject)
+            tracers.append(subject)
+        elif ev == "unregister":
+            table.unregister(subject)
+            changed.add("reg")
+        elif ev == "port_open":
+            table.proc_ports.add(subject)
+            changed.add("ports")
+        elif ev == "port_close":
+            if table.port_closed(subject):
+                changed.add("reg")
+            state.trace_check_exiting(subject, smp=True)
+            changed.add("ports")
 
     def _enqueue(self, item: tuple) -> None:
         """A message of a batch joins the queue (``enqueue_sys_msg_unlocked``),
@@ -661,6 +681,11 @@ class World(WorldBase):
         elif kind == "reg":
             self.fp_w.add(("node", k))
             node.registry = dict(data)
+        elif kind == "ports":
+            # the ports a process opened, valid tracers for the replica
+            # (which no simulated process reads: a trace to a port is refused)
+            self.fp_w.add(("tracer_ports", k))
+            node.remote_tracer_ports = set(data)
         if self.quiet:
             return ""
         return f"scheduler {k}'s replica takes {kind} {data!r}"

@@ -23,7 +23,7 @@ from smp.wire.protocol_check import (
     _what,
 )
 
-am_undefined, am_badarg = Atom("undefined"), Atom("badarg")
+am_undefined, am_badarg, am_noproc = Atom("undefined"), Atom("badarg"), Atom("noproc")
 
 
 def _inherit_ok(x: object) -> bool:
@@ -136,13 +136,13 @@ class Spawn(_SpawnFields):
 
 
 class _LinkFields(NamedTuple):
-    to: Pid
+    to: Pid | Port
     from_: Pid
     inherit: tuple[int, Pid | Port, int] | None
 
 
 class Link(_LinkFields):
-    """``from_`` links to ``to``."""
+    """``from_`` links to ``to`` (a port answers with a :class:`PortReply`)."""
 
     __slots__ = ()
     KIND = "link"
@@ -154,12 +154,15 @@ class Link(_LinkFields):
     def decode(cls, g: Decoded, sender: int, here: int, nsched: int) -> Link:
         to, from_, inherit = _signal(g, cls, here, nsched)
         _need(cls, "from_", from_, _from(from_, sender, nsched))
-        _need(cls, "inherit", inherit, _inherit_ok(inherit))
+        # (a port inherits no tracing through a link)
+        _need(
+            cls, "inherit", inherit, _inherit_ok(inherit) and (inherit is None or type(to) is Pid)
+        )
         return cls(to, from_, inherit)
 
 
 class _UnlinkFields(NamedTuple):
-    to: Pid
+    to: Pid | Port
     from_: Pid
 
 
@@ -180,7 +183,7 @@ class Unlink(_UnlinkFields):
 
 
 class _ExitFields(NamedTuple):
-    to: Pid
+    to: Pid | Port
     from_: Pid | Port
     reason: object
     link: bool
@@ -188,7 +191,8 @@ class _ExitFields(NamedTuple):
 
 
 class Exit(_ExitFields):
-    """An exit signal (``link``: through a link)."""
+    """An exit signal (``link``: through a link), to a process from a
+    process or a port, or to a port from a process."""
 
     __slots__ = ()
     KIND = "exit"
@@ -199,7 +203,12 @@ class Exit(_ExitFields):
     @classmethod
     def decode(cls, g: Decoded, sender: int, here: int, nsched: int) -> Exit:
         to, from_, reason, link, token = _signal(g, cls, here, nsched)
-        _need(cls, "from_", from_, type(from_) is Port or _from(from_, sender, nsched))
+        _need(
+            cls,
+            "from_",
+            from_,
+            (type(from_) is Port and type(to) is Pid) or _from(from_, sender, nsched),
+        )
         _need(cls, "link", link, type(link) is bool)
         _need(cls, "token", token, _token_ok(token))
         return cls(to, from_, reason, link, token)
@@ -232,11 +241,11 @@ class PortCmd(_PortCmdFields):
 
 class _PortReplyFields(NamedTuple):
     caller: Pid
-    value: object  # true, false or badarg
+    value: object  # true, false or badarg (a command); true or noproc (a link)
 
 
 class PortReply(_PortReplyFields):
-    """A port's answer to a command of a process here."""
+    """A port's answer to a command or a link of a process here."""
 
     __slots__ = ()
     KIND = "port_reply"
@@ -248,7 +257,12 @@ class PortReply(_PortReplyFields):
     def decode(cls, g: Decoded, sender: int, here: int, nsched: int) -> PortReply:
         caller, value = _signal(g, cls, here, nsched)
         _need(cls, "caller", caller, type(caller) is Pid)
-        _need(cls, "value", value, value is True or value is False or value is am_badarg)
+        _need(
+            cls,
+            "value",
+            value,
+            value is True or value is False or value is am_badarg or value is am_noproc,
+        )
         return cls(caller, value)
 
 

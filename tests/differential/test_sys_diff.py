@@ -218,6 +218,10 @@ port_close_links() ->
     Ms = await_msgs(T, fun({trace, _, 'receive', {'EXIT', _, _}}) -> true; (_) -> false end, 2),
     {[{tracer, T}, {owner, U}, {linker, L}], Ms}.
 
+%% The same, the linker on another scheduler than the port in the emulator
+%% (its link, and the close's exit signal, travel between the two).
+port_close_links_across() -> port_close_links().
+
 %% A port_command runs in the caller when the port is free (traced {in,
 %% command}, {out, command}) and as a port task when the port is busy at that
 %% moment, with an I/O task of cat's pipe (traced {in, 0}, which
@@ -484,12 +488,11 @@ def e_port_owner_exits(vm):
     return [("tracer", t), ("user", u)], msgs + [bif("exit_then_close", order)]
 
 
-def e_port_close_links(vm):
+def e_port_close_links(vm, across: bool = False):
     t = vm.spawn_collector()
     ctl = vm.spawn_collector()
-    # (a process links to a port of its own scheduler only: both on the first)
     u = vm.spawn(port_close_owner, ctl, scheduler=1)
-    lk = vm.spawn(port_linker, ctl, scheduler=1)
+    lk = vm.spawn(port_linker, ctl, scheduler=vm.nsched if across else 1)
     vm.run(timeout=20)
     kick(vm, u, A.go)
     ((_, port),) = vm.messages(ctl)
@@ -546,6 +549,11 @@ SCENARIOS = [
     Scenario("registered_port_closed", e_registered_port_closed, aliases=ECHO_IS_CAT),
     Scenario("port_owner_exits", e_port_owner_exits, aliases=ECHO_IS_CAT),
     Scenario("port_close_links", e_port_close_links, aliases=ECHO_IS_CAT),
+    Scenario(
+        "port_close_links_across",
+        lambda vm: e_port_close_links(vm, across=True),
+        aliases=ECHO_IS_CAT,
+    ),
     Scenario("trace_info_port", e_trace_info_port),
     Scenario(
         "running_ports",

@@ -815,3 +815,44 @@ def test_a_setup_that_raises_passes_its_error_on_and_leaves_no_body_behind():
             explore(setup, schedulers=2)
         gc.collect()
     assert not [w for w in got if "never awaited" in str(w.message)], got
+
+
+async def _port_closer(proc, linker):
+    port = await proc.open_port("echo")
+    await proc.send(linker, port)
+    await proc.receive()
+    await proc.port_close(port)
+
+
+async def _port_linker(proc, sink):
+    await proc.process_flag(Atom("trap_exit"), True)
+    port = await proc.receive()
+    await proc.link(port)
+    await proc.send(sink, await proc.receive())
+
+
+def _port_link_setup(vm):
+    sink = vm.spawn_collector(scheduler=2, name="C")
+    linker = vm.spawn(_port_linker, sink, scheduler=2, name="L")
+    closer = vm.spawn(_port_closer, linker, scheduler=1, name="O")
+    vm.spawn(_sender, closer, scheduler=2, name="K")  # (O closes the port then)
+
+
+def test_a_link_to_a_port_of_another_scheduler_races_with_its_close():
+    """The link travels to the port's scheduler and the caller waits: the
+    port is open when it arrives (linked, then the close's exit signal
+    comes back: {'EXIT', Port, normal}) or closed already (noproc).  The
+    search meets both, every class random schedules meet, and each
+    outcome's schedule does the same on real processes."""
+    from smp.app.explore.proof import prove
+
+    r = explore(_port_link_setup, schedulers=2)
+    assert not r.violations and r.nonsmp.violations == ()
+    got = {dict(g.first.outcome.received)["C"] for g in r.outcomes}
+    reasons = {text.rsplit(",", 1)[1].rstrip("}") for (text,) in got}
+    assert reasons == {"normal", "noproc"}, got
+    nw = world_factory(_port_link_setup, 2, 200)
+    assert _met_classes(nw, 200) <= _explored_classes(nw, optimal=True)
+    for g in r.outcomes:
+        p = prove(_port_link_setup, g.first.schedule, schedulers=2)
+        assert p.same, p.mismatches

@@ -40,7 +40,13 @@ from smp.stepper import Stepper
 __all__ = ["Proof", "prove", "proof_lines"]
 
 #: a publication of the simulated ingest, by the real one's record name
-_PUB_KINDS = {"snap": "Snap", "dead": "Dead", "tracer": "Tracers", "reg": "Registry"}
+_PUB_KINDS = {
+    "snap": "Snap",
+    "dead": "Dead",
+    "tracer": "Tracers",
+    "reg": "Registry",
+    "ports": "TracerPorts",
+}
 
 
 @dataclass
