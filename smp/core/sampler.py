@@ -41,6 +41,9 @@ PAUSE_MIN_S = 0.001  # a collection shorter than this is not recorded
 #: looked at the clock before the tick, or since the sample before (a
 #: process that is run at all on a loaded machine gets more)
 STALL_CPU_SHARE = 0.25
+#: the longest the sampler thread waits for its lock at a time (held by a
+#: busy loop taking the sample) before it looks whether it is stopped
+LOCK_WAIT_S = 0.1
 
 _thread_clock = getattr(time, "pthread_getcpuclockid", None)
 
@@ -126,18 +129,29 @@ class Sampler:
         return self
 
     def _loop(self) -> None:
+        """The sampler thread: at each tick it takes the sample, waiting for
+        the lock while a busy loop of the process holds it (taking that
+        sample itself): blocked, so a held lock costs it no CPU, and never
+        longer than ``LOCK_WAIT_S`` at a time, so ``stop`` is not kept
+        waiting."""
         while not self._stop.is_set():
             left = self._due - time.monotonic()
-            if left > 0 and self._stop.wait(left):
-                return
-            self.poll()
+            if left > 0:
+                if self._stop.wait(left):
+                    return
+                continue
+            if self._lock.acquire(timeout=LOCK_WAIT_S):
+                try:
+                    self._take_due()
+                finally:
+                    self._lock.release()
 
     def poll(self) -> None:
         """Take the sample that is due, if one is (and no other thread is
-        taking it): the sampler thread calls this at each tick, and a busy
-        loop of the process may call it too, so a thread the process keeps
-        from running holds no sample back.  Never from a thread that holds a
-        lock ``read`` takes."""
+        taking it): a busy loop of the process may call this, so a thread
+        the process keeps from running holds no sample back; it never waits
+        for the lock.  Never from a thread that holds a lock ``read``
+        takes."""
         now = time.monotonic()
         if now < self._due:
             if now - self._seen[0] >= self.interval / 16:
@@ -148,18 +162,23 @@ class Sampler:
         if not self._lock.acquire(blocking=False):
             return
         try:
-            now = time.monotonic()
-            if now < self._due:
-                return
-            if now - self._due > self.interval / 2:
-                self.late += 1
-            if now - self._due > self.interval:
-                self._stalled(now)
-            self._take(now)
-            # the next tick after now: a tick missed while the process was held is skipped
-            self._due = self.t0 + (int((now - self.t0) / self.interval) + 1) * self.interval
+            self._take_due()
         finally:
             self._lock.release()
+
+    def _take_due(self) -> None:
+        """Under the lock: take the sample that is due, at the time it is
+        taken (another thread may have taken it meanwhile)."""
+        now = time.monotonic()
+        if now < self._due:
+            return
+        if now - self._due > self.interval / 2:
+            self.late += 1
+        if now - self._due > self.interval:
+            self._stalled(now)
+        self._take(now)
+        # the next tick after now: a tick missed while the process was held is skipped
+        self._due = self.t0 + (int((now - self.t0) / self.interval) + 1) * self.interval
 
     def _stalled(self, now: float) -> None:
         """A sample more than an interval late: a stall from its tick to now
