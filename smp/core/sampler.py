@@ -150,8 +150,10 @@ class Sampler:
         """Take the sample that is due, if one is (and no other thread is
         taking it): a busy loop of the process may call this, so a thread
         the process keeps from running holds no sample back; it never waits
-        for the lock.  Never from a thread that holds a lock ``read``
-        takes."""
+        for the lock, and does nothing once the sampler is stopped.  Never
+        from a thread that holds a lock ``read`` takes."""
+        if self._stop.is_set():
+            return
         now = time.monotonic()
         if now < self._due:
             if now - self._seen[0] >= self.interval / 16:

@@ -82,3 +82,16 @@ def test_a_held_lock_costs_the_sampler_thread_no_cpu_and_the_late_tick_keeps_its
     t = [p[0] for p in s.points]
     assert t[0] < 0.01 and t[1] >= released_at, t
     assert s.late >= 1
+
+
+def test_a_stopped_sampler_takes_no_more_samples_when_polled():
+    """The scheduler's and the dispatcher's busy loops poll their sampler
+    after it has stopped and handed its series over: that reads nothing
+    more."""
+    reads = []
+    s = Sampler(lambda: reads.append(1) or {"x": len(reads)}, 0.01)  # a tick due at once
+    s.stop()  # the last sample
+    assert len(reads) == 1
+    late = s.late
+    s.poll()
+    assert len(reads) == 1 and len(s.points) == 1 and s.late == late
