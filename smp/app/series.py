@@ -71,7 +71,8 @@ def missing_intervals(t_s: list, interval: float, pauses: list | tuple = ()) -> 
     except those the process spent (in part) in a garbage collection of its
     own or not run by the operating system (``pauses``, ``[[start, end],
     ...]``, its ``gc_pauses`` and ``stalls``): every thread of the process
-    was held, the sampler's too, and nothing counted changed meanwhile."""
+    was held, the sampler's too, or run too little to do an interval's
+    work, so little or nothing counted changed meanwhile."""
     if not t_s:
         return []
     have = {math.floor((t + _EPS) / interval) for t in t_s}

@@ -8,17 +8,21 @@ returns a flat ``{name: number}``; the names in ``fold_max`` are levels kept
 as their highest value (a peak since the previous read), the others are
 read as they are (cumulative counts, or a level at that moment).  A sample
 taken late (the process was busy) keeps its real time; a tick missed
-entirely is skipped, never made up; when the process's Python threads
-were not run meanwhile (together they used under a quarter of a CPU since
-one last looked at the clock before the tick: the operating system held
-them, none of them held the sampler back) the time is kept as a *stall*
-(the last ``MAX_PAUSES``), as a garbage collection is kept as a pause.
-Only the threads ``threading`` knows are counted: a thread of C code (ZeroMQ's
-I/O thread) can be run while they are held, and never holds the sampler
-back, as it takes no interpreter lock.  At most ``max_points`` samples are kept: past that the
-interval doubles and every interval of the new length keeps its first
-sample, the peaks of the others folded into the next kept one, so a long
-run loses resolution but no peak.
+entirely is skipped, never made up.  A sample more than an interval late
+whose delay the process's own work cannot explain (its Python threads,
+which run one at a time under the interpreter lock, did at most an
+interval's worth of work after the tick: the operating system held them,
+or ran them too little) is kept as a *stall* from its tick (the last
+``MAX_PAUSES``), as a garbage collection is kept as a pause; one that more
+than an interval of their own work kept waiting (a thread holding the
+interpreter in a long C call) is not, however long the system stretched
+that work.  Only the threads ``threading`` knows are counted: a thread of
+C code (ZeroMQ's I/O thread) can be run while they are held, and never
+holds the sampler back, as it takes no interpreter lock.  At most
+``max_points`` samples are kept: past that the interval doubles and every
+interval of the new length keeps its first sample, the peaks of the
+others folded into the next kept one, so a long run loses resolution but
+no peak.
 """
 
 from __future__ import annotations
@@ -36,11 +40,6 @@ MAX_POINTS = 500  # samples kept per process
 Point = tuple[float, dict[str, float]]
 MAX_PAUSES = 1000  # garbage collections kept (the longest)
 PAUSE_MIN_S = 0.001  # a collection shorter than this is not recorded
-#: a sample later than an interval is a stall when the process's Python
-#: threads used less than this share of one CPU since one of them last
-#: looked at the clock before the tick, or since the sample before (a
-#: process that is run at all on a loaded machine gets more)
-STALL_CPU_SHARE = 0.25
 #: the longest the sampler thread waits for its lock at a time (held by a
 #: busy loop taking the sample) before it looks whether it is stopped
 LOCK_WAIT_S = 0.1
@@ -184,14 +183,20 @@ class Sampler:
 
     def _stalled(self, now: float) -> None:
         """A sample more than an interval late: a stall from its tick to now
-        when the process was hardly run since it last looked at the clock
-        before the tick, or since the sample before if that is later (a
-        thread of its own holding the sampler back would have used the CPU;
-        measured from the last sample alone, a process run up to just before
-        the tick and then held was taken as run)."""
+        when the Python threads did at most an interval of work after the
+        tick, so their own work, had the system run them throughout, would
+        not have kept the sample from its interval.  Their work after the
+        tick is the CPU they used since they last looked at the clock
+        before it (or since the sample before, if that is later) less the
+        time from there to the tick: they run one at a time, so no more of
+        it came before.  (Their CPU as a share of the time since then judged
+        a process held back by its own work as stalled when the system gave
+        it under a quarter of a CPU, and one busy before the tick and then
+        held as run.)"""
         wall0, cpu0 = self._prev if self._prev[0] >= self._seen[0] else self._seen
         span = now - wall0  # (over an interval: a sampler started late is no stall)
-        if span > self.interval and cpu_since(cpu0) < STALL_CPU_SHARE * span:
+        worked = cpu_since(cpu0) - max(0.0, self._due - wall0)
+        if span > self.interval and worked <= self.interval:
             self.stalls.append((self._due - self.t0, now - self.t0))
 
     def sample(self) -> None:
