@@ -13,7 +13,7 @@ import click
 
 from smp.app.exitcodes import EXIT_BROKEN_PIPE, EXIT_USAGE
 from smp.app.scenario import load_scenario
-from smp.app.series import FINE_INTERVAL_S, MIN_SAMPLES, SAMPLE_INTERVAL_S
+from smp.app.series import FINE_INTERVAL_S, MIN_INTERVALS, SAMPLE_INTERVAL_S
 from smp.core.errors import ScenarioError
 
 # options several commands share (one definition each)
@@ -33,8 +33,8 @@ _out_option = click.option(
 
 
 #: --sample-interval of run, compare and stress: by default the run picks it
-#: (``series.default_interval``: a run bounded by time gets at least
-#: ``MIN_SAMPLES`` samples; one bounded by operations starts fine and the
+#: (``series.default_interval``: a run bounded by time is cut into at least
+#: ``MIN_INTERVALS`` intervals; one bounded by operations starts fine and the
 #: samplers widen the interval as it goes on)
 class NumberRange(click.FloatRange):
     """click's ``FloatRange``, refusing NaN (which every range lets through:
@@ -53,8 +53,8 @@ _sample_interval_option = click.option(
     default=None,
     help=(
         "seconds between two samples of the counters (the series a report draws); "
-        f"default: at least {MIN_SAMPLES} samples over a run bounded by time, at most "
-        f"{SAMPLE_INTERVAL_S:g} s apart; from {FINE_INTERVAL_S:g} s, widened as it goes on, "
+        f"default: a run bounded by time is cut into at least {MIN_INTERVALS} intervals, "
+        f"at most {SAMPLE_INTERVAL_S:g} s long; from {FINE_INTERVAL_S:g} s, widened as it goes on, "
         "for a run bounded by operations"
     ),
 )

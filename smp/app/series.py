@@ -41,11 +41,14 @@ __all__ = [
     "scheduler_timeline",
     "MAX_POINTS",
     "SAMPLE_INTERVAL_S",
-    "MIN_SAMPLES",
+    "MIN_INTERVALS",
 ]
 
 SAMPLE_INTERVAL_S = 0.1  # the longest default sampling interval
-MIN_SAMPLES = 50  # a run bounded by time has at least this many samples
+#: a run bounded by time is cut into at least this many sampling intervals
+#: (a sample begins each and one more ends the run: one more sample than
+#: that, less a tick a process was held across, which is skipped)
+MIN_INTERVALS = 50
 FINE_INTERVAL_S = 0.001  # a run bounded by operations: its length is not known
 MAX_INTERVALS = 1000  # active intervals kept per scheduler
 PER_DECADE = 4  # latency buckets per power of ten
@@ -56,13 +59,14 @@ _ACTIVE, _INACTIVE = Atom("active"), Atom("inactive")
 
 
 def default_interval(seconds: float | None) -> float:
-    """The sampling interval of a run asked to last ``seconds`` (at least
-    ``MIN_SAMPLES`` samples, at most ``SAMPLE_INTERVAL_S`` apart); a run
-    bounded by operations starts at ``FINE_INTERVAL_S`` and the samplers
-    double it as the run goes on (``smp.core.sampler``)."""
+    """The sampling interval of a run asked to last ``seconds``: that over
+    ``MIN_INTERVALS`` (so at least that many intervals), at most
+    ``SAMPLE_INTERVAL_S``; a run bounded by operations starts at
+    ``FINE_INTERVAL_S`` and the samplers double it as the run goes on
+    (``smp.core.sampler``)."""
     if not seconds:
         return FINE_INTERVAL_S
-    return min(SAMPLE_INTERVAL_S, seconds / MIN_SAMPLES)
+    return min(SAMPLE_INTERVAL_S, seconds / MIN_INTERVALS)
 
 
 def missing_intervals(t_s: list, interval: float, pauses: list | tuple = ()) -> list[int]:

@@ -114,8 +114,8 @@ def execute(  # noqa: C901 - one run, from set-up to summary
     terms arrive, ``on_progress({"elapsed", "made", "delivered", "received"})``
     every ``CHECK_S`` or so (the counts are the latest sample's).  The
     dispatcher and the schedulers sample their own counters every
-    ``sample_interval`` s (by default at least 50 samples over the
-    scenario's ``seconds``: ``smp.app.series.default_interval``) and hand
+    ``sample_interval`` s (by default the scenario's ``seconds`` cut into at
+    least 50 intervals: ``smp.app.series.default_interval``) and hand
     them over at the end: ``summary["timeseries"]``.  ``journal`` (smp mode) is where the dispatcher records its
     queue and decisions for ``smp.app.replay``; ``emulator_options`` go to
     ``Emulator`` (``bind``, ``remote_schedulers``, ``keys``... for schedulers

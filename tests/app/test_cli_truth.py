@@ -291,3 +291,19 @@ def test_readme_documents_the_command_line(tmp_path):
         (tmp_path / f"w{k}.trc").write_bytes(b"")
     r = _invoke(["read", str(tmp_path / "w"), "--wrap", ".trc"])
     assert r.exit_code == 2 and "--wrap-count" in r.output and "'" not in r.output.split(":")[0]
+
+
+def test_the_default_sample_interval_is_described_as_what_it_gives():
+    """The help of ``--sample-interval`` and the guide promise, by default,
+    what ``tests/app/test_samples.py`` checks on a real run: a run bounded
+    by time is cut into at least ``MIN_INTERVALS`` intervals.  Not as many
+    samples: a tick a process was held across is skipped."""
+    from smp.app.series import MIN_INTERVALS
+
+    promise = f"at least {MIN_INTERVALS} intervals"
+    guide = open(os.path.join(ROOT, "docs", "guide", "cli.md"), encoding="utf-8").read()
+    for command in ("run", "compare", "stress"):
+        (opt,) = [p for p in cli.commands[command].params if p.name == "sample_interval"]
+        assert promise in opt.help and not re.search(r"\d+ samples", opt.help), command
+    assert guide.count(promise) == 2, guide.count(promise)
+    assert not re.search(r"\d+\s+samples", guide)

@@ -274,7 +274,7 @@ def test_steps_cover_each_interval_and_break_at_gaps():
 def test_time_series_is_sampled_at_a_steady_interval(saved):
     data, _ = saved["run"]
     ts = data["timeseries"]
-    # no --sample-interval: the run picks one giving at least 50 samples
+    # no --sample-interval: the run picks one cutting it into at least 50 intervals
     interval = ts["interval_s"]
     assert interval == pytest.approx(default_interval(0.4)) and 0.4 / interval >= 50
     t = ts["t_s"]

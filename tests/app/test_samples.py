@@ -1,6 +1,6 @@
 """Counters sampled where they live: the dispatcher and each scheduler sample
-their own, at the default interval (>= 50 samples over the run), and the
-report draws what they sampled."""
+their own, at the default interval (the run cut into >= 50 intervals), and
+the report draws what they sampled."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ import pytest
 from smp.app.report import _queue_plot
 from smp.app.scenario import load_scenario
 from smp.app.series import (
-    MIN_SAMPLES,
+    MIN_INTERVALS,
+    SAMPLE_INTERVAL_S,
     default_interval,
     held,
     missing_intervals,
@@ -42,7 +43,7 @@ def _series(summary):
 @pytest.mark.parametrize("mode", ["smp", "nonsmp"])
 def test_every_interval_of_every_process_has_a_sample_or_its_tick_taken_late(runs, mode):
     """Each process's series spans the run, up to the sample ``series()``
-    takes at its end, over at least ``MIN_SAMPLES`` intervals.  An interval
+    takes at its end, over at least ``MIN_INTERVALS`` intervals.  An interval
     without a sample is one the process was held in (its own garbage
     collection, or a stall: the operating system did not run it) or one its
     own work kept the sampler from (a thread of it holding the interpreter:
@@ -61,11 +62,27 @@ def test_every_interval_of_every_process_has_a_sample_or_its_tick_taken_late(run
         # (what the series spans against what the run lasted, should it fall short)
         span = (who, len(t), t[:1], t[-1:], iv, s["elapsed_s"], s["setup_s"], holes, ts["late"])
         assert t[-1] >= s["elapsed_s"], span
-        assert math.floor(t[-1] / iv + 1e-9) + 1 >= MIN_SAMPLES, span
+        assert math.floor(t[-1] / iv + 1e-9) + 1 >= MIN_INTERVALS, span
         assert len(ends) <= ts["late"], span
         assert len(ts["gaps"]) == len(ends), span
         n += 1
     assert n == (3 if mode == "smp" else 2)
+
+
+@pytest.mark.parametrize("mode", ["smp", "nonsmp"])
+def test_a_run_bounded_by_time_is_sampled_over_at_least_MIN_INTERVALS_intervals(runs, mode):
+    """What the default ``--sample-interval`` promises: the interval is the
+    run's seconds over ``MIN_INTERVALS`` (here under ``SAMPLE_INTERVAL_S``),
+    and each process's series spans at least ``MIN_INTERVALS`` whole
+    intervals of the grid.  Not as many samples: a sample begins each
+    interval (the first at the run's start) and one more ends the run, but
+    a tick a process was held across is skipped, not made up."""
+    s = runs[mode]
+    assert SECONDS / MIN_INTERVALS < SAMPLE_INTERVAL_S
+    for who, ts in _series(s):
+        t, iv = ts["t_s"], ts["interval_s"]
+        assert iv == pytest.approx(SECONDS / MIN_INTERVALS), who
+        assert t[-1] >= MIN_INTERVALS * iv - 1e-6, (who, t[-1], iv)
 
 
 def test_the_check_says_no_to_a_series_with_a_hole():
