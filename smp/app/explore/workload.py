@@ -18,9 +18,11 @@ What differs, and why:
   senders, burst, call depth) and ``firings`` firings per fault; each bound
   that cut the scenario is one line of ``notes``;
 * there is no wall-clock time: a duration in seconds becomes ``operations``,
-  and the controller carries out its plan in order without sleeping, each
-  fault a step of its own process that the explorer interleaves with the
-  others (its times in the fault log are 0);
+  and each controller (one a lane of the plan, as ``execute`` spawns them:
+  ``smp.app.fault_plan._lanes``) carries out its faults in order without
+  sleeping, each fault a step of its own process that the explorer
+  interleaves with the others and with the other lanes' (its times in the
+  fault log are 0);
 * ports are not simulated: a file, ip, memory or null tracer, and the
   ``ports`` workload, are refused (``ScenarioError``, one line);
 * ``max_messages`` and ``rate`` (recon_trace's caps) are not applied.
@@ -32,7 +34,7 @@ import copy
 import random
 from dataclasses import dataclass
 
-from smp.app.fault_plan import _plan, _resolve_plan
+from smp.app.fault_plan import _lanes, _plan, _resolve_plan
 from smp.app.fault_steps import _FAULT_OPS, FAULT_REC, _why
 from smp.app.run_setup import _Env, leave_untraced, set_up
 from smp.core.errors import ErlangException, ScenarioError, SmpError
@@ -172,6 +174,17 @@ class ScenarioWorkload:
         group_pids = set_up(vm, env, sc, tracers, names)
         plan, _records = _resolve_plan(plan_events, tracers, group_pids, sc)
         if plan:
+            # one controller a lane, as execute spawns them: the faults of one
+            # tracer or group in their order, those of others interleaved
             log = vm.spawn_collector(name="fault log")
-            ctl = vm.spawn(sim_controller, plan, log, name="controller")
-            leave_untraced(vm, sc, tracers, (log, ctl))
+            lanes = _lanes(plan, plan_events, sc)
+            ctls = [
+                vm.spawn(
+                    sim_controller,
+                    lane,
+                    log,
+                    name="controller" if len(lanes) == 1 else f"controller {i + 1}",
+                )
+                for i, lane in enumerate(lanes)
+            ]
+            leave_untraced(vm, sc, tracers, (log, *ctls))
