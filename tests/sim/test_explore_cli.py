@@ -685,3 +685,41 @@ def test_the_time_said_includes_the_workers_and_no_more_start_than_there_are_sub
     r = data["result"]
     assert r["executions"] == 100 and r["tasks"] < 64
     assert r["elapsed"] >= 0.8 * wall, (r["elapsed"], wall)
+
+
+_PORTS_GROUP = """\
+[[tracers]]
+name = "t"
+[duration]
+operations = 2
+[[groups]]
+name = "p"
+workload = "ports"
+trace = ["running", "receive"]
+tracer = "t"
+[groups.params]
+driver = "{driver}"
+"""
+
+
+def test_the_ports_workload_is_explored_and_proved_on_real_processes(tmp_path):
+    """A process's own port (open, commands from its scheduler, close) is
+    simulated: the ports workload with the echo driver is explored, and its
+    outcome is the same on real processes."""
+    sc = tmp_path / "ports.toml"
+    sc.write_text(_PORTS_GROUP.format(driver="echo"))
+    r = CliRunner().invoke(cli, ["explore", str(sc), "--jobs", "1", "--prove"])
+    assert r.exit_code == 0, r.output
+    assert "The search is complete" in r.output
+    assert "outcome 1: the same on real processes" in r.output
+    assert "{trace,p[0].user,'receive',{#Port<" in r.output  # the echo, traced
+
+
+@pytest.mark.parametrize("driver", ["busy", "dist"])
+def test_a_port_driver_with_busy_spells_is_one_line_and_exit_2(tmp_path, driver):
+    sc = tmp_path / "ports.toml"
+    sc.write_text(_PORTS_GROUP.format(driver=driver) + "busy_ms = 5\n")
+    r = CliRunner().invoke(cli, ["explore", str(sc)])
+    assert r.exit_code == EXIT_USAGE
+    lines = r.output.strip().splitlines()
+    assert len(lines) == 1 and f"with the {driver} driver" in lines[0], r.output
