@@ -45,6 +45,10 @@ differently from the shared table the seed reads:
 * a tracee that looks held by a tracer that is dead at its own scheduler
   is asked again once the tracee's scheduler has taken that death.
 
+``trace_info(Pid, Item)`` reads the tracee under its locks alone
+(``trace_info_pid``): its scheduler answers, the tracer it names looked up
+at the tracer's own scheduler, and nothing else is waited for.
+
 Every other BIF, and every BIF from the Python API (which promises that
 the change is seen by every scheduler before any process runs), waits for
 the dispatcher and every replica as before.
@@ -353,12 +357,41 @@ class SmpBackend:
         return result
 
     def bk_trace_info(self, what, item):
-        owner = self.emu._owner(what)
-        if owner == 0 or owner in self.emu.lost_schedulers:
+        emu = self.emu
+        owner = emu._owner(what)
+        if owner == 0 or owner in emu.lost_schedulers:
             return Atom("undefined")
-        if self.emu.smp:
+        if emu.smp:
+            if self._bif_sched is not None and type(what) is Pid:
+                return self._trace_info_lock_only(owner, what, item)
             self._replicas_current()  # a tracer port closed just now is seen closed
-        return self.emu._sched_call(owner, "trace_info", what, item)
+        return emu._sched_call(owner, "trace_info", what, item)
+
+    def _trace_info_lock_only(self, owner: int, pid: Pid, item):
+        """``trace_info(Pid, Item)`` from a process: the tracee's locks alone
+        (erl_bif_trace.c ``trace_info_pid`` looks its tracer up in the one
+        process table and waits for nothing).  The tracee's scheduler
+        answers; a process tracer on another scheduler that is dead there,
+        the tracee's replica not yet told, is told so and the tracee asked
+        again (looked up as ``_trace_apply_lock_only`` looks up an old
+        tracer: at its own scheduler, no signal of the caller's taken
+        first).  A port tracer is asked as before, every replica current
+        (a tracer port closed just now is seen closed)."""
+        emu = self.emu
+        info = emu._sched_call(owner, "trace_info", pid, "tracer")
+        if type(info) is not tuple:  # undefined: not alive
+            return info
+        tracer = info[1]
+        if type(tracer) is Port:
+            self._replicas_current()
+        elif type(tracer) is Pid and emu._owner(tracer) != owner:
+            if not self._alive_at_owner(tracer):
+                emu._sched_call(owner, "know_dead", tracer)
+            elif item == "tracer":
+                return info
+        elif item == "tracer":
+            return info
+        return emu._sched_call(owner, "trace_info", pid, item)
 
     def bk_trace_info_func(self, mfa, key):
         # every scheduler holds the same function table and patterns

@@ -1,10 +1,11 @@
 """A trace BIF a process calls blocks only what 17.x blocks for it.
 
-``trace(Pid, ...)``, ``seq_trace:set_system_tracer``, ``system_monitor`` and
-``system_profile`` take the tracee's locks or the tracer state's write lock
-and never wait for the dispatcher's queue (erl_bif_trace.c blocks thread
-progress only for ``trace(all | existing, ...)`` and ``trace_pattern``), so
-a process calling them completes while the dispatcher takes nothing.  A BIF
+``trace(Pid, ...)``, ``trace_info(Pid, ...)``, ``seq_trace:set_system_tracer``,
+``system_monitor`` and ``system_profile`` take the tracee's locks or the
+tracer state's lock and never wait for the dispatcher's queue
+(erl_bif_trace.c blocks thread progress only for ``trace(all | existing,
+...)`` and ``trace_pattern``), so a process calling them completes while
+the dispatcher takes nothing.  A BIF
 from the Python API still takes effect on every scheduler before any
 process runs."""
 
@@ -23,9 +24,13 @@ from tests.test_time_bounds import FifoReader, bif_caller, closed_in_time, flood
 pytestmark = pytest.mark.timeout(180)
 
 
+FLAGS_SEND = (A("flags"), [A("send")])
+
+
 async def lock_only_caller(proc, report_to, tracee, tracer, seq, monitor, profiler):
     """Each lock-only BIF once, each result reported as it comes."""
     await proc.send(report_to, await proc.trace(tracee, True, [A("send"), (A("tracer"), tracer)]))
+    await proc.send(report_to, await proc.trace_info(tracee, "flags"))
     await proc.send(report_to, await proc.set_system_seq_tracer(seq))
     await proc.send(report_to, await proc.system_monitor(monitor, [(A("long_gc"), 1000)]))
     await proc.send(report_to, await proc.system_profile(profiler, [A("exclusive")]))
@@ -65,12 +70,12 @@ def test_lock_only_bifs_of_a_process_complete_while_the_dispatcher_takes_nothing
         floods = stall(vm, port)
         vm.spawn(lock_only_caller, got, tracee, tracer, seq, monitor, profiler, scheduler=2)
         t0 = time.monotonic()
-        while len(vm.messages(got)) < 4 and time.monotonic() - t0 < 10:
+        while len(vm.messages(got)) < 5 and time.monotonic() - t0 < 10:
             vm.run_for(0.5)
         # every one answered although nothing the schedulers sent since the
         # stall reached the dispatcher (a BIF waiting for the queue would
         # have been put back, run after run)
-        assert vm.messages(got) == [1, A("false"), A("undefined"), A("undefined")]
+        assert vm.messages(got) == [1, FLAGS_SEND, A("false"), A("undefined"), A("undefined")]
         assert vm.statistics().in_transit > 0
         for p in floods:
             vm.exit(p, A("kill"))
@@ -108,9 +113,9 @@ def test_a_bif_held_by_the_push_back_does_not_hold_the_bifs_of_other_processes(t
         assert vm.run_for(0.5) is False  # its BIF waits for the queue: put back
         vm.spawn(lock_only_caller, got, tracee, tracer, seq, monitor, profiler, scheduler=2)
         t0 = time.monotonic()
-        while len(vm.messages(got)) < 4 and time.monotonic() - t0 < 15:
+        while len(vm.messages(got)) < 5 and time.monotonic() - t0 < 15:
             vm.run_for(0.5)
-        assert vm.messages(got) == [1, A("false"), A("undefined"), A("undefined")]
+        assert vm.messages(got) == [1, FLAGS_SEND, A("false"), A("undefined"), A("undefined")]
         # the first BIF is still waiting, not failed
         assert vm.messages(held) == [] and vm.is_alive(waiter)
         assert vm.statistics().in_transit > 0

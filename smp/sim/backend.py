@@ -141,9 +141,28 @@ class SimBackend:
         return type(x) is Pid and not self._node(self.w.owner(x)).is_alive(x)
 
     def bk_trace_info(self, what, item):
+        """As ``SmpBackend.bk_trace_info``: the tracee's own scheduler
+        answers; from a process (``SmpBackend._trace_info_lock_only``), a
+        process tracer on another scheduler that is dead there, the
+        tracee's replica not yet told, is told so first (17.x
+        ``trace_info_pid`` looks the tracer up in the one process table)."""
         if type(what) is not Pid:
             return Atom("undefined")
-        return self._node(self.w.owner(what)).trace_info_local(what, item)
+        w = self.w
+        k = w.owner(what)
+        node = self._node(k)
+        if w.bif_sched is not None:
+            info = node.trace_info_local(what, "tracer")
+            old = info[1] if type(info) is tuple else None
+            if (
+                type(old) is Pid
+                and w.owner(old) != k
+                and not self._node(w.owner(old)).is_alive(old)
+            ):
+                w.fp_w.add(("replica", k, old))
+                w.fp_w.add(("replica", k))  # (the whole: World._cut_short)
+                node.dead_remote.add(old)
+        return node.trace_info_local(what, item)
 
     def bk_trace_info_func(self, mfa, key):
         return self._node(1).trace_info_func_local(mfa, key)

@@ -236,6 +236,41 @@ def test_an_old_seq_tracer_dead_at_its_scheduler_is_answered_as_the_seed_does():
         assert p.same, p.mismatches
 
 
+am_EXIT = Atom("EXIT")
+
+
+async def _kill_wait_and_ask(proc, old, tracee, report):
+    await proc.process_flag("trap_exit", True)
+    await proc.link(old)
+    await proc.exit(old, Atom("kill"))
+    await proc.receive(match=lambda m: type(m) is tuple and len(m) == 3 and m[0] is am_EXIT)
+    await proc.send(report, await proc.trace_info(tracee, "tracer"))
+
+
+def _tracer_killed_then_asked(vm):
+    t1 = vm.spawn_collector(scheduler=1, name="T1")
+    p = vm.spawn_collector(scheduler=2, name="P")
+    vm.trace(p, True, ["receive"], tracer=t1)
+    report = vm.spawn_collector(scheduler=2, name="report")
+    vm.spawn(_kill_wait_and_ask, t1, p, report, scheduler=2, name="K")
+
+
+def test_trace_info_of_a_tracee_whose_tracer_died_elsewhere_is_answered_as_the_seed_does():
+    """K kills P's tracer T1 (on the other scheduler), waits for its
+    'EXIT' and asks trace_info(P, tracer): the seed's trace_info_pid looks
+    T1 up in the one process table and finds it gone, so the answer is
+    ``[]`` in every order, also while P's scheduler has not yet taken the
+    publication of T1's death (both answered T1 then).  The real processes
+    agree."""
+    r = explore(_tracer_killed_then_asked, schedulers=2)
+    assert r.exhausted
+    got = {dict(g.outcome.received)["report"] for g in r.outcomes}
+    assert got == {("{tracer,[]}",)}, got
+    for g in r.outcomes:
+        p = prove(_tracer_killed_then_asked, g.first.schedule, schedulers=2)
+        assert p.same, p.mismatches
+
+
 def test_prove_is_public():
     assert smp.prove is prove and "prove" in smp.__all__
 
