@@ -37,13 +37,15 @@ from smp.wire import rundir
 __all__ = ["Emulator", "tcp_endpoints"]
 
 # Time bounds.  run(timeout=T) and run_for(T) end within T + 1 s: the run
-# loop's own calls end by T + RUN_GRACE_S, a BIF that has begun to change
-# something may finish until T + BIF_GRACE_S, the pause after it until
-# T + PAUSE_END_S.  close() ends within supervision.CLOSE_S, whatever the
-# processes do.
+# loop's own calls end by T + RUN_GRACE_S (so do those of the BIFs served
+# once every scheduler has paused, none begun after PAUSE_SERVE_S), a BIF
+# that has begun to change something may finish until T + BIF_GRACE_S, the
+# pause after it until T + PAUSE_END_S.  close() ends within
+# supervision.CLOSE_S, whatever the processes do.
 RUN_GRACE_S = 0.25
 BIF_GRACE_S = 0.6
 PAUSE_END_S = 0.85
+PAUSE_SERVE_S = 0.05
 
 
 def smp_quiet(sts: dict, d: dict, live: list) -> bool:
@@ -357,6 +359,7 @@ class Emulator(TraceBifs, TracePorts, DispatcherControl, StatisticsCalls):
         self._bounds.run = deadline + RUN_GRACE_S
         self._bounds.bif = deadline + BIF_GRACE_S
         stable = None
+        time_up = False
         try:
             self._resume()
             self._running = True
@@ -391,6 +394,7 @@ class Emulator(TraceBifs, TracePorts, DispatcherControl, StatisticsCalls):
                         for k, s in sorted(sts.items())
                         if not s["idle"] or s["timer"] or s["backlog"]
                     ]
+                    time_up = True
                     raise EmulatorTimeout(
                         f"run() not quiet after {timeout:g} s: "
                         + ("; ".join(busy) or "messages still in flight")
@@ -421,7 +425,9 @@ class Emulator(TraceBifs, TracePorts, DispatcherControl, StatisticsCalls):
                     try:
                         self._all_scheds("pause")
                     except OutOfTime:
-                        pass
+                        time_up = False  # not every scheduler is known paused
+                    if time_up and self._sup.links.rpcs and self._stepper is None:
+                        self._serve_paused(deadline)
             finally:
                 self._bounds.run = self._bounds.bif = None
         self._run_count += 1
@@ -494,14 +500,40 @@ class Emulator(TraceBifs, TracePorts, DispatcherControl, StatisticsCalls):
         behind the others waiting and served again in the next run(); one
         that has changed something is finished.  Ctrl-C is never an answer:
         it stops the run, and the BIF waits for the next."""
-        # only those waiting now, and none once run()'s timeout is up: serving
+        # only those waiting now, and none once ``deadline`` is past: serving
         # one can bring in more, and processes that call BIFs without pause
-        # must not hold run() (and run_for's callers' sampling) past its timeout
+        # must not hold run() (and run_for's callers' sampling) past its
+        # timeout (those still waiting then: _serve_paused)
         rpcs = self._sup.links.rpcs
         for _ in range(len(rpcs)):
             if deadline is not None and time.monotonic() > deadline:
                 break
             self._serve_one(rpcs.pop(0))
+
+    def _serve_paused(self, deadline: float) -> None:
+        """run()'s time is up and every scheduler has paused: the BIFs
+        processes called that still wait (they came after the loop's last
+        pass, or in the slices before the pause) are served now, for
+        ``PAUSE_SERVE_S`` at most.  Paused schedulers answer the calls a BIF
+        makes at once, where running ones answer between slices, and each
+        caller has its answer when it runs again, rather than after the next
+        run()'s resume and a BIF served under load (a kill_tracer retraces
+        its tracees one BIF after the other).  No process runs meanwhile, so
+        serving brings in no more.  A BIF's waits end as in the run (by
+        ``RUN_GRACE_S`` after its time: one that outlasts that goes back to
+        be served in the next run()), none is begun after ``PAUSE_SERVE_S``,
+        and Ctrl-C stops it, as it stops the run."""
+        now = time.monotonic()
+        if now >= deadline + RUN_GRACE_S:  # the pause took that long
+            return
+        self._bounds.run = deadline + RUN_GRACE_S
+        self._running = True  # as inside run(): the BIFs see the schedulers as they were
+        try:
+            self._serve_rpcs(now + PAUSE_SERVE_S)
+        except OutOfTime:
+            pass
+        finally:
+            self._running = False
 
     def _serve_one(self, item) -> None:
         """Serve one BIF request ``(scheduler, pid, request)`` and answer it

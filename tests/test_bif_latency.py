@@ -155,3 +155,26 @@ def test_a_process_change_is_everywhere_by_the_next_run_and_the_api_before_any_p
         assert vm.messages(got)[1:] == [s2, s2]
         vm.release_dispatcher()
         vm.run()
+
+
+async def ask_on(proc, tracee):
+    """One BIF after the other, as a fault's steps call them."""
+    while True:
+        await proc.trace_info(tracee, "flags")
+
+
+def test_a_bif_still_waiting_when_the_run_s_time_is_up_is_answered_before_run_returns():
+    """Whichever call the caller's last slice made, the run has answered it
+    by the time run_for returns (served once every scheduler has paused,
+    when the loop had no pass left for it): between runs the caller is
+    never found waiting for an answer, where it waited for the next run's
+    resume and a pass of its loop under load."""
+    with smp.Emulator(mode="smp", schedulers=2) as vm:
+        tracee = vm.spawn(idle, scheduler=1)
+        caller = vm.spawn(ask_on, tracee, scheduler=2)
+        for _ in range(5):
+            assert vm.run_for(0.1) is False
+            assert vm.process_info(caller)["status"] == "runnable"
+        vm.exit(caller, A("kill"))
+        vm.run()
+        assert vm.is_alive(caller) is False

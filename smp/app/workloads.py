@@ -69,9 +69,9 @@ PULL_BUDGET_S = CHECK_S / 5
 
 #: the shortest the processes run between two checks: every scheduler is
 #: paused and resumed around each (tens of milliseconds on a busy machine),
-#: and a run() whose time is up when its resume is done serves no BIF (a
-#: check that overran left 1 ms to the next, and the fault controller's
-#: BIF waited for the one after)
+#: and a run() whose time is up when its resume is done serves only the
+#: BIFs that wait at its pause (a check that overran left 1 ms to the next,
+#: and the fault controller's BIF waited for the one after)
 MIN_RUN_S = CHECK_S / 2
 
 
