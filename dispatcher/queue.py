@@ -45,7 +45,7 @@ from smp.wire import codec
 from smp.wire.etf import encode
 from smp.wire.frames import Batch, Delivery, QueueEntry, QueueEvent, Run
 
-from .table import PidTable
+from .table import PidTable, take_table_event
 
 __all__ = [
     "SysMsgQueue",
@@ -257,26 +257,9 @@ class SysMsgQueue:
                 self.ingested_items[sched] += 1
                 if self.journal is not None:
                     self.journal.record("e", item.kind, *item.args)
-                ev, subject = item.kind, item.subject
-                if ev == "spawn":
-                    table.spawned(subject)
-                elif ev == "exit":
-                    reg_changed |= bool(table.exited(subject))
-                    dead.append(subject)
-                    state.trace_check_exiting(subject, smp=True)
-                elif ev == "tracer":
-                    table.mark_tracer(subject)
-                    tracer.append(subject)
-                elif ev == "unregister":
-                    table.unregister(item.args[0])
-                    reg_changed = True
-                elif ev == "port_open":
-                    table.proc_ports.add(subject)
-                    ports_changed = True
-                elif ev == "port_close":
-                    reg_changed |= bool(table.port_closed(subject))
-                    state.trace_check_exiting(subject, smp=True)
-                    ports_changed = True
+                reg, ports = take_table_event(table, state, item.kind, item.args, dead, tracer)
+                reg_changed |= reg
+                ports_changed |= ports
             self.smq.notify()
         return Published(
             dead,

@@ -14,7 +14,7 @@ import threading
 
 from smp.core.terms import Atom, Pid, Port
 
-__all__ = ["PidTable"]
+__all__ = ["PidTable", "take_table_event"]
 
 
 class PidTable:
@@ -100,3 +100,35 @@ class PidTable:
     def unregister(self, name: Atom) -> bool:
         with self.lock:
             return self.registry.pop(name, None) is not None
+
+
+def take_table_event(table: PidTable, state, kind: str, args: tuple, dead: list, tracers: list):
+    """One table event of a scheduler's batch, taken in queue order as the
+    ingest takes it (``SysMsgQueue.ingest``; the simulator's ingest is this
+    too): the table and the tracer state (``state``) changed, the pids the
+    dead and tracer publications that follow carry added to ``dead`` and
+    ``tracers``.  Returns whether the registry and whether the open tracer
+    ports changed (each a publication of its own)."""
+    subject = args[-1]
+    reg = ports = False
+    if kind == "spawn":
+        table.spawned(subject)
+    elif kind == "exit":
+        reg = bool(table.exited(subject))
+        dead.append(subject)
+        state.trace_check_exiting(subject, smp=True)
+    elif kind == "tracer":
+        table.mark_tracer(subject)
+        tracers.append(subject)
+    elif kind == "unregister":
+        table.unregister(args[0])
+        reg = True
+    elif kind == "port_open":
+        table.proc_ports.add(subject)
+        ports = True
+    elif kind == "port_close":
+        # io.c erts_do_exit_port: a closing port loses its names
+        reg = bool(table.port_closed(subject))
+        state.trace_check_exiting(subject, smp=True)
+        ports = True
+    return reg, ports

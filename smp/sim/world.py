@@ -45,6 +45,7 @@ import inspect
 import io
 from collections import deque
 
+from dispatcher.table import take_table_event
 from schedulers.backend import LocalBackend
 from schedulers.inbound import apply_signal
 from schedulers.process import EXITED, SUSPENDED, WAITING, Tokened
@@ -510,7 +511,7 @@ class World(WorldBase):
         what: list | None = None if self.quiet else []
         dead: list = []
         tracers: list = []
-        changed: set = set()  # of "reg", "ports"
+        reg_changed = ports_changed = False
         for item in items:
             if type(item[0]) is tuple:  # a message: its mid first
                 self._enqueue(item)
@@ -519,48 +520,23 @@ class World(WorldBase):
                 continue
             if what is not None:
                 what.append(f"{item[0]} {item[1]!r}")
-            self._table_event(item[0], item[1], dead, tracers, changed)
+            reg, ports = take_table_event(self.table, self.state, item[0], item[1:], dead, tracers)
+            reg_changed |= reg
+            ports_changed |= ports
         # (in the order the dispatcher publishes them: SysMsgQueue.ingest's
         # Published, DispatcherServer._publish)
         if dead:
             self._pub_all(("dead", dead))
         if tracers:
             self._pub_all(("tracer", tracers))
-        if "reg" in changed:
+        if reg_changed:
             self.fp_r.add(REGISTRY)  # (every name in it)
             self._pub_all(("reg", dict(self.table.registry)))
-        if "ports" in changed:
+        if ports_changed:
             self._pub_all(("ports", self.table.open_tracer_ports()))
         if what is None:
             return ""
         return f"queue takes batch {n} of scheduler {k}: " + ", ".join(what)
-
-    def _table_event(self, ev: str, subject, dead: list, tracers: list, changed: set) -> None:
-        """One table event of a batch, as ``SysMsgQueue.ingest`` takes it:
-        what it adds to the publications that follow (``dead``, ``tracers``;
-        ``changed``: the registry, the tracer ports)."""
-        table, state = self.table, self.state
-        if ev == "spawn":
-            table.spawned(subject)
-        elif ev == "exit":
-            if table.exited(subject):
-                changed.add("reg")
-            dead.append(subject)
-            state.trace_check_exiting(subject, smp=True)
-        elif ev == "tracer":
-            table.mark_tracer(subject)
-            tracers.append(subject)
-        elif ev == "unregister":
-            table.unregister(subject)
-            changed.add("reg")
-        elif ev == "port_open":
-            table.proc_ports.add(subject)
-            changed.add("ports")
-        elif ev == "port_close":
-            if table.port_closed(subject):
-                changed.add("reg")
-            state.trace_check_exiting(subject, smp=True)
-            changed.add("ports")
 
     def _enqueue(self, item: tuple) -> None:
         """A message of a batch joins the queue (``enqueue_sys_msg_unlocked``),
