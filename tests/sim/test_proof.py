@@ -189,18 +189,25 @@ def _seq_tracer_just_spawned(vm):
     vm.spawn(_spawn_and_set_seq_tracer, report, scheduler=1, name="S")
 
 
+def _reports_everywhere(setup, report: str) -> None:
+    """Every outcome of ``setup`` explored on 2 schedulers has its collector
+    ``report`` receive ``report`` alone, and each is the same on real
+    processes."""
+    r = explore(setup, schedulers=2)
+    assert r.exhausted
+    got = {dict(g.outcome.received)["report"] for g in r.outcomes}
+    assert got == {(report,)}, got
+    for g in r.outcomes:
+        p = prove(setup, g.first.schedule, schedulers=2)
+        assert p.same, p.mismatches
+
+
 def test_a_tracer_just_spawned_elsewhere_is_a_valid_seq_tracer_in_every_order():
     """17.x creates a process before spawn returns, so a seq tracer the caller
     just spawned on another scheduler is always valid.  The simulator, like
     the emulator's BIF, takes the spawn's signal and the new scheduler's
     stream first; no order answers badarg, on real processes either."""
-    r = explore(_seq_tracer_just_spawned, schedulers=2)
-    assert r.exhausted
-    got = {dict(g.outcome.received)["report"] for g in r.outcomes}
-    assert got == {("{ok,false}",)}, got
-    for g in r.outcomes:
-        p = prove(_seq_tracer_just_spawned, g.first.schedule, schedulers=2)
-        assert p.same, p.mismatches
+    _reports_everywhere(_seq_tracer_just_spawned, "{ok,false}")
     with smp.Emulator("smp", schedulers=2) as vm:
         report = vm.spawn_collector(scheduler=1)
         vm.spawn(_spawn_and_set_seq_tracer, report, scheduler=1)
@@ -262,13 +269,7 @@ def test_trace_info_of_a_tracee_whose_tracer_died_elsewhere_is_answered_as_the_s
     ``[]`` in every order, also while P's scheduler has not yet taken the
     publication of T1's death (both answered T1 then).  The real processes
     agree."""
-    r = explore(_tracer_killed_then_asked, schedulers=2)
-    assert r.exhausted
-    got = {dict(g.outcome.received)["report"] for g in r.outcomes}
-    assert got == {("{tracer,[]}",)}, got
-    for g in r.outcomes:
-        p = prove(_tracer_killed_then_asked, g.first.schedule, schedulers=2)
-        assert p.same, p.mismatches
+    _reports_everywhere(_tracer_killed_then_asked, "{tracer,[]}")
 
 
 def test_prove_is_public():
