@@ -157,7 +157,7 @@ class SimTransport:
 
 
 class SimNode(Node):
-    """A scheduler whose timers never fire and whose spawns are named."""
+    """A scheduler whose timers never fire and whose spawns and ports are named."""
 
     def __init__(self, world, *a, **kw):
         super().__init__(*a, **kw)
@@ -187,6 +187,11 @@ class SimNode(Node):
     def deliver_sys_run(self, to, bodies: list) -> None:
         self.world.fp_w.add(("proc", to))
         super().deliver_sys_run(to, bodies)
+
+    def op_open_port(self, p, driver: str, options: dict):
+        port_id = super().op_open_port(p, driver, options)
+        self.world.name_port(p.pid, port_id)
+        return port_id
 
     def op_spawn(self, parent, fun, args, link=False, scheduler=None):
         pid = super().op_spawn(parent, fun, args, link=link, scheduler=scheduler)

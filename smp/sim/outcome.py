@@ -2,7 +2,8 @@
 every execution must keep.
 
 Runs in the explorer's process, after an execution ends.  An ``Outcome``
-names processes by role (``P1``, ``P1.2``, ``T``...) rather than pid, and
+names processes by role (``P1``, ``P1.2``, ``T``...) rather than pid, ports
+by their opener's role (``#Port<P1:1>``), and
 leaves timestamps out, so two executions that differ only in pid numbers
 or in the microseconds the queue gave are one outcome.  It holds the fate
 of every system message (``delivered`` to its receiver, ``arrived_dead``,
@@ -37,6 +38,7 @@ from .world import mid_text
 __all__ = ["Outcome", "outcome_of", "nonsmp_outcome_of", "Namer"]
 
 _PID = re.compile(r"<\d+\.\d+\.\d+>")
+_PID_OR_PORT = re.compile(r"<\d+\.\d+\.\d+>|#Port<\d+\.\d+>")
 _TS = re.compile(r"\{\d+,\d+,\d+\}")
 
 
@@ -52,7 +54,7 @@ def _formatted(t, ts: bool) -> str:
 
 
 class Namer:
-    """Terms as text with pids as roles and timestamps as ``Ts``."""
+    """Terms as text with pids and ports as roles and timestamps as ``Ts``."""
 
     def __init__(self, names: dict):
         self.by_text = {repr(p): n for p, n in names.items()}
@@ -65,7 +67,7 @@ class Namer:
             s = _formatted(t, ts)
         except TypeError:  # a term with a list in it is no dict key
             s = _format(t, ts)
-        return _PID.sub(lambda m: self.by_text.get(m.group(0), m.group(0)), s)
+        return _PID_OR_PORT.sub(lambda m: self.by_text.get(m.group(0), m.group(0)), s)
 
     def text(self, s: str) -> str:
         """Event text: each pid as role and pid (``T<0.83.0>``)."""

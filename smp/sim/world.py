@@ -104,6 +104,15 @@ class WorldBase:
         self.children[parent] = n
         self.names[pid] = f"{self.names.get(parent, repr(parent))}.{n}"
 
+    def name_port(self, opener, port) -> None:
+        """A port by its opener's role and its number among the ports that
+        opener opened (``#Port<P1:1>``): port numbers differ between smp
+        and nonsmp, which number the ports of every scheduler."""
+        key = ("ports", opener)
+        n = self.children.get(key, 0) + 1
+        self.children[key] = n
+        self.names[port] = f"#Port<{self.names.get(opener, repr(opener))}:{n}>"
+
     def dispose(self) -> None:
         """Close every process body (a world is dropped after its execution;
         a body never started would warn that it was never awaited), then

@@ -712,7 +712,10 @@ def test_the_ports_workload_is_explored_and_proved_on_real_processes(tmp_path):
     assert r.exit_code == 0, r.output
     assert "The search is complete" in r.output
     assert "outcome 1: the same on real processes" in r.output
-    assert "{trace,p[0].user,'receive',{#Port<" in r.output  # the echo, traced
+    # the echo, traced; the port named by its opener, as in nonsmp (whose
+    # port numbers differ): the outcome is nonsmp's
+    assert "{trace,p[0].user,'receive',{#Port<p[0].user:1>,{data," in r.output
+    assert "nonsmp: the same" in r.output
 
 
 @pytest.mark.parametrize("driver", ["busy", "dist"])
