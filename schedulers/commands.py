@@ -26,7 +26,7 @@ from schedulers.backend import LocalBackend
 from smp.core.bifs import call_bif
 from smp.core.errors import BadArg
 from smp.core.sampler import Sampler
-from smp.core.terms import Atom, Pid
+from smp.core.terms import Atom, Pid, Port
 from smp.ports.traceport import close_at_exit, open_trace_port, port_call
 from smp.wire.protocol import is_command_wait
 
@@ -215,6 +215,7 @@ class SchedulerCommands(CounterCommands):
                 "batch": (),
                 "signal": (peer,),
                 "rpc": (lambda x: type(x) is Pid,),
+                "timer": (lambda x: type(x) in (Pid, Port),),
                 "arrive": (lambda x: x == 0 or peer(x), is_command_wait),
                 "publish": (is_command_wait,),
             }.get(what)

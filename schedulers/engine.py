@@ -193,7 +193,13 @@ class Node(ProcessOps, CallTracing, ResourceOps, SeqTrace, TracePoints, LocalBif
         #: emulator's replaying it): a message only joins the kept list and
         #: they never enter the run queue (``_make_runnable``)
         self.passive: set[Pid] = set()
+        #: (deadline, arming number, process or port, the process's timer_gen
+        #: or -1 for a port's busy spell), a heap
         self.timers: list = []
+        #: the clock of ``receive`` timeouts and busy spells: one that stands
+        #: still in the simulator and in a stepped scheduler, whose timers
+        #: fire when the controller says (``fire_timer``)
+        self.monotonic = time.monotonic
         self.clock = Clock()
         self.stats = stats if stats is not None else Stats()  # smp: shared with the transport
         self.active = False
@@ -429,14 +435,47 @@ class Node(ProcessOps, CallTracing, ResourceOps, SeqTrace, TracePoints, LocalBif
             heapq.heappop(self.timers)
         return None
 
+    def arm_timer(self, deadline: float, target, gen: int) -> None:
+        """A timer: ``target`` a process waiting in a ``receive`` with a
+        timeout (``gen``: its ``timer_gen``) or a port in a busy spell (-1)."""
+        self._timer_seq += 1
+        heapq.heappush(self.timers, (deadline, self._timer_seq, target, gen))
+
     def fire_timers(self) -> None:
         now = time.monotonic()
         while self.timers and self.timers[0][0] <= now:
-            _, _, p, gen = heapq.heappop(self.timers)
-            if gen == -1:
-                self.port_unbusy(p)
-            elif p.status == WAITING and p.timer_gen == gen:
-                self._make_runnable(p)
+            self._fire(heapq.heappop(self.timers))
+
+    def _fire(self, entry: tuple) -> None:
+        _, _, p, gen = entry
+        if gen == -1:
+            self.port_unbusy(p)
+        elif p.status == WAITING and p.timer_gen == gen:
+            p.timed_out = True
+            self._make_runnable(p)
+
+    def armed_timers(self) -> list:
+        """The timers that would still do something, by deadline: a waiting
+        process's ``receive`` timeout (its ``timer_gen`` unchanged since it
+        waited) and a port's busy spell.  Stale entries are dropped."""
+        live = [
+            e
+            for e in self.timers
+            if e[3] == -1 or (e[2].status == WAITING and e[2].timer_gen == e[3])
+        ]
+        if len(live) != len(self.timers):
+            heapq.heapify(live)
+            self.timers[:] = live
+        return sorted(live)
+
+    def fire_timer(self, entry: tuple) -> None:
+        """Fire ``entry`` (one of ``armed_timers()``) now, whatever the clock
+        says (the simulator's ``T`` thread, a stepped scheduler's ``timer``
+        step): the process's ``receive`` times out when it next runs, or
+        the port's busy spell ends."""
+        self.timers.remove(entry)
+        heapq.heapify(self.timers)
+        self._fire(entry)
 
     def set_active(self, active: bool) -> None:
         """Track this scheduler's activity for ``profile_scheduler``."""
@@ -552,8 +591,7 @@ class Node(ProcessOps, CallTracing, ResourceOps, SeqTrace, TracePoints, LocalBif
             elif kind == WAIT:
                 p.status = WAITING
                 if op.arg is not None:
-                    self._timer_seq += 1
-                    heapq.heappush(self.timers, (op.arg, self._timer_seq, p, p.timer_gen))
+                    self.arm_timer(op.arg, p, p.timer_gen)
                 self._schedule_out(p)
                 if self.state.profile_runnable_procs:
                     self.profile_runnable_proc(p, am_inactive)

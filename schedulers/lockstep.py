@@ -1,7 +1,7 @@
 """A scheduler stepped one event at a time by the controller, with no socket:
 what it made and has not been told to send, what reached it and has not
 been told to take, and the steps that run its node (a slice, the passive
-collectors' first slices, a delivery taken).
+collectors' first slices, a delivery taken, a timer fired).
 
 The controller steps a stopped emulator through a schedule the simulator
 found (``smp.stepper``, ``smp.app.explore.proof``): each event of the
@@ -94,6 +94,16 @@ class Held:
             {o: n for o, n in sent.items() if n},
             len(self.rpcs) - rpcs,
         )
+
+    def fire_timer(self, node, target) -> tuple:
+        """Fire the armed timer of ``target`` (a pid: its ``receive``
+        timeout; a port: its busy spell) now (``Node.fire_timer``):
+        ``(target, "receive" | "busy")``."""
+        for e in node.armed_timers():
+            if (e[2].pid if e[3] != -1 else e[2].id) == target:
+                node.fire_timer(e)
+                return target, "receive" if e[3] != -1 else "busy"
+        raise BadArg(f"scheduler {node.sched_id} has no armed timer of {target!r}")
 
     def deliver_one(self, node) -> tuple:
         """Take the next delivery from the dispatcher: ``(to, alive)``."""

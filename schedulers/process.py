@@ -9,7 +9,6 @@ The scheduler drives the coroutine with ``send``; no asyncio loop.
 
 from __future__ import annotations
 
-import time
 from collections import deque
 from itertools import islice
 
@@ -121,7 +120,7 @@ class Proc:
         "heap",
         "exit_reason",
         "stack",
-        "deadline",
+        "timed_out",
         "timer_gen",
         "in_runq",
         "resume",
@@ -160,7 +159,7 @@ class Proc:
         self.heap = Heap()
         self.exit_reason = None
         self.stack: list = []
-        self.deadline = None
+        self.timed_out = False  # its receive's timer fired (Node.fire_timer)
         self.timer_gen = 0
         self.in_runq = False
         self.resume = None
@@ -241,7 +240,11 @@ class Proc:
         if timeout is not None and (not isinstance(timeout, int) or timeout < 0):
             raise Error(Atom("timeout_value"))
         node = self.node
-        deadline = None if timeout is None else time.monotonic() + timeout / 1000
+        if timeout is None:
+            deadline = None
+        else:
+            deadline = node.monotonic() + timeout / 1000
+            self.timed_out = False
         idx = 0
         while True:
             mb = self.mailbox
@@ -267,7 +270,7 @@ class Proc:
                         await self._reduction()
                         return msg
                     idx += 1
-            if deadline is not None and time.monotonic() >= deadline:
+            if deadline is not None and (self.timed_out or node.monotonic() >= deadline):
                 node.on_receive_timeout(self)
                 await self._reduction()
                 return None

@@ -6,8 +6,6 @@
 
 from __future__ import annotations
 
-import heapq
-import time
 from collections import deque
 
 from smp.wire.etf import encode
@@ -166,10 +164,7 @@ class ResourceOps:
         if st.profile_runnable_ports:
             self.profile_runnable_port(port, am_inactive)
         if port.busy and port.busy_ms:
-            self._timer_seq += 1
-            heapq.heappush(
-                self.timers, (time.monotonic() + port.busy_ms / 1000, self._timer_seq, port, -1)
-            )
+            self.arm_timer(self.monotonic() + port.busy_ms / 1000, port, -1)
 
     def remote_port_command(self, port_id, caller: Pid, data, reply: bool) -> None:
         """smp: ``port_command`` from a process on another scheduler, run on

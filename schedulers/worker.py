@@ -488,7 +488,8 @@ class Worker:
         schedule (``schedulers.lockstep``): ``begin`` (with the pids of its
         passive collectors), ``start`` (their first slices), ``slice``,
         ``cut``, ``batch``, ``signal`` (to a peer), ``rpc`` (of a pid),
-        ``arrive`` (from a peer, 0: the dispatcher) and ``publish``."""
+        ``arrive`` (from a peer, 0: the dispatcher), ``publish`` and
+        ``timer`` (of a pid or a port)."""
         if what == "begin":
             if not self.smp or self.running or self.held is not None:
                 raise BadArg("only a paused smp scheduler not stepped yet begins stepping")
@@ -499,6 +500,7 @@ class Worker:
             self.held.cut = self.sys_batches  # batches count on from those sent
             self.node.passive = set(passive)
             self.node.fire_timers = _no_timers  # a stepped scheduler's time never comes
+            self.node.monotonic = _stopped_clock(time.monotonic())
             return True
         h, node = self.held, self.node
         if h is None:
@@ -510,6 +512,10 @@ class Worker:
         if what == "cut":
             self._step_cut()
             return True
+        if what == "timer":
+            result = h.fire_timer(node, args[0])
+            self._step_cut()
+            return result
         if what == "next_after":  # what the next held batch waits for at the dispatcher
             return h.batches[0][2] if h.batches else None
         if what == "batch":
@@ -783,6 +789,16 @@ class Worker:
 
 def _no_timers() -> None:
     pass
+
+
+def _stopped_clock(t: float):
+    """A clock that stays at ``t`` (a stepped scheduler's: its timers fire
+    when the controller says, never by the time)."""
+
+    def now() -> float:
+        return t
+
+    return now
 
 
 def _name(sender: int) -> str:

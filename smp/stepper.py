@@ -14,6 +14,9 @@ simulator taking one step, over the real sockets:
   the dispatcher) is sent and taken at scheduler ``k`` (``A<i>><k>``);
 * ``publish(k)``    scheduler ``k``'s replica takes the ingest thread's next
   publication (``P<k>``);
+* ``timer(k, target)`` scheduler ``k`` fires the armed timer of ``target``
+  (a pid: its ``receive`` timeout; a port: its busy spell), which no clock
+  fires while stepped (``T<pid>``, ``T<port>``);
 * ``serve(pid)``    the BIF ``pid`` called is sent to the controller, served
   as ``run()`` serves it, and every replica takes its change before the step
   ends, as the simulator applies it to every replica at once (``R<pid>``).
@@ -83,6 +86,10 @@ class Stepper:
     def publish(self, k: int) -> str:
         """The kind of publication taken (``Snap``, ``Dead``, ``Tracers``...)."""
         return self._s(k, "publish", self.timeout)
+
+    def timer(self, k: int, target) -> tuple:
+        """``(target, "receive" | "busy")`` of the timer fired."""
+        return self._s(k, "timer", target)
 
     def serve(self, pid):
         """Serve the BIF ``pid`` called; returns the request served."""

@@ -62,7 +62,9 @@ The objects, named after the seed's shared data:
   depends on that scheduler's ingests).
 
 The items produced and consumed (causes) are batches, queued messages,
-signals, publications and BIF requests, and ``("wake", k, n)``: the event
+signals, publications, BIF requests and armed timers (``("timer", k, n)``:
+the ``n``-th timer scheduler ``k`` armed fires after the event that armed
+it), and ``("wake", k, n)``: the event
 that gave scheduler ``k``'s idle run queue a process made its ``n``-th slice
 possible, which cannot come before it.
 
@@ -80,6 +82,7 @@ from smp.core.messages import SYS_MSG_TYPE_SEQTRACE, SYS_MSG_TYPE_SYSMON, SYS_MS
 __all__ = [
     "Event",
     "Rule",
+    "TIMER_TAKEN_REASON",
     "RULES",
     "KINDS",
     "dependent",
@@ -103,12 +106,13 @@ QUEUE = ("queue",)
 REGISTRY = ("registry",)
 
 #: The kinds of events, each one step of one thread of the simulated build.
-KINDS = ("slice", "arrive", "publish", "bif", "ingest", "dispatch")
+KINDS = ("slice", "arrive", "publish", "bif", "ingest", "dispatch", "timer")
 
 
 class Event(NamedTuple):
     """One executed step: its thread (``S1``, ``I2``, ``D``, ``A0>2``, ``P1``,
-    ``R<0.81.0>``), its kind, its footprint and what it did, in words."""
+    ``R<0.81.0>``, ``T<0.81.0>``), its kind, its footprint and what it did,
+    in words."""
 
     thread: str
     kind: str
@@ -124,6 +128,13 @@ TAKEN_REASON = (
     "the BIF took what this thread would have taken (a batch into the queue, a "
     "signal into its scheduler), so it never stepped here; the order where it "
     "steps first is tried"
+)
+
+
+#: why a timer a message or signal cancelled is tried before it
+TIMER_TAKEN_REASON = (
+    "a message or signal woke the process (or killed it) before its receive timed "
+    "out, so the timeout never fired here; the order where it fires first is tried"
 )
 
 
@@ -417,6 +428,47 @@ RULES: tuple[Rule, ...] = (
     ),
 )
 
+_TIMER_NODE = (
+    "a timer fires on its scheduler's thread between two of that scheduler's events: a "
+    "receive's timeout (set by wait_timeout) makes its process runnable and it times out, "
+    "unless a message or signal reached it first and woke it (the timeout is then "
+    "cancelled); a port's busy spell ends (set_busy_port off) and resumes the processes "
+    "a command to it suspended; where it joins the run queue decides who runs next"
+)
+
+RULES += (
+    *(_r("timer", b, "node", _TIMER_NODE) for b in (*_NODE_KINDS, "timer")),
+    *(_r("timer", b, "proc", _TIMER_NODE) for b in (*_NODE_KINDS, "timer")),
+    *(
+        _r(
+            "timer",
+            b,
+            "btail",
+            "the events of one scheduler add their batches to its stream in the order they "
+            "run: a process made runnable by its timer is profiled active "
+            "(profile_runnable_procs) after what ran before it",
+        )
+        for b in ("slice", "arrive", "bif", "timer")
+    ),
+    *(
+        _r(
+            "timer",
+            b,
+            "after",
+            "one sys_message_queue: what a timer's event enqueues after a signal from "
+            "scheduler i arrived waits for what i enqueued before sending it",
+        )
+        for b in ("arrive", "bif")
+    ),
+    _r(
+        "timer",
+        "bif",
+        "tail",
+        "a port's busy spell ending tells the callers on other schedulers to try again: a "
+        "BIF that takes the channel's signals takes what was sent before it",
+    ),
+)
+
 _BY_KEY = {(r.kinds, r.obj): r for r in RULES}
 
 #: The groups of ``smp.core.state.Snapshot`` fields, as the dispatcher reads them.
@@ -484,8 +536,13 @@ def may_be_taken(e: Event) -> bool:
     channel's signals at once) and an ingest (a BIF that takes the
     scheduler's stream of batches).  Partial-order reduction may not assume
     such an event is still to come just because it is independent of what
-    runs before it (``smp.sim.dpor.weak_initial``)."""
-    return e.kind == "ingest" or (e.kind == "arrive" and not e.thread.startswith("A0>"))
+    runs before it (``smp.sim.dpor.weak_initial``).  A timer is cancelled by a
+    message or signal that wakes or kills its process first."""
+    return (
+        e.kind == "ingest"
+        or e.kind == "timer"
+        or (e.kind == "arrive" and not e.thread.startswith("A0>"))
+    )
 
 
 def explain(a: Event, b: Event) -> list[str]:

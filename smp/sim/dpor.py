@@ -62,7 +62,7 @@ from __future__ import annotations
 import time
 from typing import Any, Callable
 
-from .deps import TAKEN_REASON, Event, dependent, explain, may_be_taken
+from .deps import TAKEN_REASON, TIMER_TAKEN_REASON, Event, dependent, explain, may_be_taken
 from .nodes import SimError
 from .world import World, thread_order
 
@@ -506,23 +506,31 @@ class Tree:
         return added
 
     def _taken(self, events: list[Event]):
-        """``(j, thread)`` for each new BIF event ``j`` that took work another
-        thread enabled before it would have done (an ingest's batches, an
-        arrival's signals): that thread never steps in this execution, so no
-        race with it is seen, and the order where it goes first is planned
-        here (as DPOR plans a step a transition disables)."""
+        """``(j, thread)`` for each new event ``j`` that took work another
+        thread enabled before it would have done: a BIF an ingest's batches
+        or an arrival's signals, any event a timer (a message or signal that
+        woke or killed the process first).  That thread never steps in this
+        execution, so no race with it is seen, and the order where it goes
+        first is planned here (as DPOR plans a step a transition disables)."""
         stack = self.stack
-        for j in range(max(self.first_new, self.floor), len(events)):
+        n = len(events)
+        for j in range(max(self.first_new, self.floor), n):
             e = events[j]
-            if e.kind != "bif":
-                continue
             b = stack[j]
+            en = b.enabled
+            timed = en and en[-1][0] == "T"  # (timers come last: World.enabled)
+            if not timed and e.kind != "bif":
+                continue
             took = []
-            for obj in e.writes:
-                if obj[0] == "bhead":
-                    took.append("I%d" % obj[1])
-                elif obj[0] == "head":
-                    took.append("A%d>%d" % (obj[1], obj[2]))
+            if timed:
+                after = stack[j + 1].enabled if j + 1 < n else ()
+                took.extend(t for t in en if t[0] == "T" and t not in after)
+            if e.kind == "bif":
+                for obj in e.writes:
+                    if obj[0] == "bhead":
+                        took.append("I%d" % obj[1])
+                    elif obj[0] == "head":
+                        took.append("A%d>%d" % (obj[1], obj[2]))
             # (in thread order: a footprint is a set, whose order is the
             # process's string hashing, and the plan must not depend on it)
             for t in sorted(took, key=thread_order):
@@ -532,7 +540,8 @@ class Tree:
     @staticmethod
     def _taken_why(events: list[Event], j: int, t: str) -> tuple:
         # (i == j: a step and the thread whose work it took, which never ran)
-        return (j, j, events[j].label, t, [f"{t}: " + TAKEN_REASON])
+        why = TIMER_TAKEN_REASON if t[0] == "T" else TAKEN_REASON
+        return (j, j, events[j].label, t, [f"{t}: " + why])
 
     def relation_of(self, events: list[Event]) -> HappensBefore | None:
         """The relation ``add_races`` built, if it is that of ``events`` (the

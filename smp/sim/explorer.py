@@ -23,6 +23,7 @@ from typing import Callable
 from .deps import explain
 from .dpor import MAX_EVENTS, Tree, all_executions, mazurkiewicz_key, races, split
 from .graph import Trie
+from .nodes import AFTER_TIMEOUT_MS, check_after_timeout
 from .outcome import Namer, Outcome, nonsmp_outcome_of, outcome_of
 from .shrink import Shrunk, shrink
 from .vm import SimVM
@@ -167,16 +168,18 @@ NOT_THE_SAME = (
 )
 
 
-def world_factory(setup, schedulers: int, reductions: int) -> Callable[[], World]:
+def world_factory(
+    setup, schedulers: int, reductions: int, after_timeout: int = AFTER_TIMEOUT_MS
+) -> Callable[[], World]:
     """A new world each call: ``setup`` run on it, its passive collectors
-    started.  A setup that raises leaves no body behind; one that made
-    other processes, flags, names or tracer state than on its first call is
-    refused (``SimError``): the explorer's executions would not be of one
-    workload."""
+    started; a timer of ``after_timeout`` ms or more never fires in it.  A
+    setup that raises leaves no body behind; one that made other processes,
+    flags, names or tracer state than on its first call is refused
+    (``SimError``): the explorer's executions would not be of one workload."""
     first: list = []
 
     def new_world() -> World:
-        w = World(schedulers, reductions)
+        w = World(schedulers, reductions, after_timeout)
         try:
             setup(SimVM(w))
             w.start_collectors()
@@ -238,6 +241,7 @@ class Explorer:
         setup: Callable[[SimVM], object],
         schedulers: int = 2,
         reductions: int = 200,
+        after_timeout: int = AFTER_TIMEOUT_MS,
         max_executions: int | None = None,
         time_budget: float | None = None,
         max_events: int = MAX_EVENTS,
@@ -253,6 +257,7 @@ class Explorer:
     ):
         if type(schedulers) is not int or schedulers < 1:
             raise SimError(f"schedulers must be an int >= 1, not {schedulers!r}")
+        check_after_timeout(after_timeout)
         if max_executions is not None and (type(max_executions) is not int or max_executions < 0):
             raise SimError(f"max_executions must be an int >= 0 or None, not {max_executions!r}")
         if time_budget is not None and not (
@@ -268,6 +273,7 @@ class Explorer:
         self.setup = setup
         self.schedulers = schedulers
         self.reductions = reductions
+        self.after_timeout = after_timeout
         self.max_executions = max_executions
         self.time_budget = time_budget
         self.checks = tuple(checks)
@@ -281,7 +287,7 @@ class Explorer:
         if dpor == "optimal" and preemptions is not None:
             raise SimError("optimal DPOR takes no preemption bound: use source DPOR with it")
         self.tree = Tree(
-            world_factory(setup, schedulers, reductions),
+            world_factory(setup, schedulers, reductions, after_timeout),
             max_events,
             tuple(prefix),
             preemptions=preemptions,
@@ -307,7 +313,7 @@ class Explorer:
         }
 
     def run_nonsmp(self) -> Outcome:
-        w = NonsmpWorld(self.reductions)
+        w = NonsmpWorld(self.reductions, self.after_timeout)
         self.setup(SimVM(w))
         w.run()
         oc = nonsmp_outcome_of(w, self.checks, self.blocked_ok)
@@ -437,13 +443,14 @@ def shrink_failures(
     reductions: int = 200,
     checks=(),
     limit: int = SHRINK_OUTCOMES,
+    after_timeout: int = AFTER_TIMEOUT_MS,
     deadline: float | None = None,
 ) -> None:
     """Shrink the first schedule of each of the first ``limit`` outcomes of
     ``r`` that break an invariant or check (``OutcomeGroup.shrunk``); past
     ``deadline`` (``time.monotonic()``) no other outcome is shrunk.  Each
     failing outcome not shrunk says why (``OutcomeGroup.not_shrunk``)."""
-    new_world = world_factory(setup, schedulers, reductions)
+    new_world = world_factory(setup, schedulers, reductions, after_timeout)
     for n, g in enumerate(g for g in r.outcomes if g.outcome.violations):
         if limit <= 0:
             g.not_shrunk = "no shrinking was asked for"
@@ -467,21 +474,27 @@ def _clip(text: str, n: int = 20) -> str:
 
 
 #: the name of a thread of the simulated build (``World.enabled``)
-_THREAD = re.compile(r"S\d+|I\d+|P\d+|A\d+>\d+|R<\d+\.\d+\.\d+>|D")
+_THREAD = re.compile(r"S\d+|I\d+|P\d+|A\d+>\d+|[RT]<\d+\.\d+\.\d+>|T#Port<\d+\.\d+>|D")
 
 
 def replay(
-    setup, schedule: str, schedulers: int = 2, reductions: int = 200, checks=(), blocked_ok=False
+    setup,
+    schedule: str,
+    schedulers: int = 2,
+    reductions: int = 200,
+    checks=(),
+    blocked_ok=False,
+    after_timeout: int = AFTER_TIMEOUT_MS,
 ) -> Execution:
     """Run the execution a schedule string names (then the first enabled
     thread at each step, if the schedule ends early)."""
-    w = world_factory(setup, schedulers, reductions)()
+    w = world_factory(setup, schedulers, reductions, after_timeout)()
     try:
         for i, t in enumerate(schedule.split()):
             en = w.enabled()
             if t not in en:
                 what = "cannot step now" if _THREAD.fullmatch(t) else "is not a thread"
-                if _THREAD.fullmatch(t) and not t.startswith("R"):
+                if _THREAD.fullmatch(t) and t[0] not in "RT":
                     # (compared as text first: a number of thousands of digits is no int)
                     far = [
                         x
@@ -492,7 +505,7 @@ def replay(
                         what = f"names scheduler {_clip(far[0])}, of {schedulers}"
                 raise SimError(
                     f"schedule step {i + 1}: {_clip(t, 40)!r} {what} (enabled: {' '.join(en) or 'none'}; "
-                    "threads: S<k> I<k> P<k> A<i>><k> R<pid> D)"
+                    "threads: S<k> I<k> P<k> A<i>><k> R<pid> T<pid> T<port> D)"
                 )
             w.step(t)
         while True:
@@ -514,7 +527,12 @@ def replay(
 
 
 def brute_force(
-    setup, schedulers: int = 2, reductions: int = 200, limit: int = 200_000, time_budget=None
+    setup,
+    schedulers: int = 2,
+    reductions: int = 200,
+    limit: int = 200_000,
+    time_budget=None,
+    after_timeout: int = AFTER_TIMEOUT_MS,
 ) -> dict:
     """Every interleaving by brute force: how many, how many Mazurkiewicz
     traces among them (by happens-before under ``smp.sim.deps``), and how
@@ -522,7 +540,8 @@ def brute_force(
     deadline = None if time_budget is None else time.monotonic() + time_budget
     traces, outcomes = set(), set()
     n = 0
-    for _sched, w in all_executions(world_factory(setup, schedulers, reductions), limit, deadline):
+    new_world = world_factory(setup, schedulers, reductions, after_timeout)
+    for _sched, w in all_executions(new_world, limit, deadline):
         n += 1
         traces.add(mazurkiewicz_key(w.trace))
         outcomes.add(outcome_of(w, (), True))
@@ -761,8 +780,13 @@ def explore_split(
         if r is not None:
             r.elapsed = time.monotonic() - t0
             return r
-    reductions = options.get("reductions", 200)
-    tasks = split(world_factory(setup, schedulers, reductions), min_tasks)
+    new_world = world_factory(
+        setup,
+        schedulers,
+        options.get("reductions", 200),
+        options.get("after_timeout", AFTER_TIMEOUT_MS),
+    )
+    tasks = split(new_world, min_tasks)
     n = len(tasks)
     split_no = next(_splits)
     if max_executions is None:
@@ -798,7 +822,7 @@ def explore_split(
     skipped = [b for r, b in zip(results, budgets, strict=True) if r is None]
     nonsmp_oc = None
     if nonsmp:
-        keep = ("reductions", "checks", "blocked_ok")
+        keep = ("reductions", "after_timeout", "checks", "blocked_ok")
         ex = Explorer(
             setup, schedulers=schedulers, **{k: v for k, v in options.items() if k in keep}
         )

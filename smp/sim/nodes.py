@@ -1,8 +1,8 @@
 """The parts of the simulated SMP build a world is made of: a scheduler's
 ``Node`` (``SimNode``) with its transport cut where the real one lets the
 order vary (``SimTransport``), the dispatcher's process table as the simulator
-keeps it (``SimTable``), the clock, and the check of a signal between
-schedulers.  ``smp.sim.world`` steps them."""
+keeps it (``SimTable``), the clocks, the timers the simulator fires, and
+the check of a signal between schedulers.  ``smp.sim.world`` steps them."""
 
 from __future__ import annotations
 
@@ -18,7 +18,21 @@ from smp.wire.protocol import PortCmd, decode_signal
 
 from .deps import REGISTRY
 
-__all__ = ["SimError", "SimClock", "SimTable", "SimTransport", "SimNode", "signal_of", "collector"]
+__all__ = [
+    "AFTER_TIMEOUT_MS",
+    "MAX_AFTER_TIMEOUT_MS",
+    "SimError",
+    "SimClock",
+    "SimTable",
+    "SimTransport",
+    "SimNode",
+    "signal_of",
+    "collector",
+    "check_after_timeout",
+    "fires",
+    "timer_ms",
+    "timer_target",
+]
 
 _BASE_US = 1_700_000_000_000_000  # a plausible now() for the first timestamp
 
@@ -156,18 +170,69 @@ class SimTransport:
         return result
 
 
+#: the default of ``after_timeout``: a timeout of this many ms or more never
+#: fires in the simulator (the backstops of the built-in workloads, 5,000 ms,
+#: stay quiet); a shorter one may fire whenever its process waits
+AFTER_TIMEOUT_MS = 1000
+
+
+#: the largest ``after_timeout`` (ms): a day
+MAX_AFTER_TIMEOUT_MS = 86_400_000
+
+
+def check_after_timeout(v) -> None:
+    if type(v) is not int or not 0 <= v <= MAX_AFTER_TIMEOUT_MS:
+        raise SimError(
+            f"after_timeout must be an int of ms from 0 to {MAX_AFTER_TIMEOUT_MS}, not {v!r}"
+        )
+
+
+def timer_ms(entry: tuple) -> int:
+    """The timeout, in ms, of an armed timer of a ``SimNode`` (``Node.timers``):
+    its clock stands at 0, so the deadline is the timeout."""
+    return round(entry[0] * 1000)
+
+
+def fires(deadline: float, after_timeout: int) -> bool:
+    """Whether the simulator lets a timer armed with ``deadline`` fire: a
+    ``receive`` timeout or a busy spell shorter than ``after_timeout`` ms (a
+    ``SimNode``'s clock stands at 0, so the deadline is the timeout).  There
+    is no clock: such a timer may fire at any point while it is armed (every
+    order a slow enough machine could give), a longer one never (the system
+    is taken to finish what it does within that time), and is not kept."""
+    return timer_ms((deadline,)) < after_timeout
+
+
+def timer_target(entry: tuple):
+    """The pid or port of an armed timer."""
+    return entry[2].pid if entry[3] != -1 else entry[2].id
+
+
+def _clock_at_zero() -> float:
+    return 0.0
+
+
 class SimNode(Node):
-    """A scheduler whose timers never fire and whose spawns and ports are named."""
+    """A scheduler whose clock stands still (its timers fire when a world
+    says, ``Node.fire_timer``) and whose spawns and ports are named."""
 
     def __init__(self, world, *a, **kw):
         super().__init__(*a, **kw)
         self.world = world
         self.clock = SimClock()
+        self.monotonic = _clock_at_zero
         # a collector nobody traces is passive (``Node._make_runnable``)
         self.passive = world.collectors
 
     def fire_timers(self) -> None:
         pass
+
+    def arm_timer(self, deadline: float, target, gen: int) -> None:
+        if fires(deadline, self.world.after_timeout):
+            super().arm_timer(deadline, target, gen)
+            # (a cause: the timer fires after the event that armed it)
+            self.world.fp_p.add(("timer", self.sched_id, self._timer_seq))
+            self.world.timed = True
 
     # the replica of dead pids and tracer marks, read per pid (smp.sim.deps "replica")
     def is_alive(self, pid) -> bool:
@@ -202,9 +267,9 @@ class SimNode(Node):
 def signal_of(payload, sender: int, here: int, nsched: int):
     """A signal on a scheduler-to-scheduler channel, decoded and checked as
     ``schedulers.worker`` decodes a peer frame's (``protocol.decode_signal``);
-    a command to a port of another scheduler is not simulated (a busy port
-    waits for a timer, which never fires here).  A link, an unlink or an
-    exit signal to a port there, and the port's answer to the link, are."""
+    a command to a port of another scheduler is not simulated yet.  A link,
+    an unlink or an exit signal to a port there, and the port's answer to
+    the link, are."""
     sig = decode_signal(payload, sender, here, nsched)
     if type(sig) is PortCmd:
         raise SimError(

@@ -33,6 +33,7 @@ from functools import partial
 
 from .dpor import MAX_EVENTS
 from .explorer import Explorer, ExploreResult, execution_races, stop_requested
+from .nodes import AFTER_TIMEOUT_MS
 from .world import SimError
 
 __all__ = ["sample", "pct_bound"]
@@ -83,6 +84,7 @@ def sample(
     depth: int = 3,
     schedulers: int = 2,
     reductions: int = 200,
+    after_timeout: int = AFTER_TIMEOUT_MS,
     max_events: int = MAX_EVENTS,
     time_budget: float | None = None,
     checks=(),
@@ -106,6 +108,7 @@ def sample(
         setup,
         schedulers=schedulers,
         reductions=reductions,
+        after_timeout=after_timeout,
         max_events=max_events,
         checks=checks,
         nonsmp=nonsmp,

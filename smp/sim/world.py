@@ -22,6 +22,10 @@ the explorer may choose:
   the dispatcher) arrives at scheduler ``k``;
 * ``P<k>``: scheduler ``k``'s replica takes the next publication (a state
   snapshot, dead pids, tracer marks, the registry);
+* ``T<pid>`` and ``T<port>``: the process's ``receive`` timeout fires, or
+  the port's busy spell ends (``Node.fire_timer``).  There is no clock: a
+  timer shorter than ``after_timeout`` ms may fire at any point while it is
+  armed, a longer one never (``smp.sim.nodes.fires``);
 * ``R<pid>``: the controller serves the BIF ``pid`` called; the change is
   made with every replica updated at once, as the seed's BIFs block every
   scheduler while they change the tracer state.  What the emulator's BIF
@@ -35,8 +39,6 @@ receive is invisible to every tracer), so it takes no turns of its own.
 Every channel is FIFO, as a ZeroMQ socket pair is.  Each step returns an
 ``Event`` with its footprint (``smp.sim.deps``); given the same choices the
 world makes the same events, so a schedule is a list of thread names.
-Timers never fire: ``receive`` with a timeout waits as if the time never
-came (the explorer reports a process left waiting).
 """
 
 from __future__ import annotations
@@ -62,7 +64,18 @@ from smp.wire.protocol import Msg, describe_signal
 
 from .backend import SimBackend
 from .deps import QUEUE, REGISTRY, STATE_GROUPS, Event, group_of_type
-from .nodes import SimClock, SimError, SimNode, SimTable, SimTransport, collector, signal_of
+from .nodes import (
+    AFTER_TIMEOUT_MS,
+    SimClock,
+    SimError,
+    SimNode,
+    SimTable,
+    SimTransport,
+    collector,
+    signal_of,
+    timer_ms,
+    timer_target,
+)
 
 __all__ = ["World", "WorldBase", "NonsmpWorld", "SimError", "collector", "thread_order", "mid_text"]
 
@@ -77,8 +90,9 @@ def mid_text(mid: tuple) -> str:
 
 def thread_order(name: str) -> tuple:
     """The canonical order of threads: schedulers, arrivals, BIFs, replicas,
-    ingest, dispatch (the default schedule runs processes first)."""
-    return ("SARPID".index(name[0]), len(name), name)
+    ingest, dispatch, timers (the default schedule runs processes first and
+    fires a timer only when nothing else can step)."""
+    return ("SARPIDT".index(name[0]), len(name), name)
 
 
 class WorldBase:
@@ -202,11 +216,13 @@ def _parse_thread(thread: str) -> tuple:
             out = ("publish", World._publish, (int(rest),))
         elif c == "R":
             out = ("bif", World._serve, (rest,))
+        elif c == "T":
+            out = ("timer", World._timer, (rest,))
         else:
             raise ValueError
     except ValueError:
         raise SimError(f"no thread {thread!r}") from None
-    if len(_THREADS) < 10_000:  # (a pid's text names an R thread: bounded)
+    if len(_THREADS) < 10_000:  # (a pid's text names an R or T thread: bounded)
         _THREADS[thread] = out
     return out
 
@@ -222,10 +238,14 @@ class World(WorldBase):
     """The simulated SMP build.  ``enabled()`` lists the threads that can
     step; ``step(thread)`` runs one and returns its ``Event``."""
 
-    def __init__(self, nsched: int = 2, reductions: int = 200):
+    def __init__(
+        self, nsched: int = 2, reductions: int = 200, after_timeout: int = AFTER_TIMEOUT_MS
+    ):
         if nsched < 1:
             raise BadArg("schedulers must be >= 1")
         super().__init__(nsched)
+        self.after_timeout = after_timeout
+        self.timed = False  # a timer was armed (SimNode.arm_timer): enabled() looks for them
         self.atomic = True  # setup: every change reaches every replica at once
         self.quiet = False  # a step whose event is known builds no label (step)
         self.taking = False  # a BIF takes signals (take_signals): no cut per arrival
@@ -397,7 +417,23 @@ class World(WorldBase):
                 out.append(self._names_I[k])
         if self.queue:
             out.append("D")
+        if self.timed:
+            for k in self._ks:
+                if self.nodes[k].timers:
+                    out.extend(self._timer_threads(k))
         return out
+
+    def _timer_threads(self, k: int) -> list[str]:
+        return ["T%r" % (timer_target(e),) for e in self.nodes[k].armed_timers()]
+
+    def armed_timer(self, text: str) -> tuple:
+        """``(scheduler, entry)`` of the armed timer a ``T`` thread names."""
+        for k in self._ks:
+            if self.nodes[k].timers:
+                for e in self.nodes[k].armed_timers():
+                    if repr(timer_target(e)) == text:
+                        return k, e
+        raise KeyError(text)
 
     def _after_ok(self, k: int) -> bool:
         after = self.ing[k][0][1]
@@ -675,6 +711,21 @@ class World(WorldBase):
             return ""
         return f"scheduler {k}'s replica takes {kind} {data!r}"
 
+    def _timer(self, text: str) -> str:
+        k, e = self.armed_timer(text)
+        node = self.nodes[k]
+        self.fp_c.add(("timer", k, e[1]))
+        self.fp_w.add(("node", k))
+        if e[3] != -1:
+            self.fp_w.add(("proc", e[2].pid))
+        node.fire_timer(e)
+        self._flush(k)
+        if self.quiet:
+            return ""
+        if e[3] == -1:
+            return f"the busy spell of {text} ends ({timer_ms(e)} ms)"
+        return f"the receive timeout of {text} fires (after {timer_ms(e)} ms)"
+
     def take_signals(self, keys) -> None:
         """Within the current event, every signal waiting on the channels
         ``keys`` (``(from, to)``) arrives, in order (a BIF that waits for them)."""
@@ -874,8 +925,9 @@ class NonsmpWorld(WorldBase):
 
     smp = False
 
-    def __init__(self, reductions: int = 200):
+    def __init__(self, reductions: int = 200, after_timeout: int = AFTER_TIMEOUT_MS):
         super().__init__(1)
+        self.after_timeout = after_timeout
         self.node = SimNode(self, 1, 1, smp=False, reductions=reductions, stderr=io.StringIO())
 
     def spawn(self, k: int, fun, args, keep: bool, name: str | None) -> Pid:
@@ -914,12 +966,20 @@ class NonsmpWorld(WorldBase):
         return [self.node]
 
     def run(self, max_slices: int = 100_000) -> int:
-        """Run until no process can; returns the slices run."""
+        """Run until no process can and no timer the simulator fires is
+        armed (the earliest fires when nothing can run, as time passes only
+        while the node is idle); returns the slices run."""
         n = 0
         node = self.node
-        while node.runq and n < max_slices:
-            node.run_some(1)
-            n += 1
+        while n < max_slices:
+            if node.runq:
+                node.run_some(1)
+                n += 1
+                continue
+            due = node.armed_timers()  # (only those that fire are armed: SimNode)
+            if not due:
+                break
+            node.fire_timer(due[0])
         return n
 
 

@@ -719,10 +719,48 @@ def test_the_ports_workload_is_explored_and_proved_on_real_processes(tmp_path):
 
 
 @pytest.mark.parametrize("driver", ["busy", "dist"])
-def test_a_port_driver_with_busy_spells_is_one_line_and_exit_2(tmp_path, driver):
+def test_a_port_driver_with_busy_spells_is_explored_and_proved(tmp_path, driver):
+    """A busy spell ends on a timer the explorer fires; the command that
+    finds the port busy fires busy_port (busy_dist_port) for its caller,
+    and each outcome is the same on real processes, whose timers fire
+    where the schedule says."""
+    what = "busy_port" if driver == "busy" else "busy_dist_port"
     sc = tmp_path / "ports.toml"
-    sc.write_text(_PORTS_GROUP.format(driver=driver) + "busy_ms = 5\n")
-    r = CliRunner().invoke(cli, ["explore", str(sc)])
-    assert r.exit_code == EXIT_USAGE
+    sc.write_text(
+        _PORTS_GROUP.format(driver=driver)
+        + f'busy_ms = 5\n[system_monitor]\nmonitor = "t"\n{what} = true\n'
+    )
+    r = CliRunner().invoke(cli, ["explore", str(sc), "--jobs", "1", "--prove"])
+    assert r.exit_code == 0, r.output
+    assert "The search is complete" in r.output
+    assert f"{{monitor,p[0].user,{what},#Port<p[0].user:1>}}" in r.output
+    assert "the busy spell of #Port<" in r.output and "ends (5 ms)" in r.output
+    assert "outcome 1: the same on real processes" in r.output
+    # no timer fires: the caller the busy port suspended waits forever
+    r = CliRunner().invoke(cli, ["explore", str(sc), "--jobs", "1", "--after-timeout", "0"])
+    assert r.exit_code == EXIT_FAILED, r.output
+    assert "p[0].user (<" in r.output and "blocked forever (suspended)" in r.output
+    assert "--after-timeout 0 --schedule" in r.output  # the replay command keeps it
+
+
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (["--after-timeout", "-1"], "--after-timeout"),
+        (["--after-timeout", "x"], "--after-timeout"),
+        (["--after-timeout", "86400001"], "--after-timeout"),
+    ],
+)
+def test_a_bad_after_timeout_is_one_line_and_exit_2(tmp_path, args, says):
+    sc = tmp_path / "ports.toml"
+    sc.write_text(_PORTS_GROUP.format(driver="echo"))
+    r = CliRunner().invoke(cli, ["explore", str(sc), *args])
+    assert r.exit_code == EXIT_USAGE, r.output
+    assert says in r.output
+
+
+def test_after_timeout_is_refused_for_an_explore_scenario():
+    r = CliRunner().invoke(cli, ["explore", "commute", "--after-timeout", "10"])
+    assert r.exit_code == EXIT_USAGE, r.output
     lines = r.output.strip().splitlines()
-    assert len(lines) == 1 and f"with the {driver} driver" in lines[0], r.output
+    assert len(lines) == 1 and "--after-timeout is for run scenarios" in lines[0], r.output

@@ -41,6 +41,7 @@ from smp.app.explore.text import format_text
 from smp.app.explore.workload import MAX_BOUND, Bounds
 from smp.app.scenario import read_file, read_toml
 from smp.core.errors import BadArg, ScenarioError, SmpError
+from smp.sim.nodes import AFTER_TIMEOUT_MS, MAX_AFTER_TIMEOUT_MS
 
 __all__ = ["explore_command"]
 
@@ -64,6 +65,7 @@ _SIM_ONLY = (
     "size",
     "firings",
     "schedulers",
+    "after_timeout",
     "prove",
     "shrink",
     "events",
@@ -217,6 +219,16 @@ def _make_command():
         help="run scenario: simulate this many schedulers (default the scenario's)",
     )
     @click.option(
+        "--after-timeout",
+        type=click.IntRange(0, MAX_AFTER_TIMEOUT_MS),
+        default=AFTER_TIMEOUT_MS,
+        metavar="MS",
+        help="run scenario or race: a receive timeout or a port's busy spell shorter than "
+        "this many ms may end at any point while it is armed, a longer one never (there is "
+        f"no clock in the simulator; default {AFTER_TIMEOUT_MS}: the built-in workloads' "
+        "5,000 ms backstops stay quiet; 0: no timer fires)",
+    )
+    @click.option(
         "--prove",
         is_flag=True,
         help="run scenario: run each outcome's schedule again on a fresh smp emulator, its "
@@ -308,7 +320,9 @@ def _make_command():
         bad = sorted(given & set(_SIM_ONLY))
         if bad:
             takes = "run scenarios ([[groups]])" + (
-                " and races of the catalogue" if bad[0] in _SEARCH or bad[0] == "schedulers" else ""
+                " and races of the catalogue"
+                if bad[0] in _SEARCH or bad[0] in ("schedulers", "after_timeout")
+                else ""
             )
             click.echo(
                 f"smp-emu: {_option(bad[0])} is for {takes}, not for the explore scenario "
@@ -384,6 +398,7 @@ def _simulate(scenario, schedule, as_json, seed, no_nonsmp, kw, given) -> None:
     o = SimOptions(
         bounds=Bounds(kw["operations"], kw["count"], kw["size"], kw["firings"]),
         schedulers=kw["schedulers"],
+        after_timeout=kw["after_timeout"],
         # (a time budget alone is the bound: no default execution bound beside it)
         max_executions=(
             (None if "time_budget" in given else default_max_executions(scenario))

@@ -32,6 +32,7 @@ from smp.core.errors import BadArg, SmpError
 from smp.core.messages import DECIDED_BY_RECEIVER, SYS_MSG_TYPE_TRACE
 from smp.emulator import Emulator
 from smp.sim.explorer import world_factory
+from smp.sim.nodes import AFTER_TIMEOUT_MS, timer_target
 from smp.sim.outcome import Namer
 from smp.sim.vm import SimVM
 from smp.sim.world import World, WorldBase, mid_text
@@ -137,16 +138,23 @@ def _fate_text(f) -> str:
 
 
 def prove(
-    setup, schedule: str = "", schedulers: int = 2, reductions: int = 200, max_steps: int = 10_000
+    setup,
+    schedule: str = "",
+    schedulers: int = 2,
+    reductions: int = 200,
+    max_steps: int = 10_000,
+    after_timeout: int = AFTER_TIMEOUT_MS,
 ) -> Proof:
     """Run ``schedule`` (thread names, ``smp.sim.replay``'s) in the simulator
-    and on a fresh real emulator together; a ``Proof`` of what differed."""
+    and on a fresh real emulator together; a ``Proof`` of what differed.
+    The real schedulers' timers fire where the schedule fires them, never
+    by the clock."""
     if not callable(setup) or inspect.iscoroutinefunction(setup):
         raise BadArg("setup must be a function setup(vm)")
     emu = Emulator("smp", schedulers=schedulers, reductions=reductions)
     w = stepper = None
     try:
-        w = world_factory(setup, schedulers, reductions)()
+        w = world_factory(setup, schedulers, reductions, after_timeout)()
         emu._disp_call("hold")  # what the setup makes waits in the queue, as in the world
         setup(SimVM(_EmulatorWorld(emu)))
         emu._sync_dispatcher()
@@ -329,4 +337,22 @@ def _serve(w: World, st: Stepper, t: str, _fates) -> str | None:
     return None
 
 
-_STEPS = {"S": _slice, "I": _ingest, "D": _dispatch, "A": _arrive, "P": _publish, "R": _serve}
+def _timer(w: World, st: Stepper, t: str, _fates) -> str | None:
+    k, e = w.armed_timer(t[1:])
+    sim = (timer_target(e), "receive" if e[3] != -1 else "busy")
+    w.step(t)
+    real = tuple(st.timer(k, sim[0]))
+    if real != sim:
+        return f"the {sim[1]} timer of {sim[0]!r} fired in the simulator, {real!r} here"
+    return None
+
+
+_STEPS = {
+    "S": _slice,
+    "I": _ingest,
+    "D": _dispatch,
+    "A": _arrive,
+    "P": _publish,
+    "R": _serve,
+    "T": _timer,
+}

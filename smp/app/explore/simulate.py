@@ -45,6 +45,7 @@ from smp.sim.explorer import (
     shrink_failures,
     stop_requested,
 )
+from smp.sim.nodes import AFTER_TIMEOUT_MS
 from smp.sim.report import format_execution, format_report, nonsmp_verdict
 from smp.sim.sampling import sample
 
@@ -84,6 +85,8 @@ class SimOptions:
     events: bool = True
     prove: bool = False  # each outcome's schedule run again on real processes
     shrink: int = SHRINK_OUTCOMES  # failing outcomes whose schedule is shrunk
+    #: a receive timeout or busy spell of this many ms or more never fires
+    after_timeout: int = AFTER_TIMEOUT_MS
     #: ``progress(executions, blocked, estimate)`` as the search goes
     progress: Callable[[int, int, float], object] | None = None
 
@@ -98,6 +101,8 @@ def _replay_command(scenario: str, o: SimOptions):
             words += [f"--{k}", str(v)]
     if o.schedulers is not None:
         words += ["--schedulers", str(o.schedulers)]
+    if o.after_timeout != AFTER_TIMEOUT_MS:
+        words += ["--after-timeout", str(o.after_timeout)]
     prefix = " ".join(shlex.quote(w) for w in words)
     return lambda schedule: f"{prefix} --schedule {shlex.quote(schedule)}"
 
@@ -105,7 +110,12 @@ def _replay_command(scenario: str, o: SimOptions):
 def _run(wl: ScenarioWorkload, o: SimOptions, checks: list):
     graph = o.graph is not None
     common = dict(
-        schedulers=wl.schedulers, nonsmp=o.nonsmp, graph=graph, checks=checks, progress=o.progress
+        schedulers=wl.schedulers,
+        nonsmp=o.nonsmp,
+        graph=graph,
+        checks=checks,
+        progress=o.progress,
+        after_timeout=o.after_timeout,
     )
     if o.random is not None or o.pct is not None:
         method, runs = ("random", o.random) if o.random is not None else ("pct", o.pct)
@@ -303,14 +313,18 @@ def simulate(scenario: str, o: SimOptions) -> tuple[str, dict]:
         "source": source,
         "schedulers": wl.schedulers,
         "bounds": asdict(o.bounds),
+        "after_timeout": o.after_timeout,
         "notes": list(wl.notes),
     }
     command = _replay_command(scenario, o)
     nonsmp = None
     if o.schedule is not None:
-        ex = replay(wl.setup, o.schedule, schedulers=wl.schedulers, checks=checks)
+        at = o.after_timeout
+        ex = replay(wl.setup, o.schedule, schedulers=wl.schedulers, checks=checks, after_timeout=at)
         if o.nonsmp:
-            nonsmp = Explorer(wl.setup, schedulers=wl.schedulers, checks=checks).run_nonsmp()
+            nonsmp = Explorer(
+                wl.setup, schedulers=wl.schedulers, checks=checks, after_timeout=at
+            ).run_nonsmp()
         given = len(o.schedule.split())
         added = len(ex.schedule.split()) - given
         if added:
@@ -327,7 +341,7 @@ def simulate(scenario: str, o: SimOptions) -> tuple[str, dict]:
         }
         text = "\n".join(head) + "\n" + format_execution(ex, nonsmp, events=o.events)
         if o.prove:
-            proof = prove(wl.setup, ex.schedule, schedulers=wl.schedulers)
+            proof = prove(wl.setup, ex.schedule, schedulers=wl.schedulers, after_timeout=at)
             data["replay"]["proof"] = proof.as_dict()
             text += "\n" + proof_lines([("the execution", proof)])
         return text, data
@@ -335,7 +349,15 @@ def simulate(scenario: str, o: SimOptions) -> tuple[str, dict]:
         r = _run(wl, o, checks)
         # (a time budget covers the shrinking too: it gets what the search left)
         left = None if o.time_budget is None else time.monotonic() + o.time_budget - r.elapsed
-        shrink_failures(r, wl.setup, wl.schedulers, checks=checks, limit=o.shrink, deadline=left)
+        shrink_failures(
+            r,
+            wl.setup,
+            wl.schedulers,
+            checks=checks,
+            limit=o.shrink,
+            deadline=left,
+            after_timeout=o.after_timeout,
+        )
     if "interrupted" in r.cut_by:
         data["interrupted"] = True
     if o.graph is not None and r.graph is not None:
@@ -366,7 +388,9 @@ def simulate(scenario: str, o: SimOptions) -> tuple[str, dict]:
     if o.prove:
         proofs = []
         for i, (od, g) in enumerate(zip(d["outcomes"], r.outcomes, strict=True), 1):
-            proof = prove(wl.setup, g.first.schedule, schedulers=wl.schedulers)
+            proof = prove(
+                wl.setup, g.first.schedule, schedulers=wl.schedulers, after_timeout=o.after_timeout
+            )
             od["proof"] = proof.as_dict()
             proofs.append((f"outcome {i}", proof))
         text += "\n" + proof_lines(proofs)

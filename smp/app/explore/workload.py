@@ -24,9 +24,10 @@ What differs, and why:
   interleaves with the others and with the other lanes' (its times in the
   fault log are 0);
 * tracer ports are not simulated: a file, ip, memory or null tracer is
-  refused (``ScenarioError``, one line), and so is the ``ports`` workload
-  with the ``busy`` or ``dist`` driver (its busy spells end on a timer,
-  and the simulator fires none);
+  refused (``ScenarioError``, one line);
+* a ``receive`` timeout or a port's busy spell (the ``busy`` and ``dist``
+  drivers) shorter than ``after_timeout`` ms ends at whatever point the
+  explorer chooses, a longer one never (``smp.sim.nodes.fires``);
 * ``max_messages`` and ``rate`` (recon_trace's caps) are not applied.
 """
 
@@ -107,13 +108,6 @@ def _refuse(sc: dict) -> None:
             raise ScenarioError(
                 f"{src}: faults[{i}] replace_profiler: its replacement is a memory port, "
                 "and ports are not simulated"
-            )
-    for g in sc["groups"]:
-        if g["workload"] == "ports" and g["params"]["driver"] in ("busy", "dist"):
-            raise ScenarioError(
-                f"{src}: group {g['name']!r} runs the ports workload with the "
-                f"{g['params']['driver']} driver, whose busy spells end on a timer: the "
-                "simulator fires none (the echo and slow drivers are simulated)"
             )
 
 

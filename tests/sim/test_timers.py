@@ -1,0 +1,199 @@
+"""Timers in the simulator: a ``receive`` timeout and a port's busy spell.
+
+The simulator has no clock: a timer shorter than ``after_timeout`` ms may
+fire at any point while it is armed (the thread ``T<pid>`` or ``T<port>``),
+a longer one never.  A message that wakes the process first cancels the
+timeout, so the explorer plans the order where the timer fires first (the
+race is never seen as two executed events).  Each test checks what an
+exploration found against brute force or against the real processes.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from test_sim_api import _conflict_kinds
+
+from smp.app.explore.proof import prove
+from smp.core.terms import Atom
+from smp.sim import Explorer, brute_force, explore, replay
+from smp.sim.deps import RULES, conflicting, explain
+from smp.sim.dpor import all_executions
+from smp.sim.explorer import world_factory
+from smp.sim.world import NonsmpWorld, SimError
+
+A = Atom
+
+
+async def waiter(proc, t, ms):
+    m = await proc.receive(timeout=ms)
+    await proc.send(t, (A("got"), A("timeout") if m is None else m))
+
+
+async def poker(proc, w, how):
+    if how == "send":
+        await proc.send(w, A("hello"))
+    elif how == "kill":
+        await proc.exit(w, A("kill"))
+
+
+def _waiting(ms=10, how="send", places=(1, 1, 2)):
+    def setup(vm):
+        t = vm.spawn_collector(scheduler=places[0], name="T")
+        w = vm.spawn(waiter, t, ms, scheduler=places[1], name="W")
+        vm.spawn(poker, w, how, scheduler=places[2], name="K")
+
+    return setup
+
+
+def _got(r) -> set:
+    return {dict(g.outcome.received)["T"] for g in r.outcomes}
+
+
+@pytest.mark.parametrize("dpor", ["optimal", "source"])
+def test_a_timeout_races_with_the_message_that_would_end_it(dpor):
+    r = Explorer(_waiting(), schedulers=2, nonsmp=True, dpor=dpor).run()
+    assert r.exhausted
+    assert _got(r) == {("{got,hello}",), ("{got,timeout}",)}
+    assert r.executions == brute_force(_waiting(), 2)["traces"]
+    # nonsmp's one order fires a timer only when nothing else can run
+    assert r.nonsmp.received == (("T", ("{got,hello}",)),)
+
+
+def test_a_timeout_at_or_over_the_limit_never_fires():
+    r = explore(_waiting(ms=10), schedulers=2, after_timeout=10)
+    assert _got(r) == {("{got,hello}",)}
+    r = explore(_waiting(ms=10), schedulers=2, after_timeout=11)
+    assert ("{got,timeout}",) in _got(r)
+
+
+def test_a_timeout_alone_fires_once_nothing_else_can_run():
+    """A process whose receive has a timeout under the limit is not left
+    waiting: its timer is a thread that steps (in nonsmp too)."""
+    r = explore(_waiting(how="none"), schedulers=2)
+    assert _got(r) == {("{got,timeout}",)}
+    assert not any(g.outcome.violations for g in r.outcomes)
+    assert r.nonsmp.received == (("T", ("{got,timeout}",)),)
+
+
+def test_a_kill_that_cancels_the_timer_is_raced_with_it():
+    r = explore(_waiting(how="kill"), schedulers=2, nonsmp=False)
+    assert _got(r) == {(), ("{got,timeout}",)}
+    assert r.executions == brute_force(_waiting(how="kill"), 2)["traces"]
+
+
+def test_the_timer_thread_replays_and_a_wrong_one_is_refused():
+    r = explore(_waiting(), schedulers=2, nonsmp=False)
+    for g in r.outcomes:
+        ex = replay(_waiting(), g.first.schedule, schedulers=2)
+        assert ex.outcome == g.outcome
+        assert ex.schedule == g.first.schedule
+    fired = next(g for g in r.outcomes if "T<" in g.first.schedule)
+    t = next(s for s in fired.first.schedule.split() if s.startswith("T<"))
+    with pytest.raises(SimError, match="cannot step now"):
+        replay(_waiting(), t, schedulers=2)  # before the process waited: no timer armed
+
+
+def test_after_timeout_is_checked():
+    for bad in (-1, 1.5, "10", 10**9):
+        with pytest.raises(SimError, match="after_timeout"):
+            Explorer(_waiting(), after_timeout=bad)
+
+
+async def busy_user(proc, t, gap):
+    port = await proc.open_port("busy", busy_ms=5)
+    await proc.port_command(port, A("a"))
+    if gap:
+        await proc.yield_()  # the slice ends: the busy spell may end here
+    await proc.port_command(port, A("b"))
+    await proc.send(t, A("done"))
+
+
+def _busy(gap: bool, where: int = 2, traced: bool = True):
+    def setup(vm):
+        t = vm.spawn_collector(scheduler=1, name="T")
+        u = vm.spawn(busy_user, t, gap, scheduler=where, name="U")
+        vm.system_monitor(t, [A("busy_port")])
+        if traced:
+            vm.trace(u, True, ["send"], tracer=t)
+
+    return setup
+
+
+def _busy_ports(r) -> set:
+    return {sum("busy_port" in m for m in dict(g.outcome.received)["T"]) for g in r.outcomes}
+
+
+def test_a_busy_spell_ends_before_or_after_the_next_command():
+    """The second command finds the port busy (busy_port, the caller
+    suspended until the spell ends) or free: both when a slice ends between
+    the two commands, only busy when they run in one slice."""
+    r = explore(_busy(True), schedulers=2)
+    assert r.exhausted and _busy_ports(r) == {0, 1}
+    r = explore(_busy(False), schedulers=2)
+    assert _busy_ports(r) == {1}
+    # (one scheduler, untraced: few enough interleavings for the brute force)
+    small = _busy(True, where=1, traced=False)
+    r = explore(small, schedulers=1)
+    assert _busy_ports(r) == {0, 1}
+    assert r.executions == brute_force(small, 1)["traces"]
+
+
+def test_nonsmp_ends_a_busy_spell_only_when_nothing_else_can_run():
+    w = NonsmpWorld()
+    from smp.sim.vm import SimVM
+
+    _busy(True)(SimVM(w))
+    w.run()
+    got = w.proc(next(p for p, n in w.names.items() if n == "T")).kept
+    assert sum(type(m) is tuple and m[2] == A("busy_port") for m in got) == 1
+    w.dispose()
+
+
+@pytest.mark.parametrize(
+    "setup", [_waiting(), _waiting(how="kill"), _busy(True)], ids=["send", "kill", "busy"]
+)
+def test_every_conflict_of_a_timer_has_a_rule(setup):
+    traces = []
+    for _s, w in all_executions(world_factory(setup, 2, 200), 2000):
+        traces.append(list(w.trace))
+        w.dispose()
+    seen = _conflict_kinds(traces)
+    assert any("timer" in k for k in seen)
+    assert {r.kinds for r in RULES if "timer" in r.kinds} >= {k for k in seen if "timer" in k}
+    # and a timer's event and an unrelated scheduler's are independent
+    for ev in traces:
+        for a in ev:
+            for b in ev:
+                if a.kind == "timer" and b.kind == "dispatch":
+                    assert not conflicting(a, b), explain(a, b)
+
+
+def _generated(rng: random.Random):
+    places = [rng.randint(1, 2) for _ in range(3)]
+    how = rng.choice(["send", "kill", "none"])
+    ms = rng.choice([0, 10, 2000])
+    return _waiting(ms, how, places), f"{how} ms={ms} at {places}"
+
+
+@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("dpor", ["optimal", "source"])
+def test_generated_timer_programs_explore_one_execution_per_trace(seed, dpor):
+    setup, desc = _generated(random.Random(seed))
+    bf = brute_force(setup, 2, limit=20_000)
+    assert bf["interleavings"] < 20_000, desc
+    r = Explorer(setup, schedulers=2, nonsmp=False, blocked_ok=True, dpor=dpor).run()
+    assert r.executions == bf["traces"], (desc, r.executions, r.blocked, bf)
+    assert len(r.outcomes) == bf["outcomes"], desc
+    if dpor == "optimal":
+        assert r.blocked == 0, desc
+
+
+@pytest.mark.parametrize("setup", [_waiting(), _busy(True)], ids=["receive", "busy"])
+def test_every_timer_outcome_is_the_same_on_real_processes(setup):
+    r = explore(setup, schedulers=2, nonsmp=False)
+    assert any(" T" in " " + g.first.schedule for g in r.outcomes)
+    for g in r.outcomes:
+        proof = prove(setup, g.first.schedule, schedulers=2)
+        assert proof.same, (g.first.schedule, proof.mismatches)
