@@ -460,6 +460,24 @@ RULES += (
         )
         for b in ("arrive", "bif")
     ),
+    *(
+        _r(
+            a,
+            b,
+            "tail",
+            "the events of one scheduler send their signals to a peer in the order they run "
+            "(one scheduler thread; the channel between two schedulers is FIFO): a port's "
+            "answer to a command or a link from another scheduler among the signals its "
+            "processes send",
+        )
+        for a, b in (
+            ("slice", "arrive"),
+            ("arrive", "arrive"),
+            ("timer", "slice"),
+            ("timer", "arrive"),
+            ("timer", "timer"),
+        )
+    ),
     _r(
         "timer",
         "bif",

@@ -14,7 +14,7 @@ from smp.core.errors import SmpError
 from smp.core.placement import pid_owner
 from smp.core.stats import Stats
 from smp.core.terms import Pid
-from smp.wire.protocol import PortCmd, decode_signal
+from smp.wire.protocol import decode_signal
 
 from .deps import REGISTRY
 
@@ -266,14 +266,8 @@ class SimNode(Node):
 
 def signal_of(payload, sender: int, here: int, nsched: int):
     """A signal on a scheduler-to-scheduler channel, decoded and checked as
-    ``schedulers.worker`` decodes a peer frame's (``protocol.decode_signal``);
-    a command to a port of another scheduler is not simulated yet.  A link,
-    an unlink or an exit signal to a port there, and the port's answer to
-    the link, are."""
-    sig = decode_signal(payload, sender, here, nsched)
-    if type(sig) is PortCmd:
-        raise SimError(
-            f"the simulator does not carry {sig.KIND} signals (a command to a port of "
-            "another scheduler is not simulated)"
-        )
-    return sig
+    ``schedulers.worker`` decodes a peer frame's (``protocol.decode_signal``):
+    every kind is carried, a command to a port of another scheduler and the
+    port's answer included (a busy port answers once its spell ends, at the
+    point the explorer fires its timer)."""
+    return decode_signal(payload, sender, here, nsched)

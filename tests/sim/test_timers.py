@@ -13,7 +13,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from test_sim_api import _conflict_kinds
+from test_sim_api import _conflict_kinds, _random_traces
 
 from smp.app.explore.proof import prove
 from smp.core.terms import Atom
@@ -197,3 +197,59 @@ def test_every_timer_outcome_is_the_same_on_real_processes(setup):
     for g in r.outcomes:
         proof = prove(setup, g.first.schedule, schedulers=2)
         assert proof.same, (g.first.schedule, proof.mismatches)
+
+
+async def commander(proc, t):
+    port = await proc.receive()
+    for i in range(2):
+        await proc.port_command(port, (A("cmd"), i))
+    await proc.send(t, A("done"))
+
+
+async def opener(proc, t, driver):
+    port = await proc.open_port(driver, **({"busy_ms": 5} if driver == "busy" else {}))
+    await proc.send((await proc.receive())[1], port)
+    while True:
+        await proc.send(t, await proc.receive())
+
+
+def _remote(driver: str):
+    """A port opened on scheduler 2, commanded from scheduler 1."""
+
+    def setup(vm):
+        t = vm.spawn_collector(scheduler=1, name="T")
+        c = vm.spawn(commander, t, scheduler=1, name="C")
+        o = vm.spawn(opener, t, driver, scheduler=2, name="O", keep=True)
+        vm.spawn(poker_with, o, (A("who"), c), scheduler=2, name="K")
+        vm.system_monitor(t, [A("busy_port")])
+
+    return setup
+
+
+async def poker_with(proc, to, msg):
+    await proc.send(to, msg)
+
+
+def test_a_command_to_a_port_of_another_scheduler_is_explored_and_proved():
+    """The command travels to the port's scheduler and its caller waits for
+    the answer; a busy port answers "try again" when its spell ends, and
+    the caller is told busy_port.  The echo reaches the owner before or
+    after the caller's next message, and every outcome is the same on real
+    processes."""
+    r = explore(_remote("echo"), schedulers=2)
+    assert r.exhausted and not any(g.outcome.violations for g in r.outcomes)
+    orders = {dict(g.outcome.received)["T"] for g in r.outcomes}
+    assert ("done", "{#Port<O:1>,{data,{cmd,0}}}", "{#Port<O:1>,{data,{cmd,1}}}") in orders
+    assert ("{#Port<O:1>,{data,{cmd,0}}}", "{#Port<O:1>,{data,{cmd,1}}}", "done") in orders
+    for g in r.outcomes:
+        proof = prove(_remote("echo"), g.first.schedule, schedulers=2)
+        assert proof.same, (g.first.schedule, proof.mismatches)
+    r = explore(_remote("busy"), schedulers=2)
+    assert r.exhausted and not any(g.outcome.violations for g in r.outcomes)
+    busy = [g for g in r.outcomes if any("busy_port" in m for m in dict(g.outcome.received)["T"])]
+    free = [g for g in r.outcomes if g not in busy]
+    assert busy and free
+    for g in (busy[0], free[0]):
+        proof = prove(_remote("busy"), g.first.schedule, schedulers=2)
+        assert proof.same, (g.first.schedule, proof.mismatches)
+    _conflict_kinds(_random_traces(world_factory(_remote("busy"), 2, 200), 200))
