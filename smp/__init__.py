@@ -9,46 +9,12 @@ The package is layered; each folder's docstring says what it may import:
 ``smp.core`` (the rules, pure) <- ``smp.wire`` (frames, codecs) <-
 ``smp.ports`` (trace ports, reading traces) <- ``schedulers``, ``dispatcher``
 <- ``smp.emulator`` (the controller) <- ``smp.app`` (command line, scenarios,
-reports).  ``Emulator`` and ``explore`` are loaded on first use, so a process
-that needs only the core (a scheduler, the dispatcher) does not load the
-controller and the application above it.
+reports).  Every name here is loaded on first use, so a process that needs
+only the core (a scheduler, the dispatcher) does not load the controller and
+the application above it.
 """
 
 import importlib
-
-from smp.core.errors import (
-    BadArg,
-    DecodeError,
-    DispatcherLost,
-    EmulatorTimeout,
-    ErlangException,
-    Error,
-    Exit,
-    ProtocolError,
-    ScenarioError,
-    SchedulerLost,
-    SmpError,
-    StartupError,
-    Throw,
-    TracePortError,
-)
-from smp.core.pretty import format_term
-from smp.core.terms import (
-    A,
-    Atom,
-    BitString,
-    ExportFun,
-    Fun,
-    ImproperList,
-    Map,
-    Pid,
-    Port,
-    Ref,
-    atom,
-    charlist,
-)
-from smp.ports.dbgfmt import format_dbg
-from smp.ports.reader import merge_traces, read_trace
 
 __all__ = [
     "Emulator",
@@ -87,12 +53,54 @@ __all__ = [
     "Exit",
 ]
 
-#: Names loaded on first use, and the module that holds each.
+#: Every name is loaded on first use, from the module that holds it: ``import
+#: smp`` loads nothing else (the command's entry point, ``smp.app.entry``,
+#: then takes a Ctrl-C while the command line loads).
 _LAZY = {
     "Emulator": "smp.emulator",
     "Statistics": "smp.api.statistics",
     "explore": "smp.app.explore",
     "prove": "smp.app.explore.proof",
+    **dict.fromkeys(
+        (
+            "BadArg",
+            "DecodeError",
+            "DispatcherLost",
+            "EmulatorTimeout",
+            "ErlangException",
+            "Error",
+            "Exit",
+            "ProtocolError",
+            "ScenarioError",
+            "SchedulerLost",
+            "SmpError",
+            "StartupError",
+            "Throw",
+            "TracePortError",
+        ),
+        "smp.core.errors",
+    ),
+    "format_term": "smp.core.pretty",
+    **dict.fromkeys(
+        (
+            "A",
+            "Atom",
+            "BitString",
+            "ExportFun",
+            "Fun",
+            "ImproperList",
+            "Map",
+            "Pid",
+            "Port",
+            "Ref",
+            "atom",
+            "charlist",
+        ),
+        "smp.core.terms",
+    ),
+    "format_dbg": "smp.ports.dbgfmt",
+    "read_trace": "smp.ports.reader",
+    "merge_traces": "smp.ports.reader",
 }
 
 
