@@ -297,6 +297,26 @@ def test_a_ctrl_c_while_the_command_line_loads_is_one_line_and_exit_130(monkeypa
     assert capsys.readouterr().err == "smp-emu: interrupted\n"
 
 
+def test_the_entry_point_loads_next_to_nothing_before_it_takes_a_ctrl_c():
+    """What runs before ``entry.main`` can take a Ctrl-C (the package and
+    the entry module) loads no heavy module: every name of ``smp`` is lazy
+    (the terms, the pretty printer and the trace reader were loaded first,
+    and a Ctrl-C then printed a traceback)."""
+    code = (
+        "import sys; import smp.app.entry; "
+        "print(sorted(m for m in sys.modules if m.startswith(('smp', 'schedulers', 'dispatcher'))))"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    loaded = set(eval(r.stdout))  # (a list of module names)
+    assert loaded <= {"smp", "smp.app", "smp.app.entry", "smp.app.exitcodes"}, loaded
+    import smp
+
+    assert smp.Atom("a") == smp.A.a and callable(smp.read_trace)
+    assert issubclass(smp.ScenarioError, smp.SmpError)
+    with pytest.raises(AttributeError, match="no attribute 'nothing'"):
+        smp.nothing  # noqa: B018
+
+
 def test_the_command_is_the_entry_point_that_loads_the_command_line():
     r = subprocess.run(
         [sys.executable, "-c", "from smp.app.entry import main; main()", "--version"],
