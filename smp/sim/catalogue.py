@@ -21,6 +21,7 @@ __all__ = ["Race", "CATALOGUE", "by_name"]
 
 am_kill, am_go, am_ping = Atom("kill"), Atom("go"), Atom("ping")
 am_all, am_done, am_trap_exit = Atom("all"), Atom("done"), Atom("trap_exit")
+am_timeout = Atom("timeout")
 _LONG_GC = [(Atom("long_gc"), 1)]  # ms: a collection of 30,000 words takes 3 (schedulers.heap)
 _ALL_PROC_FLAGS = ["send", "procs", "set_on_spawn"]
 
@@ -119,6 +120,18 @@ async def _trace_delivered_then_done(proc, tracer):
     await proc.send(tracer, am_done)
 
 
+async def _send_then_go(proc, to, asker):
+    await proc.send(to, (am_ping, 0))
+    await proc.send(asker, (am_go, proc.self()))
+
+
+async def _trace_delivered_or_give_up(proc, tracer, ms):
+    _go, tracee = await proc.receive()
+    await proc.trace_delivered(tracee)
+    answer = await proc.receive(timeout=ms)  # {trace_delivered, P, Ref}, or None
+    await proc.send(tracer, am_done if answer is not None else am_timeout)
+
+
 async def _ping(proc, to):
     await proc.send(to, am_ping)
 
@@ -205,6 +218,14 @@ def trace_delivered_against_queue(vm):
     sink = vm.spawn_collector(scheduler=1, name="sink")
     c = vm.spawn(_trace_delivered_then_done, t, scheduler=2, name="C")
     p = vm.spawn(_send_go_send, sink, c, scheduler=1, name="P")
+    vm.trace(p, True, ["send"], tracer=t)
+
+
+def trace_delivered_with_a_timeout(vm):
+    t = vm.spawn_collector(scheduler=2, name="T")
+    sink = vm.spawn_collector(scheduler=1, name="sink")
+    c = vm.spawn(_trace_delivered_or_give_up, t, 100, scheduler=2, name="C")
+    p = vm.spawn(_send_then_go, sink, c, scheduler=1, name="P")
     vm.trace(p, True, ["send"], tracer=t)
 
 
@@ -386,6 +407,30 @@ CATALOGUE: tuple[Race, ...] = (
             "{trace,P,send,{go,P},C}",
             "done",
             "{trace,P,send,{ping,1},sink}",
+        ),
+    ),
+    Race(
+        "trace_delivered_with_a_timeout",
+        trace_delivered_with_a_timeout,
+        2,
+        "P, traced for send by T, sends once and tells C (on T's scheduler) go; C calls "
+        "trace_delivered(P) and waits for the answer at most 100 ms (receive ... after "
+        "100), then tells T done or timeout.  trace_delivered_1 (erl_bif_trace.c) queues "
+        "the answer in sys_message_queue behind P's two messages, so it reaches C only "
+        "once the dispatcher has taken them; on a machine slow enough the timeout fires "
+        "first, and T gets timeout before, between or after P's messages, while the "
+        "answer is dropped receiver_dead or reaches C dead (7 outcomes).  In nonsmp the "
+        "answer is in C's "
+        "mailbox when the call returns: T always gets done, after both messages.  A "
+        "timeout on trace_delivered's answer measures the SMP dispatcher's queue, not "
+        "the tracee.",
+        executions=18,
+        outcomes=7,
+        tracer="T",
+        nonsmp_received=(
+            "{trace,P,send,{ping,0},sink}",
+            "{trace,P,send,{go,P},C}",
+            "done",
         ),
     ),
     Race(

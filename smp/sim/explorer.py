@@ -225,12 +225,22 @@ def _describe_races(why: list, namer: Namer) -> list[str]:
     out = []
     for i, j, li, lj, reasons in why:
         head = (
-            f"step {i + 1} ({namer.text(li)}) took the work of {lj}, which never stepped"
+            f"step {i + 1} ({namer.text(li)}) took the work of {_thread_text(lj, namer)}, "
+            "which never stepped"
             if i == j
             else f"step {i + 1} ({namer.text(li)}) races with step {j + 1} ({namer.text(lj)})"
         )
         out.append(head + "".join(f"\n      {namer.text(r)}" for r in reasons))
     return out
+
+
+def _thread_text(thread: str, namer: Namer) -> str:
+    """A thread's name, with the role of the process whose BIF request or
+    timer it is (``T<0.87.0> (C's timer)``)."""
+    if thread[0] in "RT" and thread[1:2] == "<":
+        what = "BIF request" if thread[0] == "R" else "timer"
+        return f"{thread} ({namer.by_text.get(thread[1:], thread[1:])}'s {what})"
+    return thread
 
 
 class Explorer:

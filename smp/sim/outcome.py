@@ -38,6 +38,7 @@ from .world import mid_text
 __all__ = ["Outcome", "outcome_of", "nonsmp_outcome_of", "Namer"]
 
 _PID = re.compile(r"<\d+\.\d+\.\d+>")
+_PID_IN_TEXT = re.compile(r"(?<![RT])<\d+\.\d+\.\d+>")
 _PID_OR_PORT = re.compile(r"<\d+\.\d+\.\d+>|#Port<\d+\.\d+>")
 _TS = re.compile(r"\{\d+,\d+,\d+\}")
 
@@ -70,8 +71,10 @@ class Namer:
         return _PID_OR_PORT.sub(lambda m: self.by_text.get(m.group(0), m.group(0)), s)
 
     def text(self, s: str) -> str:
-        """Event text: each pid as role and pid (``T<0.83.0>``)."""
-        return _PID.sub(lambda m: self.by_text.get(m.group(0), "") + m.group(0), s)
+        """Event text: each pid as role and pid (``T<0.83.0>``), but in the
+        name of a thread (``R<0.83.0>``, ``T<0.83.0>``: a process's BIF
+        request or timer), which a schedule spells that way."""
+        return _PID_IN_TEXT.sub(lambda m: self.by_text.get(m.group(0), "") + m.group(0), s)
 
 
 @dataclass(frozen=True)

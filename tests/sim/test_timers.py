@@ -253,3 +253,32 @@ def test_a_command_to_a_port_of_another_scheduler_is_explored_and_proved():
         proof = prove(_remote("busy"), g.first.schedule, schedulers=2)
         assert proof.same, (g.first.schedule, proof.mismatches)
     _conflict_kinds(_random_traces(world_factory(_remote("busy"), 2, 200), 200))
+
+
+def test_trace_delivered_with_a_timeout_gives_up_only_in_smp():
+    """The catalogue's race: the answer waits in the dispatcher's queue
+    behind the tracee's messages, so the caller's 100 ms timeout may fire
+    first, and the tracer hears timeout before, between or after them; done
+    comes after both; nonsmp answers at once."""
+    from smp.sim.catalogue import by_name
+
+    race = by_name("trace_delivered_with_a_timeout")
+    r = explore(race.setup, schedulers=race.schedulers)
+    got = [dict(g.outcome.received)["T"] for g in r.outcomes]
+    assert {t.index("timeout") for t in got if "timeout" in t} == {0, 1, 2}
+    assert all(t.index("done") == 2 for t in got if "done" in t)
+    assert dict(r.nonsmp.received)["T"][-1] == "done"
+    # the answer a caller gave up on is dropped or reaches it dead
+    fates = {f for g in r.outcomes for _m, f in g.outcome.fates if "C" in f}
+    assert fates == {"delivered C", "arrived_dead C", "dropped receiver_dead (C)"}, fates
+    r = explore(race.setup, schedulers=race.schedulers, after_timeout=100)
+    assert {dict(g.outcome.received)["T"][-1] for g in r.outcomes} == {"done"}
+
+
+def test_the_report_names_the_timer_a_message_cancelled():
+    from smp.sim import format_report
+
+    text = format_report(explore(_waiting(), schedulers=2))
+    assert "took the work of T<" in text and "(W's timer), which never stepped" in text
+    assert "TW<" not in text and "RW<" not in text  # a thread's name keeps its spelling
+    assert "the receive timeout of W<" in text and "fires (after 10 ms)" in text
