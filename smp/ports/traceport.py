@@ -26,14 +26,13 @@ dispatcher (which writes to them from its dispatch thread, as the seed's
 dispatcher thread does).  ``close_at_exit`` is how every exit path closes one.
 
 The file port and the frame format live in :mod:`smp.ports.traceport_file`,
-the ip port in :mod:`smp.ports.traceport_ip`; this module re-exports them
-and holds the null and memory ports and what the port's owner calls
+the ip port in :mod:`smp.ports.traceport_ip`, the null and memory ports in
+:mod:`smp.ports.traceport_mem` (which the simulator uses: no socket); this
+module re-exports them and holds what the port's owner calls
 (``open_trace_port``, ``port_call``, ``close_at_exit``).
 """
 
 from __future__ import annotations
-
-from typing import Optional
 
 from smp.core.errors import TracePortError
 from smp.ports.traceport_file import (
@@ -43,12 +42,11 @@ from smp.ports.traceport_file import (
     OP_DATA,
     OP_DROP,
     FileTracePort,
-    _BasePort,
     wrap_file_name,
     wrap_files,
 )
 from smp.ports.traceport_ip import DEFAULT_QUEUE_SIZE, IpTracePort
-from smp.wire.etf import decode
+from smp.ports.traceport_mem import TRACER_PORT_KINDS, MemoryTracePort, NullTracePort
 
 __all__ = [
     "FileTracePort",
@@ -71,64 +69,9 @@ __all__ = [
     "wrap_files",
 ]
 
-TRACER_PORT_KINDS = ("file", "ip", "null", "memory")
 #: When the emulator stops, an ip port with a client connected gets this many
 #: seconds to send what it has queued before it closes.
 IP_EXIT_WAIT = 2.0
-
-
-class NullTracePort(_BasePort):
-    """A trace port that discards everything and only counts."""
-
-    kind = "null"
-
-    def __init__(self):
-        self.messages = 0
-        self.bytes = 0
-        self.closed = False
-
-    def write(self, payload: bytes) -> bool:
-        self.messages += 1
-        self.bytes += len(payload) + 5
-        return False
-
-    def flush(self, timeout: Optional[float] = None) -> bool:
-        return True
-
-    def close(self) -> None:
-        self.closed = True
-
-    @property
-    def stats(self) -> dict:
-        return {"messages": self.messages, "bytes": self.bytes}
-
-
-class MemoryTracePort(_BasePort):
-    kind = "memory"
-
-    def __init__(self, heavy_every: int = 0):
-        if type(heavy_every) is not int or heavy_every < 0:
-            raise TracePortError(f"heavy_every must be an integer >= 0, not {heavy_every!r}")
-        self.heavy_every = heavy_every
-        self.payloads: list[bytes] = []
-        self.closed = False
-
-    def write(self, payload: bytes) -> bool:
-        self.payloads.append(payload)
-        return bool(self.heavy_every) and len(self.payloads) % self.heavy_every == 0
-
-    def flush(self, timeout=None) -> bool:
-        return True
-
-    def close(self) -> None:
-        self.closed = True
-
-    def terms(self, start: int = 0) -> list:
-        return [decode(p) for p in self.payloads[start:]]
-
-    @property
-    def stats(self) -> dict:
-        return {"messages": len(self.payloads)}
 
 
 def close_at_exit(tp) -> str | None:
