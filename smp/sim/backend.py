@@ -9,10 +9,12 @@ from schedulers.backend import LocalBackend
 from smp.core import messages as M
 from smp.core.bifs import ALREADY_TRACED, LOCK_ONLY_BIFS
 from smp.core.errors import BadArg
+from smp.core.placement import port_owner
 from smp.core.state import NIL, STATE_READS, TRACER_ARG, apply_state_op, as_seed_sees
 from smp.core.terms import Atom, Pid, Port, Ref
 
 from .deps import QUEUE, group_of_state_op
+from .nodes import SimError
 
 __all__ = ["SimBackend"]
 
@@ -58,7 +60,11 @@ class SimBackend:
         return self._node(owner).exiting(pid)
 
     def bk_valid_tracer_port(self, port) -> bool:
-        return False
+        """A tracer port of the dispatcher; a port a process opened (of a
+        scheduler: the real controller asks it) is refused as a tracer."""
+        if port_owner(port, self.w.nsched) != 0:
+            raise SimError(f"{port!r}, a port a process opened, as a tracer: not simulated")
+        return self.w.table.is_valid_tracer_port(port)
 
     def bk_trace_apply(self, spec, how, bits, tracer) -> int:
         w = self.w

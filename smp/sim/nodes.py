@@ -84,7 +84,16 @@ class SimTable(PidTable):
         return super().whereis(name)
 
     def is_valid_tracer_port(self, port) -> bool:
-        return False  # ports are not simulated
+        """A tracer port of the dispatcher: open for the whole execution (the
+        simulator opens them in the setup and closes none), so no event
+        changes the answer.  A port a process opened is refused as a
+        tracer: what the dispatcher would hand its scheduler is not simulated."""
+        tp = self.ports.get(port)
+        if tp is not None:
+            return not tp.closed
+        if port in self.proc_ports:
+            raise SimError(f"{port!r}, a port a process opened, as a tracer: not simulated")
+        return False
 
     def spawned(self, pid) -> None:
         self.world.fp_w.add(("alive", pid))

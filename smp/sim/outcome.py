@@ -8,7 +8,7 @@ leaves timestamps out, so two executions that differ only in pid numbers
 or in the microseconds the queue gave are one outcome.  It holds the fate
 of every system message (``delivered`` to its receiver, ``arrived_dead``,
 or ``dropped`` with the reason ``sys_msg_dispatcher_func`` gives), what
-each collector received in order, and the invariants broken:
+each collector and tracer port received in order, and the invariants broken:
 
 * counts balance: made == delivered + dropped, nothing left queued, every
   message with a fate and every drop reason one of ``DROP_REASONS``;
@@ -111,10 +111,13 @@ def _fate_text(namer: Namer, fate) -> str:
 
 
 def _received(world, namer: Namer) -> tuple:
+    """What each collector and each tracer port got, in order, by role."""
     out = []
     for p in world.all_procs():
         if p.kept is not None:
             out.append((namer.pid(p.pid), tuple(namer.term(m, ts=True) for m in p.kept)))
+    for port, tp in world.trace_ports().items():
+        out.append((namer.pid(port), tuple(namer.term(m, ts=True) for m in tp.terms())))
     out.sort()
     return tuple(out)
 
@@ -207,6 +210,7 @@ def _raw_key(world, blocked_ok: bool):
             frozenset(world.names.items()),
             frozenset((p.pid, p.status, p.pid in world.servers) for p in procs),
             frozenset((p.pid, _frozen(p.kept)) for p in procs if p.kept is not None),
+            tuple((port, tuple(tp.payloads)) for port, tp in world.trace_ports().items()),
         )
     except TypeError:
         return None

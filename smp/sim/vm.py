@@ -15,7 +15,8 @@ import inspect
 
 from smp.core.errors import BadArg
 from smp.core.flags import flags_of, monitor_args_of
-from smp.core.terms import Atom, Pid, atom_of
+from smp.core.terms import Atom, Pid, Port, atom_of
+from smp.ports.traceport_mem import TRACER_PORT_KINDS
 
 from .world import NonsmpWorld, World, check_body, collector
 
@@ -32,7 +33,7 @@ _monitor_args = monitor_args_of
 
 
 class SimVM:
-    """The setup facade: ``spawn``, ``spawn_collector``, ``trace``,
+    """The setup facade: ``spawn``, ``spawn_collector``, ``open_trace_port``, ``trace``,
     ``trace_pattern``, ``set_system_seq_tracer``, ``system_monitor``,
     ``system_profile``, ``register``, ``define``, ``exit``, ``messages``."""
 
@@ -65,6 +66,18 @@ class SimVM:
 
     def spawn_collector(self, scheduler=None, name: str | None = None) -> Pid:
         return self.world.spawn(self._place(scheduler), collector, (), True, name)
+
+    def open_trace_port(self, kind: str, *args, name: str | None = None, **kw) -> Port:
+        """A tracer port (``file``, ``ip``, ``memory`` or ``null``): in the
+        simulator each is a sink that keeps what the dispatcher writes to
+        it, in order (what a file or a socket does with the bytes is not
+        part of an outcome); ``name`` is its role in reports.  It stays open
+        for the whole execution."""
+        if kind not in TRACER_PORT_KINDS:
+            raise BadArg(
+                f"trace port kind must be one of {', '.join(TRACER_PORT_KINDS)}, not {kind!r}"
+            )
+        return self.world.open_trace_port(name)
 
     def trace(self, pid_spec, how, flags, tracer=None) -> int:
         flags = _flags(flags)

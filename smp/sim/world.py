@@ -59,7 +59,9 @@ from smp.core.errors import BadArg, SmpError
 from smp.core.placement import pid_owner
 from smp.core.state import NIL, TracerState
 from smp.core.stats import Stats
-from smp.core.terms import Atom, Fun, ImproperList, Map, Pid
+from smp.core.terms import Atom, Fun, ImproperList, Map, Pid, Port
+from smp.ports.traceport_mem import MemoryTracePort
+from smp.wire.etf import encode
 from smp.wire.protocol import Msg, describe_signal
 
 from .backend import SimBackend
@@ -147,6 +149,14 @@ class WorldBase:
     def name_top(self, pid, name: str | None) -> None:
         self.top += 1
         self.names[pid] = name or f"P{self.top}"
+
+    def name_trace_port(self, port, name: str | None) -> None:
+        self.names[port] = name or f"#Port<trace:{len(self.trace_ports()) + 1}>"
+
+    def trace_ports(self) -> dict:
+        """The tracer ports (port -> its ``MemoryTracePort``), in the order
+        they were opened."""
+        raise NotImplementedError
 
 
 def _waits_untraced(p) -> bool:
@@ -251,6 +261,7 @@ class World(WorldBase):
         self.taking = False  # a BIF takes signals (take_signals): no cut per arrival
         self.table = SimTable(self)
         self.state = TracerState(liveness=self.table, on_change=self._on_state_change)
+        self._trace_port_count = 0
         self._snap = self.state.snapshot()
         self.clock = SimClock()
         self.queue: deque = deque()
@@ -623,7 +634,20 @@ class World(WorldBase):
                 return ""
             return f"dispatch {mid_text(mid)} {M.TYPE_NAMES[type_]} {from_!r} -> {d.receiver!r}: delivered"
         if d.action == DELIVER_PORT:
-            raise SimError("ports are not simulated")
+            # a tracer port the dispatcher writes to itself (io.c), in queue order
+            tp = self.table.ports.get(d.receiver)
+            if tp is None:
+                raise SimError(
+                    f"{d.receiver!r}, a port a process opened, as a tracer: not simulated"
+                )
+            term = M.complete(msg, ts_kind, us_to_ts(ts), active) if ts_kind else msg
+            tp.write(encode(term))
+            self.fates[mid] = ("delivered", d.receiver)
+            self.arrivals.setdefault(d.receiver, []).append(mid)
+            self.delivered += 1
+            if self.quiet:
+                return ""
+            return f"dispatch {mid_text(mid)} {M.TYPE_NAMES[type_]} {from_!r} -> {d.receiver!r}: written"
         if d.failure:
             disp_failure(
                 M.SysMsg(type_, from_, to, msg, ts_kind), d.receiver, self.state, self.stderr.append
@@ -844,6 +868,20 @@ class World(WorldBase):
         self.atomic = True
         self.fp_r, self.fp_w, self.fp_p, self.fp_c = set(), set(), set(), set()
 
+    def trace_ports(self) -> dict:
+        return self.table.ports
+
+    def open_trace_port(self, name: str | None) -> Port:
+        """A tracer port of the dispatcher (``Emulator.open_trace_port``),
+        numbered as the dispatcher numbers them; every replica learns it
+        (its ``ports`` publication)."""
+        self._trace_port_count += 1
+        port = Port((self.nsched + 1) * self._trace_port_count)
+        self.name_trace_port(port, name)
+        self.table.ports[port] = MemoryTracePort()
+        self._pub_all(("ports", self.table.open_tracer_ports()))
+        return port
+
     def spawn(self, k: int, fun, args, keep: bool, name: str | None) -> Pid:
         node = self.nodes[k]
         pid = node.new_pid()
@@ -929,6 +967,17 @@ class NonsmpWorld(WorldBase):
         super().__init__(1)
         self.after_timeout = after_timeout
         self.node = SimNode(self, 1, 1, smp=False, reductions=reductions, stderr=io.StringIO())
+
+    def trace_ports(self) -> dict:
+        return self.node.trace_ports
+
+    def open_trace_port(self, name: str | None) -> Port:
+        """A tracer port at the one scheduler, numbered as it numbers them."""
+        port_id = self.node.new_port_id()
+        port = Port(port_id.number - 1)  # (owner 0: a trace port)
+        self.name_trace_port(port, name)
+        self.node.trace_ports[port] = MemoryTracePort()
+        return port
 
     def spawn(self, k: int, fun, args, keep: bool, name: str | None) -> Pid:
         pid = self.node.new_pid()

@@ -291,17 +291,33 @@ def test_the_explored_tree_is_written_as_dot(tmp_path):
     assert '[label="S1", tooltip="scheduler 1 runs ' in dot
 
 
-def test_a_port_tracer_is_one_line_and_exit_2(tmp_path):
+def test_a_port_tracer_is_a_sink_the_dispatcher_writes_to(tmp_path):
+    """A file tracer is explored as a sink of what the dispatcher writes to
+    it (no file is written), named by the scenario, the same in nonsmp, and
+    the same on real processes (a memory port there, read back)."""
     sc = tmp_path / "ports.toml"
     sc.write_text(
         '[[tracers]]\nname = "f"\nkind = "file"\npath = "x.trace"\n'
         '[[groups]]\nname = "pp"\nworkload = "ping_pong"\ntrace = ["send"]\ntracer = "f"\n'
     )
     assert is_run_scenario(str(sc))
-    r = CliRunner().invoke(cli, ["explore", str(sc)])
-    assert r.exit_code == EXIT_USAGE
-    lines = r.output.strip().splitlines()
-    assert len(lines) == 1 and "ports are not simulated" in lines[0] and "'f'" in lines[0]
+    r = CliRunner().invoke(cli, ["explore", str(sc), "--jobs", "1", "--prove"])
+    assert r.exit_code == 0, r.output
+    assert "  f received: {trace,pp[0].ping,send,{ping,pp[0].ping,0,[]},pp[0].pong}" in r.output
+    assert ": delivered f" in r.output and "nonsmp: the same" in r.output
+    assert "1 tracer port(s) alike" in r.output
+    assert not (tmp_path / "x.trace").exists()
+
+
+@pytest.mark.parametrize("name", ["everything", "profile"])
+def test_the_examples_with_tracer_ports_are_explored_and_proved(name):
+    """everything (a file and a memory port) and profile (a memory port as
+    profiler, replaced by another on a fault) were refused."""
+    r = CliRunner().invoke(
+        cli, ["explore", name, "--jobs", "1", "--max-executions", "3", "--no-events", "--prove"]
+    )
+    assert r.exit_code == 0, r.output
+    assert "tracer port(s) alike" in r.output and "differ" not in r.output
 
 
 def test_explore_scenarios_still_run_on_the_emulator_and_options_stay_apart():

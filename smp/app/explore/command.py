@@ -264,9 +264,10 @@ def _make_command():
         takes 'CHANGE@K ...'.
 
         A run scenario is explored in the simulator (smp.sim): its workloads,
-        tracers (collectors only: ports are not simulated), trace flags,
-        patterns, seq_trace, system_monitor, system_profile and faults (each
-        fault a step of the controller process) run on simulated schedulers,
+        tracers (a tracer port: a sink of what the dispatcher writes), trace
+        flags, patterns, seq_trace, system_monitor, system_profile and faults
+        (each fault a step of the controller process), receive timeouts and
+        busy spells under --after-timeout, run on simulated schedulers,
         bounded by --operations, --count, --size and --firings, and every
         order the SMP build allows is explored up to equivalence
         (optimal DPOR; --dpor source for Source-DPOR) until --max-executions

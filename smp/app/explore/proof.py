@@ -59,6 +59,7 @@ class Proof:
     mismatches: list = field(default_factory=list)  # "step N (THREAD): ..." lines
     fates: dict = field(default_factory=dict)  # message -> (simulator's fate, real fate)
     received: dict = field(default_factory=dict)  # collector -> (simulator's, real) messages
+    ports: int = 0  # how many of ``received`` are tracer ports
 
     @property
     def same(self) -> bool:
@@ -81,6 +82,18 @@ class _EmulatorWorld(WorldBase):
     def __init__(self, emu: Emulator):
         super().__init__(emu.nsched)
         self.emu = emu
+        self._ports: dict = {}
+
+    def trace_ports(self) -> dict:
+        return self._ports
+
+    def open_trace_port(self, name):
+        """A memory port, whatever the kind the setup asked: the simulator's
+        ports are sinks, and the proof reads back what was written."""
+        port = self.emu.open_trace_port("memory")
+        self.name_trace_port(port, name)
+        self._ports[port] = None
+        return port
 
     def spawn(self, k: int, fun, args, keep: bool, name):
         pid = self.emu.spawn(fun, *args, scheduler=k, keep=keep)
@@ -121,7 +134,9 @@ def proof_lines(proofs: list) -> str:
         if p.same:
             out.append(
                 f"  {what}: the same on real processes ({p.steps} steps, "
-                f"{len(p.fates)} message fate(s), {len(p.received)} collector(s) alike)"
+                f"{len(p.fates)} message fate(s), {len(p.received) - p.ports} collector(s)"
+                + (f" and {p.ports} tracer port(s)" if p.ports else "")
+                + " alike)"
             )
         else:
             out.append(f"  {what}: DIFFERS on real processes: {p.mismatches[0]}")
@@ -156,7 +171,8 @@ def prove(
     try:
         w = world_factory(setup, schedulers, reductions, after_timeout)()
         emu._disp_call("hold")  # what the setup makes waits in the queue, as in the world
-        setup(SimVM(_EmulatorWorld(emu)))
+        real_world = _EmulatorWorld(emu)
+        setup(SimVM(real_world))
         emu._sync_dispatcher()
         emu._publish_wait()
         stepper = Stepper(emu, w.collectors)
@@ -166,6 +182,11 @@ def prove(
         if started != w.started:
             proof.mismatches.append(
                 f"setup: passive collectors started {started!r}, the simulator {w.started!r}"
+            )
+        if list(real_world.trace_ports()) != list(w.trace_ports()):
+            proof.mismatches.append(
+                f"setup: tracer ports {list(real_world.trace_ports())!r} here, "
+                f"{list(w.trace_ports())!r} in the simulator"
             )
         real_fates: dict = {}
         threads = schedule.split()
@@ -197,15 +218,7 @@ def prove(
                 proof.mismatches.append(
                     f"{mid_text(mid)}: {_fate_text(f)} in the simulator, {_fate_text(real)} here"
                 )
-        for pid in sorted(w.collectors, key=repr):
-            sim = list(w.proc(pid).kept)
-            real = emu.messages(pid)
-            proof.received[names.pid(pid)] = (sim, real)
-            if names.term(sim, ts=True) != names.term(real, ts=True):  # timestamps as Ts
-                proof.mismatches.append(
-                    f"{names.pid(pid)} received {len(sim)} message(s) in the simulator, "
-                    f"{len(real)} here: {names.term(sim)} / {names.term(real)}"
-                )
+        _compare_received(proof, w, emu, real_world, names)
         return proof
     finally:
         try:
@@ -215,6 +228,30 @@ def prove(
             emu.close()
             if w is not None:
                 w.dispose()
+
+
+def _compare_received(proof: Proof, w: World, emu, real_world, names: Namer) -> None:
+    """What each collector got and what was written to each tracer port, in
+    the simulator and on the real processes (timestamps as ``Ts``)."""
+    for pid in sorted(w.collectors, key=repr):
+        sim = list(w.proc(pid).kept)
+        real = emu.messages(pid)
+        proof.received[names.pid(pid)] = (sim, real)
+        if names.term(sim, ts=True) != names.term(real, ts=True):  # timestamps as Ts
+            proof.mismatches.append(
+                f"{names.pid(pid)} received {len(sim)} message(s) in the simulator, "
+                f"{len(real)} here: {names.term(sim)} / {names.term(real)}"
+            )
+    for port, tp in w.trace_ports().items():
+        sim = tp.terms()
+        real = emu.trace_port_terms(port) if port in real_world.trace_ports() else []
+        proof.received[names.pid(port)] = (sim, real)
+        proof.ports += 1
+        if names.term(sim, ts=True) != names.term(real, ts=True):
+            proof.mismatches.append(
+                f"{names.pid(port)} was written {len(sim)} message(s) in the simulator, "
+                f"{len(real)} here: {names.term(sim)} / {names.term(real)}"
+            )
 
 
 def _step_both(w: World, st: Stepper, t: str, real_fates: dict) -> str | None:

@@ -23,8 +23,9 @@ What differs, and why:
   sleeping, each fault a step of its own process that the explorer
   interleaves with the others and with the other lanes' (its times in the
   fault log are 0);
-* tracer ports are not simulated: a file, ip, memory or null tracer is
-  refused (``ScenarioError``, one line);
+* a file, ip, memory or null tracer is a sink that keeps what the
+  dispatcher writes to it, in order (``SimVM.open_trace_port``): what the
+  file or the socket does with the bytes is not part of an outcome;
 * a ``receive`` timeout or a port's busy spell (the ``busy`` and ``dist``
   drivers) shorter than ``after_timeout`` ms ends at whatever point the
   explorer chooses, a longer one never (``smp.sim.nodes.fires``);
@@ -40,7 +41,7 @@ from dataclasses import dataclass
 from smp.app.fault_plan import _lanes, _plan, _resolve_plan
 from smp.app.fault_steps import _FAULT_OPS, FAULT_REC, _why
 from smp.app.run_setup import _Env, leave_untraced, set_up
-from smp.core.errors import ErlangException, ScenarioError, SmpError
+from smp.core.errors import ErlangException, SmpError
 from smp.sim.world import SimError
 
 __all__ = ["Bounds", "ScenarioWorkload", "sim_controller"]
@@ -95,22 +96,6 @@ async def sim_controller(proc, plan, log):
         await proc.send(log, (FAULT_REC, idx, 0, 0, result, effect))
 
 
-def _refuse(sc: dict) -> None:
-    src = sc.get("source", "<scenario>")
-    for t in sc["tracers"]:
-        if t["kind"] != "collector":
-            raise ScenarioError(
-                f"{src}: tracer {t['name']!r} is a {t['kind']} port: ports are not simulated, "
-                "explore takes collector tracers only"
-            )
-    for i, f in enumerate(sc["faults"]):
-        if f["action"] == "replace_profiler":
-            raise ScenarioError(
-                f"{src}: faults[{i}] replace_profiler: its replacement is a memory port, "
-                "and ports are not simulated"
-            )
-
-
 def bound_scenario(sc: dict, b: Bounds) -> tuple[dict, list[str]]:
     """A copy of ``sc`` cut to ``b``, and one note per cut."""
     sc = copy.deepcopy(sc)
@@ -149,7 +134,6 @@ class ScenarioWorkload:
     worker gets the object and calls ``setup`` there."""
 
     def __init__(self, sc: dict, bounds: Bounds = Bounds(), schedulers: int | None = None):
-        _refuse(sc)
         if schedulers is not None:
             sc = dict(sc, schedulers=schedulers)
         self.sc, self.notes = bound_scenario(sc, bounds)
@@ -164,11 +148,16 @@ class ScenarioWorkload:
         names = vm.world.names
         tracers: dict = {}
         for t in sc["tracers"]:
-            tracers[t["name"]] = vm.spawn_collector(name=t["name"])
-        plan_events, new_collectors = _plan(sc, list(sc["faults"]), rng, tracers)
-        for new in new_collectors:
-            name = new if isinstance(new, str) else new[0]  # (name, kind)
-            tracers[name] = vm.spawn_collector(name=name)
+            if t["kind"] == "collector":
+                tracers[t["name"]] = vm.spawn_collector(name=t["name"])
+            else:  # (a sink in the simulator, whatever its kind)
+                tracers[t["name"]] = vm.open_trace_port(t["kind"], name=t["name"])
+        plan_events, new_tracers = _plan(sc, list(sc["faults"]), rng, tracers)
+        for name, kind in new_tracers:
+            if kind == "memory":
+                tracers[name] = vm.open_trace_port("memory", name=name)
+            else:
+                tracers[name] = vm.spawn_collector(name=name)
         group_pids = set_up(vm, env, sc, tracers, names)
         plan, _records = _resolve_plan(plan_events, tracers, group_pids, sc)
         if plan:
