@@ -135,6 +135,16 @@ def _travels(fun, args) -> bool:
     return codec.fun_ref(fun) is not None
 
 
+def _timer_live(entry: tuple) -> bool:
+    """Whether a timer of ``Node.timers`` would still do something: a
+    process's ``receive`` timeout while it waits with the ``timer_gen`` it
+    armed it with, or the busy spell of a port not closed since."""
+    _, _, target, gen = entry
+    if gen == -1:
+        return not target.closed
+    return target.status == WAITING and target.timer_gen == gen
+
+
 class _DriverPort:
     """A port opened by a process, used as a tracer: ``erts_raw_port_command``
     hands the bytes to its driver (the echo driver sends them back to the
@@ -429,9 +439,8 @@ class Node(ProcessOps, CallTracing, ResourceOps, SeqTrace, TracePoints, LocalBif
 
     def next_deadline(self) -> float | None:
         while self.timers:
-            deadline, _, p, gen = self.timers[0]
-            if gen == -1 or (p.status == WAITING and p.timer_gen == gen):
-                return deadline
+            if _timer_live(self.timers[0]):
+                return self.timers[0][0]
             heapq.heappop(self.timers)
         return None
 
@@ -457,12 +466,9 @@ class Node(ProcessOps, CallTracing, ResourceOps, SeqTrace, TracePoints, LocalBif
     def armed_timers(self) -> list:
         """The timers that would still do something, by deadline: a waiting
         process's ``receive`` timeout (its ``timer_gen`` unchanged since it
-        waited) and a port's busy spell.  Stale entries are dropped."""
-        live = [
-            e
-            for e in self.timers
-            if e[3] == -1 or (e[2].status == WAITING and e[2].timer_gen == e[3])
-        ]
+        waited) and the busy spell of a port still open (closing it woke
+        whoever waited for the spell).  Stale entries are dropped."""
+        live = [e for e in self.timers if _timer_live(e)]
         if len(live) != len(self.timers):
             heapq.heapify(live)
             self.timers[:] = live

@@ -282,3 +282,26 @@ def test_the_report_names_the_timer_a_message_cancelled():
     assert "took the work of T<" in text and "(W's timer), which never stepped" in text
     assert "TW<" not in text and "RW<" not in text  # a thread's name keeps its spelling
     assert "the receive timeout of W<" in text and "fires (after 10 ms)" in text
+
+
+async def closer(proc, t):
+    port = await proc.open_port("busy", busy_ms=5)
+    await proc.port_command(port, A("a"))
+    await proc.port_close(port)
+    await proc.yield_()
+    await proc.send(t, A("x"))
+
+
+def test_a_closed_port_has_no_busy_spell_to_end():
+    """Closing a busy port disarms its timer (the close wakes whoever waited
+    for the spell): no T thread is left to step, in either build."""
+
+    def setup(vm):
+        t = vm.spawn_collector(scheduler=1, name="T")
+        vm.spawn(closer, t, scheduler=1, name="U")
+
+    r = explore(setup, schedulers=1)
+    assert r.executions == 1 == len(r.outcomes)
+    assert "T#Port" not in r.outcomes[0].first.schedule
+    with pytest.raises(SimError, match="cannot step now"):
+        replay(setup, "S1 S1 T#Port<0.3>", schedulers=1)
