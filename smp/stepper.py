@@ -16,7 +16,7 @@ simulator taking one step, over the real sockets:
   publication (``P<k>``);
 * ``timer(k, target)`` scheduler ``k`` fires the armed timer of ``target``
   (a pid: its ``receive`` timeout; a port: its busy spell), which no clock
-  fires while stepped (``T<pid>``, ``T<port>``);
+  fires while stepped (``T<pid>``, ``T#Port<n.n>``);
 * ``serve(pid)``    the BIF ``pid`` called is sent to the controller, served
   as ``run()`` serves it, and every replica takes its change before the step
   ends, as the simulator applies it to every replica at once (``R<pid>``).

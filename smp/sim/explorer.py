@@ -515,7 +515,7 @@ def replay(
                         what = f"names scheduler {_clip(far[0])}, of {schedulers}"
                 raise SimError(
                     f"schedule step {i + 1}: {_clip(t, 40)!r} {what} (enabled: {' '.join(en) or 'none'}; "
-                    "threads: S<k> I<k> P<k> A<i>><k> R<pid> T<pid> T<port> D)"
+                    "threads: S<k> I<k> P<k> A<i>><k> R<pid> T<pid> T#Port<n.n> D)"
                 )
             w.step(t)
         while True:

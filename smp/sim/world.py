@@ -22,7 +22,7 @@ the explorer may choose:
   the dispatcher) arrives at scheduler ``k``;
 * ``P<k>``: scheduler ``k``'s replica takes the next publication (a state
   snapshot, dead pids, tracer marks, the registry);
-* ``T<pid>`` and ``T<port>``: the process's ``receive`` timeout fires, or
+* ``T<pid>`` and ``T#Port<n.n>``: the process's ``receive`` timeout fires, or
   the port's busy spell ends (``Node.fire_timer``).  There is no clock: a
   timer shorter than ``after_timeout`` ms may fire at any point while it is
   armed, a longer one never (``smp.sim.nodes.fires``);

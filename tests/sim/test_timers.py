@@ -1,7 +1,7 @@
 """Timers in the simulator: a ``receive`` timeout and a port's busy spell.
 
 The simulator has no clock: a timer shorter than ``after_timeout`` ms may
-fire at any point while it is armed (the thread ``T<pid>`` or ``T<port>``),
+fire at any point while it is armed (the thread ``T<pid>`` or ``T#Port<n.n>``),
 a longer one never.  A message that wakes the process first cancels the
 timeout, so the explorer plans the order where the timer fires first (the
 race is never seen as two executed events).  Each test checks what an
@@ -305,3 +305,14 @@ def test_a_closed_port_has_no_busy_spell_to_end():
     assert "T#Port" not in r.outcomes[0].first.schedule
     with pytest.raises(SimError, match="cannot step now"):
         replay(setup, "S1 S1 T#Port<0.3>", schedulers=1)
+
+
+def test_a_malformed_port_timer_is_refused_with_the_spelling_of_one():
+    """The list of threads a refused schedule prints spells a port's timer
+    as the replay commands do (``T#Port<0.5>``), not ``T<0.5>``, which is
+    no thread."""
+    with pytest.raises(SimError, match="is not a thread") as e:
+        replay(_busy(True), "T#Port<0.5", schedulers=2)
+    assert "T#Port<" in str(e.value) and "T<port>" not in str(e.value)
+    with pytest.raises(SimError, match="is not a thread"):
+        replay(_busy(True), "T<0.5>", schedulers=2)
