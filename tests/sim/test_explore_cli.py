@@ -154,6 +154,11 @@ def test_a_search_option_given_to_an_explore_scenario_names_what_takes_it():
     )
     r = CliRunner().invoke(cli, ["explore", "seq", "--operations", "2"])
     assert "--operations is for run scenarios ([[groups]]), not for" in r.output
+    # (a race proves, shrinks and lists events as a run scenario does)
+    for opt in (["--prove"], ["--shrink", "1"], ["--no-events"]):
+        r = CliRunner().invoke(cli, ["explore", "seq", *opt])
+        assert r.exit_code == EXIT_USAGE
+        assert "is for run scenarios ([[groups]]) and races of the catalogue" in r.output, opt
 
 
 def test_a_sample_does_not_say_its_race_pairs_made_the_explorer_try_it():

@@ -70,6 +70,8 @@ _SIM_ONLY = (
     "shrink",
     "events",
 )
+#: the workload bounds: a race of the catalogue is a fixed workload
+_BOUNDS = ("operations", "count", "size", "firings")
 _QUEUE_ONLY = ("max_messages", "max_changes", "samples", "no_prune")
 
 
@@ -321,9 +323,7 @@ def _make_command():
         bad = sorted(given & set(_SIM_ONLY))
         if bad:
             takes = "run scenarios ([[groups]])" + (
-                " and races of the catalogue"
-                if bad[0] in _SEARCH or bad[0] in ("schedulers", "after_timeout")
-                else ""
+                "" if bad[0] in _BOUNDS else " and races of the catalogue"
             )
             click.echo(
                 f"smp-emu: {_option(bad[0])} is for {takes}, not for the explore scenario "
