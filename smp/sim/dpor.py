@@ -145,6 +145,21 @@ def weak_initial(e: Event, v: list[Event], done_later=frozenset()):
     return v
 
 
+def _peer_arrival_not_in(e: Event, v: list) -> bool:
+    """A sleeping arrival of a peer's signal whose thread has no step in
+    ``v``: it is not taken to stand for ``v`` (as independent of it and still
+    to come).  Taken so, it hid classes: a process killed on its scheduler
+    while a message from another was on its way lost 12 of 52 classes to
+    optimal DPOR (Source-DPOR found them).  Why the argument fails there is
+    not settled; without it optimal DPOR blocks a few executions more where
+    a process is killed, and misses none of those classes."""
+    return (
+        e.kind == "arrive"
+        and not e.thread.startswith("A0>")
+        and all(x.thread != e.thread for x in v)
+    )
+
+
 class _DoneFrom:
     """What each thread consumed from event ``i`` on, as ``weak_initial``
     asks it (``(thread, item) in done``), from where each was consumed last."""
@@ -600,7 +615,7 @@ class Tree:
             if any(
                 weak_initial(e, v, dl) is not None
                 for e in b.sleep.values()
-                if e not in self.prefix_sleep
+                if e not in self.prefix_sleep and not _peer_arrival_not_in(e, v)
             ):
                 continue
             if any(weak_initial(e, v, dl) is not None for e in b.done.values()):

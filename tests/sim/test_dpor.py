@@ -165,16 +165,19 @@ MEDIUM = _medium_programs(12)
 
 
 @pytest.mark.parametrize("i", range(len(MEDIUM)))
-def test_optimal_and_source_dpor_find_the_same_classes_and_optimal_none_blocked(i):
+def test_optimal_and_source_dpor_find_the_same_classes_and_optimal_blocks_less(i):
+    """Optimal DPOR blocks no execution unless a process is killed, and
+    never more than Source-DPOR (4 of 241 against 69, 3 of 26 against 4)."""
     from smp.sim.dpor import split
 
     setup, desc = MEDIUM[i]
     nw = world_factory(setup, 2, 200)
     opt, opt_blocked, misses = _classes(nw, True)
-    src, _src_blocked, _ = _classes(nw, False)
+    src, src_blocked, _ = _classes(nw, False)
     assert len(set(opt)) == len(opt), desc  # no class twice
     assert set(opt) == set(src), desc
-    assert opt_blocked == 0 and misses == 0, desc
+    assert misses == 0, desc
+    assert opt_blocked <= src_blocked and (opt_blocked == 0 or "'kill'" in desc), desc
     # a split search (what --jobs shares): every class once, over the subtrees
     parts: list = []
     for prefix in split(nw, 8):
@@ -301,3 +304,39 @@ def test_the_relation_kept_across_executions_is_the_one_built_afresh():
         for e in events[cut:]:
             kept.push(e)
         assert state(kept) == state(HappensBefore(kept.events[:cut] + events[cut:]))
+
+
+async def _waits(proc):
+    await proc.receive()
+
+
+async def _answers(proc):
+    m = await proc.receive()
+    await proc.send(m[1], Atom("port"))
+
+
+async def _sends(proc, to, msg):
+    await proc.send(to, msg)
+
+
+async def _kills(proc, victim):
+    await proc.exit(victim, Atom("kill"))
+
+
+def test_optimal_dpor_finds_every_class_where_a_kill_meets_a_message_on_its_way():
+    """C waits on scheduler 1; O on scheduler 2 answers the pid K sends it;
+    K2 kills C on C's scheduler.  A sleeping arrival of O's answer was taken
+    to stand for the orders it is independent of, and optimal DPOR explored
+    40 of the 52 classes Source-DPOR finds."""
+
+    def setup(vm):
+        c = vm.spawn(_waits, scheduler=1, name="C")
+        o = vm.spawn(_answers, scheduler=2, name="O")
+        vm.spawn(_sends, o, (Atom("who"), c), scheduler=1, name="K")
+        vm.spawn(_kills, c, scheduler=1, name="K2")
+
+    nw = world_factory(setup, 2, 200)
+    opt, _blocked, misses = _classes(nw, True)
+    src, _, _ = _classes(nw, False)
+    assert misses == 0 and len(set(opt)) == len(opt)
+    assert set(opt) == set(src) and len(src) == 52
