@@ -205,7 +205,10 @@ def world_factory(
 
 
 def _describe(world: World, namer: Namer) -> list[str]:
-    return [f"{i + 1:3}. {e.thread:>6}  {namer.text(e.label)}" for i, e in enumerate(world.trace)]
+    trace = world.trace
+    width = max((len(e.thread) for e in trace), default=6)
+    width = 6 if width <= 6 else width  # (a T#Port<...> or R<...> thread widens the column)
+    return [f"{i + 1:3}. {e.thread:>{width}}  {namer.text(e.label)}" for i, e in enumerate(trace)]
 
 
 def execution_races(events: list, limit: int = 12, rel=None) -> list[tuple]:
@@ -504,7 +507,12 @@ def replay(
             en = w.enabled()
             if t not in en:
                 what = "cannot step now" if _THREAD.fullmatch(t) else "is not a thread"
-                if _THREAD.fullmatch(t) and t[0] not in "RT":
+                if _THREAD.fullmatch(t) and t[0] == "T":
+                    what += (
+                        f" (no timer of {t[1:]} is armed here under after_timeout "
+                        f"{after_timeout} ms)"
+                    )
+                elif _THREAD.fullmatch(t) and t[0] != "R":
                     # (compared as text first: a number of thousands of digits is no int)
                     far = [
                         x

@@ -11,6 +11,7 @@ exploration found against brute force or against the real processes.
 from __future__ import annotations
 
 import random
+import re
 
 import pytest
 from test_sim_api import _conflict_kinds, _random_traces
@@ -316,3 +317,17 @@ def test_a_malformed_port_timer_is_refused_with_the_spelling_of_one():
     assert "T#Port<" in str(e.value) and "T<port>" not in str(e.value)
     with pytest.raises(SimError, match="is not a thread"):
         replay(_busy(True), "T<0.5>", schedulers=2)
+
+
+def test_a_timer_thread_that_cannot_step_says_why_and_a_long_thread_name_keeps_the_columns():
+    with pytest.raises(
+        SimError, match=r"no timer of <0\.\d+\.0> is armed here under after_timeout"
+    ):
+        replay(_waiting(), "S2 T<0.84.0>", schedulers=2)
+    r = explore(_busy(True), schedulers=2)
+    lines = [ln for g in r.outcomes for ln in g.first.events]
+    assert any("T#Port<" in ln for ln in lines)
+    # in each execution's list, every event's text starts in one column
+    for g in r.outcomes:
+        starts = {re.match(r" *\d+\. +\S+  ", ln).end() for ln in g.first.events}
+        assert len(starts) == 1, (starts, g.first.events)

@@ -305,6 +305,11 @@ def simulate(scenario: str, o: SimOptions) -> tuple[str, dict]:
             "fault.",
         ]
         head += [f"Bound: {n}" for n in wl.notes]
+        if o.after_timeout != AFTER_TIMEOUT_MS:
+            head.append(
+                f"Timers: a receive timeout or busy spell under {o.after_timeout} ms may end "
+                "at any point while armed (--after-timeout)."
+            )
         # the scenario's [[expect]] clauses: user predicates on every outcome
         checks = expect_checks(wl.sc)
     data: dict = {
