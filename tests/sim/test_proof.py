@@ -441,3 +441,27 @@ def test_signals_a_bif_takes_make_one_batch_at_the_end_of_its_step():
     the proof found one batch where it had two)."""
     p = _prove_scenario(_TAKEN_PAIR, _TAKEN_PAIR_SCHEDULE)
     assert p.same, p.mismatches
+
+
+async def _crashes(proc):
+    raise smp.Error(Atom("badarg"))
+
+
+def test_what_the_dispatcher_prints_is_held_against_the_simulator_not_written(capfd):
+    """A process that crashes makes an error-logger message no error_logger
+    takes: sys_msg_disp_failure prints it.  A stepped dispatcher keeps the
+    line rather than writing it, and the proof compares it with the
+    simulator's."""
+    from smp.sim.explorer import world_factory
+
+    def setup(vm):
+        vm.spawn(_crashes, scheduler=1, name="C")
+
+    w = world_factory(setup, 2, 200)()
+    while en := w.enabled():
+        w.step(en[0])
+    assert any("(no error logger present) error" in line for line in w.stderr), w.stderr
+    w.dispose()
+    p = prove(setup, "", schedulers=2)
+    assert p.same, p.mismatches
+    assert "no error logger present" not in capfd.readouterr().err

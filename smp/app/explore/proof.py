@@ -219,6 +219,12 @@ def prove(
                     f"{mid_text(mid)}: {_fate_text(f)} in the simulator, {_fate_text(real)} here"
                 )
         _compare_received(proof, w, emu, real_world, names)
+        real_lines = emu.statistics().stderr_lines
+        if not proof.mismatches and real_lines != w.stderr:
+            proof.mismatches.append(
+                f"the dispatcher printed {names.text(''.join(real_lines))!r} here, "
+                f"{names.text(''.join(w.stderr))!r} in the simulator"
+            )
         return proof
     finally:
         try:
