@@ -14,7 +14,7 @@ from smp.core.state import NIL, STATE_READS, TRACER_ARG, apply_state_op, as_seed
 from smp.core.terms import Atom, Pid, Port, Ref
 
 from .deps import QUEUE, group_of_state_op
-from .nodes import SimError
+from .nodes import process_port_tracer
 
 __all__ = ["SimBackend"]
 
@@ -63,7 +63,7 @@ class SimBackend:
         """A tracer port of the dispatcher; a port a process opened (of a
         scheduler: the real controller asks it) is refused as a tracer."""
         if port_owner(port, self.w.nsched) != 0:
-            raise SimError(f"{port!r}, a port a process opened, as a tracer: not simulated")
+            raise process_port_tracer(port)
         return self.w.table.is_valid_tracer_port(port)
 
     def bk_trace_apply(self, spec, how, bits, tracer) -> int:
@@ -78,7 +78,7 @@ class SimBackend:
         if type(spec) is Pid:
             return self._trace_pid(spec, how, bits, tracer)
         if type(spec) is Port:
-            raise BadArg("ports are not simulated")
+            raise BadArg("tracing a port (trace(Port, ...)) is not simulated")
         return sum(
             self._node(k).set_trace_local(spec, how, bits, tracer) for k in range(1, w.nsched + 1)
         )

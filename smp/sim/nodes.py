@@ -29,6 +29,7 @@ __all__ = [
     "signal_of",
     "collector",
     "check_after_timeout",
+    "process_port_tracer",
     "fires",
     "timer_ms",
     "timer_target",
@@ -59,6 +60,12 @@ class SimClock(Clock):
     def now_us(self) -> int:
         self.last += 1
         return self.last
+
+
+def process_port_tracer(port) -> SimError:
+    """The refusal of a port a process opened as a tracer: what the
+    dispatcher would hand its scheduler to write is not simulated."""
+    return SimError(f"{port!r}, a port a process opened, as a tracer: not simulated")
 
 
 class SimTable(PidTable):
@@ -92,7 +99,7 @@ class SimTable(PidTable):
         if tp is not None:
             return not tp.closed
         if port in self.proc_ports:
-            raise SimError(f"{port!r}, a port a process opened, as a tracer: not simulated")
+            raise process_port_tracer(port)
         return False
 
     def spawned(self, pid) -> None:

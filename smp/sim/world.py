@@ -74,6 +74,7 @@ from .nodes import (
     SimTable,
     SimTransport,
     collector,
+    process_port_tracer,
     signal_of,
     timer_ms,
     timer_target,
@@ -637,9 +638,7 @@ class World(WorldBase):
             # a tracer port the dispatcher writes to itself (io.c), in queue order
             tp = self.table.ports.get(d.receiver)
             if tp is None:
-                raise SimError(
-                    f"{d.receiver!r}, a port a process opened, as a tracer: not simulated"
-                )
+                raise process_port_tracer(d.receiver)
             term = M.complete(msg, ts_kind, us_to_ts(ts), active) if ts_kind else msg
             tp.write(encode(term))
             self.fates[mid] = ("delivered", d.receiver)

@@ -109,3 +109,12 @@ def test_a_bad_kind_and_a_process_port_as_tracer_are_refused():
 
     with pytest.raises(SimError, match="a port a process opened, as a tracer: not simulated"):
         explore(process_port, schedulers=1)
+
+
+def test_tracing_a_port_is_refused_in_one_line():
+    def setup(vm):
+        port = vm.open_trace_port("memory", name="F")
+        vm.trace(port, True, ["send"], tracer=vm.spawn_collector(name="T"))
+
+    with pytest.raises(BadArg, match=r"tracing a port \(trace\(Port, \.\.\.\)\) is not simulated"):
+        explore(setup, schedulers=2)
