@@ -22,7 +22,7 @@ from smp.core import messages as M
 from smp.core.errors import BadArg
 from smp.core.sampler import Sampler
 from smp.core.state import TracerState, apply_state_op
-from smp.core.terms import Atom, Port
+from smp.core.terms import Atom
 from smp.ports.traceport import open_trace_port, port_call
 from smp.wire.protocol import MAX_COMMAND_WAIT_S, Dead, Registry, TracerPorts, is_command_wait
 
@@ -93,7 +93,6 @@ class DispatcherCommands:
         self.table = table
         self.journal = journal
         self.sampler: Sampler | None = None
-        self._port_counter = 0
         self.events = QueueEvents(host.pub, q, state, table, journal)
 
     def command(self, cmd: str, args):
@@ -240,9 +239,7 @@ class DispatcherCommands:
         return self.q.foreach_sys_msg_in_q()
 
     def _cmd_open_trace_port(self, kind, a, kw):
-        self._port_counter += 1
-        port_id = Port((self.nsched + 1) * self._port_counter)
-        self.table.ports[port_id] = open_trace_port(kind, *a, **kw)
+        port_id = self.table.add_trace_port(open_trace_port(kind, *a, **kw), self.nsched)
         if self.journal is not None:
             self.journal.record("e", "port_open", port_id)
         self.host.pub(TracerPorts(self.table.open_tracer_ports()))

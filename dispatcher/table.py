@@ -27,6 +27,15 @@ class PidTable:
         # ports processes opened (not distribution ports), by their schedulers'
         # port_open/port_close events: valid tracers too (erts_is_valid_tracer_port)
         self.proc_ports: set[Port] = set()
+        self._trace_ports_made = 0
+
+    def add_trace_port(self, tp, nsched: int) -> Port:
+        """A tracer port of the dispatcher: numbered with owner 0 among the
+        ``nsched`` schedulers (``port_owner``), kept in ``ports``."""
+        self._trace_ports_made += 1
+        port = Port((nsched + 1) * self._trace_ports_made)
+        self.ports[port] = tp
+        return port
 
     # ProcTable / Liveness
     def is_alive(self, pid) -> bool:

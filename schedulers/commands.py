@@ -349,11 +349,7 @@ class SchedulerCommands(CounterCommands):
         return node.set_pattern_local(*args)
 
     def _cmd_open_trace_port(self, kind, a, kw):
-        node = self.node
-        port_id = node.new_port_id()
-        port_id = type(port_id)(port_id.number - node.sched_id)  # owner 0: trace ports
-        node.trace_ports[port_id] = open_trace_port(kind, *a, **kw)
-        return port_id
+        return self.node.add_trace_port(open_trace_port(kind, *a, **kw))
 
     def _cmd_trace_port_call(self, port_id, method, a):
         node = self.node

@@ -135,6 +135,16 @@ def _travels(fun, args) -> bool:
     return codec.fun_ref(fun) is not None
 
 
+def timer_target(entry: tuple):
+    """The pid or port of a timer of ``Node.timers``."""
+    return entry[2].pid if entry[3] != -1 else entry[2].id
+
+
+def timer_kind(entry: tuple) -> str:
+    """``receive`` (a process's timeout) or ``busy`` (a port's busy spell)."""
+    return "receive" if entry[3] != -1 else "busy"
+
+
 def _timer_live(entry: tuple) -> bool:
     """Whether a timer of ``Node.timers`` would still do something: a
     process's ``receive`` timeout while it waits with the ``timer_gen`` it
@@ -243,6 +253,14 @@ class Node(ProcessOps, CallTracing, ResourceOps, SeqTrace, TracePoints, LocalBif
     def new_port_id(self) -> Port:
         self._port_counter += 1
         return Port(self.sched_id + (self.nsched + 1) * self._port_counter)
+
+    def add_trace_port(self, tp) -> Port:
+        """nonsmp: a tracer port of this scheduler, numbered as the
+        dispatcher's are, with owner 0, and kept in ``trace_ports``."""
+        port_id = self.new_port_id()
+        port_id = Port(port_id.number - self.sched_id)  # owner 0: a trace port
+        self.trace_ports[port_id] = tp
+        return port_id
 
     def make_ref(self) -> Ref:
         self._ref_counter += 1
@@ -456,12 +474,14 @@ class Node(ProcessOps, CallTracing, ResourceOps, SeqTrace, TracePoints, LocalBif
             self._fire(heapq.heappop(self.timers))
 
     def _fire(self, entry: tuple) -> None:
-        _, _, p, gen = entry
-        if gen == -1:
-            self.port_unbusy(p)
-        elif p.status == WAITING and p.timer_gen == gen:
-            p.timed_out = True
-            self._make_runnable(p)
+        if not _timer_live(entry):
+            return
+        target = entry[2]
+        if entry[3] == -1:
+            self.port_unbusy(target)
+        else:
+            target.timed_out = True
+            self._make_runnable(target)
 
     def armed_timers(self) -> list:
         """The timers that would still do something, by deadline: a waiting

@@ -32,6 +32,7 @@ from collections import deque
 from smp.core.errors import BadArg
 from smp.wire.frames import Batch
 
+from .engine import timer_kind, timer_target
 from .process import EXITED
 
 __all__ = ["Held"]
@@ -100,9 +101,9 @@ class Held:
         timeout; a port: its busy spell) now (``Node.fire_timer``):
         ``(target, "receive" | "busy")``."""
         for e in node.armed_timers():
-            if (e[2].pid if e[3] != -1 else e[2].id) == target:
+            if timer_target(e) == target:
                 node.fire_timer(e)
-                return target, "receive" if e[3] != -1 else "busy"
+                return target, timer_kind(e)
         raise BadArg(f"scheduler {node.sched_id} has no armed timer of {target!r}")
 
     def deliver_one(self, node) -> tuple:

@@ -206,8 +206,8 @@ def world_factory(
 
 def _describe(world: World, namer: Namer) -> list[str]:
     trace = world.trace
-    width = max((len(e.thread) for e in trace), default=6)
-    width = 6 if width <= 6 else width  # (a T#Port<...> or R<...> thread widens the column)
+    # (a T#Port<...> or R<...> thread widens the column)
+    width = max(6, *(len(e.thread) for e in trace)) if trace else 6
     return [f"{i + 1:3}. {e.thread:>{width}}  {namer.text(e.label)}" for i, e in enumerate(trace)]
 
 

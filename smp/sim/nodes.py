@@ -32,7 +32,6 @@ __all__ = [
     "process_port_tracer",
     "fires",
     "timer_ms",
-    "timer_target",
 ]
 
 _BASE_US = 1_700_000_000_000_000  # a plausible now() for the first timestamp
@@ -206,7 +205,11 @@ def check_after_timeout(v) -> None:
 def timer_ms(entry: tuple) -> int:
     """The timeout, in ms, of an armed timer of a ``SimNode`` (``Node.timers``):
     its clock stands at 0, so the deadline is the timeout."""
-    return round(entry[0] * 1000)
+    return _ms(entry[0])
+
+
+def _ms(deadline: float) -> int:
+    return round(deadline * 1000)
 
 
 def fires(deadline: float, after_timeout: int) -> bool:
@@ -216,12 +219,7 @@ def fires(deadline: float, after_timeout: int) -> bool:
     is no clock: such a timer may fire at any point while it is armed (every
     order a slow enough machine could give), a longer one never (the system
     is taken to finish what it does within that time), and is not kept."""
-    return timer_ms((deadline,)) < after_timeout
-
-
-def timer_target(entry: tuple):
-    """The pid or port of an armed timer."""
-    return entry[2].pid if entry[3] != -1 else entry[2].id
+    return _ms(deadline) < after_timeout
 
 
 def _clock_at_zero() -> float:

@@ -49,6 +49,7 @@ from collections import deque
 
 from dispatcher.table import take_table_event
 from schedulers.backend import LocalBackend
+from schedulers.engine import timer_kind, timer_target
 from schedulers.inbound import apply_signal
 from schedulers.process import EXITED, SUSPENDED, WAITING, Tokened
 from smp.core import messages as M
@@ -77,7 +78,6 @@ from .nodes import (
     process_port_tracer,
     signal_of,
     timer_ms,
-    timer_target,
 )
 
 __all__ = ["World", "WorldBase", "NonsmpWorld", "SimError", "collector", "thread_order", "mid_text"]
@@ -152,7 +152,9 @@ class WorldBase:
         self.names[pid] = name or f"P{self.top}"
 
     def name_trace_port(self, port, name: str | None) -> None:
-        self.names[port] = name or f"#Port<trace:{len(self.trace_ports()) + 1}>"
+        """A tracer port just opened (in ``trace_ports``): by its name, or
+        by its number among them."""
+        self.names[port] = name or f"#Port<trace:{len(self.trace_ports())}>"
 
     def trace_ports(self) -> dict:
         """The tracer ports (port -> its ``MemoryTracePort``), in the order
@@ -262,7 +264,6 @@ class World(WorldBase):
         self.taking = False  # a BIF takes signals (take_signals): no cut per arrival
         self.table = SimTable(self)
         self.state = TracerState(liveness=self.table, on_change=self._on_state_change)
-        self._trace_port_count = 0
         self._snap = self.state.snapshot()
         self.clock = SimClock()
         self.queue: deque = deque()
@@ -745,7 +746,7 @@ class World(WorldBase):
         self._flush(k)
         if self.quiet:
             return ""
-        if e[3] == -1:
+        if timer_kind(e) == "busy":
             return f"the busy spell of {text} ends ({timer_ms(e)} ms)"
         return f"the receive timeout of {text} fires (after {timer_ms(e)} ms)"
 
@@ -874,10 +875,8 @@ class World(WorldBase):
         """A tracer port of the dispatcher (``Emulator.open_trace_port``),
         numbered as the dispatcher numbers them; every replica learns it
         (its ``ports`` publication)."""
-        self._trace_port_count += 1
-        port = Port((self.nsched + 1) * self._trace_port_count)
+        port = self.table.add_trace_port(MemoryTracePort(), self.nsched)
         self.name_trace_port(port, name)
-        self.table.ports[port] = MemoryTracePort()
         self._pub_all(("ports", self.table.open_tracer_ports()))
         return port
 
@@ -972,10 +971,8 @@ class NonsmpWorld(WorldBase):
 
     def open_trace_port(self, name: str | None) -> Port:
         """A tracer port at the one scheduler, numbered as it numbers them."""
-        port_id = self.node.new_port_id()
-        port = Port(port_id.number - 1)  # (owner 0: a trace port)
+        port = self.node.add_trace_port(MemoryTracePort())
         self.name_trace_port(port, name)
-        self.node.trace_ports[port] = MemoryTracePort()
         return port
 
     def spawn(self, k: int, fun, args, keep: bool, name: str | None) -> Pid:

@@ -27,12 +27,13 @@ from __future__ import annotations
 import inspect
 from dataclasses import dataclass, field
 
+from schedulers.engine import timer_kind, timer_target
 from smp.core.bifs import call_bif
 from smp.core.errors import BadArg, SmpError
 from smp.core.messages import DECIDED_BY_RECEIVER, SYS_MSG_TYPE_TRACE
 from smp.emulator import Emulator
 from smp.sim.explorer import world_factory
-from smp.sim.nodes import AFTER_TIMEOUT_MS, timer_target
+from smp.sim.nodes import AFTER_TIMEOUT_MS
 from smp.sim.outcome import Namer
 from smp.sim.vm import SimVM
 from smp.sim.world import World, WorldBase, mid_text
@@ -91,8 +92,8 @@ class _EmulatorWorld(WorldBase):
         """A memory port, whatever the kind the setup asked: the simulator's
         ports are sinks, and the proof reads back what was written."""
         port = self.emu.open_trace_port("memory")
-        self.name_trace_port(port, name)
         self._ports[port] = None
+        self.name_trace_port(port, name)
         return port
 
     def spawn(self, k: int, fun, args, keep: bool, name):
@@ -219,12 +220,8 @@ def prove(
                     f"{mid_text(mid)}: {_fate_text(f)} in the simulator, {_fate_text(real)} here"
                 )
         _compare_received(proof, w, emu, real_world, names)
-        real_lines = emu.statistics().stderr_lines
-        if not proof.mismatches and real_lines != w.stderr:
-            proof.mismatches.append(
-                f"the dispatcher printed {names.text(''.join(real_lines))!r} here, "
-                f"{names.text(''.join(w.stderr))!r} in the simulator"
-            )
+        if not proof.mismatches:
+            _compare_stderr(proof, emu.statistics().stderr_lines, w.stderr, names)
         return proof
     finally:
         try:
@@ -258,6 +255,16 @@ def _compare_received(proof: Proof, w: World, emu, real_world, names: Namer) -> 
                 f"{names.pid(port)} was written {len(sim)} message(s) in the simulator, "
                 f"{len(real)} here: {names.term(sim)} / {names.term(real)}"
             )
+
+
+def _compare_stderr(proof: Proof, real_lines: list, sim_lines: list, names: Namer) -> None:
+    """What ``sys_msg_disp_failure`` printed, on the real dispatcher (kept
+    while stepped) and in the simulator."""
+    if real_lines != sim_lines:
+        proof.mismatches.append(
+            f"the dispatcher printed {names.text(''.join(real_lines))!r} here, "
+            f"{names.text(''.join(sim_lines))!r} in the simulator"
+        )
 
 
 def _step_both(w: World, st: Stepper, t: str, real_fates: dict) -> str | None:
@@ -382,7 +389,7 @@ def _serve(w: World, st: Stepper, t: str, _fates) -> str | None:
 
 def _timer(w: World, st: Stepper, t: str, _fates) -> str | None:
     k, e = w.armed_timer(t[1:])
-    sim = (timer_target(e), "receive" if e[3] != -1 else "busy")
+    sim = (timer_target(e), timer_kind(e))
     w.step(t)
     real = tuple(st.timer(k, sim[0]))
     if real != sim:
