@@ -54,9 +54,8 @@ def test_every_outcome_of_a_catalogue_race_is_the_same_on_real_processes(race):
     assert len(real) == race.outcomes
 
 
-#: the shipped run examples the simulator runs (``profile`` and ``everything``
-#: trace to ports, which it refuses in one line)
-SIMULATED_EXAMPLES = ["churn", "default", "stress", "seqtrace", "long"]
+#: the shipped run examples (``profile`` and ``everything`` trace to ports)
+SIMULATED_EXAMPLES = ["churn", "default", "stress", "seqtrace", "long", "profile", "everything"]
 
 
 # (ids not "stress": that keyword marks the opt-in stress tests)
@@ -107,6 +106,32 @@ def test_a_proof_says_no_when_a_collector_receives_otherwise():
     assert any("sink received" in m for m in p.mismatches), p.mismatches
     sim, real = p.received["sink"]
     assert sim != real
+
+
+def test_a_proof_says_no_when_a_tracer_port_is_written_otherwise():
+    def setup(vm):
+        f = vm.open_trace_port("file", "x.trace", name="F")
+        sink = vm.spawn_collector(scheduler=2, name="sink")
+        p = vm.spawn(_say_where, sink, os.getpid(), scheduler=1, name="P")
+        vm.trace(p, True, ["send"], tracer=f)
+
+    p = prove(setup, "", schedulers=2)
+    assert not p.same and p.ports == 1
+    assert any(m.startswith("F was written 1 message(s)") for m in p.mismatches), p.mismatches
+    sim, real = p.received["F"]
+    assert len(sim) == len(real) == 1 and sim != real
+
+
+def test_a_proof_says_no_when_the_dispatcher_prints_otherwise():
+    from smp.app.explore.proof import Proof, _compare_stderr
+    from smp.sim.outcome import Namer
+
+    line = "(no error logger present) error: oops\n"
+    p = Proof("", 0)
+    _compare_stderr(p, [line], [line], Namer({}))
+    assert p.same
+    _compare_stderr(p, [line], [], Namer({}))
+    assert not p.same and "the dispatcher printed" in p.mismatches[0]
 
 
 def test_a_proof_says_no_at_the_first_step_that_differs():
