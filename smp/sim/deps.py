@@ -88,7 +88,6 @@ __all__ = [
     "dependent",
     "conflicting",
     "causal",
-    "may_be_taken",
     "explain",
     "STATE_GROUPS",
     "group_of_type",
@@ -546,21 +545,6 @@ def conflicting(a: Event, b: Event) -> bool:
 def dependent(a: Event, b: Event) -> bool:
     """Events of one thread, or with a conflict or a cause between them."""
     return a.thread == b.thread or conflicting(a, b) or causal(a, b)
-
-
-def may_be_taken(e: Event) -> bool:
-    """Whether another thread's event can take ``e``'s work away so that
-    ``e`` never happens: a peer's signal arriving (a BIF that takes the
-    channel's signals at once) and an ingest (a BIF that takes the
-    scheduler's stream of batches).  Partial-order reduction may not assume
-    such an event is still to come just because it is independent of what
-    runs before it (``smp.sim.dpor.weak_initial``).  A timer is cancelled by a
-    message or signal that wakes or kills its process first."""
-    return (
-        e.kind == "ingest"
-        or e.kind == "timer"
-        or (e.kind == "arrive" and not e.thread.startswith("A0>"))
-    )
 
 
 def explain(a: Event, b: Event) -> list[str]:
