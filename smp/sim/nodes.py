@@ -12,6 +12,7 @@ from schedulers.process import RPC, Op
 from smp.core.clock import Clock
 from smp.core.errors import SmpError
 from smp.core.placement import pid_owner
+from smp.core.rwlock import ONE_THREAD
 from smp.core.stats import Stats
 from smp.core.terms import Pid
 from smp.wire.protocol import decode_signal
@@ -233,6 +234,7 @@ class SimNode(Node):
     def __init__(self, world, *a, **kw):
         super().__init__(*a, **kw)
         self.world = world
+        self.state.lock = ONE_THREAD  # (a world runs in one thread)
         self.clock = SimClock()
         self.monotonic = _clock_at_zero
         # a collector nobody traces is passive (``Node._make_runnable``)

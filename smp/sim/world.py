@@ -58,6 +58,7 @@ from smp.core.clock import us_to_ts
 from smp.core.dispatch import DELIVER_PID, DELIVER_PORT, disp_failure, resolve
 from smp.core.errors import BadArg, SmpError
 from smp.core.placement import pid_owner
+from smp.core.rwlock import ONE_THREAD
 from smp.core.state import NIL, TracerState
 from smp.core.stats import Stats
 from smp.core.terms import Atom, Fun, ImproperList, Map, Pid, Port
@@ -263,7 +264,9 @@ class World(WorldBase):
         self.quiet = False  # a step whose event is known builds no label (step)
         self.taking = False  # a BIF takes signals (take_signals): no cut per arrival
         self.table = SimTable(self)
-        self.state = TracerState(liveness=self.table, on_change=self._on_state_change)
+        self.state = TracerState(
+            liveness=self.table, on_change=self._on_state_change, lock=ONE_THREAD
+        )
         self._snap = self.state.snapshot()
         self.clock = SimClock()
         self.queue: deque = deque()
