@@ -327,6 +327,11 @@ class World(WorldBase):
         self._names_I = ["I%d" % k for k in r]
         self._names_P = ["P%d" % k for k in r]
         self._ks = range(1, nsched + 1)
+        # what enabled() looks at, by thread (none of these deques is ever
+        # replaced: each is read where it is rather than looked up per call)
+        self._runqs = [(self._names_S[k], self.nodes[k].runq) for k in self._ks]
+        self._pubqs = [(self._names_P[k], self.pubs[k]) for k in self._ks]
+        self._ingqs = [(k, self._names_I[k], self.ing[k]) for k in self._ks]
         self._scratch: set = set()  # a replayed step's footprint (step)
 
     # ------------------------------------------------------------ bookkeeping
@@ -419,18 +424,21 @@ class World(WorldBase):
 
     # ------------------------------------------------------------ the threads
     def enabled(self) -> list[str]:
-        out = [self._names_S[k] for k in range(1, self.nsched + 1) if self.nodes[k].runq]
+        out = []
+        for name, runq in self._runqs:
+            if runq:
+                out.append(name)
         for name, q in self._chan_order:
             if q:
                 out.append(name)
         for text in self.rpcs:
             out.append("R" + text)
-        for k in range(1, self.nsched + 1):
-            if self.pubs[k]:
-                out.append(self._names_P[k])
-        for k in range(1, self.nsched + 1):
-            if self.ing[k] and self._after_ok(k):
-                out.append(self._names_I[k])
+        for name, q in self._pubqs:
+            if q:
+                out.append(name)
+        for k, name, q in self._ingqs:
+            if q and self._after_ok(k):
+                out.append(name)
         if self.queue:
             out.append("D")
         if self.timed:
