@@ -419,12 +419,12 @@ class Tree:
             en = w.enabled()
             if not en:
                 return w, "complete"
-            if stack:
-                parent = stack[-1]
+            parent = stack[-1] if stack else None
+            if parent is not None and (parent.sleep or parent.done):
                 sleep = _child_sleep(parent.sleep, parent.done, parent.chosen, parent.event)
             else:
-                sleep = {}
-            avail = [t for t in en if t not in sleep]
+                sleep = {}  # (most branches: nothing asleep, nothing explored yet)
+            avail = [t for t in en if t not in sleep] if sleep else en
             if not avail:
                 return w, "blocked"
             if len(stack) >= self.max_events:
