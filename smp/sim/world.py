@@ -357,11 +357,12 @@ class World(WorldBase):
             where = self._collector_procs = [
                 (pid, self.nodes[self.owner(pid)].procs) for pid in self.collectors
             ]
-        return {
-            pid
-            for pid, procs in where
-            if (p := procs.get(pid)) is not None and p.status == WAITING and p.tracer is NIL
-        }  # (_waits_untraced, inline: a step looks twice)
+        quiet = set()  # (_waits_untraced, inline, and a loop: a step looks twice)
+        for pid, procs in where:
+            p = procs.get(pid)
+            if p is not None and p.status == WAITING and p.tracer is NIL:
+                quiet.add(pid)
+        return quiet
 
     def _on_state_change(self, snap) -> None:
         old, self._snap = self._snap, snap
@@ -477,8 +478,10 @@ class World(WorldBase):
         kind, method, args = parsed
         self.atomic = False
         nodes = self.nodes
-        ks = self._ks
-        idle = [k for k in ks if not nodes[k].runq]
+        idle = []  # (a loop: a comprehension is a call)
+        for k in self._ks:
+            if not nodes[k].runq:
+                idle.append(k)
         if known is not None:
             # a replayed step: its footprint is the known event's, so what the
             # step adds goes to one scratch set, emptied here
