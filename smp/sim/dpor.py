@@ -212,7 +212,7 @@ class HappensBefore:
         for e in events:
             self.push(e)
 
-    def push(self, e: Event) -> None:
+    def push(self, e: Event) -> None:  # noqa: C901 - inline: it runs for every new event
         j = len(self.events)
         last_w, reads, producer, last_of = self._last_w, self._reads, self._producer, self._last_of
         direct = set()
@@ -245,9 +245,15 @@ class HappensBefore:
         self.events.append(e)
         hb.append(m)
         self.preds.append(direct)  # (only ever or-ed together: any order)
-        events = self.events
-        c = [i for i in conflict if i not in cause and events[i].thread != e.thread]
-        self.cands.append(sorted(c) if len(c) > 1 else c)
+        c = []  # (a loop: a comprehension is a call, and most events conflict with none)
+        if conflict:
+            events = self.events
+            for i in conflict:
+                if i not in cause and events[i].thread != e.thread:
+                    c.append(i)
+            if len(c) > 1:
+                c.sort()
+        self.cands.append(c)
         # the frontier after e, and how to go back
         undo = [(last_of, e.thread, last_of.get(e.thread, _NONE))]
         last_of[e.thread] = j
