@@ -271,8 +271,12 @@ class Explorer:
         if type(schedulers) is not int or schedulers < 1:
             raise SimError(f"schedulers must be an int >= 1, not {schedulers!r}")
         check_after_timeout(after_timeout)
-        if max_executions is not None and (type(max_executions) is not int or max_executions < 0):
-            raise SimError(f"max_executions must be an int >= 0 or None, not {max_executions!r}")
+        if max_executions is not None and (type(max_executions) is not int or max_executions < 1):
+            # (0 ran nothing here where the command line's --max-executions 0
+            # means no bound: None is that)
+            raise SimError(
+                f"max_executions must be an int >= 1 or None (no bound), not {max_executions!r}"
+            )
         if time_budget is not None and not (
             type(time_budget) in (int, float) and 0 < time_budget < float("inf")
         ):

@@ -156,9 +156,9 @@ def format_report(r: ExploreResult, events: bool = True, replay=None) -> str:
 
 #: the bound behind each reason a search was cut (``ExploreResult.cut_by``)
 _BOUND_OF = {
-    "executions": "max_executions (0: none)",
-    "time": "time_budget",
-    "preemptions": "preemptions",
+    "executions": "the execution bound (--max-executions, 0 for none; from Python, max_executions=None)",
+    "time": "the time budget (--time-budget; from Python, time_budget=)",
+    "preemptions": "the preemption bound (--preemptions; from Python, preemptions=)",
 }
 
 

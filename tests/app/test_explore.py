@@ -339,7 +339,9 @@ def test_smp_explore_takes_a_run_scenario_as_the_command_does():
 @pytest.mark.parametrize(
     "bad, error",
     [
-        ({"max_executions": -1}, "max_executions must be an int >= 0"),
+        ({"max_executions": -1}, "max_executions must be an int >= 1"),
+        # (the command line's --max-executions 0 is no bound; from Python, None)
+        ({"max_executions": 0}, r"max_executions must be an int >= 1 or None \(no bound\)"),
         ({"time_budget": -1}, "time_budget must be a number of seconds > 0"),
         ({"time_budget": 0}, "time_budget must be a number of seconds > 0"),
         ({"time_budget": float("nan")}, "time_budget must be a number of seconds > 0"),

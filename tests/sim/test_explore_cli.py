@@ -118,7 +118,7 @@ def test_a_time_budget_alone_is_the_only_bound():
     # (no bound given: the default)
     assert _explore("churn", "--jobs", "1", "--operations", "1")["limits"]["max_executions"] == 500
     r = CliRunner().invoke(cli, ["explore", "churn", "--max-executions", "2", "--jobs", "1", *KEEP])
-    assert "Tip: raise max_executions (0: none), or" in r.output
+    assert "Tip: raise the execution bound (--max-executions, 0 for none; " in r.output
 
 
 def test_no_events_leaves_the_events_out_of_a_replay():
