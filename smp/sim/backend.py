@@ -9,7 +9,7 @@ from schedulers.backend import LocalBackend
 from smp.core import messages as M
 from smp.core.bifs import ALREADY_TRACED, LOCK_ONLY_BIFS
 from smp.core.errors import BadArg
-from smp.core.placement import port_owner
+from smp.core.placement import owner, port_owner
 from smp.core.state import NIL, STATE_READS, TRACER_ARG, apply_state_op, as_seed_sees
 from smp.core.terms import Atom, Pid, Port, Ref
 
@@ -68,34 +68,34 @@ class SimBackend:
 
     def bk_trace_apply(self, spec, how, bits, tracer) -> int:
         w = self.w
-        if type(spec) not in (Pid, Port):
-            # all/existing: every signal between schedulers taken first, as
-            # SmpBackend.bk_trace_apply does (17.x blocks thread progress: a
-            # spawn is done or not begun)
-            w.take_signals(
-                [(i, k) for i in range(1, w.nsched + 1) for k in range(1, w.nsched + 1) if i != k]
-            )
-        if type(spec) is Pid:
-            return self._trace_pid(spec, how, bits, tracer)
-        if type(spec) is Port:
-            raise BadArg("tracing a port (trace(Port, ...)) is not simulated")
+        if type(spec) in (Pid, Port):
+            return self._trace_one(spec, how, bits, tracer)
+        # all/existing: every signal between schedulers taken first, as
+        # SmpBackend.bk_trace_apply does (17.x blocks thread progress: a
+        # spawn is done or not begun)
+        w.take_signals(
+            [(i, k) for i in range(1, w.nsched + 1) for k in range(1, w.nsched + 1) if i != k]
+        )
         return sum(
             self._node(k).set_trace_local(spec, how, bits, tracer) for k in range(1, w.nsched + 1)
         )
 
-    def _trace_pid(self, spec, how, bits, tracer) -> int:
-        """As ``SmpBackend._trace_apply_lock_only``: a tracee held by a tracer
-        its replica still thinks alive is asked again once the replica knows
-        the tracer dead at its own scheduler (17.x ``already_traced`` looks
-        the tracer up in the one process table)."""
+    def _trace_one(self, spec, how, bits, tracer) -> int:
+        """As ``SmpBackend._trace_apply_lock_only``, for a pid or a port: a
+        tracee held by a tracer its replica still thinks alive is asked
+        again once the replica knows the tracer dead at its own scheduler
+        (17.x ``already_traced`` looks the tracer up in the one process
+        table).  A trace port (the dispatcher's) cannot be traced."""
         w = self.w
-        k = w.owner(spec)
+        k = owner(spec, w.nsched)
+        if k == 0:
+            raise BadArg(f"{spec!r} is a trace port and cannot be traced")
         node = self._node(k)
         n = node.set_trace_local(spec, how, bits, tracer)
         if n != ALREADY_TRACED:
             return n
-        p = node.procs.get(spec)
-        old = p.tracer if p is not None else None
+        t = node.procs.get(spec) if type(spec) is Pid else node.ports.get(spec)
+        old = t.tracer if t is not None else None
         if type(old) is not Pid or self._node(w.owner(old)).is_alive(old):
             return n
         w.fp_w.add(("replica", k, old))
