@@ -78,6 +78,11 @@ class PidTable:
                 del self.registry[n]
             return names
 
+    def port_opened(self, port) -> None:
+        """A port a process opened: a valid tracer until it closes."""
+        with self.lock:
+            self.proc_ports.add(port)
+
     def port_closed(self, port) -> list:
         """Returns the names the port held (io.c ``erts_do_exit_port``
         unregisters a closing port)."""
@@ -133,7 +138,7 @@ def take_table_event(table: PidTable, state, kind: str, args: tuple, dead: list,
         table.unregister(args[0])
         reg = True
     elif kind == "port_open":
-        table.proc_ports.add(subject)
+        table.port_opened(subject)
         ports = True
     elif kind == "port_close":
         # io.c erts_do_exit_port: a closing port loses its names

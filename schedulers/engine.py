@@ -284,6 +284,16 @@ class Node(ProcessOps, CallTracing, ResourceOps, SeqTrace, TracePoints, LocalBif
             return p is not None and p.status != EXITED and bool(p.flags & F_TRACER)
         return pid in self.remote_tracers and pid not in self.dead_remote
 
+    def takes_delivery(self, to) -> bool:
+        """Whether a message the dispatcher delivered reaches a live receiver
+        here: a process that has not exited, or a port a process opened that
+        is still a valid tracer (``write_driver_port`` writes it)."""
+        if type(to) is Port:
+            pt = self.ports.get(to)
+            return pt is not None and pt.valid_tracer
+        p = self.procs.get(to)
+        return p is not None and p.status != EXITED
+
     def is_valid_tracer_port(self, port) -> bool:
         """``erts_is_valid_tracer_port`` (io.c): a live port that is neither
         busy nor a distribution port (``ERTS_PORT_SFLGS_INVALID_TRACER_LOOKUP``)."""

@@ -33,7 +33,6 @@ from smp.core.errors import BadArg
 from smp.wire.frames import Batch
 
 from .engine import timer_kind, timer_target
-from .process import EXITED
 
 __all__ = ["Held"]
 
@@ -109,8 +108,7 @@ class Held:
     def deliver_one(self, node) -> tuple:
         """Take the next delivery from the dispatcher: ``(to, alive)``."""
         to, term = self.in_deliv.popleft()
-        p = node.procs.get(to)
-        alive = p is not None and p.status != EXITED
+        alive = node.takes_delivery(to)
         node.deliver_sys_run(to, [term])
         return to, alive
 

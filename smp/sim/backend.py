@@ -14,7 +14,6 @@ from smp.core.state import NIL, STATE_READS, TRACER_ARG, apply_state_op, as_seed
 from smp.core.terms import Atom, Pid, Port, Ref
 
 from .deps import QUEUE, group_of_state_op
-from .nodes import process_port_tracer
 
 __all__ = ["SimBackend"]
 
@@ -60,11 +59,15 @@ class SimBackend:
         return self._node(owner).exiting(pid)
 
     def bk_valid_tracer_port(self, port) -> bool:
-        """A tracer port of the dispatcher; a port a process opened (of a
-        scheduler: the real controller asks it) is refused as a tracer."""
-        if port_owner(port, self.w.nsched) != 0:
-            raise process_port_tracer(port)
-        return self.w.table.is_valid_tracer_port(port)
+        """As ``SmpBackend.bk_valid_tracer_port``: a trace port asked of the
+        dispatcher, a port a process opened of its own scheduler (open, not
+        busy, not a distribution port)."""
+        if type(port) is not Port:
+            return False
+        k = port_owner(port, self.w.nsched)
+        if k == 0:
+            return self.w.table.is_valid_tracer_port(port)
+        return self._node(k).is_valid_tracer_port(port)
 
     def bk_trace_apply(self, spec, how, bits, tracer) -> int:
         w = self.w

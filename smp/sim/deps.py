@@ -25,7 +25,9 @@ The objects, named after the seed's shared data:
 * ``("queue",)``: the tail of ``sys_message_queue`` with the clock and the
   active-scheduler count taken under ``smq_mtx`` when a message is queued.
 * ``("alive", pid)``: the dispatcher's process-table entry of ``pid`` (alive,
-  carries ``F_TRACER``).
+  carries ``F_TRACER``); for a port a process opened, whether the table
+  holds it open (a valid tracer: its open and close reach the dispatcher
+  in its scheduler's stream).
 * ``("reg", name)``: a registered name (``error_logger`` for ERRLGR).
 * ``("registry",)``: the registry whole, as the dispatcher publishes it to
   every replica when an exit or an unregister changes it: every change of a
@@ -42,7 +44,8 @@ The objects, named after the seed's shared data:
   could have read any entry.
 * ``("tracer_ports", k)``: the ports scheduler ``k``'s replica takes as
   valid tracers (``remote_tracer_ports``), which a port's open and close
-  publish; no simulated event reads it (a trace to a port is refused).
+  publish; a trace point there whose tracer is a port of another scheduler
+  reads it.
 * ``("pub", k)``: the order of the publications scheduler ``k``'s replica
   takes.
 * ``("tail", i, k)`` and ``("head", i, k)``: the two ends of the channel of
@@ -193,9 +196,10 @@ RULES: tuple[Rule, ...] = (
         "ingest",
         "dispatch",
         "alive",
-        "a tracer's death (or its tracer mark) and every message addressed to it: "
-        "sys_msg_dispatcher_func checks the receiver alive and ERTS_TRACE_FLG_TRACER "
-        "when it takes the message, not when the message was made",
+        "a tracer's death (or its tracer mark, or a tracer port's close) and every "
+        "message addressed to it: sys_msg_dispatcher_func checks the receiver alive and "
+        "ERTS_TRACE_FLG_TRACER (a port: erts_is_valid_tracer_port) when it takes the "
+        "message, not when the message was made",
     ),
     _r(
         "ingest",

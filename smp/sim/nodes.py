@@ -11,10 +11,10 @@ from schedulers.engine import Node
 from schedulers.process import RPC, Op
 from smp.core.clock import Clock
 from smp.core.errors import SmpError
-from smp.core.placement import pid_owner
+from smp.core.placement import pid_owner, port_owner
 from smp.core.rwlock import ONE_THREAD
 from smp.core.stats import Stats
-from smp.core.terms import Pid
+from smp.core.terms import Pid, Port
 from smp.wire.protocol import decode_signal
 
 from .deps import REGISTRY
@@ -30,7 +30,6 @@ __all__ = [
     "signal_of",
     "collector",
     "check_after_timeout",
-    "process_port_tracer",
     "fires",
     "timer_ms",
 ]
@@ -62,12 +61,6 @@ class SimClock(Clock):
         return self.last
 
 
-def process_port_tracer(port) -> SimError:
-    """The refusal of a port a process opened as a tracer: what the
-    dispatcher would hand its scheduler to write is not simulated."""
-    return SimError(f"{port!r}, a port a process opened, as a tracer: not simulated")
-
-
 class SimTable(PidTable):
     """The dispatcher's process table, recording what each event reads and writes."""
 
@@ -93,14 +86,18 @@ class SimTable(PidTable):
     def is_valid_tracer_port(self, port) -> bool:
         """A tracer port of the dispatcher: open for the whole execution (the
         simulator opens them in the setup and closes none), so no event
-        changes the answer.  A port a process opened is refused as a
-        tracer: what the dispatcher would hand its scheduler is not simulated."""
+        changes the answer.  A port a process opened: from its open to its
+        close as the dispatcher takes them from its scheduler's stream
+        (``("alive", port)``)."""
         tp = self.ports.get(port)
         if tp is not None:
             return not tp.closed
-        if port in self.proc_ports:
-            raise process_port_tracer(port)
-        return False
+        self.world.fp_r.add(("alive", port))
+        return port in self.proc_ports
+
+    def port_opened(self, port) -> None:
+        self.world.fp_w.add(("alive", port))
+        super().port_opened(port)
 
     def spawned(self, pid) -> None:
         self.world.fp_w.add(("alive", pid))
@@ -116,6 +113,7 @@ class SimTable(PidTable):
         return names
 
     def port_closed(self, port) -> list:
+        self.world.fp_w.add(("alive", port))
         names = super().port_closed(port)
         for n in names:
             self.world.fp_w.add(("reg", n))
@@ -255,6 +253,11 @@ class SimNode(Node):
         if type(pid) is Pid and pid_owner(pid, self.nsched) != self.sched_id:
             self.world.fp_r.add(("replica", self.sched_id, pid))
         return super().is_alive(pid)
+
+    def is_valid_tracer_port(self, port) -> bool:
+        if type(port) is Port and port_owner(port, self.nsched) != self.sched_id:
+            self.world.fp_r.add(("tracer_ports", self.sched_id))
+        return super().is_valid_tracer_port(port)
 
     def is_tracer(self, pid) -> bool:
         if type(pid) is Pid and pid_owner(pid, self.nsched) != self.sched_id:

@@ -57,6 +57,7 @@ from smp.core.bifs import call_bif, registrable
 from smp.core.clock import us_to_ts
 from smp.core.dispatch import DELIVER_PID, DELIVER_PORT, disp_failure, resolve
 from smp.core.errors import BadArg, SmpError
+from smp.core.placement import owner as owner_of
 from smp.core.placement import pid_owner
 from smp.core.rwlock import ONE_THREAD
 from smp.core.state import NIL, TracerState
@@ -76,7 +77,6 @@ from .nodes import (
     SimTable,
     SimTransport,
     collector,
-    process_port_tracer,
     signal_of,
     timer_ms,
 )
@@ -634,9 +634,12 @@ class World(WorldBase):
         if g is not None:
             self.fp_r.add(("state", g))
         d = resolve(type_, from_, to, self.state, self.table)
-        if d.action == DELIVER_PID:
+        tp = self.table.ports.get(d.receiver) if d.action == DELIVER_PORT else None
+        if d.action == DELIVER_PID or (d.action == DELIVER_PORT and tp is None):
+            # to a process, or to a port a process opened: its scheduler
+            # writes the bytes to the driver (erts_raw_port_command)
             term = M.complete(msg, ts_kind, us_to_ts(ts), active) if ts_kind else msg
-            owner = self.owner(d.receiver)
+            owner = owner_of(d.receiver, self.nsched)
             key = (0, owner)
             seq = self.chan_sent[key] = self.chan_sent.get(key, 0) + 1
             q = self.chans.get(key)
@@ -649,11 +652,8 @@ class World(WorldBase):
             if self.quiet:
                 return ""
             return f"dispatch {mid_text(mid)} {M.TYPE_NAMES[type_]} {from_!r} -> {d.receiver!r}: delivered"
-        if d.action == DELIVER_PORT:
+        if tp is not None:
             # a tracer port the dispatcher writes to itself (io.c), in queue order
-            tp = self.table.ports.get(d.receiver)
-            if tp is None:
-                raise process_port_tracer(d.receiver)
             term = M.complete(msg, ts_kind, us_to_ts(ts), active) if ts_kind else msg
             tp.write(encode(term))
             self.fates[mid] = ("delivered", d.receiver)
@@ -690,8 +690,7 @@ class World(WorldBase):
             self.fp_w.add(("node", k))
         label = ""
         if i == 0:
-            p = node.procs.get(to)
-            if p is None or p.status == EXITED:
+            if not node.takes_delivery(to):
                 self.fates[mid] = ("arrived_dead", to)
                 if not self.quiet:
                     label = f"{mid_text(mid)} reaches {to!r}, which is dead"
