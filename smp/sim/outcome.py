@@ -32,6 +32,7 @@ from smp.core.messages import TYPE_NAMES
 from smp.core.pretty import format_term
 from smp.core.state import NIL
 from smp.core.terms import Atom, ImproperList, Pid, Port, Ref
+from smp.wire.etf import decode
 
 from .world import mid_text
 
@@ -42,8 +43,42 @@ _PID_OR_PORT = re.compile(r"<\d+\.\d+\.\d+>|#Port<\d+\.\d+>")
 _TS = re.compile(r"\{\d+,\d+,\d+\}")
 
 
+def _etf(b: bytes):
+    """The term a binary holds when it is one whole external-format term (what
+    a port a process opened gets from the dispatcher), else None."""
+    if b[:1] != b"\x83":
+        return None
+    try:
+        return decode(b)
+    except ValueError:
+        return None
+
+
+def _has_etf(t) -> bool:
+    if type(t) is bytes:
+        return _etf(t) is not None
+    if type(t) in (tuple, list):
+        return any(_has_etf(x) for x in t)
+    return False
+
+
+def _readable(t) -> str:
+    """``format_term``, but a binary that is one whole external-format term
+    is shown as ``term_to_binary(Term)``: a tracer port's driver echoes
+    such bytes, whose pids are numbers that differ between smp and nonsmp
+    (and between runs), where the term's pids are named by role."""
+    if type(t) is bytes:
+        inner = _etf(t)
+        return format_term(t) if inner is None else f"term_to_binary({_readable(inner)})"
+    if type(t) is tuple and _has_etf(t):
+        return "{" + ",".join(_readable(x) for x in t) + "}"
+    if type(t) is list and _has_etf(t):
+        return "[" + ",".join(_readable(x) for x in t) + "]"
+    return format_term(t)
+
+
 def _format(t, ts: bool) -> str:
-    s = format_term(t)
+    s = _readable(t) if _has_etf(t) else format_term(t)
     return _TS.sub("Ts", s) if ts else s
 
 

@@ -139,9 +139,22 @@ def test_a_port_a_process_opened_is_a_tracer_explored_and_proved():
         "arrived_dead #Port<O:1>",
         "dropped port_closed (#Port<O:1>)",
     }
+    # what the driver echoed, forwarded to T: the bytes shown as the term
+    # they hold, whose pids are named by role (as numbers, smp's and
+    # nonsmp's differ, and nonsmp's verdict said "smp only")
+    want = ("{#Port<O:1>,{data,term_to_binary({trace,P,send,{ping,0},sink})}}",)
+    assert all(_received(g, "T") == want for g in r.outcomes)
+    assert dict(r.nonsmp.received)["T"] == want
     for g in r.outcomes:
         proof = prove(_process_port_tracer, g.first.schedule, schedulers=2)
         assert proof.same, (g.first.schedule, proof.mismatches)
+
+
+def test_only_a_binary_that_is_one_whole_term_is_shown_as_the_term():
+    from smp.sim.outcome import _format
+
+    shown = _format((b"\x83\x00", b"\x83h\x02a\x01a", b"abc", [b"\x83a\x05"]), False)
+    assert shown == '{<<131,0>>,<<131,104,2,97,1,97>>,<<"abc">>,[term_to_binary(5)]}'
 
 
 def test_a_trace_port_is_refused_as_a_tracee_in_one_line():
