@@ -229,7 +229,9 @@ def ttb_source():
 WRITER = r"""
 PA = (dbg:trace_port(file, FA))(),
 PB = (dbg:trace_port(file, FB))(),
-Sink = spawn(fun S() -> receive stop -> ok; _ -> S() end end),
+Self = self(),
+Sink = spawn(fun() -> (fun S(36) -> Self ! all_in, S(37);
+                          S(N) -> receive _ -> S(N + 1) end end)(0) end),
 Mk = fun(Tag) -> spawn(fun() -> receive go -> ok end,
         [begin Sink ! {Tag, I, lists:seq(1, I * 3)}, receive after 1 -> ok end end
          || I <- lists:seq(1, 12)],
@@ -239,7 +241,9 @@ P1 = Mk(a), P2 = Mk(b), P3 = Mk(c),
 1 = erlang:trace(P2, true, [send, timestamp, {tracer, PB}]),
 1 = erlang:trace(P3, true, [send, {tracer, PB}]),
 [P ! go || P <- [P3, P1, P2]],
-receive after 300 -> ok end,
+receive all_in -> ok end,
+Ref = erlang:trace_delivered(all),
+receive {trace_delivered, all, Ref} -> ok end,
 [erlang:trace(P, false, [all]) || P <- [P1, P2, P3]],
 erlang:port_close(PA), erlang:port_close(PB),
 halt().
