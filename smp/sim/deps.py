@@ -111,18 +111,66 @@ REGISTRY = ("registry",)
 KINDS = ("slice", "arrive", "publish", "bif", "ingest", "dispatch", "timer")
 
 
-class Event(NamedTuple):
+class Event:
     """One executed step: its thread (``S1``, ``I2``, ``D``, ``A0>2``, ``P1``,
     ``R<0.81.0>``, ``T<0.81.0>``), its kind, its footprint and what it did,
-    in words."""
+    in words (``label``).
 
-    thread: str
-    kind: str
-    reads: frozenset
-    writes: frozenset
-    produces: frozenset
-    consumes: frozenset
-    label: str
+    The words are read only for reports (an outcome's first execution, the
+    races that made it, a shrunk schedule), so a step gives them as the
+    text or as ``(function, *arguments)`` that make it, with arguments that
+    do not change after the step; they are made when first read.  Two
+    events are equal when their threads, kinds, footprints and words are."""
+
+    __slots__ = ("thread", "kind", "reads", "writes", "produces", "consumes", "_label")
+
+    def __init__(
+        self,
+        thread: str,
+        kind: str,
+        reads: frozenset,
+        writes: frozenset,
+        produces: frozenset,
+        consumes: frozenset,
+        label: str | tuple,
+    ):
+        self.thread = thread
+        self.kind = kind
+        self.reads = reads
+        self.writes = writes
+        self.produces = produces
+        self.consumes = consumes
+        self._label = label
+
+    @property
+    def label(self) -> str:
+        text = self._label
+        if type(text) is not str:
+            text = self._label = text[0](*text[1:])
+        return text
+
+    def _fields(self) -> tuple:
+        return (self.thread, self.kind, self.reads, self.writes, self.produces, self.consumes)
+
+    def __eq__(self, other: object) -> bool:
+        if other is self:
+            return True
+        if type(other) is not Event:
+            return NotImplemented
+        # (the footprints first: most unequal events differ there, unformatted)
+        return self._fields() == other._fields() and self.label == other.label
+
+    def __hash__(self) -> int:
+        return hash((*self._fields(), self.label))
+
+    def __repr__(self) -> str:
+        return (
+            "Event(thread=%r, kind=%r, reads=%r, writes=%r, produces=%r, consumes=%r, label=%r)"
+            % (
+                *self._fields(),
+                self.label,
+            )
+        )
 
 
 #: why a thread whose work a BIF took is tried before that BIF

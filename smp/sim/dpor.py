@@ -107,8 +107,9 @@ class Branch:
         self.done: dict = {}  # threads explored here -> their event
         self.chosen = chosen
         self.event: Event | None = None
-        #: thread -> (event index, race event index, their labels, the reasons
-        #: or, until ``Tree.why`` explains them, the two events) that added it
+        #: thread -> (event index, race event index, the two events or the
+        #: event and the thread whose work it took (i == j), the reasons or
+        #: None) that added it; ``Tree.why`` gives their words
         self.why: dict = {}
         self.pre = 0  # preemptions on the path up to and including this choice
         #: optimal: the wakeup tree's branches here still to explore, each a
@@ -492,7 +493,7 @@ class Tree:
                 self.bound_cut += 1
                 continue
             b.backtrack.append(q)
-            b.why[q] = (i, j, events[i].label, events[j].label, (events[i], events[j]))
+            b.why[q] = (i, j, events[i], events[j], None)
             added += 1
         for j, t in self._taken(events):
             b = stack[j]
@@ -542,7 +543,7 @@ class Tree:
     def _taken_why(events: list[Event], j: int, t: str) -> tuple:
         # (i == j: a step and the thread whose work it took, which never ran)
         why = TIMER_TAKEN_REASON if t[0] == "T" else TAKEN_REASON
-        return (j, j, events[j].label, t, [f"{t}: " + why])
+        return (j, j, events[j], t, [f"{t}: " + why])
 
     def relation_of(self, events: list[Event]) -> HappensBefore | None:
         """The relation ``add_races`` built, if it is that of ``events`` (the
@@ -600,7 +601,7 @@ class Tree:
                 continue
             if any(weak_initial(e, v) is not None for e in b.done.values()):
                 continue
-            why = (i, j, events[i].label, events[j].label, (events[i], events[j]))
+            why = (i, j, events[i], events[j], None)
             n = len(b.wut)
             if insert_wakeup(b.wut, v, why):
                 added += 1
@@ -722,9 +723,15 @@ class Tree:
         for b in self.stack:
             w = b.why.get(b.chosen)
             if w is not None:
-                reasons = w[4]
-                if type(reasons) is tuple:  # (the two events: explained when asked)
-                    w = b.why[b.chosen] = (*w[:4], explain(*reasons))
+                i, j, a, c, reasons = w
+                if type(a) is not str:  # (the events: put in words when asked, once)
+                    w = b.why[b.chosen] = (
+                        i,
+                        j,
+                        a.label,
+                        c if i == j else c.label,
+                        explain(a, c) if reasons is None else reasons,
+                    )
                 out.append(w)
         return out
 

@@ -92,6 +92,48 @@ def mid_text(mid: tuple) -> str:
     return "m%d.%d" % mid
 
 
+# An event's words (``Event.label``), made when first read from what the
+# step kept (``World.step``: a step returns the text, "" when its event is
+# known, or ``(one of these, *its arguments)``).
+
+
+def _slice_text(k: int, pid, status) -> str:
+    return f"scheduler {k} runs {pid!r}" + (f" ({status})" if status in (EXITED, SUSPENDED) else "")
+
+
+def _ingest_text(n: int, k: int, items: list) -> str:
+    # (a message: its mid first; a table event: its kind)
+    what = [mid_text(x[0]) if type(x[0]) is tuple else f"{x[0]} {x[1]!r}" for x in items]
+    return f"queue takes batch {n} of scheduler {k}: " + ", ".join(what)
+
+
+def _dispatch_text(mid, type_, from_, to, fate: str, reason=None) -> str:
+    end = f" {reason}" if fate == "dropped" else ""
+    return f"dispatch {mid_text(mid)} {M.TYPE_NAMES[type_]} {from_!r} -> {to!r}: {fate}{end}"
+
+
+def _reach_text(mid, to, dead: bool) -> str:
+    return f"{mid_text(mid)} reaches {to!r}" + (", which is dead" if dead else "")
+
+
+def _signal_text(sig, i: int) -> str:
+    return f"{describe_signal(sig)} from scheduler {i} arrives"
+
+
+def _replica_text(k: int, what: str, data) -> str:
+    return f"scheduler {k}'s replica takes {what} {data!r}"
+
+
+def _timer_text(text: str, e: tuple) -> str:
+    if timer_kind(e) == "busy":
+        return f"the busy spell of {text} ends ({timer_ms(e)} ms)"
+    return f"the receive timeout of {text} fires (after {timer_ms(e)} ms)"
+
+
+def _serve_text(name: str, pid) -> str:
+    return f"controller serves {name} for {pid!r}"
+
+
 def thread_order(name: str) -> tuple:
     """The canonical order of threads: schedulers, arrivals, BIFs, replicas,
     ingest, dispatch, timers (the default schedule runs processes first and
@@ -523,7 +565,7 @@ class World(WorldBase):
         self.trace.append(ev)
         return ev
 
-    def _slice(self, k: int) -> str:
+    def _slice(self, k: int) -> str | tuple:
         node = self.nodes[k]
         if not node.runq:
             raise SimError(f"scheduler {k} has nothing to run")
@@ -540,9 +582,7 @@ class World(WorldBase):
         self._flush(k)
         if self.quiet:
             return ""
-        return f"scheduler {k} runs {p.pid!r}" + (
-            f" ({p.status})" if p.status in (EXITED, SUSPENDED) else ""
-        )
+        return (_slice_text, k, p.pid, p.status)
 
     def _cut_short(self, k: int, p) -> None:
         """The footprint of a slice in which ``p``, which an exit signal
@@ -571,7 +611,7 @@ class World(WorldBase):
             for c in _named_by(p, mine):
                 w.add(("proc", c))
 
-    def _ingest(self, k: int) -> str:
+    def _ingest(self, k: int) -> str | tuple:
         n, after, items = self.ing[k].popleft()
         self.fp_c.add(("batch", k, n))
         self.fp_w.add(("bhead", k))  # what a BIF taking the batches sees
@@ -580,18 +620,13 @@ class World(WorldBase):
                 self.fp_c.add(("ingested", i, after[i]))
         self.ingested[k] = n
         self.fp_p.add(("ingested", k, n))
-        what: list | None = None if self.quiet else []
         dead: list = []
         tracers: list = []
         reg_changed = ports_changed = False
         for item in items:
             if type(item[0]) is tuple:  # a message: its mid first
                 self._enqueue(item)
-                if what is not None:
-                    what.append(mid_text(item[0]))
                 continue
-            if what is not None:
-                what.append(f"{item[0]} {item[1]!r}")
             reg, ports = take_table_event(self.table, self.state, item[0], item[1:], dead, tracers)
             reg_changed |= reg
             ports_changed |= ports
@@ -606,9 +641,9 @@ class World(WorldBase):
             self._pub_all(("reg", dict(self.table.registry)))
         if ports_changed:
             self._pub_all(("ports", self.table.open_tracer_ports()))
-        if what is None:
+        if self.quiet:
             return ""
-        return f"queue takes batch {n} of scheduler {k}: " + ", ".join(what)
+        return (_ingest_text, n, k, items)
 
     def _enqueue(self, item: tuple) -> None:
         """A message of a batch joins the queue (``enqueue_sys_msg_unlocked``),
@@ -627,7 +662,7 @@ class World(WorldBase):
         self.queue.append((mid, type_, from_, to, msg, ts_kind, ts, active))
         self.fp_p.add(("msg", mid))
 
-    def _dispatch(self) -> str:
+    def _dispatch(self) -> str | tuple:
         mid, type_, from_, to, msg, ts_kind, ts, active = self.queue.popleft()
         self.fp_c.add(("msg", mid))
         g = group_of_type(type_)
@@ -651,7 +686,7 @@ class World(WorldBase):
             self.delivered += 1
             if self.quiet:
                 return ""
-            return f"dispatch {mid_text(mid)} {M.TYPE_NAMES[type_]} {from_!r} -> {d.receiver!r}: delivered"
+            return (_dispatch_text, mid, type_, from_, d.receiver, "delivered")
         if tp is not None:
             # a tracer port the dispatcher writes to itself (io.c), in queue order
             term = M.complete(msg, ts_kind, us_to_ts(ts), active) if ts_kind else msg
@@ -661,7 +696,7 @@ class World(WorldBase):
             self.delivered += 1
             if self.quiet:
                 return ""
-            return f"dispatch {mid_text(mid)} {M.TYPE_NAMES[type_]} {from_!r} -> {d.receiver!r}: written"
+            return (_dispatch_text, mid, type_, from_, d.receiver, "written")
         if d.failure:
             disp_failure(
                 M.SysMsg(type_, from_, to, msg, ts_kind), d.receiver, self.state, self.stderr.append
@@ -670,9 +705,9 @@ class World(WorldBase):
         self.dropped += 1
         if self.quiet:
             return ""
-        return f"dispatch {mid_text(mid)} {M.TYPE_NAMES[type_]} {from_!r} -> {d.receiver!r}: dropped {d.reason}"
+        return (_dispatch_text, mid, type_, from_, d.receiver, "dropped", d.reason)
 
-    def _arrive(self, i: int, k: int) -> str:
+    def _arrive(self, i: int, k: int) -> str | tuple:
         seq, payload, nb = self.chans[(i, k)].popleft()
         self.fp_c.add(("sig", i, k, seq))
         if i:
@@ -688,16 +723,15 @@ class World(WorldBase):
         target = node.procs.get(to) if quiet else None
         if not (target is not None and self._takes_quietly(target)):
             self.fp_w.add(("node", k))
-        label = ""
+        label: str | tuple = ""
         if i == 0:
-            if not node.takes_delivery(to):
+            dead = not node.takes_delivery(to)
+            if dead:
                 self.fates[mid] = ("arrived_dead", to)
-                if not self.quiet:
-                    label = f"{mid_text(mid)} reaches {to!r}, which is dead"
             else:
                 self.arrivals.setdefault(to, []).append(mid)
-                if not self.quiet:
-                    label = f"{mid_text(mid)} reaches {to!r}"
+            if not self.quiet:
+                label = (_reach_text, mid, to, dead)
             node.deliver_sys_run(to, [term])
         else:
             if nb > self.after[k][i]:
@@ -706,7 +740,7 @@ class World(WorldBase):
                 self.after[k][i] = nb
                 self.fp_w.add(("after", k, i))
             if not self.quiet:
-                label = f"{describe_signal(sig)} from scheduler {i} arrives"
+                label = (_signal_text, sig, i)
             apply_signal(node, sig)
         t = self.transports[k]
         if t.out or t.peer_out or t.ctl_out:
@@ -717,7 +751,7 @@ class World(WorldBase):
             self._flush(k)
         return label
 
-    def _publish(self, k: int) -> str:
+    def _publish(self, k: int) -> str | tuple:
         seq, (kind, data) = self.pubs[k].popleft()
         self.fp_c.add(("pubitem", k, seq))
         node = self.nodes[k]
@@ -726,7 +760,7 @@ class World(WorldBase):
             node.apply_snapshot(data)
             if self.quiet:
                 return ""
-            return f"scheduler {k}'s replica takes state version {data.version}"
+            return (_replica_text, k, "state version", data.version)
         if kind in ("dead", "tracer"):
             # read only by is_alive / is_tracer of a pid of another scheduler
             self.fp_w.add(("replica", k))  # (the whole, what _cut_short reads)
@@ -746,9 +780,9 @@ class World(WorldBase):
             node.remote_tracer_ports = set(data)
         if self.quiet:
             return ""
-        return f"scheduler {k}'s replica takes {kind} {data!r}"
+        return (_replica_text, k, kind, data)
 
-    def _timer(self, text: str) -> str:
+    def _timer(self, text: str) -> str | tuple:
         k, e = self.armed_timer(text)
         node = self.nodes[k]
         self.fp_c.add(("timer", k, e[1]))
@@ -759,9 +793,7 @@ class World(WorldBase):
         self._flush(k)
         if self.quiet:
             return ""
-        if timer_kind(e) == "busy":
-            return f"the busy spell of {text} ends ({timer_ms(e)} ms)"
-        return f"the receive timeout of {text} fires (after {timer_ms(e)} ms)"
+        return (_timer_text, text, e)
 
     def take_signals(self, keys) -> None:
         """Within the current event, every signal waiting on the channels
@@ -814,7 +846,7 @@ class World(WorldBase):
                         self._take_until(i, after[i])
             self._ingest(k)
 
-    def _serve(self, pid_text: str) -> str:
+    def _serve(self, pid_text: str) -> str | tuple:
         pid, seq, req = self.rpcs.pop(pid_text)
         self.fp_c.add(("rpc", pid, seq))
         k = self.owner(pid)
@@ -837,7 +869,7 @@ class World(WorldBase):
             self._flush(j)
         if self.quiet:
             return ""
-        return f"controller serves {name} for {pid!r}"
+        return (_serve_text, name, pid)
 
     def serve_request(self, caller, req):
         """The controller's side of a process's BIF (``Emulator._serve_rpcs``)."""
