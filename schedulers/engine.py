@@ -202,7 +202,7 @@ class Node(ProcessOps, CallTracing, ResourceOps, SeqTrace, TracePoints, LocalBif
         self.ports: dict[Port, object] = {}
         self.trace_ports: dict[Port, object] = {}  # nonsmp only: tracer ports
         self.registry: dict[Atom, object] = {}
-        self.state = TracerState(liveness=self)
+        self.state = self._new_state()
         self.dead_remote: set[Pid] = set()  # smp replica
         self.remote_tracers: set[Pid] = set()  # smp replica
         self.remote_tracer_ports: set[Port] = set()  # smp replica
@@ -241,6 +241,11 @@ class Node(ProcessOps, CallTracing, ResourceOps, SeqTrace, TracePoints, LocalBif
         #: death, ``("x", pid)``, in order (``compare``'s journal of nonsmp)
         self.fates: list | None = None
         self.fates_cut = 0  # entries past ``FATES_MAX`` not kept
+
+    def _new_state(self) -> TracerState:
+        """The replica of the tracer state (``smp.sim.nodes.SimNode``'s takes
+        no lock: a simulated world runs in one thread)."""
+        return TracerState(liveness=self)
 
     # ---------------------------------------------------------------- ids
     def new_pid(self, owner: int | None = None) -> Pid:

@@ -13,6 +13,7 @@ from smp.core.clock import Clock
 from smp.core.errors import SmpError
 from smp.core.placement import pid_owner, port_owner
 from smp.core.rwlock import ONE_THREAD
+from smp.core.state import TracerState
 from smp.core.stats import Stats
 from smp.core.terms import Pid, Port
 from smp.wire.protocol import decode_signal
@@ -232,11 +233,13 @@ class SimNode(Node):
     def __init__(self, world, *a, **kw):
         super().__init__(*a, **kw)
         self.world = world
-        self.state.lock = ONE_THREAD  # (a world runs in one thread)
         self.clock = SimClock()
         self.monotonic = _clock_at_zero
         # a collector nobody traces is passive (``Node._make_runnable``)
         self.passive = world.collectors
+
+    def _new_state(self) -> TracerState:
+        return TracerState(liveness=self, lock=ONE_THREAD)  # (a world runs in one thread)
 
     def fire_timers(self) -> None:
         pass

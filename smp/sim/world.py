@@ -84,6 +84,8 @@ from .nodes import (
 __all__ = ["World", "WorldBase", "NonsmpWorld", "SimError", "collector", "thread_order", "mid_text"]
 
 am_active = Atom("active")
+#: the snapshot of a new tracer state (a world's first, ``World._snap``)
+_FRESH = TracerState(liveness=None, lock=ONE_THREAD).snapshot()
 _BASE_US = 1_700_000_000_000_000  # a plausible now() for the first timestamp
 
 
@@ -309,7 +311,7 @@ class World(WorldBase):
         self.state = TracerState(
             liveness=self.table, on_change=self._on_state_change, lock=ONE_THREAD
         )
-        self._snap = self.state.snapshot()
+        self._snap = _FRESH  # (the state's snapshot: a new state's)
         self.clock = SimClock()
         self.queue: deque = deque()
         self.stderr: list[str] = []
@@ -332,26 +334,27 @@ class World(WorldBase):
                 )
             )
         r = range(nsched + 1)
+        n = nsched + 1
         self.ing: list = [deque() for _ in r]  # batches on their way to the queue
-        self.ing_sent = [0 for _ in r]
-        self.ingested = [0 for _ in r]
-        self.after = [[0] * (nsched + 1) for _ in r]
+        self.ing_sent = [0] * n
+        self.ingested = [0] * n
+        self.after = [[0] * n for _ in r]
         self.chans: dict = {}  # (from, to) -> deque of (seq, payload, batches sent)
         self._chan_order: list = []  # (thread name, its deque), by (from, to)
         self.bif_sched: int | None = None  # the scheduler of the BIF being served
         self.bif_name: str | None = None  # its name (a request to register: that)
         self.chan_sent: dict = {}
         self.pubs: list = [deque() for _ in r]
-        self.pub_sent = [0 for _ in r]
+        self.pub_sent = [0] * n
         self.rpcs: dict = {}  # the text of a pid with a request -> (pid, seq, request)
         self.rpc_sent: dict = {}
         self.refs = 0
         # the slices each scheduler ran, and whether the next one was made
         # possible by an event that gave its idle run queue a process (a
         # cause: that slice cannot come before it)
-        self.slices = [0 for _ in r]
+        self.slices = [0] * n
         self._collector_procs: list | None = None  # (pid, its scheduler's procs)
-        self.woken = [False for _ in r]
+        self.woken = [False] * n
         # what happened to the messages
         # mid: (scheduler, n), numbered by its maker (the controller is 0), so
         # events on different schedulers commute with their numbers
@@ -365,15 +368,12 @@ class World(WorldBase):
         self.started: list = []  # the passive collectors start_collectors ran
         self.marked: set = set()  # tracers a process's BIF marked (SmpBackend._marked)
         self.backend = SimBackend(self)
-        self._names_S = ["S%d" % k for k in r]
-        self._names_I = ["I%d" % k for k in r]
-        self._names_P = ["P%d" % k for k in r]
         self._ks = range(1, nsched + 1)
         # what enabled() looks at, by thread (none of these deques is ever
         # replaced: each is read where it is rather than looked up per call)
-        self._runqs = [(self._names_S[k], self.nodes[k].runq) for k in self._ks]
-        self._pubqs = [(self._names_P[k], self.pubs[k]) for k in self._ks]
-        self._ingqs = [(k, self._names_I[k], self.ing[k]) for k in self._ks]
+        self._runqs = [("S%d" % k, self.nodes[k].runq) for k in self._ks]
+        self._pubqs = [("P%d" % k, self.pubs[k]) for k in self._ks]
+        self._ingqs = [(k, "I%d" % k, self.ing[k]) for k in self._ks]
         self._scratch: set = set()  # a replayed step's footprint (step)
 
     # ------------------------------------------------------------ bookkeeping
