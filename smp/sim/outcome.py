@@ -224,9 +224,17 @@ def _frozen(t):
         return t
     if ty is tuple:
         for x in t:
-            if type(x) not in _PLAIN:
-                return tuple(map(_frozen, t))
-        return t  # (flat: as it is)
+            tx = type(x)
+            if tx in _PLAIN:
+                continue
+            if tx is tuple:  # (one level down without a call: a message's body, a timestamp)
+                for y in x:
+                    if type(y) not in _PLAIN:
+                        break
+                else:
+                    continue
+            return tuple(map(_frozen, t))
+        return t  # (of plain terms and flat tuples: as it is)
     if ty is list:
         return (_LIST, *map(_frozen, t))
     if ty is float:
@@ -247,7 +255,7 @@ def _raw_key(world, blocked_ok: bool):
             len(world.queue),
             world.delivered,
             world.dropped,
-            frozenset((mid, _frozen(info)) for mid, info in world.msgs.items()),
+            frozenset(zip(world.msgs, map(_frozen, world.msgs.values()), strict=True)),
             frozenset(world.fates.items()),
             frozenset((r, tuple(mids)) for r, mids in world.arrivals.items()),
             frozenset(world.names.items()),
