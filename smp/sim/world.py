@@ -354,6 +354,10 @@ class World(WorldBase):
         # cause: that slice cannot come before it)
         self.slices = [0] * n
         self._collector_procs: list | None = None  # (pid, its scheduler's procs)
+        #: the quiet collectors after the last step when it was a new one
+        #: and nothing changed the world since (a replayed step, the setup's
+        #: spawns and settles), else None: the next new step's before (step)
+        self._quiet: set | None = None
         self.woken = [False] * n
         # what happened to the messages
         # mid: (scheduler, n), numbered by its maker (the controller is 0), so
@@ -524,6 +528,7 @@ class World(WorldBase):
         for k in self._ks:
             if not nodes[k].runq:
                 idle.append(k)
+        quiet_ok, self._quiet = self._quiet, None
         if known is not None:
             # a replayed step: its footprint is the known event's, so what the
             # step adds goes to one scratch set, emptied here
@@ -535,7 +540,8 @@ class World(WorldBase):
         else:
             self.quiet = False
             self.fp_r, self.fp_w, self.fp_p, self.fp_c = set(), set(), set(), set()
-            quiet_ok = self._quiet_collectors() if self.collectors else None
+            if quiet_ok is None and self.collectors:
+                quiet_ok = self._quiet_collectors()  # (else as the last step left them)
         try:
             label = method(self, *args)
         except (IndexError, KeyError, ValueError):
@@ -551,8 +557,10 @@ class World(WorldBase):
             # a collector that starts or stops taking messages unseen (it
             # waits, dies, is traced or untraced) is written: a quiet arrival
             # there commutes with the event on one side of it only
-            for pid in quiet_ok.symmetric_difference(self._quiet_collectors()):
-                self.fp_w.add(("proc", pid))
+            after = self._quiet = self._quiet_collectors()
+            if after != quiet_ok:
+                for pid in quiet_ok.symmetric_difference(after):
+                    self.fp_w.add(("proc", pid))
         ev = Event(
             thread,
             kind,
@@ -892,6 +900,7 @@ class World(WorldBase):
         """Between runs: every batch ingested, every publication applied and
         every signal delivered, no process run (the emulator's paused state)."""
         self.atomic = True
+        self._quiet = None
         for k in range(1, self.nsched + 1):
             self._flush(k)
         while True:
@@ -926,6 +935,7 @@ class World(WorldBase):
         return port
 
     def spawn(self, k: int, fun, args, keep: bool, name: str | None) -> Pid:
+        self._quiet = None
         node = self.nodes[k]
         pid = node.new_pid()
         node.spawn_local(pid, fun, args, kept=keep)
