@@ -16,6 +16,7 @@ from __future__ import annotations
 import random
 
 import pytest
+from classes import classes
 
 from smp.core.terms import Atom
 from smp.sim import Explorer, brute_force, replay
@@ -118,26 +119,6 @@ def _medium(rng: random.Random):
     return setup, f"{flags} {plan} other={other} at {places} seq={seq_tracer}"
 
 
-def _classes(new_world, optimal: bool, prefix=()):
-    """Every complete execution's Mazurkiewicz trace, the blocked ones, and
-    the planned steps that could not be taken."""
-    from smp.sim.dpor import Tree
-
-    t = Tree(new_world, prefix=prefix, optimal=optimal)
-    keys, blocked = [], 0
-    while not t.finished:
-        w, how = t.execute()
-        t.add_races()
-        if how == "blocked":
-            blocked += 1
-        else:
-            keys.append(mazurkiewicz_key(w.trace))
-        w.dispose()
-        if not t.advance():
-            break
-    return keys, blocked, t.misses
-
-
 def _medium_programs(count: int, seed: int = 1, most: int = 400):
     """Generated programs with more than one class and at most ``most``,
     sized by an optimal search stopped past the bound."""
@@ -173,15 +154,15 @@ def test_optimal_and_source_dpor_find_the_same_classes_and_optimal_blocks_none(i
 
     setup, desc = MEDIUM[i]
     nw = world_factory(setup, 2, 200)
-    opt, opt_blocked, misses = _classes(nw, True)
-    src, src_blocked, _ = _classes(nw, False)
+    opt, opt_blocked, misses = classes(nw, True)
+    src, src_blocked, _ = classes(nw, False)
     assert len(set(opt)) == len(opt), desc  # no class twice
     assert set(opt) == set(src), desc
     assert misses == 0 and opt_blocked == 0, (desc, opt_blocked, src_blocked)
     # a split search (what --jobs shares): every class once, over the subtrees
     parts: list = []
     for prefix in split(nw, 8):
-        parts += _classes(nw, True, prefix)[0]
+        parts += classes(nw, True, prefix)[0]
     assert len(parts) == len(set(parts)) and set(parts) == set(opt), desc
 
 
@@ -205,7 +186,7 @@ def test_a_split_leaves_out_the_prefixes_where_every_thread_is_asleep():
 def test_the_medium_programs_have_races_sleep_sets_alone_do_not_settle():
     """Source DPOR runs sleep-set blocked executions on some of them: the
     programs exercise what wakeup trees are for."""
-    blocked = [_classes(world_factory(s, 2, 200), False)[1] for s, _d in MEDIUM]
+    blocked = [classes(world_factory(s, 2, 200), False)[1] for s, _d in MEDIUM]
     assert sum(1 for b in blocked if b) >= 3
 
 
@@ -331,8 +312,8 @@ def test_optimal_dpor_finds_every_class_where_a_kill_meets_a_message_on_its_way(
     optimal DPOR explored 40 of the 52 classes Source-DPOR finds."""
 
     nw = world_factory(_kill_meets_message, 2, 200)
-    opt, blocked, misses = _classes(nw, True)
-    src, _, _ = _classes(nw, False)
+    opt, blocked, misses = classes(nw, True)
+    src, _, _ = classes(nw, False)
     assert misses == 0 and blocked == 0 and len(set(opt)) == len(opt)
     assert set(opt) == set(src) and len(src) == 52
 

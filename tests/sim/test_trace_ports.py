@@ -6,6 +6,7 @@ reads back a memory port of the real dispatcher."""
 from __future__ import annotations
 
 import pytest
+from classes import classes
 
 from smp.app.explore.proof import prove
 from smp.core.errors import BadArg
@@ -204,27 +205,14 @@ def test_every_class_random_schedules_meet_with_a_process_port_is_explored(setup
     import random
 
     from smp.sim.deps import conflicting, explain
-    from smp.sim.dpor import Tree, mazurkiewicz_key
+    from smp.sim.dpor import mazurkiewicz_key
     from smp.sim.explorer import world_factory
 
     nw = world_factory(setup, 2, 200)
 
-    def classes(optimal):
-        tree, keys, blocked = Tree(nw, optimal=optimal), set(), 0
-        while not tree.finished:
-            w, how = tree.execute()
-            tree.add_races()
-            if how == "complete":
-                keys.add(mazurkiewicz_key(w.trace))
-            else:
-                blocked += 1
-            w.dispose()
-            if not tree.advance():
-                break
-        return keys, blocked
-
-    explored, blocked = classes(True)
-    assert blocked == 0 and explored == classes(False)[0]
+    found, blocked, _ = classes(nw, True)
+    explored = set(found)
+    assert blocked == 0 and explored == set(classes(nw, False)[0])
     rng, met = random.Random(5), set()
     for _ in range(300):
         w = nw()
