@@ -54,26 +54,40 @@ def _etf(b: bytes):
         return None
 
 
+#: how deep in a term a binary is looked at as a whole term (a deeper one
+#: is shown as bytes): the search and the text stay bounded for any term
+_ETF_DEPTH = 64
+
+
 def _has_etf(t) -> bool:
-    if type(t) is bytes:
-        return _etf(t) is not None
-    if type(t) in (tuple, list):
-        return any(_has_etf(x) for x in t)
+    """Whether ``t`` holds, within ``_ETF_DEPTH`` levels, a binary that is one
+    whole term (a loop, not a recursion: a term may nest deeper than Python
+    recurses)."""
+    todo = [(t, 0)]
+    while todo:
+        x, depth = todo.pop()
+        tx = type(x)
+        if tx is bytes:
+            if _etf(x) is not None:
+                return True
+        elif (tx is tuple or tx is list) and depth < _ETF_DEPTH:
+            todo.extend((y, depth + 1) for y in x)
     return False
 
 
-def _readable(t) -> str:
+def _readable(t, depth: int = 0) -> str:
     """``format_term``, but a binary that is one whole external-format term
     is shown as ``term_to_binary(Term)``: a tracer port's driver echoes
     such bytes, whose pids are numbers that differ between smp and nonsmp
     (and between runs), where the term's pids are named by role."""
-    if type(t) is bytes:
-        inner = _etf(t)
-        return format_term(t) if inner is None else f"term_to_binary({_readable(inner)})"
-    if type(t) is tuple and _has_etf(t):
-        return "{" + ",".join(_readable(x) for x in t) + "}"
-    if type(t) is list and _has_etf(t):
-        return "[" + ",".join(_readable(x) for x in t) + "]"
+    if depth < _ETF_DEPTH:
+        if type(t) is bytes:
+            inner = _etf(t)
+            if inner is not None:
+                return f"term_to_binary({_readable(inner, depth + 1)})"
+        elif type(t) in (tuple, list) and _has_etf(t):
+            inside = ",".join(_readable(x, depth + 1) for x in t)
+            return "{" + inside + "}" if type(t) is tuple else "[" + inside + "]"
     return format_term(t)
 
 

@@ -156,6 +156,18 @@ def test_only_a_binary_that_is_one_whole_term_is_shown_as_the_term():
 
     shown = _format((b"\x83\x00", b"\x83h\x02a\x01a", b"abc", [b"\x83a\x05"]), False)
     assert shown == '{<<131,0>>,<<131,104,2,97,1,97>>,<<"abc">>,[term_to_binary(5)]}'
+    # deeper than Python recurses: shown, as format_term shows it, and a
+    # binary that holds such a term too
+    from smp.wire.etf import encode
+
+    deep: object = ()
+    for _ in range(5000):
+        deep = (deep,)
+    assert _format(deep, False) == "{" * 5001 + "}" * 5001
+    nested: list = []
+    for _ in range(3000):
+        nested = [nested]
+    assert _format((encode(nested),), False).startswith("{term_to_binary([[[")
 
 
 def test_a_trace_port_is_refused_as_a_tracee_in_one_line():
