@@ -46,7 +46,12 @@ from smp.ports.traceport_file import (
     wrap_files,
 )
 from smp.ports.traceport_ip import DEFAULT_QUEUE_SIZE, IpTracePort
-from smp.ports.traceport_mem import TRACER_PORT_KINDS, MemoryTracePort, NullTracePort
+from smp.ports.traceport_mem import (
+    TRACER_PORT_KINDS,
+    MemoryTracePort,
+    NullTracePort,
+    check_kind,
+)
 
 __all__ = [
     "FileTracePort",
@@ -105,11 +110,8 @@ def open_trace_port(kind: str, *args, **kw):
         "null": NullTracePort,
         "memory": MemoryTracePort,
     }
-    cls = classes.get(kind)
-    if cls is None:
-        raise TracePortError(
-            f"unknown trace port kind {kind!r} (kinds: {', '.join(TRACER_PORT_KINDS)})"
-        )
+    check_kind(kind)
+    cls = classes[kind]
     try:
         return cls(*args, **kw)
     except TypeError as e:

@@ -12,9 +12,18 @@ from smp.core.errors import TracePortError
 from smp.ports.traceport_file import _BasePort
 from smp.wire.etf import decode
 
-__all__ = ["NullTracePort", "MemoryTracePort", "TRACER_PORT_KINDS"]
+__all__ = ["NullTracePort", "MemoryTracePort", "TRACER_PORT_KINDS", "check_kind"]
 
 TRACER_PORT_KINDS = ("file", "ip", "null", "memory")
+
+
+def check_kind(kind) -> None:
+    """A tracer port's kind, refused in one line unless it is one of
+    ``TRACER_PORT_KINDS`` (the emulator's and the simulator's alike)."""
+    if kind not in TRACER_PORT_KINDS:
+        raise TracePortError(
+            f"unknown trace port kind {kind!r} (kinds: {', '.join(TRACER_PORT_KINDS)})"
+        )
 
 
 class NullTracePort(_BasePort):

@@ -16,7 +16,7 @@ import inspect
 from smp.core.errors import BadArg
 from smp.core.flags import flags_of, monitor_args_of
 from smp.core.terms import Atom, Pid, Port, atom_of
-from smp.ports.traceport_mem import TRACER_PORT_KINDS
+from smp.ports.traceport_mem import check_kind
 
 from .world import NonsmpWorld, World, check_body, collector
 
@@ -73,10 +73,7 @@ class SimVM:
         it, in order (what a file or a socket does with the bytes is not
         part of an outcome); ``name`` is its role in reports.  It stays open
         for the whole execution."""
-        if kind not in TRACER_PORT_KINDS:
-            raise BadArg(
-                f"trace port kind must be one of {', '.join(TRACER_PORT_KINDS)}, not {kind!r}"
-            )
+        check_kind(kind)  # (as the emulator refuses it)
         return self.world.open_trace_port(name)
 
     def trace(self, pid_spec, how, flags, tracer=None) -> int:

@@ -9,7 +9,7 @@ import pytest
 from classes import classes
 
 from smp.app.explore.proof import prove
-from smp.core.errors import BadArg
+from smp.core.errors import BadArg, TracePortError
 from smp.core.terms import Atom
 from smp.sim import explore
 
@@ -95,7 +95,7 @@ def test_a_bad_kind_is_refused():
     def bad_kind(vm):
         vm.open_trace_port("disk")
 
-    with pytest.raises(BadArg, match="trace port kind must be one of file, ip, null, memory"):
+    with pytest.raises(TracePortError, match=r"unknown trace port kind 'disk' \(kinds: file, "):
         explore(bad_kind, schedulers=2)
 
 
