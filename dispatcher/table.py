@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 
+from smp.core.placement import port_of
 from smp.core.terms import Atom, Pid, Port
 
 __all__ = ["PidTable", "take_table_event"]
@@ -33,7 +34,7 @@ class PidTable:
         """A tracer port of the dispatcher: numbered with owner 0 among the
         ``nsched`` schedulers (``port_owner``), kept in ``ports``."""
         self._trace_ports_made += 1
-        port = Port((nsched + 1) * self._trace_ports_made)
+        port = port_of(0, self._trace_ports_made, nsched)
         self.ports[port] = tp
         return port
 

@@ -45,7 +45,7 @@ from smp.core.matchspec import (
     MATCH_SET_RETURN_TO_TRACE,
     MATCH_SET_RETURN_TRACE,
 )
-from smp.core.placement import PID_BASE, pid_index, pid_owner, port_owner
+from smp.core.placement import PID_BASE, pid_index, pid_owner, port_of, port_owner
 from smp.core.pretty import format_term
 from smp.core.state import FALSE, NIL, TracerState
 from smp.core.stats import Stats

@@ -77,6 +77,7 @@ from .common import (
     inherited_tracing,
     pid_index,
     pid_owner,
+    port_of,
     port_owner,
 )
 from .localbifs import LocalBifs
@@ -257,13 +258,13 @@ class Node(ProcessOps, CallTracing, ResourceOps, SeqTrace, TracePoints, LocalBif
 
     def new_port_id(self) -> Port:
         self._port_counter += 1
-        return Port(self.sched_id + (self.nsched + 1) * self._port_counter)
+        return port_of(self.sched_id, self._port_counter, self.nsched)
 
     def add_trace_port(self, tp) -> Port:
         """nonsmp: a tracer port of this scheduler, numbered as the
         dispatcher's are, with owner 0, and kept in ``trace_ports``."""
-        port_id = self.new_port_id()
-        port_id = Port(port_id.number - self.sched_id)  # owner 0: a trace port
+        self._port_counter += 1  # (one count with the ports processes open)
+        port_id = port_of(0, self._port_counter, self.nsched)
         self.trace_ports[port_id] = tp
         return port_id
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from smp.core.terms import Pid, Port
 
-__all__ = ["PID_BASE", "pid_index", "pid_owner", "port_owner", "owner"]
+__all__ = ["PID_BASE", "pid_index", "pid_owner", "port_owner", "port_of", "owner"]
 
 #: The first pid index the emulator hands out (<0.80.0>, as a fresh VM).
 PID_BASE = 80
@@ -28,6 +28,12 @@ def pid_owner(pid: Pid, nsched: int) -> int:
 def port_owner(port: Port, nsched: int) -> int:
     """The scheduler that holds ``port``; 0 for a trace port."""
     return port.number % (nsched + 1)
+
+
+def port_of(owner: int, n: int, nsched: int) -> Port:
+    """The ``n``-th port (from 1) that ``owner`` holds (0: a trace port):
+    ``port_owner`` of it is ``owner``."""
+    return Port(owner + (nsched + 1) * n)
 
 
 def owner(x: object, nsched: int) -> int:

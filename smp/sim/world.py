@@ -677,34 +677,31 @@ class World(WorldBase):
         if g is not None:
             self.fp_r.add(("state", g))
         d = resolve(type_, from_, to, self.state, self.table)
-        tp = self.table.ports.get(d.receiver) if d.action == DELIVER_PORT else None
-        if d.action == DELIVER_PID or (d.action == DELIVER_PORT and tp is None):
-            # to a process, or to a port a process opened: its scheduler
-            # writes the bytes to the driver (erts_raw_port_command)
+        if d.action == DELIVER_PID or d.action == DELIVER_PORT:
             term = M.complete(msg, ts_kind, us_to_ts(ts), active) if ts_kind else msg
-            owner = owner_of(d.receiver, self.nsched)
-            key = (0, owner)
-            seq = self.chan_sent[key] = self.chan_sent.get(key, 0) + 1
-            q = self.chans.get(key)
-            if q is None:
-                q = self._new_chan(key)
-            q.append((seq, (mid, d.receiver, term), 0))
-            self.fp_p.add(("sig", 0, owner, seq))
+            tp = self.table.ports.get(d.receiver) if d.action == DELIVER_PORT else None
+            if tp is None:
+                # to a process, or to a port a process opened: its scheduler
+                # writes the bytes to the driver (erts_raw_port_command)
+                owner = owner_of(d.receiver, self.nsched)
+                key = (0, owner)
+                seq = self.chan_sent[key] = self.chan_sent.get(key, 0) + 1
+                q = self.chans.get(key)
+                if q is None:
+                    q = self._new_chan(key)
+                q.append((seq, (mid, d.receiver, term), 0))
+                self.fp_p.add(("sig", 0, owner, seq))
+                fate = "delivered"
+            else:
+                # a tracer port the dispatcher writes to itself (io.c), in queue order
+                tp.write(encode(term))
+                self.arrivals.setdefault(d.receiver, []).append(mid)
+                fate = "written"
             self.fates[mid] = ("delivered", d.receiver)
             self.delivered += 1
             if self.quiet:
                 return ""
-            return (_dispatch_text, mid, type_, from_, d.receiver, "delivered")
-        if tp is not None:
-            # a tracer port the dispatcher writes to itself (io.c), in queue order
-            term = M.complete(msg, ts_kind, us_to_ts(ts), active) if ts_kind else msg
-            tp.write(encode(term))
-            self.fates[mid] = ("delivered", d.receiver)
-            self.arrivals.setdefault(d.receiver, []).append(mid)
-            self.delivered += 1
-            if self.quiet:
-                return ""
-            return (_dispatch_text, mid, type_, from_, d.receiver, "written")
+            return (_dispatch_text, mid, type_, from_, d.receiver, fate)
         if d.failure:
             disp_failure(
                 M.SysMsg(type_, from_, to, msg, ts_kind), d.receiver, self.state, self.stderr.append
