@@ -163,6 +163,10 @@ class Event:
     def __hash__(self) -> int:
         return hash((*self._fields(), self.label))
 
+    def __reduce__(self):
+        # (to another process: the words made here, not what makes them)
+        return (Event, (*self._fields(), self.label))
+
     def __repr__(self) -> str:
         return (
             "Event(thread=%r, kind=%r, reads=%r, writes=%r, produces=%r, consumes=%r, label=%r)"

@@ -49,9 +49,12 @@ Optimal DPOR is the default; Source-DPOR runs under a preemption bound
 the paper's setting are handled apart: a step that can be taken away (a
 BIF takes an ingest's batches or an arrival's signals, a message cancels
 a timer), which is still a weak initial of what it is independent of
-(``weak_initial``), and a split's prefix, whose steps try every thread
-without planning sequences (``Tree.prefix_sleep``); a split search may
-end a few executions blocked there.
+(``weak_initial``), and a split's prefix (Source-DPOR's split search),
+whose steps try every thread without planning sequences
+(``Tree.prefix_sleep``).  Optimal DPOR is shared among processes by
+branches instead (``Task``, ``smp.sim.share``): a branch's tree checks
+the races it reverses before its branch as the whole tree would and hands
+the plans back, so the search is the one tree's.
 
 A happens-before edge comes from an event's own thread, from a conflict on
 an object (the last writer and the readers since, per object, suffice: any
@@ -70,6 +73,7 @@ from .world import World, thread_order
 
 __all__ = [
     "Tree",
+    "Task",
     "HappensBefore",
     "races",
     "all_executions",
@@ -176,6 +180,17 @@ def insert_wakeup(forest: list, v: list[Event], why) -> bool:
                 chain = [[x.thread, x, chain, None]]
             forest.append([v[0].thread, v[0], chain, why])
             return True
+
+
+def plan(b: Branch, v: list, why) -> bool:
+    """Plan ``v`` in branch ``b``'s wakeup tree (``insert_wakeup``); a new
+    first step there is also a thread to backtrack to.  Whether it added."""
+    n = len(b.wut)
+    if not insert_wakeup(b.wut, v, why):
+        return False
+    if len(b.wut) > n:
+        b.backtrack.append(b.wut[-1][0])
+    return True
 
 
 class HappensBefore:
@@ -341,6 +356,7 @@ class Tree:
         prefix: tuple = (),
         preemptions: int | None = None,
         optimal: bool | None = None,
+        task: Task | None = None,
     ):
         if optimal and preemptions is not None:
             raise ValueError("optimal DPOR takes no preemption bound (use source DPOR)")
@@ -366,10 +382,22 @@ class Tree:
         self._rel = HappensBefore()  # of the last execution's events
         self.new_world = new_world
         self.max_events = max_events
-        self.stack: list[Branch] = _prefix_stack(new_world, prefix) if prefix else []
-        # the prefix's branches are fixed (``split`` expanded them in full)
+        #: a task's tree (one branch of an optimal tree, ``Task``): the plans
+        #: its races make before its branch, ``(position, sequence, why)`` in
+        #: the order they were made, for the tree that handed it out
+        self.above: list | None = None
+        if task is not None:
+            if prefix or not self.optimal:
+                raise ValueError("a task is a branch of an optimal tree, with no prefix")
+            self.stack = task.stack(new_world)
+            self.above = []
+        else:
+            self.stack = _prefix_stack(new_world, prefix) if prefix else []
+        # the prefix's branches are fixed (``split`` expanded them in full; a
+        # task's are the tree's that handed it out)
         self.floor = len(self.stack)
-        self.first_new = 0
+        # (a task's first execution: the races of its branch's step too)
+        self.first_new = self.floor - 1 if task is not None else 0
         self.finished = False
         #: executions run to their end, blocked ones included (the leaves)
         self.leaves = 0
@@ -385,7 +413,7 @@ class Tree:
         #: every thread at the prefix's steps without planning sequences
         #: there; an event of theirs is not taken to cover a race's reversal
         self.prefix_sleep: frozenset = frozenset()
-        if self.stack:
+        if self.stack and task is None:
             last = self.stack[-1]
             self.prefix_sleep = frozenset(
                 _child_sleep(last.sleep, last.done, last.chosen, last.event).values()
@@ -516,7 +544,10 @@ class Tree:
         first is planned here (as DPOR plans a step a transition disables)."""
         stack = self.stack
         n = len(events)
-        for j in range(max(self.first_new, self.floor), n):
+        # (a task's own branch is new in its first execution; the fixed
+        # branches of a split were expanded in full)
+        start = self.first_new if self.above is not None else max(self.first_new, self.floor)
+        for j in range(start, n):
             e = events[j]
             b = stack[j]
             en = b.enabled
@@ -572,8 +603,9 @@ class Tree:
         events = [b.event for b in stack]
         added = 0
         rel = self._relation(events)
+        above = self.above
         for i, j, _initials, vi in races(events, self.first_new, with_v=True, rel=rel):
-            if i < self.floor:
+            if i < self.floor and above is None:
                 continue  # a fixed branch: every thread is tried there
             b = stack[i]
             v = [events[k] for k in vi]
@@ -602,11 +634,10 @@ class Tree:
             if any(weak_initial(e, v) is not None for e in b.done.values()):
                 continue
             why = (i, j, events[i], events[j], None)
-            n = len(b.wut)
-            if insert_wakeup(b.wut, v, why):
+            if i < self.floor:
+                above.append((i, _resolved(v), why))  # (the tree that handed it out plans it)
+            elif plan(b, v, why):
                 added += 1
-                if len(b.wut) > n:
-                    b.backtrack.append(b.wut[-1][0])
         return added + self._plan_taken(events)
 
     def _event_after(self, before, thread: str) -> tuple[Any, bool]:
@@ -646,14 +677,26 @@ class Tree:
             v = [ev]
             if any(weak_initial(e, v) is not None for e in (*b.sleep.values(), *b.done.values())):
                 continue
-            n = len(b.wut)
-            if insert_wakeup(b.wut, v, self._taken_why(events, j, t)):
+            why = self._taken_why(events, j, t)
+            if j < self.floor:
+                self.above.append((j, v, why))  # (a task's branch took it: see _taken)
+            elif plan(b, v, why):
                 added += 1
-                if len(b.wut) > n:
-                    b.backtrack.append(b.wut[-1][0])
         return added
 
-    def estimate(self) -> float:
+    def take_task(self, above: list, event: Event, leaves: int) -> None:
+        """The current branch explored as a task (``Task``, ``Tree(task=)``):
+        its step's event, its leaves, and the plans its races made before
+        it, made here in the order it made them (where the whole tree, run
+        alone, would have made them while exploring the branch; no branch
+        explored before the task's end is changed by them)."""
+        stack = self.stack
+        stack[-1].event = event
+        self.leaves += leaves
+        for i, v, why in above:
+            plan(stack[i], v, why)
+
+    def estimate(self, current: float = 1.0) -> float:
         """The leaves (executions, blocked ones included) of the whole tree,
         estimated after an execution: bottom-up along its path, the branch
         being explored at each position counts what is known of it, each
@@ -662,7 +705,7 @@ class Tree:
         (the recursive estimator of Kilby, Slaney, Thiébaux and Walsh,
         "Estimating search tree size", AAAI 2006).  Exact once the search is
         over; low while races found later still add branches."""
-        size = 1.0  # (this execution)
+        size = current  # (this execution, or the task just taken: its leaves)
         for b in reversed(self.stack[self.floor :]):
             if self.optimal:
                 pending = len(b.wut)
@@ -805,6 +848,61 @@ class _Replanned:
         if name.startswith("_"):
             raise AttributeError(name)
         return getattr(self.event(), name)
+
+
+def _resolved(v: list) -> list:
+    """``v`` with each replanned event run (``_Replanned.event``): events
+    another process can take."""
+    return [e.event() if type(e) is _Replanned else e for e in v]
+
+
+def portable(forest: list) -> list:
+    """A copy of a wakeup tree's branches whose events are all run
+    (``_resolved``): what a task is handed."""
+    return [[t, _resolved([e])[0], portable(kids), why] for t, e, kids, why in forest]
+
+
+def shape(forest: list) -> tuple:
+    """A wakeup tree's branches by their threads, nested: two that are equal
+    plan the same steps (a branch's event never changes once planned)."""
+    return tuple((node[0], shape(node[2])) for node in forest)
+
+
+class Task:
+    """One branch of an optimal tree, to be explored as a tree of its own
+    (``Tree(task=...)``), maybe in another process: the threads chosen up
+    to it and its own (``path``), at each of those positions the threads
+    explored there before with their events (``done``) and the race that
+    planned the choice (``why``), and the wakeup tree below the branch
+    (``sub``).  The positions' sleep sets follow from these, as
+    ``Tree.execute`` makes them, so the task's tree checks a race it
+    reverses before its branch as the whole tree would, and hands the plan
+    back (``Tree.above``) rather than making it: later branches there are
+    other tasks'."""
+
+    __slots__ = ("path", "done", "why", "sub")
+
+    def __init__(self, path: tuple, done: list, why: list, sub: list):
+        self.path, self.done, self.why, self.sub = path, done, why, sub
+
+    def stack(self, new_world) -> list[Branch]:
+        """The tree's branches up to this one, with the events a replay makes."""
+        w = new_world()
+        stack: list[Branch] = []
+        sleep: dict = {}
+        try:
+            for k, chosen in enumerate(self.path):
+                b = Branch(w.enabled(), sleep, chosen)
+                b.done = dict(self.done[k])
+                if self.why[k] is not None:
+                    b.why[chosen] = self.why[k]
+                b.event = w.step(chosen)
+                stack.append(b)
+                sleep = _child_sleep(b.sleep, b.done, chosen, b.event)
+        finally:
+            w.dispose()
+        stack[-1].sub = self.sub
+        return stack
 
 
 def _child_sleep(sleep: dict, done: dict, chosen: str, event: Event) -> dict:

@@ -21,10 +21,11 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from .deps import explain
-from .dpor import MAX_EVENTS, Tree, all_executions, mazurkiewicz_key, races, split
+from .dpor import MAX_EVENTS, Task, Tree, all_executions, mazurkiewicz_key, races, split
 from .graph import Trie
 from .nodes import AFTER_TIMEOUT_MS, check_after_timeout
 from .outcome import Namer, Outcome, nonsmp_outcome_of, outcome_of
+from .share import Share
 from .shrink import Shrunk, shrink
 from .vm import SimVM
 from .world import NonsmpWorld, SimError, World
@@ -262,6 +263,7 @@ class Explorer:
         nonsmp: bool = True,
         blocked_ok: bool = False,
         prefix: tuple = (),
+        task: Task | None = None,
         graph: bool = False,
         stop_at_violation: bool = False,
         preemptions: int | None = None,
@@ -309,6 +311,7 @@ class Explorer:
             tuple(prefix),
             preemptions=preemptions,
             optimal=None if dpor is None else dpor == "optimal",
+            task=task,
         )
         self.executions = self.blocked = self.cut_events = self.events = 0
         self.groups: dict[Outcome, OutcomeGroup] = {}
@@ -318,6 +321,9 @@ class Explorer:
         self.first_violation: int | None = None
         self.first_violation_s: float | None = None
         self._t0 = 0.0
+        #: a task's (``run_branch``): after each complete execution, its
+        #: outcome and the counts so far (``TaskResult.upto``)
+        self.marks: list | None = None
 
     @property
     def stats(self) -> dict:
@@ -337,11 +343,14 @@ class Explorer:
         w.dispose()
         return oc
 
-    def run(self) -> ExploreResult:
+    def run(self, share: Share | None = None) -> ExploreResult:
+        """Explore up to the bounds.  ``share``: branches of the tree it
+        takes (``Share.takes``) are explored as tasks, in other processes
+        ahead of their turn, and their results taken in the tree's order."""
         t0 = self._t0 = time.monotonic()
         deadline = None if self.time_budget is None else t0 + self.time_budget
         tree = self.tree
-        cut_by = []
+        cut_by: list[str] = []
         while not tree.finished:  # (a split's prefix past the preemption bound: nothing)
             if self.max_executions is not None and self.executions >= self.max_executions:
                 cut_by.append("executions")  # (run again with the bound it stopped at)
@@ -349,25 +358,22 @@ class Explorer:
             if _Stop.asked:
                 cut_by.append("interrupted")
                 break
-            w, how = tree.execute()
-            self.events += len(w.trace)
-            tree.add_races()
-            if how == "blocked":
-                self.blocked += 1
-                if self.graph is not None:
-                    self._graph_add(w, "blocked")
-            else:
-                self.executions += 1
-                if how == "cut":
-                    self.cut_events += 1
-                self._record(w, how)
-            # the tree's leaves estimated, less the share that was blocked so far
-            self._estimate = max(
-                float(self.executions), tree.estimate() * self.executions / tree.leaves
-            )
-            w.dispose()
+            if share is not None and share.takes(self):
+                cut = self._take_task(share.result())
+                if self.progress is not None:
+                    self._tell()
+                if cut:
+                    cut_by.extend(cut)  # (the search ends where that task's did)
+                    break
+                share.hand_out(self, deadline)
+                if not tree.advance():
+                    break
+                continue
+            self._execute_one()
             if self.progress is not None:
                 self._tell()
+            if share is not None:
+                share.hand_out(self, deadline)
             if not tree.advance():
                 break
             if self.max_executions is not None and self.executions >= self.max_executions:
@@ -403,6 +409,70 @@ class Explorer:
             dpor="optimal" if tree.optimal else "source",
             misses=tree.misses,
         )
+
+    def _execute_one(self) -> None:
+        """One execution of the tree, its races planned, counted."""
+        tree = self.tree
+        w, how = tree.execute()
+        self.events += len(w.trace)
+        tree.add_races()
+        if how == "blocked":
+            self.blocked += 1
+            if self.graph is not None:
+                self._graph_add(w, "blocked")
+        else:
+            self.executions += 1
+            if how == "cut":
+                self.cut_events += 1
+            oc = self._record(w, how)
+            if self.marks is not None:
+                self.marks.append(
+                    (oc, len(tree.above or ()), tree.leaves, self.blocked, self.events,
+                     self.cut_events, tree.misses)
+                )  # fmt: skip
+        # the tree's leaves estimated, less the share that was blocked so far
+        self._estimate = max(
+            float(self.executions), tree.estimate() * self.executions / tree.leaves
+        )
+        w.dispose()
+
+    def _take_task(self, got: TaskResult) -> list[str]:
+        """The result of the tree's current branch explored as a task,
+        counted here as its executions were, in order; the bounds that cut
+        it (the search stops there), or none."""
+        tree = self.tree
+        r, above, event, leaves = got.result, got.above, got.event, got.leaves
+        offset = self.executions
+        for g in r.outcomes:
+            have = self.groups.get(g.outcome)
+            if have is None:
+                f = g.first
+                first = Execution(f.index + offset, f.schedule, f.outcome, f.events, f.races)
+                self.groups[g.outcome] = OutcomeGroup(g.outcome, g.count, first)
+            else:
+                have.count += g.count
+        if self.first_violation is None and r.first_violation is not None:
+            self.first_violation = r.first_violation + offset
+            self.first_violation_s = time.monotonic() - self._t0
+        if self.graph is not None and r.graph is not None:
+            self.graph.merge(r.graph)
+        self.executions += r.executions
+        self.blocked += r.blocked
+        self.cut_events += r.cut_events
+        self.events += r.events
+        tree.misses += r.misses
+        tree.take_task(above, event, leaves)
+        self._estimate = max(
+            float(self.executions), tree.estimate(leaves) * self.executions / tree.leaves
+        )
+        if r.exhausted:
+            return []
+        return [c for c in r.cut_by if c != "preemptions"] or ["time"]
+
+    @property
+    def estimate(self) -> float:
+        """The executions in all, estimated after the last one."""
+        return self._estimate
 
     def _tell(self) -> None:
         now = time.monotonic()
@@ -676,6 +746,79 @@ def run_task(task: tuple, progress=None) -> ExploreResult | None:
     return r
 
 
+class TaskResult:
+    """What a task of a shared search found (``run_branch``): its result,
+    the plans it made before its branch (``Tree.above``), its branch's
+    event, its leaves, and the counts after each complete execution."""
+
+    __slots__ = ("result", "above", "event", "leaves", "marks")
+
+    def __init__(self, result: ExploreResult, above: list, event, leaves: int, marks: list):
+        self.result, self.above, self.event, self.leaves = result, above, event, leaves
+        self.marks = marks
+
+    def upto(self, n: int) -> TaskResult | None:
+        """What the task finds when its search stops at ``n`` complete
+        executions (it is a function of its bound: those are its first
+        ``n``); None when that cannot be told from here (a tree drawn)."""
+        r = self.result
+        if r.graph is not None or not 0 < n <= len(self.marks):
+            return None
+        oc, above, leaves, blocked, events, cut_events, misses = self.marks[n - 1]
+        counts: dict = {}
+        for m in self.marks[:n]:
+            counts[m[0]] = counts.get(m[0], 0) + 1
+        groups = [
+            OutcomeGroup(g.outcome, counts[g.outcome], g.first)
+            for g in r.outcomes
+            if g.outcome in counts
+        ]
+        fv = r.first_violation if r.first_violation is not None and r.first_violation < n else None
+        cut = ExploreResult(
+            schedulers=r.schedulers,
+            executions=n,
+            blocked=blocked,
+            cut_events=cut_events,
+            outcomes=groups,
+            nonsmp=None,
+            exhausted=False,
+            cut_by=["executions"],
+            estimate=float(n),
+            elapsed=r.elapsed,
+            events=events,
+            first_violation=fv,
+            dpor=r.dpor,
+            misses=misses,
+        )
+        return TaskResult(cut, self.above[:above], self.event, leaves, self.marks[:n])
+
+
+def run_branch(args: tuple) -> TaskResult | None:
+    """Explore one task of a shared search (``smp.sim.share``): ``(setup,
+    schedulers, options, task, max_executions, deadline)``, ``deadline`` a
+    ``time.monotonic()`` instant.  None when the time was up before it
+    started.  Module-level, so a worker process can run it."""
+    setup, schedulers, options, task, budget, deadline = args
+    budget_s = None
+    if deadline is not None:
+        budget_s = deadline - time.monotonic()
+        if budget_s <= 0:
+            return None
+    ex = Explorer(
+        setup,
+        schedulers=schedulers,
+        max_executions=budget,
+        time_budget=budget_s,
+        nonsmp=False,
+        task=task,
+        **options,
+    )
+    ex.marks = []
+    r = ex.run()
+    t = ex.tree
+    return TaskResult(r, t.above or [], t.stack[t.floor - 1].event, t.leaves, ex.marks)
+
+
 def _cut_by_share(r: ExploreResult | None, budget) -> bool:
     return budget is not None and (r is None or (not r.exhausted and "time" not in r.cut_by))
 
@@ -757,11 +900,47 @@ def _one_tree(setup, schedulers, probe, max_executions, time_budget, nonsmp, opt
     return None
 
 
+def _explore_shared(
+    setup, schedulers, submit, window, max_executions, time_budget, nonsmp, probe, progress,
+    options,
+) -> ExploreResult:  # fmt: skip
+    """``explore_split`` under optimal DPOR: one tree, its large branches
+    explored as tasks (``smp.sim.share``) by ``submit`` once ``probe``
+    executions have run and the search is estimated at more than
+    ``ONE_TREE`` (or has run that many); ``probe=0``: at once."""
+    t0 = time.monotonic()
+    ex = Explorer(
+        setup,
+        schedulers=schedulers,
+        max_executions=max_executions,
+        time_budget=time_budget,
+        nonsmp=nonsmp,
+        progress=progress,
+        **options,
+    )
+    share = None
+    if submit is not None:
+        share = Share(
+            lambda a: submit(run_branch, a),
+            lambda task, budget, deadline: (setup, schedulers, options, task, budget, deadline),
+            window=window,
+            start=probe,
+            small=ONE_TREE if probe else 0,
+        )
+    r = ex.run(share)
+    if share is not None:
+        r.tasks = share.tasks
+    r.elapsed = time.monotonic() - t0
+    return r
+
+
 def explore_split(
     setup,
     schedulers: int = 2,
     *,
     mapper=map,
+    submit: Callable[[Callable, tuple], object] | None = None,
+    window: int = 2,
     min_tasks: int = 8,
     max_executions: int | None = None,
     time_budget: float | None = None,
@@ -795,6 +974,11 @@ def explore_split(
     told as the search goes: by the one tree, then as each subtree ends
     (and, run in this process, as it goes)."""
     t0 = time.monotonic()
+    if options.get("dpor") != "source" and options.get("preemptions") is None:
+        return _explore_shared(
+            setup, schedulers, submit, window, max_executions, time_budget, nonsmp, probe,
+            progress, options,
+        )  # fmt: skip
     if probe > 0:
         r = _one_tree(
             setup, schedulers, probe, max_executions, time_budget, nonsmp, options, progress

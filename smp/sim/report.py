@@ -47,7 +47,12 @@ def _summary(r: ExploreResult) -> list[str]:
         "pct": "Ran",
     }.get(r.method, "Ran")
     kind = {"random": " random", "pct": " PCT"}.get(r.method, "")
-    split = f", {r.tasks} subtrees" if r.tasks > 1 else ""
+    if r.tasks <= 1:
+        split = ""
+    elif r.dpor == "optimal":
+        split = f", {r.tasks} branches explored by workers"
+    else:
+        split = f", {r.tasks} subtrees"
     lines = [
         f"{what} {r.executions}{kind} execution(s) on {r.schedulers} scheduler(s) "
         f"in {r.elapsed:.2f} s ({r.events} events{split}): {len(r.outcomes)} distinct "
@@ -69,10 +74,10 @@ def _summary(r: ExploreResult) -> list[str]:
                 " (Source-DPOR plans only a race's first step: a sleep set stops an execution "
                 "that would repeat a class already explored)"
             )
-        elif r.dpor == "optimal" and r.tasks > 1:
+        elif r.tasks > 1:
             why = (
-                " (a split search tries every thread at its first steps, outside the wakeup "
-                "trees, which can leave executions blocked)"
+                " (a split search tries every thread at its first steps, outside the "
+                "reduction, which can leave executions blocked)"
             )
         else:
             why = ""

@@ -190,46 +190,52 @@ def test_an_unseeded_run_prints_its_seed():
 
 
 def test_two_jobs_give_what_one_gives():
-    race = by_name("seq_tracer_replaced")
-    one = explore_split(race.setup, race.schedulers, nonsmp=False, probe=0)
-    # a search the probe estimates at millions: split, and shared by two workers
+    """Optimal DPOR with workers explores the one tree's executions, in its
+    order: the same counts, outcomes, first executions and schedules, and
+    none sleep-set blocked."""
     args = ("churn", "--operations", "1", "--max-executions", "60", "--no-nonsmp")
     cli1 = _explore(*args, "--jobs", "1")["result"]
     cli2 = _explore(*args, "--jobs", "2")["result"]
     assert not psutil.Process().children(recursive=True)  # its workers are gone
-    assert cli1["tasks"] == cli2["tasks"] > 1
-    assert cli1["executions"] == cli2["executions"] and cli1["blocked"] == cli2["blocked"]
+    assert cli1["executions"] == cli2["executions"] == 60
+    assert cli1["blocked"] == cli2["blocked"] == 0
     assert cli1["outcomes"] == cli2["outcomes"]
-    # on a catalogue workload, exhaustively: the catalogue's counts, with two workers too
+    # on a catalogue workload, exhaustively, branches handed out at once
+    race = by_name("profiler_active_count")
+    one = explore_split(race.setup, race.schedulers, nonsmp=False)
     with pytest.importorskip("multiprocess").Pool(2) as pool:
-        two = explore_split(race.setup, race.schedulers, nonsmp=False, mapper=pool.imap, probe=0)
-    assert one.tasks == two.tasks > 1
-    assert one.exhausted and two.exhausted
-    assert one.executions == two.executions == race.executions
-    assert {g.outcome for g in one.outcomes} == {g.outcome for g in two.outcomes}
-    assert len(one.outcomes) == race.outcomes
+        two = explore_split(
+            race.setup,
+            race.schedulers,
+            nonsmp=False,
+            submit=lambda f, a: pool.apply_async(f, (a,)),
+            probe=0,
+        )
+    assert two.tasks > 1 and one.exhausted and two.exhausted
+    assert one.executions == two.executions == race.executions and two.blocked == 0
+    assert [(g.count, g.first.index, g.first.schedule, g.outcome) for g in one.outcomes] == [
+        (g.count, g.first.index, g.first.schedule, g.outcome) for g in two.outcomes
+    ]
 
 
-def test_a_small_search_runs_as_one_tree_with_nothing_blocked():
-    """The probe: a search one tree finishes soon (or estimates small) is
-    not split, so optimal DPOR runs no sleep-set blocked execution; split
-    at once, the same search finds the same classes with some blocked (the
-    split tries every thread at its first steps)."""
+def test_a_small_search_runs_as_one_tree():
+    """The probe of a split (Source-DPOR) search: a search one tree finishes
+    soon (or estimates small) is not split; split at once, the same search
+    finds the same classes."""
     from smp.app.explore.workload import Bounds, ScenarioWorkload
     from smp.app.scenario import load_scenario
 
     wl = ScenarioWorkload(load_scenario("default"), Bounds(), None)
-    probed = explore_split(wl.setup, wl.schedulers, nonsmp=False)
-    at_once = explore_split(wl.setup, wl.schedulers, nonsmp=False, probe=0)
+    probed = explore_split(wl.setup, wl.schedulers, nonsmp=False, dpor="source")
+    at_once = explore_split(wl.setup, wl.schedulers, nonsmp=False, probe=0, dpor="source")
     assert probed.exhausted and at_once.exhausted
-    assert probed.tasks == 1 and probed.blocked == 0
-    assert at_once.tasks > 1 and at_once.blocked > 0
+    assert probed.tasks == 1 and at_once.tasks > 1
     assert probed.executions == at_once.executions
     assert {g.outcome for g in probed.outcomes} == {g.outcome for g in at_once.outcomes}
     # a race of the catalogue estimated at a few thousand goes on as one tree
     race = by_name("tracer_replaced_on_down")
-    r = explore_split(race.setup, race.schedulers, nonsmp=False)
-    assert r.tasks == 1 and r.blocked == 0 and r.executions == race.executions
+    r = explore_split(race.setup, race.schedulers, nonsmp=False, dpor="source")
+    assert r.tasks == 1 and r.executions == race.executions
 
 
 def test_a_search_the_probe_estimated_too_small_is_split_after_all(monkeypatch):
@@ -240,8 +246,8 @@ def test_a_search_the_probe_estimated_too_small_is_split_after_all(monkeypatch):
 
     race = by_name("tracer_replaced_on_down")
     monkeypatch.setattr(explorer, "ONE_TREE", 100)
-    late = explore_split(race.setup, race.schedulers, nonsmp=False, probe=4)
-    at_once = explore_split(race.setup, race.schedulers, nonsmp=False, probe=0)
+    late = explore_split(race.setup, race.schedulers, nonsmp=False, probe=4, dpor="source")
+    at_once = explore_split(race.setup, race.schedulers, nonsmp=False, probe=0, dpor="source")
     assert late.exhausted and late.tasks > 1
     assert (late.executions, late.blocked) == (at_once.executions, at_once.blocked)
     assert late.executions == race.executions
@@ -275,9 +281,17 @@ def test_a_subtree_given_more_executions_goes_on_as_if_run_again(scenario, opera
         return r.executions, r.blocked, r.exhausted, r.cut_by, groups
 
     # (split at once: a search one tree would end is not split)
-    kept = explore_split(wl.setup, wl.schedulers, max_executions=300, nonsmp=False, probe=0)
+    kept = explore_split(
+        wl.setup, wl.schedulers, max_executions=300, nonsmp=False, probe=0, dpor="source"
+    )
     fresh = explore_split(
-        wl.setup, wl.schedulers, max_executions=300, nonsmp=False, mapper=again, probe=0
+        wl.setup,
+        wl.schedulers,
+        max_executions=300,
+        nonsmp=False,
+        mapper=again,
+        probe=0,
+        dpor="source",
     )
     assert any(resumed)  # subtrees ran more than once: the check means something
     assert key(kept) == key(fresh) and kept.executions == 300
@@ -546,24 +560,29 @@ def _recorder():
 
 def test_a_search_tells_its_progress_as_it_goes(monkeypatch):
     """``progress(executions, blocked, estimate)``: every execution of one
-    tree when the interval is 0, and, split, as the subtrees run and end;
-    the counts never go back and end at the result's."""
+    tree when the interval is 0; split, as the subtrees run and end; shared,
+    as each task is taken; the counts never go back and end at the
+    result's."""
+    from later import Later
+
     from smp.app.explore.workload import Bounds, ScenarioWorkload
     from smp.app.scenario import load_scenario
     from smp.sim import explorer
 
     monkeypatch.setattr(explorer, "PROGRESS_EVERY", 0.0)
     wl = ScenarioWorkload(load_scenario("default"), Bounds(), None)
-    for probe in (explorer.PROBE, 0):
+    ways = [("one tree", {}), ("split", {"dpor": "source"}), ("shared", {"submit": Later})]
+    for way, kw in ways:
         told, tell = _recorder()
-        r = explore_split(wl.setup, wl.schedulers, nonsmp=False, probe=probe, progress=tell)
+        r = explore_split(wl.setup, wl.schedulers, nonsmp=False, probe=0, progress=tell, **kw)
         ns = [n for n, _b, _e in told]
-        assert ns == sorted(ns) and ns[-1] == r.executions, (probe, ns)
+        assert ns == sorted(ns) and ns[-1] == r.executions, (way, ns)
         assert all(e >= n for n, _b, e in told)
-        if probe:  # one tree: each execution told once
+        assert told[-1][1] == r.blocked
+        if way == "one tree":  # each execution told once
             assert ns == list(range(1, r.executions + 1))
-        else:
-            assert r.tasks > 1 and told[-1][1] == r.blocked > 0
+        else:  # (subtrees, or branches taken from tasks)
+            assert r.tasks > 1
 
 
 def test_the_progress_line_is_on_a_terminal_only_and_cleared(tmp_path):
@@ -686,8 +705,8 @@ def test_ctrl_c_stops_the_search_and_prints_what_it_found(jobs):
     assert d["interrupted"] and "interrupted" in d["result"]["cut_by"]
     assert d["result"]["executions"] > 0 and d["result"]["outcomes"]
     assert not d["result"]["exhausted"]
-    if jobs == "2":  # the workers' subtrees, split: each handed over what it found
-        assert d["result"]["tasks"] > 1
+    if jobs == "2":  # (workers ran: run_a_while counted their time)
+        assert kids
     gone = psutil.wait_procs(kids, timeout=10)[1]
     assert gone == [], gone
 

@@ -1,14 +1,17 @@
 """``smp-emu explore RUN-SCENARIO``: a run/stress scenario explored in the
 simulator (``smp.sim``) rather than on the real emulator.
 
-Runs in the user's process; with ``jobs > 1`` the subtrees of the split
-exploration (``smp.sim.explorer.explore_split``) run in local worker
-processes (``multiprocess``), each building the workload again from the
-scenario: a pool shares them when there is no execution bound, and under
-one each subtree stays with one worker, which goes on with it in the next
-round.  The split does not depend on the number of workers, so
-``--jobs 1`` and ``--jobs N`` give the same outcomes and counts (a small
-search is not split: ``explore_split``'s probe runs it as one tree).  Three ways
+Runs in the user's process; with ``jobs > 1`` part of the search runs in
+local worker processes (``multiprocess``), each building the workload
+again from the scenario.  Under optimal DPOR, large branches of the one
+tree are handed to them as tasks and taken in the tree's order
+(``smp.sim.share``), so ``--jobs 1`` and ``--jobs N`` explore the same
+executions in the same order.  Under Source-DPOR the tree is split into
+subtrees (``smp.sim.explorer.explore_split``): a pool shares them when
+there is no execution bound, and under one each subtree stays with one
+worker, which goes on with it in the next round; the split does not
+depend on the number of workers, so the outcomes and counts are the same
+for any ``--jobs`` (a small search is not split).  Three ways
 to search: exhaustive DPOR up to the bounds (the default; optimal DPOR,
 or Source-DPOR with ``--dpor source`` or a preemption bound), ``random``
 schedules and ``pct``; or one ``schedule`` replayed.  The text and the JSON
@@ -141,7 +144,7 @@ def _run(wl: ScenarioWorkload, o: SimOptions, checks: list):
     # none, one round: whichever worker is free takes the next subtree
     workers = _Workers(o.jobs, pinned=o.max_executions is not None)
     try:
-        r = explore_split(wl.setup, mapper=workers, **opts)
+        r = explore_split(wl.setup, mapper=workers, submit=workers.submit, window=o.jobs, **opts)
     finally:
         workers.close()
     r.elapsed = time.monotonic() - t0  # (the workers' start and end included)
@@ -199,6 +202,8 @@ class _Workers:
     def __init__(self, jobs: int, pinned: bool):
         self.jobs, self.pinned = jobs, pinned
         self.pools: list = []
+        self._last: list = []  # (submit: each pool's last task)
+        self._next = 0
 
     def __call__(self, f, args):
         args = list(args)
@@ -212,6 +217,23 @@ class _Workers:
         pools = self.pools
         pending = [pools[a[-1][1] % len(pools)].apply_async(f, (a,)) for a in args]
         return (p.get() for p in pending)
+
+    def submit(self, f, arg):
+        """``f(arg)`` in a worker (a handle with ``ready()`` and ``get()``):
+        a shared search's task (``smp.sim.share``).  A free worker takes it;
+        a new one starts only when none is free (``jobs`` at most), else
+        the one that was given a task longest ago queues it."""
+        pools, last = self.pools, self._last
+        free = next((i for i, h in enumerate(last) if h.ready()), None)
+        if free is None and len(pools) < self.jobs:
+            pools.append(multiprocess.Pool(1, initializer=_quiet_on_interrupt))
+            last.append(None)
+            free = len(pools) - 1
+        if free is None:
+            free = self._next % len(pools)
+            self._next += 1
+        h = last[free] = pools[free].apply_async(f, (arg,))
+        return h
 
     def close(self) -> None:
         for p in self.pools:
