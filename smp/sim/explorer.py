@@ -709,6 +709,24 @@ ONE_TREE = 5000
 ONE_TREE_STEP = 250
 
 
+def _seconds_left(deadline: float | None) -> float | None:
+    return None if deadline is None else deadline - time.monotonic()
+
+
+def _part(setup, schedulers, options, budget, budget_s, **where) -> Explorer:
+    """The explorer of part of a search (a split's subtree, a shared
+    search's task: ``where``), under its own bounds, with no nonsmp run."""
+    return Explorer(
+        setup,
+        schedulers=schedulers,
+        max_executions=budget,
+        time_budget=budget_s,
+        nonsmp=False,
+        **where,
+        **options,
+    )
+
+
 def run_task(task: tuple, progress=None) -> ExploreResult | None:
     """Explore one subtree of a split: ``(setup, schedulers, options,
     prefix, max_executions, deadline, key)``, ``deadline`` a
@@ -721,22 +739,12 @@ def run_task(task: tuple, progress=None) -> ExploreResult | None:
     setup, schedulers, options, prefix, budget, deadline, key = task
     if budget == 0 or _Stop.asked:
         return None
-    budget_s = None
-    if deadline is not None:
-        budget_s = deadline - time.monotonic()
-        if budget_s <= 0:
-            return None
+    budget_s = _seconds_left(deadline)
+    if budget_s is not None and budget_s <= 0:
+        return None
     ex = _CUT.pop(key, None) if key is not None else None
     if ex is None or budget is None or ex.executions > budget:
-        ex = Explorer(
-            setup,
-            schedulers=schedulers,
-            max_executions=budget,
-            time_budget=budget_s,
-            nonsmp=False,
-            prefix=prefix,
-            **options,
-        )
+        ex = _part(setup, schedulers, options, budget, budget_s, prefix=prefix)
     else:
         ex.max_executions, ex.time_budget = budget, budget_s
     ex.progress = progress
@@ -799,20 +807,10 @@ def run_branch(args: tuple) -> TaskResult | None:
     ``time.monotonic()`` instant.  None when the time was up before it
     started.  Module-level, so a worker process can run it."""
     setup, schedulers, options, task, budget, deadline = args
-    budget_s = None
-    if deadline is not None:
-        budget_s = deadline - time.monotonic()
-        if budget_s <= 0:
-            return None
-    ex = Explorer(
-        setup,
-        schedulers=schedulers,
-        max_executions=budget,
-        time_budget=budget_s,
-        nonsmp=False,
-        task=task,
-        **options,
-    )
+    budget_s = _seconds_left(deadline)
+    if budget_s is not None and budget_s <= 0:
+        return None
+    ex = _part(setup, schedulers, options, budget, budget_s, task=task)
     ex.marks = []
     r = ex.run()
     t = ex.tree
