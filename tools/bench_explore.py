@@ -10,7 +10,8 @@ explorations of at least ``--min-cpu`` CPU seconds in all, after one not
 counted (it warms the caches up).
 
     python tools/bench_explore.py [--brute-seconds S] [--repeat N] [--min-cpu S]
-        [--seeds N] [--scenario-executions N] [--json FILE]
+        [--seeds N] [--scenario-executions N] [--jobs N] [--jobs-executions N]
+        [--json FILE]
 
 Each race runs with optimal DPOR (the default) and with Source-DPOR beside
 it: the latter's sleep-set blocked executions and its CPU time against the
@@ -34,6 +35,14 @@ the exhaustive search (optimal DPOR, stopped at the first broken invariant),
 random schedules and PCT of depth 2 and 3, each sampling method over
 ``--seeds`` seeds (median and worst executions and seconds; a seed that
 finds nothing in ``--max-runs`` runs counts as that many).
+
+Last, ``--jobs`` against one job: ``churn --operations 1`` and ``2`` and
+``seqtrace --operations 1``, each cut at ``--jobs-executions``
+executions, explored as one tree and shared with ``--jobs`` - 1 workers,
+``--repeat`` times each, alternating (median wall seconds, their ratio,
+the branches taken from workers and those explored again, and whether
+the two searches found the same outcomes with the same counts and first
+schedules).
 """
 
 from __future__ import annotations
@@ -167,6 +176,80 @@ def _first_violation(args) -> list[dict]:
     return rows
 
 
+def _jobs(args) -> list[dict]:
+    """One tree against the same search shared with ``--jobs`` - 1 worker
+    processes (``smp.sim.share``), side by side, wall seconds: the speed-up
+    ``--jobs`` gives, and a check that the two searches are one."""
+    import multiprocess
+
+    from smp.app.explore.workload import Bounds, ScenarioWorkload
+    from smp.app.scenario import load_scenario
+    from smp.sim import share
+    from smp.sim.explorer import explore_split
+
+    made: list = []
+
+    class Kept(share.Share):
+        def __init__(self, *a, **k):
+            super().__init__(*a, **k)
+            made.append(self)
+
+    workers = max(1, args.jobs - 1)
+    print()
+    print(
+        f"--jobs {args.jobs} (this process and {workers} worker(s), started before the clock) "
+        f"against one tree, {args.jobs_executions} executions, {args.repeat} runs each, "
+        "alternating"
+    )
+    print(
+        f"{'scenario':40} {'one tree s':>10} {'shared s':>9} {'ratio':>6} {'tasks':>6} "
+        f"{'again':>6} {'same':>5}"
+    )
+    rows = []
+    from smp.sim import explorer
+
+    keep = explorer.Share
+    explorer.Share = Kept
+    try:
+        with multiprocess.Pool(workers) as pool:
+            pool.map(abs, range(workers))  # (the workers started)
+            for name, ops in (("churn", 1), ("churn", 2), ("seqtrace", 1)):
+                wl = ScenarioWorkload(load_scenario(name), Bounds(operations=ops))
+                one_s, shared_s, tasks, again, same = [], [], 0, 0, True
+                for _ in range(args.repeat):
+                    t0 = time.perf_counter()
+                    one = explore_split(
+                        wl.setup, wl.schedulers, nonsmp=False, max_executions=args.jobs_executions
+                    )
+                    one_s.append(time.perf_counter() - t0)
+                    t0 = time.perf_counter()
+                    two = explore_split(
+                        wl.setup,
+                        wl.schedulers,
+                        nonsmp=False,
+                        max_executions=args.jobs_executions,
+                        submit=lambda f, a: pool.apply_async(f, (a,)),
+                        window=workers,
+                    )
+                    shared_s.append(time.perf_counter() - t0)
+                    tasks, again = made[-1].tasks, made[-1].again
+                    same = same and [(g.count, g.first.schedule) for g in one.outcomes] == [
+                        (g.count, g.first.schedule) for g in two.outcomes
+                    ]
+                a, b = statistics.median(one_s), statistics.median(shared_s)
+                label = f"{name} --operations {ops}"
+                row = {"scenario": label, "one_s": one_s, "shared_s": shared_s, "tasks": tasks}
+                row.update({"again": again, "same": same, "ratio": a / b})
+                rows.append(row)
+                print(
+                    f"{label:40} {a:>10.2f} {b:>9.2f} {a / b:>6.2f} {tasks:>6} {again:>6} "
+                    f"{'yes' if same else 'NO':>5}"
+                )
+    finally:
+        explorer.Share = keep
+    return rows
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--brute-seconds", type=float, default=20.0)
@@ -180,6 +263,8 @@ def main(argv=None) -> int:
     ap.add_argument("--seeds", type=int, default=20, help="seeds per sampling method")
     ap.add_argument("--max-runs", type=int, default=2000, help="runs per seed at most")
     ap.add_argument("--scenario-executions", type=int, default=1000)
+    ap.add_argument("--jobs", type=int, default=2, help="processes of the shared search")
+    ap.add_argument("--jobs-executions", type=int, default=2000)
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
     rows = []
@@ -213,11 +298,11 @@ def main(argv=None) -> int:
         )
     scenarios = _scenario_rates(args)
     violation = _first_violation(args)
+    jobs = _jobs(args)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump(
-                {"rates": rows, "scenarios": scenarios, "first_violation": violation}, f, indent=2
-            )
+            out = {"rates": rows, "scenarios": scenarios, "first_violation": violation}
+            json.dump({**out, "jobs": jobs}, f, indent=2)
     return 0
 
 

@@ -3,25 +3,31 @@ search run alone gives: the same executions, in the same order, the same
 outcomes, counts and first schedules, and none sleep-set blocked.
 
 Runs in the explorer's process, beside its tree (``Explorer.run(share)``).
-The tree is explored in its own order.  A branch whose siblings explored
-so far had at least ``MIN_TASK`` executions each is a *task*: its subtree
-is explored as a tree of its own (``smp.sim.dpor.Task``), and the races
-found there whose reversal belongs before the branch come back as plans
-(``Tree.above``), made in the whole tree, in order, when the task's turn
-comes (``Tree.take_task``).  Any other branch the explorer runs itself,
-with everything below it.
+The tree is explored in its own order.  Its branches still planned at
+each position of the current path are the search's next steps, deepest
+first; up to ``window`` of them whose siblings had ``MIN_TASK``
+executions or more each (the one under way counted with what it has so
+far) are handed to worker processes ahead of their turn, each explored as
+a tree of its own (``smp.sim.dpor.Task``).  The races found there whose
+reversal belongs before the branch come back as plans (``Tree.above``),
+made in the whole tree, in the order they were found, when the branch's
+turn comes (``Tree.take_task``): where the tree run alone makes them, for
+no branch explored before that turn can be changed by them.  This process
+runs every other execution itself.
 
-Which tasks come next is known: the branches still planned at each
-position of the current path, deepest first.  Up to ``window`` of them
-are handed to worker processes ahead of their turn.  When its turn comes,
-a task handed out early is taken only if nothing it started from has
-changed since: the wakeup tree below its branch (an earlier branch's
-race can plan more in it) and the events explored before it at its
-position (whose next events are its sleep set).  Otherwise it is run again
-from what is there now, in this process.  A task handed out with more
+A branch handed out is taken at its turn only if nothing it started from
+has changed: the wakeup tree below it (a race of an earlier branch can
+plan more there) and the events explored before it at its position
+(whose next events are its sleep set).  Otherwise this process explores
+it, and what the worker did is lost.  A task handed out with more
 executions left than there are at its turn is cut to its first ones
-(``TaskResult.upto``: a search is a function of its bound).  A handed-out
-task whose result is never taken costs time only.
+(``TaskResult.upto``: a search is a function of its bound).
+
+The reduction is the same; the speed is the tree's shape's.  The searches
+measured (``docs/performance.md``) are caterpillars: at each step up the
+path one more branch, about as large as everything below it, so the last
+branch holds half the search and one worker explores it alone, while
+branches handed out early are often planned into before their turn.
 """
 
 from __future__ import annotations
@@ -38,10 +44,11 @@ __all__ = ["Share", "MIN_TASK"]
 MIN_TASK = 16
 
 
-def _size(b) -> float:
-    """The mean leaves of the branches explored at a position so far (none
-    explored: unknown, infinite)."""
-    return b.grown / b.kids if b.kids else float("inf")
+def _size(b, leaves: int) -> float:
+    """The leaves a branch still planned at a position is expected to have:
+    the mean of the branches explored there, the one under way included
+    (what it has so far, ``leaves`` being the tree's)."""
+    return (b.grown + leaves - b.start) / (b.kids + 1)
 
 
 class _Handed:
@@ -68,14 +75,12 @@ class Share:
         window: int = 2,
         start: int = 0,
         small: int = 0,
-        min_task: int = MIN_TASK,
+        min_task: int | None = None,
     ):
         self.submit, self.args = submit, args
-        self.window, self.start, self.small, self.min_task = window, start, small, min_task
+        self.window, self.start, self.small = window, start, small
+        self.min_task = MIN_TASK if min_task is None else min_task
         self.handed: dict[tuple, _Handed] = {}
-        #: the position whose branch this process explores with everything
-        #: below it (a small one), or None
-        self.inline_at: int | None = None
         #: tasks taken; those handed out whose result was not taken (what
         #: they started from changed: explored here instead)
         self.tasks = 0
@@ -86,16 +91,12 @@ class Share:
         """Whether the tree's next branch (the last position's choice, not
         run yet) is taken from a task handed out before: one that started
         from what is there now, whose result is then waited for.  Else this
-        process explores the branch, with everything below it."""
+        process runs the tree's next execution."""
         tree = ex.tree
         stack = tree.stack
         k = len(stack) - 1
         if k < 0:
             return False
-        if self.inline_at is not None:
-            if k > self.inline_at:
-                return False  # (below a branch explored here)
-            self.inline_at = None  # (that branch is done)
         h = self.handed.pop(_path(stack, k), None)
         if h is not None:
             b = stack[k]
@@ -110,7 +111,6 @@ class Share:
                     self.tasks += 1
                     return True
             self.again += 1
-        self.inline_at = k
         return False
 
     def result(self):
@@ -130,10 +130,10 @@ class Share:
         tree = ex.tree
         stack = tree.stack
         budget = None if ex.max_executions is None else ex.max_executions - ex.executions
-        last = len(stack) - 1 if self.inline_at is None else self.inline_at
-        for k in range(last, -1, -1):
+        leaves = tree.leaves
+        for k in range(len(stack) - 1, -1, -1):
             b = stack[k]
-            if not b.wut or _size(b) < self.min_task:
+            if not b.wut or _size(b, leaves) < self.min_task:
                 continue
             head = _path(stack, k - 1) if k else ()
             for n, node in enumerate(b.wut):

@@ -189,10 +189,12 @@ def test_an_unseeded_run_prints_its_seed():
     assert "2 random schedule(s), seed " in r.output
 
 
-def test_two_jobs_give_what_one_gives():
+def test_two_jobs_give_what_one_gives(monkeypatch):
     """Optimal DPOR with workers explores the one tree's executions, in its
     order: the same counts, outcomes, first executions and schedules, and
     none sleep-set blocked."""
+    from smp.sim import share
+
     args = ("churn", "--operations", "1", "--max-executions", "60", "--no-nonsmp")
     cli1 = _explore(*args, "--jobs", "1")["result"]
     cli2 = _explore(*args, "--jobs", "2")["result"]
@@ -202,6 +204,7 @@ def test_two_jobs_give_what_one_gives():
     assert cli1["outcomes"] == cli2["outcomes"]
     # on a catalogue workload, exhaustively, branches handed out at once
     race = by_name("profiler_active_count")
+    monkeypatch.setattr(share, "MIN_TASK", 1)  # (a small search: tasks all the same)
     one = explore_split(race.setup, race.schedulers, nonsmp=False)
     with pytest.importorskip("multiprocess").Pool(2) as pool:
         two = explore_split(
@@ -567,9 +570,10 @@ def test_a_search_tells_its_progress_as_it_goes(monkeypatch):
 
     from smp.app.explore.workload import Bounds, ScenarioWorkload
     from smp.app.scenario import load_scenario
-    from smp.sim import explorer
+    from smp.sim import explorer, share
 
     monkeypatch.setattr(explorer, "PROGRESS_EVERY", 0.0)
+    monkeypatch.setattr(share, "MIN_TASK", 1)  # (a small search: tasks all the same)
     wl = ScenarioWorkload(load_scenario("default"), Bounds(), None)
     ways = [("one tree", {}), ("split", {"dpor": "source"}), ("shared", {"submit": Later})]
     for way, kw in ways:

@@ -21,8 +21,11 @@ def _key(r):
 
 @pytest.fixture
 def shares(monkeypatch):
-    """Every ``Share`` a search makes."""
-    from smp.sim import explorer
+    """Every ``Share`` a search makes; every branch with siblings explored
+    is large enough for a task (the catalogue's searches are small)."""
+    from smp.sim import explorer, share
+
+    monkeypatch.setattr(share, "MIN_TASK", 1)
 
     made: list = []
 

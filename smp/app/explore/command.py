@@ -186,7 +186,7 @@ def _make_command():
         "--jobs",
         type=click.IntRange(1, 256),
         default=None,
-        help="run scenario: worker processes sharing the search (default: the cores)",
+        help="run scenario: processes sharing the search, this one and N - 1 workers (default: the cores)",
     )
     @click.option(
         "--operations",

@@ -144,7 +144,10 @@ def _run(wl: ScenarioWorkload, o: SimOptions, checks: list):
     # none, one round: whichever worker is free takes the next subtree
     workers = _Workers(o.jobs, pinned=o.max_executions is not None)
     try:
-        r = explore_split(wl.setup, mapper=workers, submit=workers.submit, window=o.jobs, **opts)
+        # (a shared search: this process explores too, beside jobs - 1 workers)
+        r = explore_split(
+            wl.setup, mapper=workers, submit=workers.submit, window=o.jobs - 1, **opts
+        )
     finally:
         workers.close()
     r.elapsed = time.monotonic() - t0  # (the workers' start and end included)
