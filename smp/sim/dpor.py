@@ -49,12 +49,12 @@ Optimal DPOR is the default; Source-DPOR runs under a preemption bound
 the paper's setting are handled apart: a step that can be taken away (a
 BIF takes an ingest's batches or an arrival's signals, a message cancels
 a timer), which is still a weak initial of what it is independent of
-(``weak_initial``), and a split's prefix (Source-DPOR's split search),
-whose steps try every thread without planning sequences
-(``Tree.prefix_sleep``).  Optimal DPOR is shared among processes by
-branches instead (``Task``, ``smp.sim.share``): a branch's tree checks
-the races it reverses before its branch as the whole tree would and hands
-the plans back, so the search is the one tree's.
+(``weak_initial``), and the prefix of a split search, whose steps try
+every thread (Source-DPOR only: its races there are not reversed).
+Optimal DPOR is shared among processes by branches instead (``Task``,
+``smp.sim.share``): a branch's tree checks the races it reverses before
+its branch as the whole tree would and hands the plans back, so the
+search is the one tree's.
 
 A happens-before edge comes from an event's own thread, from a conflict on
 an object (the last writer and the readers since, per object, suffice: any
@@ -386,6 +386,9 @@ class Tree:
         #: its races make before its branch, ``(position, sequence, why)`` in
         #: the order they were made, for the tree that handed it out
         self.above: list | None = None
+        if prefix and self.optimal:
+            # (its steps try every thread, outside the wakeup trees)
+            raise ValueError("a split's prefix is Source-DPOR's: optimal DPOR is shared by tasks")
         if task is not None:
             if prefix or not self.optimal:
                 raise ValueError("a task is a branch of an optimal tree, with no prefix")
@@ -408,16 +411,6 @@ class Tree:
         self.bound_cut = 0
         for k, b in enumerate(self.stack):
             b.pre = self._pre_at(k, b.chosen)
-        #: optimal below a split's prefix: the threads asleep where the free
-        #: part begins were explored by other subtrees, each of which tried
-        #: every thread at the prefix's steps without planning sequences
-        #: there; an event of theirs is not taken to cover a race's reversal
-        self.prefix_sleep: frozenset = frozenset()
-        if self.stack and task is None:
-            last = self.stack[-1]
-            self.prefix_sleep = frozenset(
-                _child_sleep(last.sleep, last.done, last.chosen, last.event).values()
-            )
         if preemptions is not None and self.stack and self.stack[-1].pre > preemptions:
             self.finished = True  # a split's prefix already past the bound
             self.bound_cut += 1
@@ -605,8 +598,6 @@ class Tree:
         rel = self._relation(events)
         above = self.above
         for i, j, _initials, vi in races(events, self.first_new, with_v=True, rel=rel):
-            if i < self.floor and above is None:
-                continue  # a fixed branch: every thread is tried there
             b = stack[i]
             v = [events[k] for k in vi]
             ran = v[-1]
@@ -621,15 +612,10 @@ class Tree:
             if weak_initial(ei, [*v[:-1], ran]) is not None:
                 continue
             if v[0].thread in b.sleep:
-                # (asleep since the prefix: explored by another subtree; and
-                # whatever it slept for, the test needs no footprint, so no
-                # replanned event is run for it: it goes first)
+                # (its thread is v's first: a weak initial whatever it slept
+                # for, so no replanned event is run to tell)
                 continue
-            if any(
-                weak_initial(e, v) is not None
-                for e in b.sleep.values()
-                if e not in self.prefix_sleep
-            ):
+            if any(weak_initial(e, v) is not None for e in b.sleep.values()):
                 continue
             if any(weak_initial(e, v) is not None for e in b.done.values()):
                 continue

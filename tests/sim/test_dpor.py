@@ -146,11 +146,16 @@ MEDIUM = _medium_programs(12)
 
 
 @pytest.mark.parametrize("i", range(len(MEDIUM)))
-def test_optimal_and_source_dpor_find_the_same_classes_and_optimal_blocks_none(i):
+def test_optimal_and_source_dpor_find_the_same_classes_and_optimal_blocks_none(i, monkeypatch):
     """Optimal DPOR finds Source-DPOR's classes, each once, and blocks no
     execution, where a process is killed too (Source-DPOR blocks 69 of 241
-    and 4 of 26 on two of them)."""
+    and 4 of 26 on two of them); shared by tasks it is the one tree's
+    search; split, Source-DPOR finds each class once."""
+    from later import Later
+
+    from smp.sim import share
     from smp.sim.dpor import split
+    from smp.sim.explorer import explore_split
 
     setup, desc = MEDIUM[i]
     nw = world_factory(setup, 2, 200)
@@ -159,11 +164,21 @@ def test_optimal_and_source_dpor_find_the_same_classes_and_optimal_blocks_none(i
     assert len(set(opt)) == len(opt), desc  # no class twice
     assert set(opt) == set(src), desc
     assert misses == 0 and opt_blocked == 0, (desc, opt_blocked, src_blocked)
-    # a split search (what --jobs shares): every class once, over the subtrees
+    # shared by tasks (what --jobs does, every branch with siblings a task):
+    # the one tree's search, execution for execution
+    monkeypatch.setattr(share, "MIN_TASK", 1)
+    one = Explorer(setup, schedulers=2, nonsmp=False).run()
+    shared = explore_split(setup, 2, nonsmp=False, submit=Later, probe=0)
+    assert shared.tasks > 0, desc
+    assert [(g.count, g.first.schedule, g.outcome) for g in shared.outcomes] == [
+        (g.count, g.first.schedule, g.outcome) for g in one.outcomes
+    ], desc
+    assert (shared.executions, shared.blocked) == (one.executions, 0), desc
+    # a split search (Source-DPOR's): every class once, over the subtrees
     parts: list = []
     for prefix in split(nw, 8):
-        parts += classes(nw, True, prefix)[0]
-    assert len(parts) == len(set(parts)) and set(parts) == set(opt), desc
+        parts += classes(nw, False, prefix)[0]
+    assert len(parts) == len(set(parts)) and set(parts) == set(src), desc
 
 
 def test_a_split_leaves_out_the_prefixes_where_every_thread_is_asleep():
@@ -177,7 +192,7 @@ def test_a_split_leaves_out_the_prefixes_where_every_thread_is_asleep():
     prefixes = split(nw, 8)
     assert prefixes
     for prefix in prefixes:
-        w, how = Tree(nw, prefix=prefix).execute()
+        w, how = Tree(nw, prefix=prefix, optimal=False).execute()
         # blocked only below the prefix, never at its end
         assert how != "blocked" or len(w.trace) > len(prefix), prefix
         w.dispose()
