@@ -120,7 +120,9 @@ class ExploreResult:
     notes: list = field(default_factory=list)  # what the method promises, in words
     first_violation: int | None = None  # the execution that first broke an invariant
     first_violation_s: float | None = None  # ... seconds into the search
-    tasks: int = 1  # subtrees explored apart (``split``)
+    #: subtrees explored apart (a split, Source-DPOR; 1: one tree), or
+    #: branches taken from tasks (a shared search, optimal DPOR; 0 or more)
+    tasks: int = 1
     graph: Trie | None = None  # the explored tree, when asked for
     dpor: str = ""  # "optimal" (wakeup trees) or "source" (backtrack sets) for "dpor"
     misses: int = 0  # planned wakeup-tree steps that could not be taken (``Tree.misses``)
@@ -947,17 +949,26 @@ def explore_split(
     progress: Callable[[int, int, float], object] | None = None,
     **options,
 ) -> ExploreResult:
-    """``explore``, with the tree split into subtrees (``smp.sim.dpor.split``)
-    each explored apart and merged: ``mapper(run_task, tasks)`` runs them (a
-    process pool's ``imap`` shares them among workers).
+    """``explore``, shared among processes.
 
-    One tree first runs up to ``probe`` executions (``max_executions``
+    Under optimal DPOR (no ``dpor="source"``, no preemption bound) the
+    search is the one tree's, its large branches explored as tasks by
+    ``submit(run_branch, args)`` (a handle with ``ready()`` and ``get()``,
+    ``window`` of them at once: ``smp.sim.share``) once ``probe``
+    executions have run and the search is estimated at more than
+    ``ONE_TREE``; with no ``submit``, the one tree alone.  The result is
+    the one tree's, whatever runs the tasks; ``progress`` is told as the
+    tree goes and as each task is taken.
+
+    Under Source-DPOR the tree is split into subtrees
+    (``smp.sim.dpor.split``) each explored apart and merged:
+    ``mapper(run_task, tasks)`` runs them (a process pool's ``imap`` shares
+    them among workers).  One tree first runs up to ``probe`` executions (``max_executions``
     when it is smaller; ``probe=0`` splits at once); when it has not
     finished and estimates the whole search at ``ONE_TREE`` executions at
     most, it goes on (to ``ONE_TREE`` executions at most).  A search that
-    tree finishes, or whose bound it reaches, is that tree's, with no split
-    (and, under optimal DPOR, no sleep-set blocked execution); a larger one
-    starts again, split (the probe's executions are not counted: ``PROBE``,
+    tree finishes, or whose bound it reaches, is that tree's, with no
+    split; a larger one starts again, split (the probe's executions are not counted: ``PROBE``,
     a few hundredths of a second).  The split depends on the workload only,
     so the result does not depend on how many workers share it;
     exhaustively it has the executions and outcomes ``explore`` finds (one
