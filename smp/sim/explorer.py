@@ -930,6 +930,11 @@ def _explore_shared(
     r = ex.run(share)
     if share is not None:
         r.tasks = share.tasks
+        if share.lost:
+            r.notes.append(
+                f"A worker died under way: the {share.lost} branch(es) it was exploring were "
+                "explored by this process instead (the result is the same)."
+            )
     r.elapsed = time.monotonic() - t0
     return r
 

@@ -85,6 +85,8 @@ class Share:
         #: they started from changed: explored here instead)
         self.tasks = 0
         self.again = 0
+        #: tasks whose worker died under way (explored here instead)
+        self.lost = 0
         self._got = None
 
     def takes(self, ex) -> bool:
@@ -102,6 +104,8 @@ class Share:
             b = stack[k]
             if h.shape == shape(b.sub) and h.done == b.done:
                 got = h.handle.get()
+                if got is None and getattr(h.handle, "gone", False):
+                    self.lost += 1
                 budget = None if ex.max_executions is None else ex.max_executions - ex.executions
                 if got is not None and budget is not None and got.result.executions > budget:
                     # (handed out with more executions left than now: its first ones)

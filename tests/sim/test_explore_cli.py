@@ -715,6 +715,45 @@ def test_ctrl_c_stops_the_search_and_prints_what_it_found(jobs):
     assert gone == [], gone
 
 
+def test_a_worker_killed_under_way_leaves_its_branch_to_the_search():
+    """A worker killed from outside while it explores a branch: its pool
+    starts another and the branch's task never ends.  The search gives it
+    up, explores the branch itself, says so, and ends with what one job
+    finds; it waited for ever."""
+    import signal
+
+    from helpers import own_group, until
+
+    args = ["churn", "--operations", "2", "--max-executions", "3000", "--no-nonsmp"]
+    cmd = [sys.executable, "-c", "from smp.app.entry import main; main()", "explore", *args]
+    cmd += ["--no-events", "--jobs", "2", "--json"]
+    with own_group(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True) as p:
+        me = psutil.Process(p.pid)
+        seen: dict = {}
+
+        def a_worker_busy() -> bool:  # its CPU time grew over the last three looks
+            for w in me.children():
+                try:
+                    t = w.cpu_times().user
+                except psutil.NoSuchProcess:
+                    continue
+                ts = seen.setdefault(w.pid, [])
+                ts.append(t)
+                if len(ts) >= 4 and ts[-4] < ts[-3] < ts[-2] < ts[-1] and t > 0.3:
+                    os.kill(w.pid, signal.SIGKILL)
+                    return True
+            return False
+
+        until(a_worker_busy, p, 100)
+        out, _ = p.communicate(timeout=120)
+    assert p.returncode == 0, out[-2000:]
+    r = json.loads(out)["result"]
+    assert any(n.startswith("A worker died under way") for n in r["notes"]), r["notes"]
+    one = _explore(*args, "--no-events", "--jobs", "1")["result"]
+    assert r["executions"] == one["executions"] == 3000
+    assert r["outcomes"] == one["outcomes"]
+
+
 def test_the_time_said_includes_the_workers_and_no_more_start_than_there_are_subtrees():
     """``--jobs 256 --max-executions 100`` said 0.80 s where it took 9.5 s:
     the workers' start was not counted, and 256 of them started for 9

@@ -235,13 +235,51 @@ class _Workers:
         if free is None:
             free = self._next % len(pools)
             self._next += 1
-        h = last[free] = pools[free].apply_async(f, (arg,))
+        h = last[free] = _Watched(pools[free], pools[free].apply_async(f, (arg,)))
         return h
 
     def close(self) -> None:
         for p in self.pools:
             p.terminate()
             p.join()
+
+
+class _Watched:
+    """A task handed to a one-process pool, watched: the pool replaces a
+    worker that dies (killed from outside), and the task it was exploring
+    never ends, so a task whose pool has another worker than when it was
+    handed out is given up (``get`` gives None: the search explores that
+    branch itself) rather than waited for for ever."""
+
+    __slots__ = ("pool", "result", "pids", "gone")
+
+    def __init__(self, pool, result):
+        self.pool, self.result = pool, result
+        self.pids = self._pids()
+        #: the worker died before the task ended (``Share.lost``)
+        self.gone = False
+
+    def _pids(self) -> list:
+        return [w.pid for w in self.pool._pool]  # (the pool's workers: no public view)
+
+    def _lost(self) -> bool:
+        workers = self.pool._pool
+        return [w.pid for w in workers] != self.pids or any(w.exitcode is not None for w in workers)
+
+    def ready(self) -> bool:
+        return self.result.ready() or self._lost()
+
+    def get(self):
+        while not self.result.ready():
+            if self._lost():
+                self.gone = True
+                return None
+            self.result.wait(WATCH_S)
+        return self.result.get()
+
+
+#: how often a search waiting for a worker's task looks whether the worker is alive
+WATCH_S = 0.05
 
 
 def is_run_scenario(scenario: str) -> bool:
