@@ -144,10 +144,10 @@ def _run(wl: ScenarioWorkload, o: SimOptions, checks: list):
     # none, one round: whichever worker is free takes the next subtree
     workers = _Workers(o.jobs, pinned=o.max_executions is not None)
     try:
-        # (a shared search: this process explores too, beside jobs - 1 workers)
-        r = explore_split(
-            wl.setup, mapper=workers, submit=workers.submit, window=o.jobs - 1, **opts
-        )
+        # (a shared search: this process explores too, beside jobs - 1
+        # workers, no more than the cores leave: more would only wait)
+        shared = max(1, min(o.jobs, os.cpu_count() or 1) - 1)
+        r = explore_split(wl.setup, mapper=workers, submit=workers.submit, window=shared, **opts)
     finally:
         workers.close()
     r.elapsed = time.monotonic() - t0  # (the workers' start and end included)
