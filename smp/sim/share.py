@@ -54,10 +54,10 @@ def _size(b, leaves: int) -> float:
 class _Handed:
     """A task handed out ahead of its turn, and what it started from."""
 
-    __slots__ = ("shape", "done", "budget", "handle")
+    __slots__ = ("shape", "done", "handle")
 
-    def __init__(self, shape: tuple, done: dict, budget: int | None, handle: Any):
-        self.shape, self.done, self.budget, self.handle = shape, done, budget, handle
+    def __init__(self, shape: tuple, done: dict, handle: Any):
+        self.shape, self.done, self.handle = shape, done, handle
 
 
 class Share:
@@ -146,7 +146,7 @@ class Share:
                     continue
                 task = _task(tree, k, n)
                 handle = self.submit(self.args(task, budget, deadline))
-                self.handed[key] = _Handed(shape(node[2]), task.done[-1], budget, handle)
+                self.handed[key] = _Handed(shape(node[2]), task.done[-1], handle)
                 busy += 1
                 if busy >= self.window:
                     return
