@@ -227,7 +227,14 @@ class _Workers:
         a new one starts only when none is free (``jobs`` at most), else
         the one that was given a task longest ago queues it."""
         pools, last = self.pools, self._last
-        free = next((i for i, h in enumerate(last) if h.ready()), None)
+        for i, h in enumerate(last):
+            if h is not None and h.broken():
+                # a worker died: its pool, whose queue it may have held, is
+                # given no other task (one there could wait for ever)
+                pools[i].terminate()
+                pools[i] = multiprocess.Pool(1, initializer=_quiet_on_interrupt)
+                last[i] = None
+        free = next((i for i, h in enumerate(last) if h is None or h.ready()), None)
         if free is None and len(pools) < self.jobs:
             pools.append(multiprocess.Pool(1, initializer=_quiet_on_interrupt))
             last.append(None)
@@ -249,7 +256,8 @@ class _Watched:
     worker that dies (killed from outside), and the task it was exploring
     never ends, so a task whose pool has another worker than when it was
     handed out is given up (``get`` gives None: the search explores that
-    branch itself) rather than waited for for ever."""
+    branch itself) rather than waited for for ever, and the pool is given
+    no other task (``_Workers.submit`` starts a new one)."""
 
     __slots__ = ("pool", "result", "pids", "gone")
 
@@ -263,6 +271,10 @@ class _Watched:
         return [w.pid for w in self.pool._pool]  # (the pool's workers: no public view)
 
     def _lost(self) -> bool:
+        return not self.result.ready() and self.broken()
+
+    def broken(self) -> bool:
+        """Whether a worker of the pool died since the task was handed out."""
         workers = self.pool._pool
         return [w.pid for w in workers] != self.pids or any(w.exitcode is not None for w in workers)
 
