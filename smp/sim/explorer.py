@@ -362,16 +362,13 @@ class Explorer:
                 break
             if share is not None and share.takes(self):
                 cut = self._take_task(share.result())
-                if self.progress is not None:
-                    self._tell()
                 if cut:
+                    if self.progress is not None:
+                        self._tell()
                     cut_by.extend(cut)  # (the search ends where that task's did)
                     break
-                share.hand_out(self, deadline)
-                if not tree.advance():
-                    break
-                continue
-            self._execute_one()
+            else:
+                self._execute_one()
             if self.progress is not None:
                 self._tell()
             if share is not None:

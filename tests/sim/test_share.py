@@ -89,3 +89,18 @@ def test_a_task_cut_to_fewer_executions_is_that_task_run_with_fewer(shares):
     assert _key(cut.result) == _key(alone.result)
     assert (cut.leaves, cut.event, len(cut.above)) == (alone.leaves, alone.event, len(alone.above))
     assert cut.above == alone.above
+
+
+def test_a_shared_search_stops_at_the_first_violation_as_the_one_tree_does(shares):
+    """Asked to stop at the first broken invariant, a shared search stops at
+    the one tree's execution, also when the violation is a task's last
+    execution (the task ends exhausted, and the search must still stop)."""
+    from smp.sim.catalogue import by_name
+
+    race = by_name("tracer_killed_before_a_burst")
+    kw = dict(checks=race.checks, nonsmp=False, stop_at_violation=True)
+    one = explore_split(race.setup, race.schedulers, **kw)
+    shared = explore_split(race.setup, race.schedulers, **kw, submit=Later, probe=0)
+    assert one.cut_by == ["violation"] and one.executions < race.executions
+    assert shared.tasks > 0
+    assert _key(shared) == _key(one)
