@@ -442,14 +442,7 @@ class Explorer:
         tree = self.tree
         r, above, event, leaves = got.result, got.above, got.event, got.leaves
         offset = self.executions
-        for g in r.outcomes:
-            have = self.groups.get(g.outcome)
-            if have is None:
-                f = g.first
-                first = Execution(f.index + offset, f.schedule, f.outcome, f.events, f.races)
-                self.groups[g.outcome] = OutcomeGroup(g.outcome, g.count, first)
-            else:
-                have.count += g.count
+        _add_groups(self.groups, r.outcomes, offset)
         if self.first_violation is None and r.first_violation is not None:
             self.first_violation = r.first_violation + offset
             self.first_violation_s = time.monotonic() - self._t0
@@ -640,6 +633,20 @@ def brute_force(
     return {"interleavings": n, "traces": len(traces), "outcomes": len(outcomes)}
 
 
+def _add_groups(groups: dict, outcomes: list[OutcomeGroup], offset: int) -> None:
+    """Count ``outcomes`` (of executions numbered from ``offset`` on, after
+    those of ``groups``) into ``groups``: a new outcome's first execution is
+    theirs, renumbered."""
+    for g in outcomes:
+        have = groups.get(g.outcome)
+        if have is None:
+            f = g.first
+            first = Execution(f.index + offset, f.schedule, f.outcome, f.events, f.races)
+            groups[g.outcome] = OutcomeGroup(g.outcome, g.count, first)
+        else:
+            have.count += g.count
+
+
 def merge(
     parts: list[ExploreResult], elapsed: float, nonsmp: Outcome | None = None
 ) -> ExploreResult:
@@ -651,14 +658,7 @@ def merge(
     first_violation = None
     graph = None
     for r in parts:
-        for g in r.outcomes:
-            have = groups.get(g.outcome)
-            if have is None:
-                f = g.first
-                first = Execution(f.index + offset, f.schedule, f.outcome, f.events, f.races)
-                groups[g.outcome] = OutcomeGroup(g.outcome, g.count, first)
-            else:
-                have.count += g.count
+        _add_groups(groups, r.outcomes, offset)
         if first_violation is None and r.first_violation is not None:
             first_violation = r.first_violation + offset
         offset += r.executions
@@ -813,7 +813,7 @@ def run_branch(args: tuple) -> TaskResult | None:
     ex.marks = []
     r = ex.run()
     t = ex.tree
-    return TaskResult(r, t.above or [], t.stack[t.floor - 1].event, t.leaves, ex.marks)
+    return TaskResult(r, t.above, t.stack[t.floor - 1].event, t.leaves, ex.marks)
 
 
 def _cut_by_share(r: ExploreResult | None, budget) -> bool:
