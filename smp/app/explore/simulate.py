@@ -275,8 +275,7 @@ class _Watched:
 
     def broken(self) -> bool:
         """Whether a worker of the pool died since the task was handed out."""
-        workers = self.pool._pool
-        return [w.pid for w in workers] != self.pids or any(w.exitcode is not None for w in workers)
+        return self._pids() != self.pids or any(w.exitcode is not None for w in self.pool._pool)
 
     def ready(self) -> bool:
         return self.result.ready() or self._lost()
