@@ -6,7 +6,9 @@ checked against.
 Runs in the explorer's process.  An execution is re-run from a fresh world
 for every schedule (coroutines cannot be copied), replaying the prefix the
 exploration tree holds and extending it with the first thread, in
-``thread_order``, that is enabled and not asleep.  After each execution the
+``thread_order``, that is enabled and not asleep.  A world run to plan a
+race's reversal (``Tree._event_after``) is kept, and an execution whose
+path starts with the steps it ran goes on from it (``Tree._spare_for``).  After each execution the
 races between its new events and everything before them are found with a
 happens-before relation built from the footprints (``smp.sim.deps``): for
 each race ``e ⋖ e'`` the initials of ``notdep(e, E).e'`` are checked
@@ -379,6 +381,13 @@ class Tree:
         #: search's replans were of a path replanned before.  Emptied at
         #: ``REPLAN_MEMO``.
         self._replans: dict = {}
+        #: worlds ``_event_after`` ran, kept for an execution whose path
+        #: starts with theirs (``_spare_for``): (threads, world, the threads
+        #: enabled before each step past the branch, the branch's position),
+        #: oldest first, at most ``SPARES``
+        self._spares: list = []
+        #: executions that started from a spare world
+        self.spared = 0
         self._rel = HappensBefore()  # of the last execution's events
         self.new_world = new_world
         self.max_events = max_events
@@ -427,11 +436,19 @@ class Tree:
         """Run the next execution: replay the path, extend it.  Returns the
         world and how it ended: ``complete``, ``blocked`` (sleep set) or
         ``cut`` (``max_events``)."""
-        w = self.new_world()
         stack = self.stack
         for b in stack[self.first_new :]:
             b.event = None
+        w, path, ens = self._spare_for(stack)
+        m = len(path)  # (the steps the spare world ran: its events are this path's)
+        trace = w.trace
         for k, b in enumerate(stack):
+            if k < m:
+                if b.event is None:
+                    b.event = trace[k]
+                else:
+                    trace[k] = b.event  # (the same event: the one the relation holds)
+                continue
             # the path up to first_new is the last execution's: its events stand
             try:
                 b.event = w.step(b.chosen, b.event)
@@ -444,7 +461,8 @@ class Tree:
                 ) from None
         self.leaves += 1  # (this execution's leaf: its new branches start with it)
         while True:
-            en = w.enabled()
+            k = len(stack)
+            en = ens[k] if k < m else w.enabled()
             if not en:
                 return w, "complete"
             parent = stack[-1] if stack else None
@@ -453,18 +471,61 @@ class Tree:
             else:
                 sleep = {}  # (most branches: nothing asleep, nothing explored yet)
             avail = [t for t in en if t not in sleep] if sleep else en
-            if not avail:
-                return w, "blocked"
-            if len(stack) >= self.max_events:
-                return w, "cut"
+            if not avail or k >= self.max_events:
+                if k < m:
+                    w, m = self._rerun(w), 0  # (the spare ran past where this ends)
+                return w, "blocked" if not avail else "cut"
             if self.optimal and stack and stack[-1].sub:
                 b = self._follow(en, sleep, avail, stack[-1].sub)
             else:
                 b = Branch(en, sleep, self._choose(avail))
             stack.append(b)
             b.start = self.leaves - 1
-            b.pre = self._pre_at(len(stack) - 1, b.chosen)
+            b.pre = self._pre_at(k, b.chosen)
+            if k < m:
+                if b.chosen == path[k]:
+                    b.event = trace[k]
+                    continue
+                w, m = self._rerun(w), 0  # (the spare went another way from here)
             b.event = w.step(b.chosen)
+
+    def _rerun(self, w: World) -> World:
+        """A fresh world in place of ``w``, the path so far replayed (its
+        events known, all but the last branch's)."""
+        w.dispose()
+        w = self.new_world()
+        for b in self.stack:
+            if b.event is None:
+                break
+            w.step(b.chosen, b.event)
+        return w
+
+    def _spare_for(self, stack: list) -> tuple[World, tuple, list]:
+        """The world the next execution starts from: the spare (a world
+        ``_event_after`` ran, kept) whose path is the longest that agrees with
+        the branches' threads, with that path and the threads enabled before
+        each of its steps past them; else a new world (no steps)."""
+        spares = self._spares
+        best = None
+        if spares:
+            n = len(stack)
+            for s in spares:
+                p = s[0]
+                if n <= s[3] or (best is not None and len(p) <= len(best[0])):
+                    continue  # (its branch not reached: what it enabled there unknown)
+                if all(p[i] == stack[i].chosen for i in range(min(len(p), n))):
+                    best = s
+        if best is None:
+            return self.new_world(), (), []
+        spares.remove(best)
+        self.spared += 1
+        return best[1], best[0], best[2]
+
+    def close(self) -> None:
+        """Drop the spare worlds (their process bodies closed)."""
+        for s in self._spares:
+            s[1].dispose()
+        self._spares.clear()
 
     def _follow(self, en: list, sleep: dict, avail: list, forest: list) -> Branch:
         """A new branch that starts from the wakeup tree ``forest``: its
@@ -604,7 +665,7 @@ class Tree:
             ei = events[i]
             if ei.writes & (ran.reads | ran.writes):
                 # e_j as it runs before e_i, where the reversal puts it
-                v[-1] = _Replanned(self, (*events[:i], *v[:-1]), ran)
+                v[-1] = _Replanned(self, (*events[:i], *v[:-1]), ran, i)
             # a thread asleep or explored here that is a weak initial of v
             # has explored (or will) an execution equivalent to one starting v
             # (e_i itself: the race says it and e_j are dependent, whatever
@@ -626,23 +687,44 @@ class Tree:
                 added += 1
         return added + self._plan_taken(events)
 
-    def _event_after(self, before, thread: str) -> tuple[Any, bool]:
+    def _event_after(self, before, thread: str, branch: int) -> tuple[Any, bool]:
         """The event ``thread`` makes after the known events ``before``
         (``_NOT_ENABLED`` when it cannot step there), and whether it was run
-        now (a fresh world) rather than found in ``_replans``."""
+        now (a fresh world) rather than found in ``_replans``.  ``branch``:
+        the position of the branch whose plan this is (the first step of
+        ``before`` that differs from the path it was taken from).  The world
+        run is kept as a spare (``_spare_for``): the sequence it ran is often
+        the start of an execution soon after."""
         key = (*(e.thread for e in before), thread)
         ev = self._replans.get(key)
         if ev is not None:
             return ev, False
         w = self.new_world()
+        # the threads enabled before each step after the branch: what an
+        # execution that starts from this world lists at its new branches
+        ens: list = [None] * min(branch + 1, len(key))
         try:
-            for e in before:
+            for k, e in enumerate(before):
+                if k > branch:
+                    ens.append(w.enabled())
                 w.step(e.thread, e)
+            if len(ens) < len(key):
+                ens.append(w.enabled())
             ev = w.step(thread)
         except SimError:
             ev = _NOT_ENABLED
-        finally:
             w.dispose()
+        except BaseException:
+            w.dispose()
+            raise
+        else:
+            spares = self._spares
+            if not SPARES:
+                w.dispose()
+            else:
+                if len(spares) >= SPARES:
+                    spares.pop(0)[1].dispose()
+                spares.append((key, w, ens, branch))
         memo = self._replans
         if len(memo) >= REPLAN_MEMO:
             memo.clear()
@@ -657,7 +739,7 @@ class Tree:
         added = 0
         for j, t in list(self._taken(events)):
             b = stack[j]
-            ev, _fresh = self._event_after(events[:j], t)
+            ev, _fresh = self._event_after(events[:j], t, j)
             if ev is _NOT_ENABLED:
                 raise SimError(f"step {j + 1}: {t} cannot step now")
             v = [ev]
@@ -726,6 +808,7 @@ class Tree:
                 return True
             stack.pop()
         self.finished = True
+        self.close()
         return False
 
     def _next_wakeup(self, b: Branch) -> bool:
@@ -782,6 +865,12 @@ def _events_after(new_world, path, threads) -> dict:
     return out
 
 
+#: the most worlds a tree keeps from its replans (``Tree._spares``; 0:
+#: none, each execution starts from a new world).  On the catalogue an
+#: execution starts from one for each replan but a few: 297 of
+#: ``tracer_replaced_on_down``'s 785 executions (4 kept: 280)
+SPARES = 8
+
 #: the most replanned events a tree keeps (``Tree._replans``): a few tens of MB
 REPLAN_MEMO = 50_000
 _NOT_ENABLED: Any = object()  # a replanned thread not enabled after its path
@@ -804,11 +893,12 @@ class _Replanned:
     plans a thread alone, missed none.  The event is run again, in a fresh
     world, only when the wakeup tree asks for more than its thread."""
 
-    __slots__ = ("thread", "kind", "ran", "_tree", "_path", "_ev")
+    __slots__ = ("thread", "kind", "ran", "_tree", "_path", "_branch", "_ev")
 
-    def __init__(self, tree: Tree, before: tuple, ran: Event):
+    def __init__(self, tree: Tree, before: tuple, ran: Event, branch: int):
         self.thread, self.kind, self.ran = ran.thread, ran.kind, ran
         self._tree, self._path = tree, before  # the events that run before it
+        self._branch = branch  # (the race's first event's position: its reversal's branch)
         self._ev: Event | None = None
 
     def event(self) -> Event:
@@ -817,7 +907,7 @@ class _Replanned:
             tree = self._tree
             # (the events before it are the race's execution's: those of
             # notdep(e, E) commute with e, so they are known)
-            ev, fresh = tree._event_after(self._path, self.thread)
+            ev, fresh = tree._event_after(self._path, self.thread, self._branch)
             if fresh:
                 tree.replanned += 1
                 if ev is not _NOT_ENABLED and ev != self.ran:

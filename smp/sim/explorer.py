@@ -353,37 +353,40 @@ class Explorer:
         deadline = None if self.time_budget is None else t0 + self.time_budget
         tree = self.tree
         cut_by: list[str] = []
-        while not tree.finished:  # (a split's prefix past the preemption bound: nothing)
-            if self.max_executions is not None and self.executions >= self.max_executions:
-                cut_by.append("executions")  # (run again with the bound it stopped at)
-                break
-            if _Stop.asked:
-                cut_by.append("interrupted")
-                break
-            if share is not None and share.takes(self):
-                cut = self._take_task(share.result())
-                if cut:
-                    if self.progress is not None:
-                        self._tell()
-                    cut_by.extend(cut)  # (the search ends where that task's did)
+        try:
+            while not tree.finished:  # (a split's prefix past the preemption bound: nothing)
+                if self.max_executions is not None and self.executions >= self.max_executions:
+                    cut_by.append("executions")  # (run again with the bound it stopped at)
                     break
-            else:
-                self._execute_one()
-            if self.progress is not None:
-                self._tell()
-            if share is not None:
-                share.hand_out(self, deadline)
-            if not tree.advance():
-                break
-            if self.max_executions is not None and self.executions >= self.max_executions:
-                cut_by.append("executions")
-                break
-            if deadline is not None and time.monotonic() > deadline:
-                cut_by.append("time")
-                break
-            if self.stop_at_violation and self.first_violation is not None:
-                cut_by.append("violation")
-                break
+                if _Stop.asked:
+                    cut_by.append("interrupted")
+                    break
+                if share is not None and share.takes(self):
+                    cut = self._take_task(share.result())
+                    if cut:
+                        if self.progress is not None:
+                            self._tell()
+                        cut_by.extend(cut)  # (the search ends where that task's did)
+                        break
+                else:
+                    self._execute_one()
+                if self.progress is not None:
+                    self._tell()
+                if share is not None:
+                    share.hand_out(self, deadline)
+                if not tree.advance():
+                    break
+                if self.max_executions is not None and self.executions >= self.max_executions:
+                    cut_by.append("executions")
+                    break
+                if deadline is not None and time.monotonic() > deadline:
+                    cut_by.append("time")
+                    break
+                if self.stop_at_violation and self.first_violation is not None:
+                    cut_by.append("violation")
+                    break
+        finally:
+            tree.close()  # (its spare worlds: a search cut or failing too)
         exhausted = tree.finished
         if tree.bound_cut:
             cut_by.append("preemptions")

@@ -174,7 +174,7 @@ def _task(tree: Tree, k: int, n: int | None = None) -> Task:
         d = dict(b.done)
         ev = b.event
         if ev is None:  # (the current branch not run yet: its step after the path)
-            ev, _fresh = tree._event_after([x.event for x in stack[:k]], b.chosen)
+            ev, _fresh = tree._event_after([x.event for x in stack[:k]], b.chosen, k)
         d[b.chosen] = ev
         for node in b.wut[:n]:
             d[node[0]] = portable([node])[0][1]

@@ -137,6 +137,7 @@ def _medium_programs(count: int, seed: int = 1, most: int = 400):
             n += 1
             if not t.advance():
                 break
+        t.close()  # (cut at ``most``: its spare worlds)
         if 1 < n <= most:
             out.append((setup, desc))
     return out
@@ -400,3 +401,78 @@ def test_a_sequence_is_never_planned_beside_a_branch_that_stands_for_it(i):
             break
     if setup is _kill_meets_message:
         assert checked  # (it plans sequences beside branches: the check ran)
+
+
+def _search(nw, check=None) -> tuple[list, int]:
+    """An optimal search's executions (schedule, how it ended, outcome), and
+    how many started from a spare world; ``check(w, tree)`` after each."""
+    from smp.sim.dpor import Tree
+
+    tree, runs = Tree(nw, optimal=True), []
+    while not tree.finished:
+        w, how = tree.execute()
+        tree.add_races()
+        runs.append((tree.schedule(), how, outcome_of(w) if how != "blocked" else None))
+        if check is not None:
+            check(w, tree)
+        w.dispose()
+        if not tree.advance():
+            break
+    tree.close()
+    return runs, tree.spared
+
+
+def _spare_workloads() -> list:
+    from smp.sim.catalogue import CATALOGUE
+
+    return [(r.name, r.setup, r.schedulers) for r in CATALOGUE] + [
+        (f"medium-{i}", setup, 2) for i, (setup, _desc) in enumerate(MEDIUM)
+    ]
+
+
+_SPARE_WORKLOADS = _spare_workloads()
+
+
+@pytest.mark.parametrize(
+    "name, setup, schedulers", _SPARE_WORKLOADS, ids=[w[0] for w in _SPARE_WORKLOADS]
+)
+def test_an_execution_started_from_a_spare_world_is_the_one_a_new_world_runs(
+    name, setup, schedulers, monkeypatch
+):
+    """A world run to plan a race's reversal is kept and the next execution
+    whose path starts with its steps goes on from it (``Tree._spare_for``).
+    Each execution's events (footprints and words) and outcome are those of
+    its path run step by step on a new world, and the search is the one
+    run with no spare kept: the same executions in the same order."""
+    from smp.sim import dpor
+
+    nw = world_factory(setup, schedulers, 200)
+
+    def same_as_a_new_world(w, tree) -> None:
+        fresh = nw()
+        try:
+            for b in tree.stack:
+                fresh.step(b.chosen)
+            assert [(*e._fields(), e.label) for e in w.trace] == [
+                (*e._fields(), e.label) for e in fresh.trace
+            ], tree.schedule()
+            if not fresh.enabled():
+                assert outcome_of(w) == outcome_of(fresh), tree.schedule()
+        finally:
+            fresh.dispose()
+
+    kept, spared = _search(nw, same_as_a_new_world)
+    monkeypatch.setattr(dpor, "SPARES", 0)
+    alone, none = _search(nw)
+    assert none == 0 and kept == alone, name
+
+
+def test_spare_worlds_are_used():
+    """The test above checks something: on the catalogue the searches
+    start executions from spare worlds (a third of them on
+    ``tracer_replaced_on_down``)."""
+    from smp.sim.catalogue import by_name
+
+    race = by_name("tracer_replaced_on_down")
+    runs, spared = _search(world_factory(race.setup, race.schedulers, 200))
+    assert len(runs) == race.executions and spared > len(runs) // 4
