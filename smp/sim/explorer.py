@@ -14,6 +14,7 @@ CLI, a JSON writer or an HTML report can take them as they are.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import re
 import time
@@ -72,13 +73,26 @@ def stop_requested() -> bool:
 @dataclass
 class Execution:
     """One execution: its schedule (replayable), outcome, numbered events
-    and the races that made the explorer try it."""
+    and the races that made the explorer try it.  The events' words may be
+    given as a function that makes them: they are made
+    when first read (most outcomes a search finds are not shown)."""
 
     index: int
     schedule: str
     outcome: Outcome
-    events: list[str] = field(default_factory=list)
+    _events: list[str] | Callable[[], list[str]] = field(default_factory=list, repr=False)
     races: list[str] = field(default_factory=list)
+
+    @property
+    def events(self) -> list[str]:
+        lines = self._events
+        if callable(lines):
+            lines = self._events = lines()
+        return lines
+
+    def __getstate__(self) -> dict:
+        # (to another process: the words, not what makes them)
+        return {**self.__dict__, "_events": self.events}
 
     def as_dict(self) -> dict:
         return {
@@ -114,7 +128,7 @@ class ExploreResult:
     cut_by: list[str]  # "executions", "time", "preemptions" when a bound cut the search
     estimate: float  # executions in all (exact when exhausted)
     elapsed: float
-    events: int  # events run, replays included
+    events: int  # events of the executions run, their replayed prefixes included
     method: str = "dpor"  # "dpor", "random" or "pct"
     seed: int | None = None  # the random seed of "random" and "pct"
     notes: list = field(default_factory=list)  # what the method promises, in words
@@ -207,8 +221,8 @@ def world_factory(
     return new_world
 
 
-def _describe(world: World, namer: Namer) -> list[str]:
-    trace = world.trace
+def _describe(trace: list, namer: Namer) -> list[str]:
+    """An execution's events, numbered, in words."""
     # (a T#Port<...> or R<...> thread widens the column)
     width = max(6, *(len(e.thread) for e in trace)) if trace else 6
     return [f"{i + 1:3}. {e.thread:>{width}}  {namer.text(e.label)}" for i, e in enumerate(trace)]
@@ -507,7 +521,8 @@ class Explorer:
             self.executions,
             " ".join(e.thread for e in w.trace) if why is not None else self.tree.schedule(),
             oc,
-            _describe(w, namer),
+            # (an event's words are made from what does not change after it)
+            functools.partial(_describe, list(w.trace), namer),
             _describe_races(pairs, namer),
         )
         self.groups[oc] = OutcomeGroup(oc, 1, first)
@@ -606,7 +621,7 @@ def replay(
             0,
             " ".join(e.thread for e in w.trace),
             oc,
-            _describe(w, namer),
+            _describe(w.trace, namer),
             _describe_races(execution_races(w.trace), namer),
         )
     finally:

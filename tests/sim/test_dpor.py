@@ -20,6 +20,7 @@ from classes import classes
 
 from smp.core.terms import Atom
 from smp.sim import Explorer, brute_force, replay
+from smp.sim.catalogue import CATALOGUE, by_name
 from smp.sim.dpor import all_executions, mazurkiewicz_key
 from smp.sim.explorer import world_factory
 from smp.sim.outcome import outcome_of
@@ -185,7 +186,6 @@ def test_optimal_and_source_dpor_find_the_same_classes_and_optimal_blocks_none(i
 def test_a_split_leaves_out_the_prefixes_where_every_thread_is_asleep():
     """A subtree whose first state has every enabled thread asleep holds no
     class (each is explored under a sibling): split makes no task of it."""
-    from smp.sim.catalogue import by_name
     from smp.sim.dpor import Tree, split
 
     race = by_name("tracer_killed_with_messages_queued")
@@ -214,6 +214,23 @@ def test_every_explored_schedule_replays_to_its_outcome():
         again = replay(setup, g.first.schedule, schedulers=nsched, blocked_ok=True)
         assert again.outcome == g.outcome, desc
         assert again.schedule == g.first.schedule
+
+
+@pytest.mark.parametrize("name", [r.name for r in CATALOGUE])
+def test_an_outcomes_events_made_after_the_search_are_those_its_replay_shows(name):
+    """A search keeps the events of each outcome's first execution and puts
+    them in words when they are read, its worlds long gone: the words are
+    those its schedule's replay gives on a live world, and a result sent to
+    another process carries them."""
+    import pickle
+
+    race = by_name(name)
+    r = Explorer(race.setup, schedulers=race.schedulers, nonsmp=False).run()
+    sent = pickle.loads(pickle.dumps(r))
+    for g, h in zip(r.outcomes, sent.outcomes, strict=True):
+        again = replay(race.setup, g.first.schedule, schedulers=race.schedulers)
+        assert g.first.events == again.events and len(again.events) > 1
+        assert h.first.events == again.events
 
 
 def test_equivalent_interleavings_have_one_key_and_one_outcome():
@@ -248,7 +265,6 @@ def test_a_preemption_bound_cuts_the_search_and_says_so(name):
     """No execution of a search bounded to P preemptions has more; the
     outcomes grow with P up to the unbounded search's, and a bound that cut
     something is named in ``cut_by``."""
-    from smp.sim.catalogue import by_name
     from smp.sim.explorer import Explorer
 
     race = by_name(name)
@@ -272,7 +288,6 @@ def test_the_relation_kept_across_executions_is_the_one_built_afresh():
     that went through pickle goes back as well."""
     import pickle
 
-    from smp.sim.catalogue import by_name
     from smp.sim.dpor import HappensBefore
 
     race = by_name("tracer_replaced_on_down")
@@ -423,8 +438,6 @@ def _search(nw, check=None) -> tuple[list, int]:
 
 
 def _spare_workloads() -> list:
-    from smp.sim.catalogue import CATALOGUE
-
     return [(r.name, r.setup, r.schedulers) for r in CATALOGUE] + [
         (f"medium-{i}", setup, 2) for i, (setup, _desc) in enumerate(MEDIUM)
     ]
@@ -471,8 +484,6 @@ def test_spare_worlds_are_used():
     """The test above checks something: on the catalogue the searches
     start executions from spare worlds (a third of them on
     ``tracer_replaced_on_down``)."""
-    from smp.sim.catalogue import by_name
-
     race = by_name("tracer_replaced_on_down")
     runs, spared = _search(world_factory(race.setup, race.schedulers, 200))
     assert len(runs) == race.executions and spared > len(runs) // 4
