@@ -715,16 +715,19 @@ def test_ctrl_c_stops_the_search_and_prints_what_it_found(jobs):
     assert gone == [], gone
 
 
-def test_a_worker_killed_under_way_leaves_its_branch_to_the_search():
-    """A worker killed from outside while it explores a branch: its pool
-    starts another and the branch's task never ends.  The search gives it
-    up, explores the branch itself, says so, and ends with what one job
-    finds; it waited for ever."""
+@pytest.mark.parametrize("dpor", ["optimal", "source"])
+def test_a_worker_killed_under_way_leaves_its_branch_to_the_search(dpor):
+    """A worker killed from outside while it explores a branch (optimal
+    DPOR's shared search) or a subtree (Source-DPOR's split): its pool
+    starts another and the task never ends.  The search gives it up,
+    explores that part itself, says so, and ends with what one job finds;
+    it waited for ever."""
     import signal
 
     from helpers import own_group, until
 
     args = ["churn", "--operations", "2", "--max-executions", "3000", "--no-nonsmp"]
+    args += ["--dpor", dpor]
     cmd = [sys.executable, "-c", "from smp.app.entry import main; main()", "explore", *args]
     cmd += ["--no-events", "--jobs", "2", "--json"]
     with own_group(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True) as p:
@@ -752,6 +755,38 @@ def test_a_worker_killed_under_way_leaves_its_branch_to_the_search():
     one = _explore(*args, "--no-events", "--jobs", "1")["result"]
     assert r["executions"] == one["executions"] == 3000
     assert r["outcomes"] == one["outcomes"]
+
+
+def _task(arg: tuple) -> int:
+    """A task that kills its worker when told to (and not in the process
+    that runs it again)."""
+    import signal
+
+    import multiprocess
+
+    n, kill = arg
+    if kill and multiprocess.current_process().name != "MainProcess":
+        os.kill(os.getpid(), signal.SIGKILL)
+    return n * n
+
+
+@pytest.mark.parametrize("pinned", [True, False])
+def test_a_split_whose_worker_dies_runs_that_subtree_here(pinned):
+    """Source-DPOR's split hands its subtrees to workers (each to worker
+    ``i % n`` under a bound, else to whichever is free): a task whose
+    worker dies is run in this process, the results still in order, where
+    the pool's ``imap`` waited for ever."""
+    from smp.app.explore.simulate import _Workers
+
+    workers = _Workers(2, pinned=pinned)
+    try:
+        args = [(n, n == 3) for n in range(8)]
+        assert list(workers(_task, args)) == [n * n for n in range(8)]
+        assert workers.lost >= 1
+        again = list(workers(_task, [(n, False) for n in range(4)]))  # (its pool replaced)
+        assert again == [0, 1, 4, 9]
+    finally:
+        workers.close()
 
 
 def test_the_time_said_includes_the_workers_and_no_more_start_than_there_are_subtrees():

@@ -150,6 +150,11 @@ def _run(wl: ScenarioWorkload, o: SimOptions, checks: list):
         r = explore_split(wl.setup, mapper=workers, submit=workers.submit, window=shared, **opts)
     finally:
         workers.close()
+    if workers.lost:
+        r.notes.append(
+            f"A worker died under way: the {workers.lost} subtree(s) it was exploring were "
+            "explored by this process instead (the result is the same)."
+        )
     r.elapsed = time.monotonic() - t0  # (the workers' start and end included)
     return r
 
@@ -197,29 +202,68 @@ class _StopOnCtrlC:
 class _Workers:
     """``explore_split``'s ``mapper`` over worker processes, started when the
     subtrees are handed out (none for a search its first tree ends), no
-    more of them than ``jobs`` nor than subtrees.  ``pinned``: the task of
-    subtree ``i`` always runs in worker ``i % n`` (run_task goes on with a
-    subtree where it stopped), all at once, the results in order; else
-    whichever worker is free takes the next."""
+    more of them than ``jobs`` nor than subtrees, each in a pool of its own
+    and watched (``_Watched``).  ``pinned``: the task of subtree ``i``
+    always runs in worker ``i % n`` (run_task goes on with a subtree where
+    it stopped), all handed out at once; else whichever worker is free
+    takes the next.  The results come in order; a task whose worker died
+    is run in this process instead (``lost`` counts them)."""
 
     def __init__(self, jobs: int, pinned: bool):
         self.jobs, self.pinned = jobs, pinned
         self.pools: list = []
         self._last: list = []  # (submit: each pool's last task)
         self._next = 0
+        #: tasks (subtrees) run in this process because their worker died
+        self.lost = 0
 
     def __call__(self, f, args):
         args = list(args)
         if not self.pools:
             n = min(self.jobs, len(args))
-            sizes = [1] * n if self.pinned else [n]
-            self.pools = [multiprocess.Pool(k, initializer=_quiet_on_interrupt) for k in sizes]
-        if not self.pinned:
-            return self.pools[0].imap(f, args)
-        # a task ends with its key, (split, subtree): run_task's
-        pools = self.pools
-        pending = [pools[a[-1][1] % len(pools)].apply_async(f, (a,)) for a in args]
-        return (p.get() for p in pending)
+            self.pools = [multiprocess.Pool(1, initializer=_quiet_on_interrupt) for _ in range(n)]
+            self._last = [None] * n
+        return self._results(f, args)
+
+    def _results(self, f, args: list):
+        last, n = self._last, len(self.pools)
+        handles: list = [None] * len(args)
+        nxt = 0  # the next task to hand out
+
+        def hand_out() -> None:
+            nonlocal nxt
+            while nxt < len(args):
+                if self.pinned:
+                    k = nxt % n
+                else:
+                    k = next((k for k in range(n) if last[k] is None or last[k].ready()), None)
+                    if k is None:
+                        return
+                pool = self._pool(k)
+                handles[nxt] = last[k] = _Watched(pool, pool.apply_async(f, (args[nxt],)))
+                nxt += 1
+
+        for i in range(len(args)):
+            hand_out()
+            h = handles[i]  # (handed out: the ones before it are done, their workers free)
+            while not h.ready():
+                h.result.wait(WATCH_S)
+                hand_out()  # (a worker that ended its task takes the next meanwhile)
+            r = h.get()
+            if h.gone:
+                self.lost += 1
+                r = f(args[i])  # (from its start: the same result, run_task says)
+            yield r
+
+    def _pool(self, k: int):
+        """Pool ``k``, replaced first if a worker died in it (a task handed
+        to it could wait for ever: its worker may have held its queue)."""
+        h = self._last[k]
+        if h is not None and h.broken():
+            self.pools[k].terminate()
+            self.pools[k] = multiprocess.Pool(1, initializer=_quiet_on_interrupt)
+            self._last[k] = None
+        return self.pools[k]
 
     def submit(self, f, arg):
         """``f(arg)`` in a worker (a handle with ``ready()`` and ``get()``):
@@ -227,13 +271,8 @@ class _Workers:
         a new one starts only when none is free (``jobs`` at most), else
         the one that was given a task longest ago queues it."""
         pools, last = self.pools, self._last
-        for i, h in enumerate(last):
-            if h is not None and h.broken():
-                # a worker died: its pool, whose queue it may have held, is
-                # given no other task (one there could wait for ever)
-                pools[i].terminate()
-                pools[i] = multiprocess.Pool(1, initializer=_quiet_on_interrupt)
-                last[i] = None
+        for i in range(len(pools)):
+            self._pool(i)  # (one whose worker died is replaced)
         free = next((i for i, h in enumerate(last) if h is None or h.ready()), None)
         if free is None and len(pools) < self.jobs:
             pools.append(multiprocess.Pool(1, initializer=_quiet_on_interrupt))
