@@ -233,55 +233,62 @@ class HappensBefore:
     def push(self, e: Event) -> None:  # noqa: C901 - inline: it runs for every new event
         j = len(self.events)
         last_w, reads, producer, last_of = self._last_w, self._reads, self._producer, self._last_of
-        direct = set()
+        hb = self.hb
+        th = e.thread
+        writes = e.writes
+        t = last_of.get(th, _NONE)
+        undo = [(last_of, th, t)]
+        if t is _NONE:
+            direct = set()
+            m = 0
+        else:
+            direct = {t}
+            m = hb[t] | (1 << t)
         conflict = set()
-        t = last_of.get(e.thread)
-        if t is not None:
-            direct.add(t)
         for o in e.reads:
             i = last_w.get(o)
             if i is not None:
                 conflict.add(i)
-        for o in e.writes:
-            i = last_w.get(o)
-            if i is not None:
+        for o in writes:  # (its conflicts, and the frontier it moves)
+            i = last_w.get(o, _NONE)
+            undo.append((last_w, o, i))
+            if i is not _NONE:
                 conflict.add(i)
-            rs = reads.get(o)
-            if rs:
+            rs = reads.pop(o, None)
+            if rs is not None:
                 conflict.update(rs)
-        cause = set()
+                undo.append((reads, o, rs))
+            last_w[o] = j
+        cause = None
         for item in e.consumes:
             i = producer.get(item)
             if i is not None:
-                cause.add(i)
-        direct |= conflict
-        direct |= cause
-        hb = self.hb
-        m = 0
-        for i in direct:
-            m |= hb[i] | (1 << i)
-        self.events.append(e)
-        hb.append(m)
-        self.preds.append(direct)  # (only ever or-ed together: any order)
+                if cause is None:
+                    cause = {i}
+                else:
+                    cause.add(i)
         c = []  # (a loop: a comprehension is a call, and most events conflict with none)
         if conflict:
+            direct |= conflict
             events = self.events
             for i in conflict:
-                if i not in cause and events[i].thread != e.thread:
+                if (cause is None or i not in cause) and events[i].thread != th:
                     c.append(i)
             if len(c) > 1:
                 c.sort()
+        if cause is not None:
+            direct |= cause
+        for i in direct:
+            if i != t:
+                m |= hb[i] | (1 << i)
+        self.events.append(e)
+        hb.append(m)
+        self.preds.append(direct)  # (only ever or-ed together: any order)
         self.cands.append(c)
-        # the frontier after e, and how to go back
-        undo = [(last_of, e.thread, last_of.get(e.thread, _NONE))]
-        last_of[e.thread] = j
-        for o in e.writes:
-            undo.append((last_w, o, last_w.get(o, _NONE)))
-            last_w[o] = j
-            if o in reads:
-                undo.append((reads, o, reads.pop(o)))
+        # the frontier after e, and how to go back (the writes' part is done)
+        last_of[th] = j
         for o in e.reads:
-            if o not in e.writes:
+            if o not in writes:
                 old = reads.get(o, _NONE)
                 undo.append((reads, o, old))
                 reads[o] = (j,) if old is _NONE else old + (j,)
@@ -296,16 +303,38 @@ class HappensBefore:
 
     def truncate(self, n: int) -> None:
         """Back to the first ``n`` events."""
-        while len(self.events) > n:
-            for d, k, old in reversed(self._undo.pop()):
-                if old is _NONE:
-                    del d[k]
-                else:
-                    d[k] = old
-            self.events.pop()
-            self.hb.pop()
-            self.preds.pop()
-            self.cands.pop()
+        events = self.events
+        if len(events) <= n:
+            return
+        if n < len(events) - n:
+            # fewer events kept than undone: the frontier built again from them
+            last_w, reads, producer = self._last_w, self._reads, self._producer
+            last_of = self._last_of
+            last_w.clear()
+            reads.clear()
+            producer.clear()
+            last_of.clear()
+            for j in range(n):
+                e = events[j]
+                last_of[e.thread] = j
+                writes = e.writes
+                for o in writes:
+                    last_w[o] = j
+                    reads.pop(o, None)
+                for o in e.reads:
+                    if o not in writes:
+                        reads[o] = reads.get(o, ()) + (j,)
+                for item in e.produces:
+                    producer[item] = j
+        else:
+            undo = self._undo
+            for _ in range(len(events) - n):
+                for d, k, old in reversed(undo.pop()):
+                    if old is _NONE:
+                        del d[k]
+                    else:
+                        d[k] = old
+        del events[n:], self.hb[n:], self.preds[n:], self.cands[n:], self._undo[n:]
 
 
 def races(
