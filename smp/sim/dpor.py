@@ -538,11 +538,13 @@ class Tree:
         best = None
         if spares:
             n = len(stack)
+            mine = tuple(b.chosen for b in stack)
             for s in spares:
                 p = s[0]
                 if n <= s[3] or (best is not None and len(p) <= len(best[0])):
                     continue  # (its branch not reached: what it enabled there unknown)
-                if all(p[i] == stack[i].chosen for i in range(min(len(p), n))):
+                m = min(len(p), n)
+                if p[:m] == mine[:m]:
                     best = s
         if best is None:
             return self.new_world(), (), []
@@ -895,10 +897,12 @@ def _events_after(new_world, path, threads) -> dict:
 
 
 #: the most worlds a tree keeps from its replans (``Tree._spares``; 0:
-#: none, each execution starts from a new world).  On the catalogue an
-#: execution starts from one for each replan but a few: 297 of
-#: ``tracer_replaced_on_down``'s 785 executions (4 kept: 280)
-SPARES = 8
+#: none, each execution starts from a new world): a world of the shipped
+#: examples holds 90-170 KB.  Kept at most: 8, 64, 1,024 (and none), the
+#: worlds and steps of ``seqtrace --operations 1`` cut at 300 executions
+#: were 556 and 25,725, 499 and 23,719, 472 and 22,880 (672 and 30,058);
+#: ``tracer_replaced_on_down`` made 793 worlds from 8 on (1,082).
+SPARES = 64
 
 #: the most replanned events a tree keeps (``Tree._replans``): a few tens of MB
 REPLAN_MEMO = 50_000

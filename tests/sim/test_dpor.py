@@ -482,7 +482,7 @@ def test_an_execution_started_from_a_spare_world_is_the_one_a_new_world_runs(
 
 def test_spare_worlds_are_used():
     """The test above checks something: on the catalogue the searches
-    start executions from spare worlds (a third of them on
+    start executions from spare worlds (over a third of them on
     ``tracer_replaced_on_down``)."""
     race = by_name("tracer_replaced_on_down")
     runs, spared = _search(world_factory(race.setup, race.schedulers, 200))
