@@ -74,13 +74,16 @@ def stop_requested() -> bool:
 class Execution:
     """One execution: its schedule (replayable), outcome, numbered events
     and the races that made the explorer try it.  The events' words may be
-    given as a function that makes them: they are made
-    when first read (most outcomes a search finds are not shown)."""
+    given as a function that makes them: they are made when first read
+    (a search no one reports, a benchmark's or a test's, never makes them;
+    two executions compare without them: the schedule makes them)."""
 
     index: int
     schedule: str
     outcome: Outcome
-    _events: list[str] | Callable[[], list[str]] = field(default_factory=list, repr=False)
+    _events: list[str] | Callable[[], list[str]] = field(
+        default_factory=list, repr=False, compare=False
+    )
     races: list[str] = field(default_factory=list)
 
     @property
