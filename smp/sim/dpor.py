@@ -413,8 +413,9 @@ class Tree:
         #: worlds ``_event_after`` ran, kept for an execution whose path
         #: starts with theirs (``_spare_for``): (threads, world, the threads
         #: enabled before each step past the branch, the branch's position),
-        #: oldest first, at most ``SPARES``
+        #: oldest first, at most ``SPARES`` of them and ``SPARE_STEPS`` steps
         self._spares: list = []
+        self._spare_steps = 0  # (the steps their paths hold: at most SPARE_STEPS)
         #: executions that started from a spare world
         self.spared = 0
         self._rel = HappensBefore()  # of the last execution's events
@@ -549,6 +550,7 @@ class Tree:
         if best is None:
             return self.new_world(), (), []
         spares.remove(best)
+        self._spare_steps -= len(best[0])
         self.spared += 1
         return best[1], best[0], best[2]
 
@@ -557,6 +559,7 @@ class Tree:
         for s in self._spares:
             s[1].dispose()
         self._spares.clear()
+        self._spare_steps = 0
 
     def _follow(self, en: list, sleep: dict, avail: list, forest: list) -> Branch:
         """A new branch that starts from the wakeup tree ``forest``: its
@@ -750,12 +753,16 @@ class Tree:
             raise
         else:
             spares = self._spares
-            if not SPARES:
+            if len(key) > SPARE_STEPS or not SPARES:
                 w.dispose()
             else:
-                if len(spares) >= SPARES:
+                while spares and (
+                    len(spares) >= SPARES or self._spare_steps + len(key) > SPARE_STEPS
+                ):
+                    self._spare_steps -= len(spares[0][0])
                     spares.pop(0)[1].dispose()
                 spares.append((key, w, ens, branch))
+                self._spare_steps += len(key)
         memo = self._replans
         if len(memo) >= REPLAN_MEMO:
             memo.clear()
@@ -903,6 +910,11 @@ def _events_after(new_world, path, threads) -> dict:
 #: were 556 and 25,725, 499 and 23,719, 472 and 22,880 (672 and 30,058);
 #: ``tracer_replaced_on_down`` made 793 worlds from 8 on (1,082).
 SPARES = 64
+
+#: the most steps the spare worlds' paths hold in all: a world's memory
+#: grows about 1.6 KB a step (a churn world of 316 steps: 507 KB), so
+#: spares hold some 80 MB at most however large the workload
+SPARE_STEPS = 50_000
 
 #: the most replanned events a tree keeps (``Tree._replans``): a few tens of MB
 REPLAN_MEMO = 50_000

@@ -487,3 +487,26 @@ def test_spare_worlds_are_used():
     race = by_name("tracer_replaced_on_down")
     runs, spared = _search(world_factory(race.setup, race.schedulers, 200))
     assert len(runs) == race.executions and spared > len(runs) // 4
+
+
+def test_the_spare_worlds_hold_no_more_steps_than_their_bound(monkeypatch):
+    """However long the paths, the spare worlds hold ``SPARE_STEPS`` steps
+    at most (the memory they keep), and a bound that keeps fewer leaves the
+    search as it was."""
+    from smp.sim import dpor
+
+    race = by_name("tracer_replaced_on_down")
+    nw = world_factory(race.setup, race.schedulers, 200)
+    unbounded, _ = _search(nw)
+    monkeypatch.setattr(dpor, "SPARE_STEPS", 70)
+    held: list = []
+
+    def count(_w, tree) -> None:
+        steps = sum(len(s[0]) for s in tree._spares)
+        assert steps == tree._spare_steps <= 70
+        held.append(len(tree._spares))
+
+    bounded, spared = _search(nw, count)
+    assert bounded == unbounded
+    # (held to the steps, fewer than the count allows)
+    assert spared > 0 and 1 < max(held) < dpor.SPARES
