@@ -38,12 +38,15 @@ _out_option = click.option(
 #: samplers widen the interval as it goes on)
 class NumberRange(click.FloatRange):
     """click's ``FloatRange``, refusing NaN (which every range lets through:
-    no comparison with it is true)."""
+    no comparison with it is true) and infinity (which a range open above
+    lets through: ``--time-budget inf``)."""
 
     def convert(self, value, param, ctx):
         v = super().convert(value, param, ctx)
         if v != v:
             self.fail("nan is not a number", param, ctx)
+        if v in (float("inf"), float("-inf")):
+            self.fail(f"{value} is not a finite number", param, ctx)
         return v
 
 

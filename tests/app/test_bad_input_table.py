@@ -124,6 +124,14 @@ ROWS = [
     (["explore", "churn", "--seed", "3"], U, "--seed seeds --random and --pct runs"),
     (["explore", "churn", "--graph", "-"], U, "--graph -: give a file name"),
     (["explore", "churn", "--time-budget", "nan"], U, "nan is not a number"),
+    (["explore", "churn", "--time-budget", "inf"], U, "inf is not a finite number"),
+    (["explore", "churn", "--random", "3", "--max-executions", "3"], U, "--max-executions bounds"),
+    (["explore", "churn", "--schedule", "S1", "--seed", "2"], U, "--seed is for a search"),
+    # a search's output that cannot be written: said before the search
+    (["explore", "churn", "--graph", "{nodir}"], U, "x: no such directory"),
+    # a file that cannot be read: that, not the options it was given
+    (["explore", "{nottoml}", "--jobs", "2"], U, "not valid TOML"),
+    (["explore", "{dir}", "--max-executions", "5"], U, "a-directory"),
     (["explore", "seq", "--no-events"], U, "--events/--no-events is for run scenarios"),
     (["explore", "seq", "--schedule", "replace@" + "9" * 5000], U, "at most 12 digits"),
     (["stress", "--duration", "nan"], U, "nan is not a number"),

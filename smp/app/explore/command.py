@@ -321,6 +321,12 @@ def _make_command():
             click.echo(f"smp-emu: {no_such_scenario(scenario)}", err=True)
             sys.exit(EXIT_USAGE)
         bad = sorted(given & set(_SIM_ONLY))
+        if bad and os.path.exists(scenario):
+            try:  # (a file that cannot be read or parsed: that, not its options)
+                read_toml(read_file(scenario), scenario)
+            except ScenarioError as e:
+                click.echo(f"smp-emu: {e}", err=True)
+                sys.exit(EXIT_USAGE)
         if bad:
             takes = "run scenarios ([[groups]])" + (
                 "" if bad[0] in _BOUNDS else " and races of the catalogue"
@@ -354,7 +360,7 @@ def _refused(given: set, schedule) -> str | None:
     """What is wrong with the options a run scenario was given, in words:
     each option that would do nothing is refused rather than ignored."""
     if schedule is not None:
-        bad = sorted(given & set(_SEARCH_ONLY))
+        bad = sorted(given & {*_SEARCH_ONLY, "seed"})
         if bad:
             return f"{_option(bad[0])} is for a search; --schedule runs one execution"
     elif "depth" in given and "pct" not in given:
@@ -364,29 +370,39 @@ def _refused(given: set, schedule) -> str | None:
     return None
 
 
+def _search_refused(kw: dict, given: set) -> str | None:
+    """What is wrong with the options of a search in words (options that
+    contradict each other, a ``--graph`` that cannot be written: said
+    before the search, whose result would be lost at its end), or None."""
+    sampled = kw["random_runs"] is not None or kw["pct"] is not None
+    if kw["random_runs"] is not None and kw["pct"] is not None:
+        return "give one of --random and --pct"
+    if kw["preemptions"] is not None and sampled:
+        return "--preemptions bounds the exhaustive search, not --random or --pct"
+    if kw["dpor"] is not None and sampled:
+        return "--dpor chooses the exhaustive search, not --random or --pct"
+    if "max_executions" in given and sampled:
+        return (
+            "--max-executions bounds the exhaustive search; --random N and --pct N give "
+            "their own number of runs"
+        )
+    if kw["dpor"] == "optimal" and kw["preemptions"] is not None:
+        return "--preemptions bounds source DPOR only: give --dpor source or no --dpor"
+    if kw["graph"] == "-":
+        return "--graph -: give a file name (the text report goes to stdout)"
+    if kw["graph"] is not None:
+        where = os.path.dirname(os.path.abspath(kw["graph"]))
+        if not os.path.isdir(where):
+            return f"--graph {kw['graph']}: no such directory: {where}"
+        if not os.access(where, os.W_OK):
+            return f"--graph {kw['graph']}: the directory is not writable: {where}"
+    return None
+
+
 def _simulate(scenario, schedule, as_json, seed, no_nonsmp, kw, given) -> None:
-    why = _refused(given, schedule)
-    if why is None and kw["graph"] == "-":
-        why = "--graph -: give a file name (the text report goes to stdout)"
+    why = _refused(given, schedule) or _search_refused(kw, given)
     if why is not None:
         click.echo(f"smp-emu: {why}", err=True)
-        sys.exit(EXIT_USAGE)
-    if kw["random_runs"] is not None and kw["pct"] is not None:
-        click.echo("smp-emu: give one of --random and --pct", err=True)
-        sys.exit(EXIT_USAGE)
-    if kw["preemptions"] is not None and (kw["random_runs"] is not None or kw["pct"] is not None):
-        click.echo(
-            "smp-emu: --preemptions bounds the exhaustive search, not --random or --pct", err=True
-        )
-        sys.exit(EXIT_USAGE)
-    if kw["dpor"] is not None and (kw["random_runs"] is not None or kw["pct"] is not None):
-        click.echo("smp-emu: --dpor chooses the exhaustive search, not --random or --pct", err=True)
-        sys.exit(EXIT_USAGE)
-    if kw["dpor"] == "optimal" and kw["preemptions"] is not None:
-        click.echo(
-            "smp-emu: --preemptions bounds source DPOR only: give --dpor source or no --dpor",
-            err=True,
-        )
         sys.exit(EXIT_USAGE)
     m = kw["max_executions"]
     tty = sys.stderr.isatty()
