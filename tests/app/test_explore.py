@@ -254,6 +254,15 @@ def test_cli_explore_refuses_bad_input(tmp_path):
     assert res.exit_code == 2 and f"{bad}:8: queue[0].colour: unknown key" in res.output
     res = runner.invoke(cli, ["explore", "seq", "--schedule", "replace@9"])
     assert res.exit_code == 2 and "only 3 messages are queued" in res.output
+    # a queue process is spawned after the names it refers to: it sent to
+    # no one (badarg in its body, exit 0) and traced itself (a bare pid)
+    head = '[[processes]]\nname = "t"\n[[queue]]\nname = "p"\ndo = "send"\ncount = 2\n'
+    bad.write_text(head + 'to = "p"\ntrace = ["send"]\ntracer = "t"\n')
+    res = runner.invoke(cli, ["explore", str(bad)])
+    assert res.exit_code == 2 and f"{bad}:7: queue[0].to: must name another" in res.output
+    bad.write_text(head + 'to = "t"\ntrace = ["send"]\ntracer = "p"\n')
+    res = runner.invoke(cli, ["explore", str(bad)])
+    assert res.exit_code == 2 and "queue[0].tracer: 'p' cannot be its own tracer" in res.output
 
 
 # ---------------------------------------------------------------- the pure parts

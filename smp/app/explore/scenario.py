@@ -247,11 +247,15 @@ class _Checker:
             }
             if do in ("send", "seq_send"):
                 e["to"] = self.ref(q.get("to"), f"{key}.to")
+                if e["to"] == e["name"]:  # (it is spawned after the names it sends to)
+                    self.fail(f"{key}.to", f"must name another process than {e['name']!r} itself")
             for k in ("count", "label", "words"):
                 self.bounded(e[k], f"queue[].{k}", f"{key}.{k}")
             if "trace" in q:
                 e["trace"] = self.flags(q["trace"], f"{key}.trace")
                 e["tracer"] = self.ref(q.get("tracer"), f"{key}.tracer")
+                if e["tracer"] == e["name"]:
+                    self.fail(f"{key}.tracer", f"{e['name']!r} cannot be its own tracer")
             out.append(e)
         if not out:
             self.fail("queue", "must name at least one process that makes messages")
