@@ -390,3 +390,21 @@ def test_an_unknown_name_is_refused_with_every_kind_of_name_explore_takes():
 def test_smp_explore_refuses_what_is_no_scenario():
     with pytest.raises(TypeError, match="give a setup function, .* not int"):
         smp.explore(42)
+
+
+def test_an_interrupted_exhaustive_run_is_not_said_to_be_exhaustive():
+    """Ctrl-C after two schedules of an exhaustive run: the result says it
+    was interrupted, with its coverage, not "exhaustive" (it said both)."""
+    from smp.app.explore.text import format_text
+
+    def stop_at_the_third(i, _total, _schedule):
+        if i == 3:
+            raise KeyboardInterrupt
+
+    r = smp.explore("races", nonsmp=False, progress=stop_at_the_third)
+    d = r.to_json()
+    s = d["schedules"]
+    assert s["interrupted"] and not s["exhaustive"] and s["seed"] is None
+    assert s["run"] == 3 and 0 < s["coverage"] < 1  # (the first and two more)
+    line = next(ln for ln in format_text(d).splitlines() if ln.startswith("schedules:"))
+    assert "(interrupted, coverage" in line and "exhaustive" not in line

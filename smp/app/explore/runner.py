@@ -463,6 +463,8 @@ def explore(
             runs.append(r)
     except KeyboardInterrupt:
         interrupted = True
+        if exhaustive:  # (not every class was run; no sample drew them: no seed)
+            exhaustive, seed = False, None
         notes.append(f"interrupted after {len(runs)} of {total} schedules")
     # outcomes, each with its shortest schedule
     by_key: dict[str, dict] = {}

@@ -88,13 +88,16 @@ def format_text(d: dict) -> str:
     else:
         if s["exhaustive"]:
             how = "exhaustive"
+        elif s["interrupted"] and s["seed"] is None:
+            # (an exhaustive run stopped: no sample, no seed)
+            how = f"interrupted, coverage {100 * s['coverage']:.1f} % of the classes"
         elif s["coverage"] >= 1.0 and not s["interrupted"]:
             # Beyond the exhaustive bound, but the sample met every class.
             how = f"every class, met by a random sample, seed {s['seed']}"
         else:
             how = (
                 f"a random sample, seed {s['seed']}, coverage {100 * s['coverage']:.1f} % "
-                f"of the classes"
+                f"of the classes" + (", interrupted" if s["interrupted"] else "")
             )
         if not s["pruned"]:
             how = "every schedule, no pruning"
