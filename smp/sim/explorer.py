@@ -335,6 +335,7 @@ class Explorer:
         self.executions = self.blocked = self.cut_events = self.events = 0
         self.groups: dict[Outcome, OutcomeGroup] = {}
         self._estimate = 0.0  # (of the executions in all, after the last one)
+        self._below = 1.0  # (the tree's estimate of its leaves, unscaled: _execute_one)
         self.graph = Trie() if graph else None
         self.stop_at_violation = stop_at_violation
         self.first_violation: int | None = None
@@ -444,15 +445,16 @@ class Explorer:
             if how == "cut":
                 self.cut_events += 1
             oc = self._record(w, how)
-            if self.marks is not None:
-                self.marks.append(
-                    (oc, len(tree.above or ()), tree.leaves, self.blocked, self.events,
-                     self.cut_events, tree.misses)
-                )  # fmt: skip
         # the tree's leaves estimated, less the share that was blocked so far
-        self._estimate = max(
-            float(self.executions), tree.estimate() * self.executions / tree.leaves
-        )
+        # (a task's: those of its branch, from which the tree that handed it
+        # out goes on as its own search would have: TaskResult.size)
+        self._below = below = tree.estimate()
+        self._estimate = max(float(self.executions), below * self.executions / tree.leaves)
+        if self.marks is not None and how != "blocked":
+            self.marks.append(
+                (oc, len(tree.above or ()), tree.leaves, self.blocked, self.events,
+                 self.cut_events, tree.misses, below)
+            )  # fmt: skip
         w.dispose()
 
     def _take_task(self, got: TaskResult) -> list[str]:
@@ -475,7 +477,7 @@ class Explorer:
         tree.misses += r.misses
         tree.take_task(above, event, leaves)
         self._estimate = max(
-            float(self.executions), tree.estimate(leaves) * self.executions / tree.leaves
+            float(self.executions), tree.estimate(got.size) * self.executions / tree.leaves
         )
         if r.exhausted:
             return []
@@ -779,11 +781,17 @@ class TaskResult:
     the plans it made before its branch (``Tree.above``), its branch's
     event, its leaves, and the counts after each complete execution."""
 
-    __slots__ = ("result", "above", "event", "leaves", "marks")
+    __slots__ = ("result", "above", "event", "leaves", "marks", "size")
 
-    def __init__(self, result: ExploreResult, above: list, event, leaves: int, marks: list):
+    def __init__(
+        self, result: ExploreResult, above: list, event, leaves: int, marks: list, size: float
+    ):
         self.result, self.above, self.event, self.leaves = result, above, event, leaves
         self.marks = marks
+        #: its branch's leaves as its tree estimated them after its last
+        #: execution (``Tree.estimate`` of the levels below the branch): the
+        #: tree that takes it estimates the rest from there, as one tree would
+        self.size = size
 
     def upto(self, n: int) -> TaskResult | None:
         """What the task finds when its search stops at ``n`` complete
@@ -792,7 +800,7 @@ class TaskResult:
         r = self.result
         if r.graph is not None or not 0 < n <= len(self.marks):
             return None
-        oc, above, leaves, blocked, events, cut_events, misses = self.marks[n - 1]
+        oc, above, leaves, blocked, events, cut_events, misses, size = self.marks[n - 1]
         counts: dict = {}
         for m in self.marks[:n]:
             counts[m[0]] = counts.get(m[0], 0) + 1
@@ -811,14 +819,14 @@ class TaskResult:
             nonsmp=None,
             exhausted=False,
             cut_by=["executions"],
-            estimate=float(n),
+            estimate=max(float(n), size * n / leaves),  # (as Explorer estimates it)
             elapsed=r.elapsed,
             events=events,
             first_violation=fv,
             dpor=r.dpor,
             misses=misses,
         )
-        return TaskResult(cut, self.above[:above], self.event, leaves, self.marks[:n])
+        return TaskResult(cut, self.above[:above], self.event, leaves, self.marks[:n], size)
 
 
 def run_branch(args: tuple) -> TaskResult | None:
@@ -834,7 +842,7 @@ def run_branch(args: tuple) -> TaskResult | None:
     ex.marks = []
     r = ex.run()
     t = ex.tree
-    return TaskResult(r, t.above, t.stack[t.floor - 1].event, t.leaves, ex.marks)
+    return TaskResult(r, t.above, t.stack[t.floor - 1].event, t.leaves, ex.marks, ex._below)
 
 
 def _cut_by_share(r: ExploreResult | None, budget) -> bool:

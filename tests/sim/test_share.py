@@ -16,7 +16,8 @@ from smp.sim.share import Share
 
 def _key(r):
     groups = [(g.count, g.first.index, g.first.schedule, g.outcome) for g in r.outcomes]
-    return r.executions, r.blocked, r.cut_events, r.exhausted, r.cut_by, groups
+    # (the estimate too: a cut search's is the one tree's after the same execution)
+    return r.executions, r.blocked, r.cut_events, r.exhausted, r.cut_by, r.estimate, groups
 
 
 @pytest.fixture
@@ -88,7 +89,7 @@ def test_a_task_cut_to_fewer_executions_is_that_task_run_with_fewer(shares):
     alone = run_branch((*big[:4], n, None))
     assert _key(cut.result) == _key(alone.result)
     assert (cut.leaves, cut.event, len(cut.above)) == (alone.leaves, alone.event, len(alone.above))
-    assert cut.above == alone.above
+    assert cut.above == alone.above and cut.size == alone.size
 
 
 def test_a_shared_search_stops_at_the_first_violation_as_the_one_tree_does(shares):
