@@ -127,6 +127,7 @@ ROWS = [
     (["explore", "churn", "--time-budget", "inf"], U, "inf is not a finite number"),
     (["explore", "churn", "--random", "3", "--max-executions", "3"], U, "--max-executions bounds"),
     (["explore", "churn", "--schedule", "S1", "--seed", "2"], U, "--seed is for a search"),
+    (["explore", "seq_tracer_replaced", "--operations", "2"], U, "a fixed workload"),
     # a search's output that cannot be written: said before the search
     (["explore", "churn", "--graph", "{nodir}"], U, "x: no such directory"),
     # a file that cannot be read: that, not the options it was given

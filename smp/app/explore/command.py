@@ -401,6 +401,12 @@ def _search_refused(kw: dict, given: set) -> str | None:
 
 def _simulate(scenario, schedule, as_json, seed, no_nonsmp, kw, given) -> None:
     why = _refused(given, schedule) or _search_refused(kw, given)
+    bounds = sorted(given & set(_BOUNDS))
+    if why is None and bounds and is_race(scenario):  # (given, even at its default)
+        why = (
+            f"the race {scenario} is a fixed workload: it takes no workload bounds "
+            f"({_option(bounds[0])})"
+        )
     if why is not None:
         click.echo(f"smp-emu: {why}", err=True)
         sys.exit(EXIT_USAGE)
