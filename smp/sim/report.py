@@ -133,7 +133,8 @@ def format_report(r: ExploreResult, events: bool = True, replay=None) -> str:
             lines += [f"  {e}" for e in g.first.events]
         if g.first.races:
             lines.append(
-                "  Race pairs that made the explorer try it:"
+                "  Race pairs that made the explorer try it (steps of the execution each was "
+                "found in):"
                 if r.method == "dpor"
                 else "  Race pairs in it (the orders this sample fixed):"
             )
