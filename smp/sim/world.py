@@ -111,7 +111,8 @@ def _ingest_text(n: int, k: int, items: list) -> str:
 
 def _dispatch_text(mid, type_, from_, to, fate: str, reason=None) -> str:
     end = f" {reason}" if fate == "dropped" else ""
-    return f"dispatch {mid_text(mid)} {M.TYPE_NAMES[type_]} {from_!r} -> {to!r}: {fate}{end}"
+    sender = "" if from_ is None else f" {from_!r}"  # (a seq_trace message names none)
+    return f"dispatch {mid_text(mid)} {M.TYPE_NAMES[type_]}{sender} -> {to!r}: {fate}{end}"
 
 
 def _reach_text(mid, to, dead: bool) -> str:
