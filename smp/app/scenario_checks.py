@@ -229,6 +229,8 @@ def _check_groups(c: _Checker, sc: dict, ref) -> dict:
     groups = {}
     for i, g in enumerate(sc["groups"]):
         path = ("groups", i)
+        if not g["name"].strip():  # (its processes' roles are named after it)
+            c.fail(path + ("name",), "must not be empty")
         if g["name"] in groups:
             c.fail(path + ("name",), f"duplicate group name {g['name']!r}")
         groups[g["name"]] = g

@@ -61,6 +61,7 @@ def test_good_scenario_fills_defaults():
         ('workload = "ring"', 'workload = "rings"', 19, "groups[1].workload"),
         ('trace = ["send"]', 'trace = ["sned"]', 14, "groups[0].trace"),
         ("seed = 3", 'seed = 3\ncolour = "red"', 4, "colour"),
+        ('name = "pp"', 'name = " "', 12, "groups[0].name"),  # (roles read "[0].ping")
     ],
 )
 def test_errors_name_key_and_line(old, new, line, key):
