@@ -40,7 +40,7 @@ def nonsmp_verdict(oc: Outcome, nonsmp: Outcome | None) -> str | None:
     return "smp only: in nonsmp " + ", ".join(differ) + " receive(s) otherwise"
 
 
-def _summary(r: ExploreResult) -> list[str]:
+def _summary(r: ExploreResult, fixed: bool = False) -> list[str]:
     what = {
         "dpor": "Explored",
         "random": "Ran",
@@ -106,17 +106,19 @@ def _summary(r: ExploreResult) -> list[str]:
         lines.append(
             f"The search was cut by {', '.join(r.cut_by) or 'a bound'}; about "
             f"{two_digits(r.estimate)} execution(s) in all (estimate). Tip: raise "
-            f"{' and '.join(raise_)}, or use fewer processes or schedulers."
+            f"{' and '.join(raise_)}"
+            + ("." if fixed else ", or use fewer processes or schedulers.")
         )
     if r.cut_events:
         lines.append(f"{r.cut_events} execution(s) hit max_events (a process that never stops?).")
     return lines
 
 
-def format_report(r: ExploreResult, events: bool = True, replay=None) -> str:
+def format_report(r: ExploreResult, events: bool = True, replay=None, fixed: bool = False) -> str:
     """The report; ``replay(schedule)`` gives the command that replays a
-    schedule (printed under it)."""
-    lines = _summary(r)
+    schedule (printed under it); ``fixed``: a fixed workload (a race of the
+    catalogue), whose processes and schedulers cannot be made fewer."""
+    lines = _summary(r, fixed)
     shrunk_at: dict[str, int] = {}  # a shrunk schedule -> the outcome it was first printed under
     for n, g in enumerate(r.outcomes, 1):
         oc = g.outcome

@@ -119,6 +119,11 @@ def test_a_time_budget_alone_is_the_only_bound():
     assert _explore("churn", "--jobs", "1", "--operations", "1")["limits"]["max_executions"] == 500
     r = CliRunner().invoke(cli, ["explore", "churn", "--max-executions", "2", "--jobs", "1", *KEEP])
     assert "Tip: raise the execution bound (--max-executions, 0 for none; " in r.output
+    assert "or use fewer processes or schedulers." in r.output
+    # a race of the catalogue is a fixed workload: no fewer processes to use
+    race = ["explore", "tracer_replaced_on_down", "--max-executions", "2", "--no-events"]
+    r = CliRunner().invoke(cli, race)
+    assert "max_executions=None)." in r.output and "fewer processes" not in r.output
 
 
 def test_no_events_leaves_the_events_out_of_a_replay():

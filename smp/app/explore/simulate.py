@@ -502,7 +502,11 @@ def simulate(scenario: str, o: SimOptions) -> tuple[str, dict]:
     data["limits"] = {"max_executions": o.max_executions, "time_budget": o.time_budget}
     data["expect"] = _expect_report(checks, r)
     head += [_expect_line(e) for e in data["expect"]]
-    text = "\n".join(head) + "\n" + format_report(r, events=o.events, replay=command)
+    text = (
+        "\n".join(head)
+        + "\n"
+        + format_report(r, events=o.events, replay=command, fixed=isinstance(wl, _RaceWorkload))
+    )
     if o.prove:
         proofs = []
         for i, (od, g) in enumerate(zip(d["outcomes"], r.outcomes, strict=True), 1):
