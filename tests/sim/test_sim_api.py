@@ -123,8 +123,12 @@ def test_the_report_names_roles_pids_races_and_schedules():
     r = explore(KILLED.setup, schedulers=2)
     text = format_report(r)
     assert text.count("Schedule: ") == len(r.outcomes)
-    assert "Race pairs that made the explorer try it" in text
+    # (their step numbers: those of the execution the race was found in)
+    assert "Race pairs that made the explorer try it (steps of the execution each" in text
     assert "T<0." in text and "dropped receiver_dead" in text
+    # a seq_trace message names no sender: its dispatch says none (not None)
+    seq = format_report(explore(SEQ.setup, schedulers=2))
+    assert "SEQTRACE -> T" in seq and "None" not in seq
     assert "nonsmp (one order" in text
     assert (
         two_digits(1234.5) == "1,200"
