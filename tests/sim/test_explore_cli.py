@@ -797,6 +797,37 @@ def test_a_split_whose_worker_dies_runs_that_subtree_here(pinned):
         workers.close()
 
 
+def test_a_pool_whose_idle_worker_was_killed_is_closed_in_bounded_time():
+    """A worker waiting for its next task holds its pool's task queue; killed
+    then, the pool's ``terminate`` waits for that queue for ever (a search
+    whose worker was killed as its task ended hung at the end).  ``_stop``
+    returns within ``STOP_S`` and leaves no worker behind."""
+    import signal
+    import time
+
+    import multiprocess
+
+    from smp.app.explore import simulate
+
+    pool = multiprocess.Pool(1)
+    pool.apply(os.getpid)  # (its worker up; then it waits for the next task)
+    worker = pool._pool[0]
+    lock = pool._inqueue._rlock
+    deadline = time.monotonic() + 30
+    while lock.acquire(False):  # (until the worker holds it, waiting)
+        lock.release()
+        assert time.monotonic() < deadline
+        worker.join(0.01)
+    os.kill(worker.pid, signal.SIGKILL)
+    worker.join(10)
+    assert worker.exitcode == -signal.SIGKILL
+    assert not lock.acquire(False)  # (held by the dead worker: terminate would wait)
+    t0 = time.monotonic()
+    simulate._stop(pool)
+    assert time.monotonic() - t0 < simulate.STOP_S + 1
+    assert all(w.exitcode is not None for w in pool._pool)
+
+
 def test_the_time_said_includes_the_workers_and_no_more_start_than_there_are_subtrees():
     """``--jobs 256 --max-executions 100`` said 0.80 s where it took 9.5 s:
     the workers' start was not counted, and 256 of them started for 9

@@ -26,6 +26,7 @@ import os
 import shlex
 import signal
 import textwrap
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -260,7 +261,7 @@ class _Workers:
         to it could wait for ever: its worker may have held its queue)."""
         h = self._last[k]
         if h is not None and h.broken():
-            self.pools[k].terminate()
+            _stop(self.pools[k])
             self.pools[k] = multiprocess.Pool(1, initializer=_quiet_on_interrupt)
             self._last[k] = None
         return self.pools[k]
@@ -286,8 +287,27 @@ class _Workers:
 
     def close(self) -> None:
         for p in self.pools:
-            p.terminate()
-            p.join()
+            _stop(p)
+
+
+def _stop(pool) -> None:
+    """Terminate ``pool`` and wait for its end, ``STOP_S`` at most.  A worker
+    killed from outside while it waited for a task held the pool's task
+    queue, and ``terminate`` then waits for that queue for ever; its
+    worker processes are killed instead and the pool is left (its threads
+    are daemons, and a pool's terminate runs once: not again at exit)."""
+    t = threading.Thread(target=lambda: (pool.terminate(), pool.join()), daemon=True)
+    t.start()
+    t.join(STOP_S)
+    if t.is_alive():
+        for w in list(pool._pool):  # (the pool's workers: no public view)
+            if w.exitcode is None:
+                w.kill()
+                w.join(1)
+
+
+#: how long closing a pool of workers may take before its workers are killed
+STOP_S = 2.0
 
 
 class _Watched:
