@@ -32,6 +32,9 @@ from .vm import SimVM
 from .world import NonsmpWorld, SimError, World
 
 __all__ = [
+    "check_schedule",
+    "checks_of",
+    "not_steppable",
     "request_stop",
     "clear_stop",
     "stop_requested",
@@ -314,7 +317,7 @@ class Explorer:
         self.after_timeout = after_timeout
         self.max_executions = max_executions
         self.time_budget = time_budget
-        self.checks = tuple(checks)
+        self.checks = checks_of(checks)
         self.nonsmp = nonsmp
         self.blocked_ok = blocked_ok
         self._memo: dict = {}  # outcome_of's, across executions
@@ -590,30 +593,14 @@ def replay(
 ) -> Execution:
     """Run the execution a schedule string names (then the first enabled
     thread at each step, if the schedule ends early)."""
+    check_schedule(schedule)
+    checks = checks_of(checks)
     w = world_factory(setup, schedulers, reductions, after_timeout)()
     try:
         for i, t in enumerate(schedule.split()):
             en = w.enabled()
             if t not in en:
-                what = "cannot step now" if _THREAD.fullmatch(t) else "is not a thread"
-                if _THREAD.fullmatch(t) and t[0] == "T":
-                    what += (
-                        f" (no timer of {t[1:]} is armed here under after_timeout "
-                        f"{after_timeout} ms)"
-                    )
-                elif _THREAD.fullmatch(t) and t[0] != "R":
-                    # (compared as text first: a number of thousands of digits is no int)
-                    far = [
-                        x
-                        for x in re.findall(r"\d+", t)
-                        if len(x) > 4 or int(x) > schedulers or (x == "0" and t[0] != "A")
-                    ]
-                    if far:
-                        what = f"names scheduler {_clip(far[0])}, of {schedulers}"
-                raise SimError(
-                    f"schedule step {i + 1}: {_clip(t, 40)!r} {what} (enabled: {' '.join(en) or 'none'}; "
-                    "threads: S<k> I<k> P<k> A<i>><k> R<pid> T<pid> T#Port<n.n> D)"
-                )
+                raise SimError(not_steppable(i, t, en, schedulers, after_timeout))
             w.step(t)
         while True:
             en = w.enabled()
@@ -631,6 +618,58 @@ def replay(
         )
     finally:
         w.dispose()
+
+
+def check_schedule(schedule) -> None:
+    """Refuse a schedule that is not a string of thread names."""
+    if not isinstance(schedule, str):
+        raise SimError(
+            "schedule must be a string of thread names ('S1 S2 D ...'), not "
+            f"{type(schedule).__name__}"
+        )
+
+
+def not_steppable(i: int, t: str, en: list, schedulers: int, after_timeout: int) -> str:
+    """Why step ``i`` (from 0) of a schedule, thread ``t``, cannot be run
+    where ``en`` are the threads enabled."""
+    what = "cannot step now" if _THREAD.fullmatch(t) else "is not a thread"
+    if _THREAD.fullmatch(t) and t[0] == "T":
+        what += f" (no timer of {t[1:]} is armed here under after_timeout {after_timeout} ms)"
+    elif _THREAD.fullmatch(t) and t[0] != "R":
+        # (compared as text first: a number of thousands of digits is no int)
+        far = [
+            x
+            for x in re.findall(r"\d+", t)
+            if len(x) > 4 or int(x) > schedulers or (x == "0" and t[0] != "A")
+        ]
+        if far:
+            what = f"names scheduler {_clip(far[0])}, of {schedulers}"
+    return (
+        f"schedule step {i + 1}: {_clip(t, 40)!r} {what} (enabled: {' '.join(en) or 'none'}; "
+        "threads: S<k> I<k> P<k> A<i>><k> R<pid> T<pid> T#Port<n.n> D)"
+    )
+
+
+def checks_of(checks) -> tuple:
+    """The user's checks as a tuple: a list (any iterable) of functions of
+    an outcome; anything else is refused, naming it."""
+    if callable(checks):
+        name = getattr(checks, "__name__", "f")
+        raise SimError(
+            f"checks must be a list of functions of an outcome, not one function (give [{name}])"
+        )
+    if checks is None or isinstance(checks, (str, bytes, dict)):
+        raise SimError(f"checks must be a list of functions of an outcome, not {repr(checks)[:80]}")
+    try:
+        out = tuple(checks)
+    except TypeError:
+        raise SimError(
+            f"checks must be a list of functions of an outcome, not {type(checks).__name__}"
+        ) from None
+    for i, c in enumerate(out):
+        if not callable(c):
+            raise SimError(f"checks[{i}] must be a function of an outcome, not {repr(c)[:80]}")
+    return out
 
 
 def brute_force(

@@ -387,6 +387,40 @@ def test_an_unknown_name_is_refused_with_every_kind_of_name_explore_takes():
     assert r.exit_code == 2 and r.output.strip() == f"smp-emu: {text}"
 
 
+@pytest.mark.parametrize("name", ["chrun", "/nonexistent/dir/nope.toml"])
+def test_an_unknown_name_with_an_option_is_refused_as_unknown(name):
+    """With ``max_executions=`` beside it, a name nothing has was refused as
+    an explore scenario given an option it does not take."""
+    with pytest.raises(smp.ScenarioError, match="no such explore scenario, run scenario or race"):
+        smp.explore(name, max_executions=5)
+    with pytest.raises(TypeError, match="race of the catalogue or a run scenario, not an explore"):
+        smp.explore("seq", max_executions=5)  # (an explore scenario: the option is not its)
+
+
+@pytest.mark.parametrize(
+    "checks, error",
+    [
+        ("abc", "checks must be a list of functions of an outcome, not 'abc'"),
+        (None, "checks must be a list of functions of an outcome, not None"),
+        (5, "checks must be a list of functions of an outcome, not int"),
+        (len, r"not one function \(give \[len\]\)"),
+        ([1], r"checks\[0\] must be a function of an outcome, not 1"),
+    ],
+)
+def test_checks_that_are_not_a_list_of_functions_are_refused(checks, error):
+    """A string was taken letter by letter and a number kept, each check
+    then "failing" in every outcome; a bare function or None gave a Python
+    unpacking error that did not say ``checks``."""
+    race = "tracer_killed_with_messages_queued"
+    with pytest.raises(smp.sim.SimError, match=error):
+        smp.explore(race, checks=checks, max_executions=1)
+    with pytest.raises(smp.sim.SimError, match=error):
+        smp.explore(lambda vm: None, checks=checks)
+    with pytest.raises(smp.sim.SimError, match=error):
+        smp.sim.replay(lambda vm: None, "", checks=checks)
+    assert smp.explore(race, checks=(lambda _oc: True,), nonsmp=False).outcomes
+
+
 def test_smp_explore_refuses_what_is_no_scenario():
     with pytest.raises(TypeError, match="give a setup function, .* not int"):
         smp.explore(42)

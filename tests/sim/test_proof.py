@@ -149,6 +149,19 @@ def test_a_schedule_the_simulator_cannot_take_is_refused():
         prove(race.setup, "D", schedulers=race.schedulers)
 
 
+def test_a_schedule_that_is_no_string_or_names_a_missing_scheduler_is_refused_in_words():
+    """``prove(setup, 5)`` raised an AttributeError from ``str.split``; a
+    thread of a scheduler the workload does not have was "cannot step now"
+    where ``explore`` names the scheduler."""
+    race = catalogue.by_name("tracer_killed_with_messages_queued")
+    with pytest.raises(smp.BadArg, match=r"schedule must be a string of thread names .* not int"):
+        prove(race.setup, 5, schedulers=race.schedulers)
+    with pytest.raises(smp.SmpError, match=r"'S9' names scheduler 9, of 2"):
+        prove(race.setup, "S9", schedulers=race.schedulers)
+    with pytest.raises(smp.sim.SimError, match=r"schedule must be a string of thread names"):
+        smp.sim.replay(race.setup, ["S1"], schedulers=race.schedulers)
+
+
 def test_explore_prove_on_the_command_line(tmp_path):
     r = CliRunner().invoke(cli, ["explore", "seq_tracer_replaced", "--prove", "--json"])
     assert r.exit_code == 0, r.output

@@ -156,7 +156,7 @@ def _make_command():
         type=click.Choice(["optimal", "source"]),
         default=None,
         help="run scenario: the partial-order reduction: optimal (wakeup trees: no "
-        "sleep-set blocked execution on the catalogue, a few where a process is killed; "
+        "sleep-set blocked execution on the catalogue and the tests' workloads; "
         "the default) or source (backtrack and sleep sets: the one --preemptions takes, "
         "and its default)",
     )
@@ -279,8 +279,9 @@ def _make_command():
         (--schedule 'S1 S2 D ...').
 
         Both kinds also run in nonsmp mode, and the report names the smp
-        outcomes nonsmp cannot produce.  Exit 1 when a schedule fails to run,
-        an outcome breaks an invariant or an expect clause, or a proof fails.
+        outcomes nonsmp cannot produce.  Exit 1 when a search or a run fails,
+        an outcome breaks an invariant or an expect clause, or a proof fails;
+        2 for a bad option, file or --schedule.
 
         \b
         Example:

@@ -32,11 +32,11 @@ from smp.core.bifs import call_bif
 from smp.core.errors import BadArg, SmpError
 from smp.core.messages import DECIDED_BY_RECEIVER, SYS_MSG_TYPE_TRACE
 from smp.emulator import Emulator
-from smp.sim.explorer import world_factory
+from smp.sim.explorer import check_schedule, not_steppable, world_factory
 from smp.sim.nodes import AFTER_TIMEOUT_MS
 from smp.sim.outcome import Namer
 from smp.sim.vm import SimVM
-from smp.sim.world import World, WorldBase, mid_text
+from smp.sim.world import SimError, World, WorldBase, mid_text
 from smp.stepper import Stepper
 
 __all__ = ["Proof", "prove", "proof_lines"]
@@ -153,6 +153,15 @@ def _fate_text(f) -> str:
     return f"{f[0]} ({f[1]!r})"
 
 
+def _check_args(setup, schedule) -> None:
+    if not callable(setup) or inspect.iscoroutinefunction(setup):
+        raise BadArg("setup must be a function setup(vm)")
+    try:
+        check_schedule(schedule)
+    except SimError as e:
+        raise BadArg(str(e)) from None
+
+
 def prove(
     setup,
     schedule: str = "",
@@ -165,8 +174,7 @@ def prove(
     and on a fresh real emulator together; a ``Proof`` of what differed.
     The real schedulers' timers fire where the schedule fires them, never
     by the clock."""
-    if not callable(setup) or inspect.iscoroutinefunction(setup):
-        raise BadArg("setup must be a function setup(vm)")
+    _check_args(setup, schedule)
     emu = Emulator("smp", schedulers=schedulers, reductions=reductions)
     w = stepper = None
     try:
@@ -197,9 +205,7 @@ def prove(
             if len(done) < len(threads):
                 t = threads[len(done)]
                 if t not in en:
-                    raise SmpError(
-                        f"step {len(done) + 1}: {t} cannot step now (enabled: {' '.join(en)})"
-                    )
+                    raise SmpError(not_steppable(len(done), t, en, schedulers, after_timeout))
             elif en:
                 t = en[0]
             else:

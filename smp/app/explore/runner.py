@@ -59,6 +59,7 @@ from smp.emulator import Emulator
 from smp.sim import explore as sim_explore
 from smp.sim import replay as sim_replay
 from smp.sim.catalogue import CATALOGUE
+from smp.sim.explorer import checks_of
 
 __all__ = ["ExploreError", "ExploreResult", "explore", "run_schedule"]
 
@@ -363,22 +364,23 @@ def explore(
     if setup is not None:
         fn, n, checks = setup
         n = schedulers if schedulers is not None else n
-        checks = (*checks, *sim_options.pop("checks", ()))
+        checks = (*checks, *checks_of(sim_options.pop("checks", ())))
         if schedule is not None:
             return sim_replay(fn, schedule, schedulers=n, checks=checks)
         return sim_explore(fn, schedulers=n, nonsmp=nonsmp, checks=checks, **sim_options)
-    if schedulers is not None or sim_options:
-        extra = ["schedulers"] if schedulers is not None else []
-        raise TypeError(
-            f"explore: {', '.join(extra + sorted(sim_options))} is for a setup function or a "
-            "race of the catalogue, not an explore scenario"
-        )
     if (
         not isinstance(scenario, dict)
         and not os.path.exists(os.fspath(scenario))
         and os.fspath(scenario) not in explore_example_names()
     ):
+        # (before the options: a name nothing has is what is wrong)
         raise ScenarioError(no_such_scenario(os.fspath(scenario)))
+    if schedulers is not None or sim_options:
+        extra = ["schedulers"] if schedulers is not None else []
+        raise TypeError(
+            f"explore: {', '.join(extra + sorted(sim_options))} is for a setup function, a "
+            "race of the catalogue or a run scenario, not an explore scenario"
+        )
     sc = load_explore_scenario(scenario)
     ex = sc["explore"]
     max_messages = ex["max_messages"] if max_messages is None else max_messages
