@@ -116,11 +116,15 @@ def load_result(path: str, text: str | None = None) -> dict:
     return doc
 
 
+#: the ``kind`` of each command's saved result
+KINDS = ("run", "stress", "compare", "explore", "explore-sim")
+
+
 def result_kind(data: dict) -> str:
     """Which command saved a result: ``run``, ``stress``, ``compare``,
     ``explore`` or ``explore-sim`` (its ``kind``; an older file without one
     by its keys)."""
-    if data.get("kind") in ("compare", "stress", "run", "explore", "explore-sim"):
+    if data.get("kind") in KINDS:
         return data["kind"]
     if "runs" in data and "rows" in data:
         return "compare"
@@ -315,6 +319,11 @@ def check_counts(path: str, doc: dict) -> None:
     """Refuse (``ResultFileError``, one line naming the file and the field's
     path) a saved result whose counts are not all integers of 0 or more:
     NaN, Infinity, a negative number, a fraction, a string, true or false."""
+    if "kind" in doc and doc["kind"] not in KINDS:
+        # (one without a kind is an older file, told by its keys)
+        raise ResultFileError(
+            f"{path}: kind {_value_text(doc['kind'])} is no saved result's ({', '.join(KINDS)})"
+        )
     kind = result_kind(doc)
     bad = []
     if kind in ("run", "stress"):

@@ -59,6 +59,8 @@ def files(tmp_path_factory):
     f["array"].write_text("[1, 2, 3]\n")
     f["object"] = d / "object.json"
     f["object"].write_text('{"what": "not a result"}\n')
+    f["kind"] = d / "kind.json"  # (it said the file had no key 'mode')
+    f["kind"].write_text('{"kind": "nope"}\n')
     f["baddot"] = d / "graph.dot"  # a DOT graph explore --graph did not write
     f["baddot"].write_text("digraph G {\n  a -> b;\n}\n")
     f["garbage"] = d / "garbage.bin"
@@ -174,6 +176,7 @@ ROWS = [
     (["report", "{empty}"], U, "empty.toml"),
     (["report", "{array}"], U, "not a run, stress, compare or explore result"),
     (["report", "{object}"], U, "not a run, stress, compare or explore result"),
+    (["report", "{kind}"], U, 'kind "nope" is no saved result\'s (run, stress, compare, explore'),
     (["report", "{journal}"], U, "run.journal"),
     (["report", "{trace}"], U, "good.trace"),
     (["report", "{garbage}"], U, "garbage.bin"),
