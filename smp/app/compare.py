@@ -192,7 +192,9 @@ def compare_runs(
     for what in _row_order([ta, tb]):
         row(what, ca.get(what, 0), cb.get(what, 0))
     order = {a_mode: check_invariants(a), b_mode: check_invariants(b)}
-    msgs = message_differences(a, b, smp_made=smp_made, scenario=scenario, limit=first)
+    msgs = message_differences(
+        a, b, smp_made=smp_made, scenario=scenario, limit=first, causes=causes is not None
+    )
     return {
         "kind": "compare",
         "modes": [a_mode, b_mode],

@@ -57,7 +57,8 @@ CLASSES = (
         "made while its tracer lived, dropped at dispatch after it died (smp)",
         "erl_trace.c sys_msg_dispatcher_func: smp queues a trace message without "
         "looking at the tracer (enqueue_sys_msg) and the dispatcher, taking it after the "
-        "tracer's exit, finds the receiver dead and drops it; nonsmp delivered it at once",
+        "tracer's exit, finds the receiver dead and drops it; nonsmp delivers such a "
+        "message at once (it made none where its tracer died earlier in its run)",
     ),
     (
         "made_after_death",
@@ -65,7 +66,7 @@ CLASSES = (
         "#ifdef ERTS_SMP erts_check_my_tracer_proc: in smp a tracee keeps its flags until "
         "it is next scheduled in, so it makes messages the dispatcher drops; nonsmp looks "
         "the tracer up when it makes one (ERTS_GET_TRACER_REF), resets the tracee and "
-        "makes nothing",
+        "makes nothing (where its tracer died later in its run, it delivered the message)",
     ),
     (
         "resolved_at_dispatch",
@@ -253,12 +254,21 @@ def _classify(d: dict, ctx: dict) -> str:
     if d.get("serial"):
         return "serial_order"
     fa, fb = a[3] if a else None, b[3] if b else None
+    moved = d["key"][0].split("~")[0] in ctx["moved_deaths"]
     if b is not None and fb in _DEAD:
+        # smp's drop is the race its records show when nonsmp's fate fits
+        # too: the one the race's order gives, or, the tracer having died at
+        # another point of nonsmp's run, any (it made nothing, or delivered
+        # what smp made after the death)
         died = ctx["smp_exits"].get(b[1])
         q_seq = b[4][0]
-        if died is not None and q_seq < died[0] and fa == "delivered":
+        if died is not None and q_seq < died[0] and (fa == "delivered" or moved):
             return "dead_at_dispatch"
-        if died is not None and q_seq > died[0] and (fa is None or fa.startswith("suppressed")):
+        if (
+            died is not None
+            and q_seq > died[0]
+            and (fa is None or fa.startswith("suppressed") or moved)
+        ):
             return "made_after_death"
     if (a or b)[0] in ("SEQTRACE", "SYSMON", "SYSPROF") and (
         d.get("moved") or fb == "dropped no_receiver"
@@ -271,7 +281,7 @@ def _classify(d: dict, ctx: dict) -> str:
         return "profile_scheduler"
     if _is_sched(term) and (a is None or b is None):
         return "scheduling"
-    if d["key"][0].split("~")[0] in ctx["moved_deaths"]:
+    if moved:
         return "timing"
     return "unexplained"
 

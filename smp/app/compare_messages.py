@@ -223,12 +223,20 @@ def _only(xa: list, xb: list) -> tuple[list, list]:
 
 
 def message_differences(
-    a, b, *, smp_made: list | None = None, scenario: dict | None = None, limit: int = 20
+    a,
+    b,
+    *,
+    smp_made: list | None = None,
+    scenario: dict | None = None,
+    limit: int = 20,
+    causes: bool = False,
 ) -> dict:
     """Every message only one of the runs made, per tracer and tracee, with
     the seed's reason.  ``a``'s messages are what its tracers got (nonsmp
     delivers as it makes); ``smp_made`` (``journal_messages``), when given,
-    is everything ``b``'s dispatcher queued, drops included."""
+    is everything ``b``'s dispatcher queued, drops included.  ``causes``:
+    the compare also classes every message from both runs' records
+    (``compare_causes``), which the note then points to."""
     sa, sb = a.summary, b.summary
     ma, mb = sa["mode"], sb["mode"]
     if ma == mb:
@@ -334,8 +342,9 @@ def message_differences(
     if skipped:
         note += (
             f" {skipped:,} messages {mb} made for tracers the scenario does not name (such "
-            f"as the churn workload's own short-lived tracers) are not compared: {ma}'s "
-            f"are not kept."
+            f"as the churn workload's own short-lived tracers) are not lined up here: "
+            f"{ma}'s delivered ones are not kept"
+            + ("; the causes compare them from both runs' records." if causes else ".")
         )
     other_drops = sum(
         n
@@ -348,7 +357,9 @@ def message_differences(
             f" {ma} also dropped {other_drops:,} trace messages it made; they are not "
             f"listed (only smp's dispatcher keeps a journal)."
         )
-    if not ctx["deterministic"]:
+    if causes:
+        note += " Why each message differs: the causes, from both runs' records."
+    elif not ctx["deterministic"]:
         note += f" This scenario has faults, so some differences are timing: {ctx['rest']}."
     return {
         "deterministic": ctx["deterministic"],

@@ -57,7 +57,10 @@ def fault_report(
     ``death_at`` and ``retraced_at`` (when the ``'EXIT'`` came and when the
     last tracee and role had moved), ``gap_ms`` between the two,
     ``replacement_received`` (messages the replacement got by the end of the
-    run) and ``lost_before_retrace`` (see ``lost_in_gap``); for
+    run), ``lost_before_retrace`` (see ``lost_in_gap``) and
+    ``lost_streams_uncounted`` (the streams only the replacement received,
+    whose events before it are not counted: ``lost_before_retrace`` is then
+    a lower bound, and said so); for
     replace_seq_tracer, replace_monitor and replace_profiler the
     ``replacement_received``; for kill_processes ``killed``, ``gone`` and
     ``survived``; for set_sensitive ``marked``."""
@@ -116,9 +119,10 @@ def fault_report(
                     if type(death) is int and "retraced_us" in eff
                     else None
                 )
-                out_eff["lost_before_retrace"] = lost_in_gap(
-                    messages.get(rec["victim"], []), messages.get(rec["replacement"], [])
-                )
+                victim_terms = messages.get(rec["victim"], [])
+                repl_terms = messages.get(rec["replacement"], [])
+                out_eff["lost_before_retrace"] = lost_in_gap(victim_terms, repl_terms)
+                out_eff["lost_streams_uncounted"] = streams_not_counted(victim_terms, repl_terms)
         elif rec["action"].startswith("replace_"):
             prev = eff.get("previous")
             if type(prev) is tuple and prev:  # {Tracer, Options}
@@ -194,6 +198,15 @@ def lost_in_gap(victim_terms: list, replacement_terms: list) -> int | None:
     return sum(max(0, after[k] - before[k] - 1) for k in both)
 
 
+def streams_not_counted(victim_terms: list, replacement_terms: list) -> int:
+    """The streams of workload messages the replacement received and the
+    victim did not: ``lost_in_gap`` cannot tell how many of their events
+    went to nobody (their numbers before the replacement's first may have
+    been made before the tracee was traced, or sent to an earlier tracer)."""
+    before, after = _streams(victim_terms, True), _streams(replacement_terms, False)
+    return sum(1 for k, first in after.items() if k not in before and first > 0)
+
+
 def fault_failures(summary: dict) -> list[str]:
     """One line per fault event that fired and did not take, unless the
     scenario marked it ``may_fail``: the invariant failures of a run's
@@ -266,9 +279,17 @@ def _fault_line(f: dict) -> str:
                 f"moved to {repl}{gap}{gone}"
             )
             parts.append(f"{repl} received {eff['replacement_received']:,} messages")
+            unseen = eff.get("lost_streams_uncounted") or 0
             parts.append(
                 "send/receive events lost before the retrace: "
-                + ("- (no stream seen by both)" if lost is None else f"{lost:,}")
+                + (
+                    "- (no stream seen by both)"
+                    if lost is None
+                    else f"at least {lost:,} ({unseen} stream(s) only {repl} received, "
+                    "their events before it not counted)"
+                    if unseen
+                    else f"{lost:,}"
+                )
             )
         else:
             parts.append(f"{eff['tracees_held']} tracees left without a tracer")

@@ -115,6 +115,37 @@ def test_lost_in_gap_counts_the_numbers_between_the_two_tracers():
     assert lost_in_gap(victim, []) is None
 
 
+def test_a_lost_count_that_misses_a_stream_is_said_to_be_a_lower_bound():
+    """The victim never saw q's sends, which reach the replacement from
+    number 1: number 0 went to nobody, and the line said "lost ... 0"."""
+    from smp.app.fault_report import _fault_line, streams_not_counted
+
+    p, q = Pid(81), Pid(82)
+    ping, pong = Atom("ping"), Atom("pong")
+
+    def send(who, tag, i, to):
+        return (Atom("trace"), who, Atom("send"), (tag, who, i), to)
+
+    victim = [send(p, ping, 0, q)]
+    repl = [send(p, ping, 1, q), send(q, pong, 1, p)]
+    assert lost_in_gap(victim, repl) == 0
+    assert streams_not_counted(victim, repl) == 1
+    assert streams_not_counted(victim, [send(p, ping, 1, q), send(q, pong, 0, p)]) == 0
+    f = {
+        "action": "kill_tracer", "target": "t", "victim": "t", "planned_at": 0.0,
+        "done_at": 0.0, "took": True, "result": "ok", "late": False,
+        "effect": {
+            "tracees_held": 2, "tracees_moved": 2, "replacement_received": 2,
+            "lost_before_retrace": 0, "lost_streams_uncounted": 1,
+        },
+        "replacement": "t~1",
+    }  # fmt: skip
+    line = _fault_line(f)
+    assert "lost before the retrace: at least 0 (1 stream(s) only t~1 received" in line, line
+    f["effect"]["lost_streams_uncounted"] = 0
+    assert _fault_line(f).endswith("lost before the retrace: 0"), _fault_line(f)
+
+
 def test_a_replaced_profiler_is_a_port_so_a_run_profiling_schedulers_ends():
     """A profiler process would wake its scheduler with every message it got
     (scheduler profiling would never settle): the replacement is a memory port."""
