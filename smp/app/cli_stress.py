@@ -24,6 +24,7 @@ from smp.app.fault_report import FAULT_LATE_S
 from smp.app.replay import NotAJournal
 from smp.app.replay import replay as do_replay
 from smp.app.scenario import NONSMP_RULE, example_names
+from smp.app.scenario_checks import fault_past_end
 from smp.app.workloads import SetupTimeout, fault_notes
 from smp.core.errors import SmpError
 
@@ -85,6 +86,11 @@ def stress(
     sc = _load(scenario or "stress" if scenario or _has_example("stress") else None)
     if (mode or sc["mode"]) == "nonsmp" and schedulers not in (None, 1):
         click.echo(f"smp-emu: note: --schedulers {schedulers}: {NONSMP_RULE}", err=True)
+    for i, f in enumerate(sc["faults"]):
+        # (the scenario's own faults, checked against its duration: --duration replaces it)
+        past = fault_past_end(f, duration, "--duration")
+        if past is not None:
+            raise click.UsageError(f"faults[{i}].{past[0]}: {past[1]}")
     sc["duration"] = {"seconds": duration, "operations": None}
     sc["timeout"] = max(sc["timeout"], duration * 10 + 30)
     run_mode = mode or sc["mode"]

@@ -299,6 +299,23 @@ def _check_patterns(c: _Checker, sc: dict, ref) -> None:
             ref(path + ("meta_tracer",), p["meta_tracer"])
 
 
+def fault_past_end(f: dict, seconds: float, what: str = "duration.seconds"):
+    """``(key, why)`` when fault ``f`` (checked: ``times`` and ``every``
+    set) would fire at or after ``seconds``, the run's end (``what`` names
+    where that came from), else None."""
+    last = f["at"] + (f["times"] - 1) * f["every"]
+    if f["at"] >= seconds:
+        return "at", (
+            f"{f['at']:g} s is past the end of the run ({what} = {seconds:g}): it would never fire"
+        )
+    if last >= seconds:
+        return "times", (
+            f"{f['times']} times every {f['every']:g} s from {f['at']:g} s ends at {last:g} s, "
+            f"past the end of the run ({what} = {seconds:g}): the last would never fire"
+        )
+    return None
+
+
 def _check_faults(c: _Checker, sc: dict, groups: dict, ref) -> None:
     d = sc["duration"]
     for i, f in enumerate(sc["faults"]):
@@ -339,19 +356,10 @@ def _check_faults(c: _Checker, sc: dict, groups: dict, ref) -> None:
             f["every"] = 0.0
         # a fault must come while the run does: one past its end never fires
         last = f["at"] + (f["times"] - 1) * f["every"]
-        if d["seconds"] is not None and f["at"] >= d["seconds"]:
-            c.fail(
-                path + ("at",),
-                f"{f['at']:g} s is past the end of the run "
-                f"(duration.seconds = {d['seconds']:g}): it would never fire",
-            )
-        if d["seconds"] is not None and last >= d["seconds"]:
-            c.fail(
-                path + ("times",),
-                f"{f['times']} times every {f['every']:g} s from "
-                f"{f['at']:g} s ends at {last:g} s, past the end of the run "
-                f"(duration.seconds = {d['seconds']:g}): the last would never fire",
-            )
+        if d["seconds"] is not None:
+            past = fault_past_end(f, d["seconds"])
+            if past is not None:
+                c.fail(path + (past[0],), past[1])
         if last >= sc["timeout"]:
             c.fail(
                 path + ("at",) if f["times"] == 1 else path + ("times",),

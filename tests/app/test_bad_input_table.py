@@ -48,6 +48,12 @@ def files(tmp_path_factory):
     f["dir"].mkdir()
     f["empty"] = d / "empty.toml"
     f["empty"].write_text("")
+    f["latefault"] = d / "latefault.toml"  # (a fault --duration puts past the end)
+    f["latefault"].write_text(
+        '[duration]\nseconds = 1.0\n[[tracers]]\nname = "t"\n'
+        '[[groups]]\nname = "pp"\nworkload = "ping_pong"\ntracer = "t"\n'
+        '[[faults]]\naction = "kill_processes"\ntarget = "pp"\nat = 0.5\n'
+    )
     f["nottoml"] = d / "scenario.toml"
     f["nottoml"].write_text("name = 'x'\n[[groups]\nworkload =\n")
     f["nofolder"] = d / "nofolder.toml"
@@ -138,6 +144,8 @@ ROWS = [
     (["explore", "seq", "--no-events"], U, "--events/--no-events is for run scenarios"),
     (["explore", "seq", "--schedule", "replace@" + "9" * 5000], U, "at most 12 digits"),
     (["stress", "--duration", "nan"], U, "nan is not a number"),
+    # (it fired after the workload, as an invariant failure, exit 1)
+    (["stress", "{latefault}", "--duration", "0.5"], U, "faults[0].at: 0.5 s is past the end"),
     (["stress", "--seed", str(1 << 70)], U, "not a 64-bit integer"),
     (["explore", "{empty}"], U, "empty.toml: an empty scenario"),
     # outputs that cannot be written
