@@ -335,3 +335,37 @@ def test_the_frame_walk_counts_a_whole_journal_and_refuses_one_cut_short(raced, 
     cut.write_bytes(data[:-3])
     with pytest.raises(BadRecord, match="cut short"):
         frames_whole(str(cut))
+
+
+def test_a_journal_cut_at_a_records_end_is_not_said_to_match_the_run(raced, tmp_path):
+    """Cut where a record ends, a journal is well formed (it has no end
+    record) and replays clean; with messages left undecided the replay said
+    "replay matches the run", which ended with none queued.  A journal of
+    its header alone listed " records"."""
+    from dispatcher.journal import RECORD_HEAD, encode_header
+
+    path, _ = raced
+    data = open(path, "rb").read()
+    pos = len(encode_header(2))
+    ends = []
+    while pos < len(data):
+        n, _crc = RECORD_HEAD.unpack_from(data, pos)
+        pos += RECORD_HEAD.size + n
+        ends.append(pos)
+    assert replay(path).totals["queued"] == 0  # (the whole run: every message decided)
+    cut = tmp_path / "cut.journal"
+    left = 0
+    for end in ends:
+        cut.write_bytes(data[:end])
+        r = replay(str(cut))
+        if r.ok and r.totals["queued"]:
+            left = r.totals["queued"]
+            break
+    assert left, "no record's end leaves a message undecided and the rest clean"
+    res = CliRunner().invoke(cli, ["replay", str(cut)])
+    assert res.exit_code == 0, res.output
+    assert "replay matches the run" not in res.output
+    assert f"replay matches the journal; {left} message(s) undecided at its end" in res.output
+    cut.write_bytes(data[: len(encode_header(2))])
+    res = CliRunner().invoke(cli, ["replay", str(cut)])
+    assert res.exit_code == 0 and ": 2 scheduler(s), no records\n" in res.output, res.output

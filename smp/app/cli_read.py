@@ -389,8 +389,11 @@ def _replay_text(r) -> str:
     t = r.totals
     lines = [
         f"journal {r.path}: {r.schedulers} scheduler(s), "
-        + ", ".join(f"{n} {k}" for k, n in r.records.items())
-        + " records",
+        + (
+            ", ".join(f"{n} {k}" for k, n in r.records.items()) + " records"
+            if r.records
+            else "no records"
+        ),
         f"replayed {r.runs} runs: made {t['made']}, delivered {t['delivered']}, dropped "
         f"{t['dropped']}, queued {t['queued']}",
     ]
@@ -413,8 +416,22 @@ def _replay_text(r) -> str:
         lines += [f"      {m}" for m in d["messages"]]
     lines.append(f"invariant violations: {r.violation_count}")
     lines += [f"  {v}" for v in r.violations]
-    lines.append("replay matches the run" if r.ok else "REPLAY FAILED")
+    lines.append(_verdict(r) if r.ok else "REPLAY FAILED")
     return "\n".join(lines) + "\n"
+
+
+def _verdict(r) -> str:
+    """What a replay that found no divergence and no violation can say: the
+    run, when the journal ends with every message decided; else only the
+    journal (a journal has no end record, so one cut at a record's end
+    cannot be told from a run stopped with messages queued)."""
+    queued = r.totals["queued"]
+    if not queued:
+        return "replay matches the run"
+    return (
+        f"replay matches the journal; {queued} message(s) undecided at its end: the run "
+        "was stopped with them queued, or the journal is cut short"
+    )
 
 
 def _print_replay_table(r) -> None:
@@ -439,5 +456,5 @@ def _print_replay_table(r) -> None:
     con.print(t)
     con.print(
         f"divergences {r.divergence_count}, invariant violations {r.violation_count}: "
-        + ("[green]replay matches the run[/]" if r.ok else "[red]REPLAY FAILED[/]")
+        + (f"[green]{_verdict(r)}[/]" if r.ok else "[red]REPLAY FAILED[/]")
     )
