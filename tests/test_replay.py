@@ -227,7 +227,7 @@ def test_not_a_journal_exits_2_naming_the_file(tmp_path):
         replay(str(p))
     res = CliRunner().invoke(cli, ["replay", str(p)])
     assert res.exit_code == 2
-    assert f"{p}: not a dispatcher journal" in res.output
+    assert f"{p}: not a dispatcher journal (no journal header)" in res.output
     q = tmp_path / "other.pickle"
     q.write_bytes(pickle.dumps(("something", 1)))
     res = CliRunner().invoke(cli, ["replay", str(q)])

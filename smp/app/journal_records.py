@@ -346,8 +346,10 @@ def _read_header(f, path: str) -> tuple:
     bio = io.BytesIO(head)
     try:
         header = load_record(bio)
-    except Exception as e:
-        raise NotAJournal(f"{path}: not a dispatcher journal ({_reason(e)})") from None
+    except Exception:
+        # (the decoder's complaint about a file of another kind says nothing
+        # to its reader: "Memo value not found at index 101")
+        raise NotAJournal(f"{path}: not a dispatcher journal (no journal header)") from None
     if type(header) is not tuple or len(header) != 3 or header[0] != JOURNAL_MAGIC[0]:
         raise NotAJournal(f"{path}: not a dispatcher journal (no journal header)")
     if header[1] != JOURNAL_MAGIC[1]:

@@ -396,6 +396,9 @@ def check_params(workload: str, params: dict):
 
 def _cut(v: Any, width: int = 60) -> str:
     """``repr(v)`` cut to ``width`` characters: an error stays one short line
-    (every scenario check's, the explore scenario's included)."""
+    (every scenario check's, the explore scenario's included); true and
+    false as a scenario file spells them."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
     r = repr(v)
     return r if len(r) <= width else r[: width - 3] + "..."

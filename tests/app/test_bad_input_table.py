@@ -48,6 +48,8 @@ def files(tmp_path_factory):
     f["dir"].mkdir()
     f["empty"] = d / "empty.toml"
     f["empty"].write_text("")
+    f["boolsched"] = d / "boolsched.toml"  # (it said "not True", Python's spelling)
+    f["boolsched"].write_text('schedulers = true\n[[groups]]\nname = "g"\nworkload = "ping_pong"\n')
     f["latefault"] = d / "latefault.toml"  # (a fault --duration puts past the end)
     f["latefault"].write_text(
         '[duration]\nseconds = 1.0\n[[tracers]]\nname = "t"\n'
@@ -144,6 +146,7 @@ ROWS = [
     (["explore", "seq", "--no-events"], U, "--events/--no-events is for run scenarios"),
     (["explore", "seq", "--schedule", "replace@" + "9" * 5000], U, "at most 12 digits"),
     (["stress", "--duration", "nan"], U, "nan is not a number"),
+    (["run", "{boolsched}"], U, "boolsched.toml:1: schedulers: must be an integer, not true"),
     # (it fired after the workload, as an invariant failure, exit 1)
     (["stress", "{latefault}", "--duration", "0.5"], U, "faults[0].at: 0.5 s is past the end"),
     (["stress", "--seed", str(1 << 70)], U, "not a 64-bit integer"),
