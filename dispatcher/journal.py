@@ -16,10 +16,13 @@ Records (after ``(seq, kind)``; ``seq`` counts from 1 with no gap):
 * ``d``  type, n, action, receiver, reason: the decision for the next run
   that was not on the TRACE fast path (with a journal every run is decided
   through ``resolve``, so every run has one);
-* ``lost`` scheduler id, pids: a scheduler died.
+* ``lost`` scheduler id, pids: a scheduler died;
+* ``end``  made: the last record, written when the dispatcher closes the
+  journal (``made``: the messages it queued in all); a journal without it
+  was cut short (the dispatcher killed, a write that failed, the file cut).
 
-The file (version 2) is a header, the pickle of ``("smp-journal", 2,
-nsched)`` and its CRC-32 (``HEADER_CRC``: a big-endian 32-bit word), then
+The file (version 3; version 2 had no ``end`` record) is a header, the
+pickle of ``("smp-journal", 3, nsched)`` and its CRC-32 (``HEADER_CRC``: a big-endian 32-bit word), then
 one frame per record: the length of the record's pickle and its CRC-32
 (``RECORD_HEAD``: two big-endian 32-bit words), then the pickle.  A reader finds every record's end without decoding it and knows a
 damaged record from a well-formed one; ``smp.app.replay.read_records``
@@ -44,7 +47,7 @@ __all__ = [
     "encode_record",
 ]
 
-JOURNAL_MAGIC = ("smp-journal", 2)
+JOURNAL_MAGIC = ("smp-journal", 3)
 #: after the header's pickle: its CRC-32
 HEADER_CRC = struct.Struct(">I")
 #: before each record's pickle: its length in bytes and its CRC-32
@@ -99,8 +102,13 @@ class Journal:
             self.seq += 1
             self._write(encode_record((self.seq, kind) + payload))
 
-    def close(self) -> None:
+    def close(self, made: int | None = None) -> None:
+        """Close the file, after the ``end`` record when ``made`` is given
+        (the dispatcher's count of messages queued: its run is over)."""
         with self.lock:
+            if made is not None and not self.f.closed:
+                self.seq += 1
+                self._write(encode_record((self.seq, "end", made)))
             if not self.f.closed:
                 try:
                     self.f.close()

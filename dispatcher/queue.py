@@ -625,6 +625,11 @@ class SysMsgQueue:
             d[key] = d.get(key, 0) + n
         return d
 
+    def made_total(self) -> int:
+        """The messages queued in all (the journal's ``end`` record)."""
+        with self.smq:
+            return sum(self.made.values())
+
     def statistics(self) -> dict:
         """The counts (``smp.core.stats.totals``: made = delivered + dropped +
         queued), ``ingested`` by scheduler, and ``queue_peak``: the deepest

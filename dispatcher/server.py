@@ -588,7 +588,7 @@ class Dispatcher:
             for s in [self.ingest_sock, self.ctl_sock] + list(self.pubs.values()):
                 s.close(linger=0 if self.terminated else 1000)
             if self.journal is not None:
-                self.journal.close()
+                self.journal.close(made=self.q.made_total())
             if self.auth is not None:
                 self.auth.stop()
             self.ctx.term()

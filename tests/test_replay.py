@@ -337,35 +337,57 @@ def test_the_frame_walk_counts_a_whole_journal_and_refuses_one_cut_short(raced, 
         frames_whole(str(cut))
 
 
-def test_a_journal_cut_at_a_records_end_is_not_said_to_match_the_run(raced, tmp_path):
-    """Cut where a record ends, a journal is well formed (it has no end
-    record) and replays clean; with messages left undecided the replay said
-    "replay matches the run", which ended with none queued.  A journal of
-    its header alone listed " records"."""
-    from dispatcher.journal import RECORD_HEAD, encode_header
+def test_a_journal_without_its_end_record_is_cut_short_and_one_of_version_2_is_read(
+    raced, tmp_path
+):
+    """Cut where a record ends, a journal was well formed and replayed clean,
+    "replay matches the run" with messages left undecided.  It ends with an
+    end record now (version 3), and one without is refused as cut short; a
+    record after it, or an end that counts other messages than the records,
+    is refused too.  A version 2 journal (no end record) is still read: with
+    messages undecided at its end it is said to match the journal only."""
+    import zlib
+
+    from dispatcher.journal import HEADER_CRC, RECORD_HEAD, encode_header
 
     path, _ = raced
+    _, records, _ = read_records(path)
+    assert records[-1][1] == "end" and replay(path).whole
     data = open(path, "rb").read()
-    pos = len(encode_header(2))
-    ends = []
-    while pos < len(data):
+    head = len(encode_header(2))
+    last = len(data) - len(encode_record(records[-1]))
+    cut = tmp_path / "cut.journal"
+    cut.write_bytes(data[:last])
+    res = CliRunner().invoke(cli, ["replay", str(cut)])
+    assert res.exit_code == 1, res.output
+    assert f"record at byte {last:,}: the journal has no end record (cut short" in res.output
+    cut.write_bytes(data + encode_record((len(records) + 1, "e", "spawn", records[0][3])))
+    res = CliRunner().invoke(cli, ["replay", str(cut)])
+    assert res.exit_code == 1 and "a record after the journal's end record" in res.output
+    end = records[-1]
+    cut.write_bytes(data[:last] + encode_record((end[0], "end", end[2] + 1)))
+    r = replay(str(cut))
+    assert not r.ok and any("the end record says the dispatcher queued" in v for v in r.violations)
+    # version 2: the same records but the end, cut where a record ends
+    v2 = pickle.dumps(("smp-journal", 2, 2), pickle.HIGHEST_PROTOCOL)
+    v2 += HEADER_CRC.pack(zlib.crc32(v2))
+    ends, pos = [], head
+    while pos < last:
         n, _crc = RECORD_HEAD.unpack_from(data, pos)
         pos += RECORD_HEAD.size + n
         ends.append(pos)
-    assert replay(path).totals["queued"] == 0  # (the whole run: every message decided)
-    cut = tmp_path / "cut.journal"
     left = 0
-    for end in ends:
-        cut.write_bytes(data[:end])
+    for e in ends:
+        cut.write_bytes(v2 + data[head:e])
         r = replay(str(cut))
         if r.ok and r.totals["queued"]:
             left = r.totals["queued"]
             break
-    assert left, "no record's end leaves a message undecided and the rest clean"
+    assert left and not r.whole, "no record's end leaves a message undecided and the rest clean"
     res = CliRunner().invoke(cli, ["replay", str(cut)])
     assert res.exit_code == 0, res.output
     assert "replay matches the run" not in res.output
     assert f"replay matches the journal; {left} message(s) undecided at its end" in res.output
-    cut.write_bytes(data[: len(encode_header(2))])
+    cut.write_bytes(v2)
     res = CliRunner().invoke(cli, ["replay", str(cut)])
     assert res.exit_code == 0 and ": 2 scheduler(s), no records\n" in res.output, res.output

@@ -422,11 +422,12 @@ def _replay_text(r) -> str:
 
 def _verdict(r) -> str:
     """What a replay that found no divergence and no violation can say: the
-    run, when the journal ends with every message decided; else only the
-    journal (a journal has no end record, so one cut at a record's end
-    cannot be told from a run stopped with messages queued)."""
+    run, when the journal ends with its end record (or, a version 2
+    journal, with every message decided); else only the journal (a version
+    2 journal cut at a record's end cannot be told from a run stopped with
+    messages queued)."""
     queued = r.totals["queued"]
-    if not queued:
+    if r.whole or not queued:
         return "replay matches the run"
     return (
         f"replay matches the journal; {queued} message(s) undecided at its end: the run "

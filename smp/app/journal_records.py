@@ -298,6 +298,18 @@ def _check_lost(rec: tuple, nsched: int) -> None:
         raise _Refused("the lost scheduler's processes are not a list of pids")
 
 
+#: the journal versions read: 2 had no ``end`` record (whether such a journal
+#: is whole cannot be told), 3 ends with one
+VERSIONS = (2, JOURNAL_MAGIC[1])
+
+
+def _check_end(rec: tuple) -> None:
+    if len(rec) != 3:
+        raise _Refused(f"an end record has 3 fields, this one {len(rec)}")
+    if not _is_int(rec[2], 0, 1 << 63):
+        raise _Refused(f"the end record's count of messages made is {_val(rec[2])}")
+
+
 def _check_record(rec, seq: int, nsched: int) -> int:
     """Check a decoded record (``seq``: the one it must carry): its shape
     and every field's type and range, so the record itself is a few values
@@ -319,6 +331,8 @@ def _check_record(rec, seq: int, nsched: int) -> int:
         _check_snapshot(rec)
     elif kind == "lost":
         _check_lost(rec, nsched)
+    elif kind == "end":
+        _check_end(rec)
     else:
         raise _Refused(f"record kind {_val(kind)} is none the dispatcher writes")
     return 0
@@ -352,10 +366,10 @@ def _read_header(f, path: str) -> tuple:
         raise NotAJournal(f"{path}: not a dispatcher journal (no journal header)") from None
     if type(header) is not tuple or len(header) != 3 or header[0] != JOURNAL_MAGIC[0]:
         raise NotAJournal(f"{path}: not a dispatcher journal (no journal header)")
-    if header[1] != JOURNAL_MAGIC[1]:
+    if header[1] not in VERSIONS:
         raise NotAJournal(
             f"{path}: a dispatcher journal of version {_val(header[1])}; this replay reads "
-            f"version {JOURNAL_MAGIC[1]}"
+            f"versions {' and '.join(map(str, VERSIONS))}"
         )
     end = bio.tell()
     crc = head[end : end + HEADER_CRC.size]
@@ -404,7 +418,17 @@ def _read(path: str) -> tuple[tuple, list, set]:
             seq = len(records) + 1
             head = f.read(head_len)
             if not head:
+                if header[1] >= 3 and (not records or records[-1][1] != "end"):
+                    raise BadRecord(
+                        path,
+                        offset,
+                        None,
+                        "the journal has no end record (cut short: the run was killed, a "
+                        "write failed, or the file was cut)",
+                    )
                 return header, records, big
+            if records and records[-1][1] == "end":
+                raise BadRecord(path, offset, seq, "a record after the journal's end record")
             try:
                 if len(head) < head_len:
                     raise _Refused("the file ends inside the record's frame head (cut short)")

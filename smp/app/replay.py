@@ -498,6 +498,14 @@ class _Replayer:
                 self.on_event(rec)
             elif kind == "lost":
                 self.on_lost(rec)
+            elif kind == "end":
+                self.report.whole = True
+                made = sum(self.made.values())
+                if rec[2] != made:
+                    self.violate(
+                        f"seq {rec[0]}: the end record says the dispatcher queued {rec[2]} "
+                        f"messages, the journal's queue records {made}"
+                    )
         self._check_effects((), final=True)
         r = self.report
         queued = sum(q[7] for q in self.pending)

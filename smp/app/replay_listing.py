@@ -105,6 +105,14 @@ def queue_listing(
             out.append(
                 {"seq": seq, "kind": "lost", "text": f"scheduler {rec[2]}: {len(rec[3])} processes"}
             )
+        elif kind == "end":
+            out.append(
+                {
+                    "seq": seq,
+                    "kind": "end",
+                    "text": f"the journal's end: the dispatcher queued {rec[2]} messages in all",
+                }
+            )
     last = max((rec[0] for rec in records), default=None)
     if last is None or around > last:
         # Where the asked-for seq would be, a line saying there is none.

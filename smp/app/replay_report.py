@@ -51,6 +51,9 @@ class ReplayReport:
     #: always None: a journal that cannot be read to its end is refused
     #: (``BadRecord``); kept for readers of the JSON report
     truncated: str | None = None
+    #: the journal ends with its end record (version 3: ``read_records``
+    #: refuses one without); False for a version 2 journal, which has none
+    whole: bool = False
     #: per decided run: (q_seq, d_seq, recorded (action, receiver, reason), replayed ...)
     index: list = field(default_factory=list, repr=False)
 
@@ -76,6 +79,7 @@ class ReplayReport:
                 "unjournaled",
                 "queued_at_end",
                 "truncated",
+                "whole",
             )
         }
         out["ok"] = self.ok

@@ -329,10 +329,11 @@ def test_everything_queued_is_journalled_in_queue_order(q, tmp_path):
     ingest(q, 1, [ev("spawn", a), run(PROC_MSG, a, a, [A("x")])])
     q.enqueue_sys_msg(M.SYS_MSG_TYPE_ERRLGR, a, A("error_logger"), (A("oops"),))
     q.settle(q.decide(q.take()))
-    q.journal.close()
+    q.journal.close(made=q.made_total())
     _header, records, _ = read_records(str(tmp_path / "j"))
-    assert [r[1] for r in records] == ["e", "q", "q", "d", "d"]
-    assert [r[-1] for r in records[3:]] == [None, "no_error_logger"]
+    assert [r[1] for r in records] == ["e", "q", "q", "d", "d", "end"]
+    assert records[-1][2] == 2  # (the two messages queued)
+    assert [r[-1] for r in records[3:5]] == [None, "no_error_logger"]
     assert q.stderr_lines  # no error logger: the failure is written out
     adds_up(q)
 

@@ -85,12 +85,23 @@ def frame_offsets(header, records) -> list[int]:
     return out
 
 
-def write(path, nsched: int, records, raw: bytes = b"") -> str:
+def end_record(records) -> tuple:
+    """The end record the dispatcher writes after ``records``."""
+    made = sum(r[7] for r in records if type(r) is tuple and r[1:2] == ("q",))
+    return (len(records) + 1, "end", made)
+
+
+def write(path, nsched: int, records, raw: bytes = b"", end: bool = True) -> str:
+    """A journal of ``records`` (then ``raw``), closed with its end record
+    unless ``records`` have one or ``end`` is False."""
+    records = list(records)
     with open(path, "wb") as f:
         f.write(encode_header(nsched))
         for rec in records:
             f.write(encode_record(rec))
         f.write(raw)
+        if end and not (records and records[-1][1:2] == ("end",)):
+            f.write(encode_record(end_record(records)))
     return str(path)
 
 
@@ -135,7 +146,7 @@ def test_memo_dag_in_message_bodies_is_refused_by_its_tree_size(real, tmp_path):
         rec = (1, "q", SYS_MSG_TYPE_TRACE, q[3], q[4], 0, blob, 1, 0, 0)
         j = write(tmp_path / f"dag{depth}.journal", 2, [rec])
         if ok:  # 2**12 leaves: a term like any other
-            assert replay(j).records == {"q": 1}
+            assert replay(j).records == {"q": 1, "end": 1}
             continue
         with pytest.raises(BadRecord, match=f"more than {MAX_NODES:,} values") as ei:
             replay(j)
@@ -313,9 +324,10 @@ def test_a_header_not_ours_is_not_a_journal_a_damaged_one_is_refused(tmp_path):
         return data + HEADER_CRC.pack(zlib.crc32(data) if crc is None else crc)
 
     good = encode_header(2)
-    assert good == header(("smp-journal", 2, 2))
+    assert good == header(("smp-journal", 3, 2))
     cases = [
-        (header(("smp-journal", 1, 2)), 2, "of version 1; this replay reads version 2"),
+        (header(("smp-journal", 1, 2)), 2, "of version 1; this replay reads versions 2 and 3"),
+        (header(("smp-journal", 4, 2)), 2, "of version 4; this replay reads versions 2 and 3"),
         (pickle.dumps(("smp-journal", 1, 2)) + pickle.dumps((1, "e", "spawn")), 2, "version 1"),
         (header(("smq-journal", 2, 2)), 2, "no journal header"),
         (header(dag(30)), 2, "no journal header"),
