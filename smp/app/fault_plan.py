@@ -180,6 +180,7 @@ def _resolve_plan(events, tracers: dict, group_pids: dict, sc: dict) -> tuple[li
             plan.append((at, idx, "replace", ("system_profile", tracers[repl], opts)))
             rec["victim"], cur[prof] = cur[prof], repl
         elif a in ("kill_processes", "set_sensitive"):
+            rec["count"] = f["count"]  # (asked: the group may have fewer alive)
             pids = list(group_pids[f["target"]])
             rng.shuffle(pids)  # the order the controller tries them in
             if a == "kill_processes":

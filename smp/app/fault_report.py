@@ -298,8 +298,13 @@ def _fault_line(f: dict) -> str:
             f"{eff.get('previous') or f.get('victim')} replaced by {repl}, which received "
             f"{eff.get('replacement_received', 0):,} messages"
         )
-    elif f["action"] == "kill_processes":
-        parts.append(f"{eff.get('killed', 0)} killed")
-    elif f["action"] == "set_sensitive":
-        parts.append(f"{eff.get('marked', 0)} marked")
+    elif f["action"] in ("kill_processes", "set_sensitive"):
+        key = "killed" if f["action"] == "kill_processes" else "marked"
+        n, asked = eff.get(key, 0), f.get("count")
+        short = (
+            f" of the {asked} asked: no other process of {f.get('target')} was alive"
+            if asked is not None and 0 < n < asked
+            else ""
+        )
+        parts.append(f"{n} {key}{short}")
     return f"{head}: {res}" + ("; " + "; ".join(parts) if parts else "")

@@ -216,3 +216,20 @@ def test_lanes_follow_a_tracer_line_or_a_group():
     plan = [(at, i, f["action"], ()) for i, (at, f, _k, _r) in enumerate(events)]
     lanes = _lanes(plan, events, sc)
     assert [[e[1] for e in lane] for lane in lanes] == [[0, 2], [1, 4], [3, 5]]
+
+
+def test_a_fault_that_found_fewer_processes_than_its_count_says_so():
+    """``count = 5`` on a group of two said "2 killed", as if five were asked
+    and two were all it took."""
+    from smp.app.fault_report import _fault_line
+
+    f = {
+        "action": "kill_processes", "target": "pp", "count": 5, "planned_at": 0.2,
+        "done_at": 0.207, "took": True, "result": "ok", "late": False,
+        "effect": {"killed": 2, "gone": 0, "survived": 0},
+    }  # fmt: skip
+    assert _fault_line(f).endswith("ok; 2 killed of the 5 asked: no other process of pp was alive")
+    f["count"] = 2
+    assert _fault_line(f).endswith("ok; 2 killed")
+    f.update(action="set_sensitive", count=3, effect={"marked": 1})
+    assert _fault_line(f).endswith("1 marked of the 3 asked: no other process of pp was alive")
