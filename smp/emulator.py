@@ -25,7 +25,7 @@ from smp.api.ports import TracePorts
 from smp.api.statistics import StatisticsCalls
 from smp.backend import OutOfTime, SmpBackend
 from smp.core.bifs import call_bif, registrable
-from smp.core.errors import BadArg, EmulatorTimeout, SchedulerLost, SmpError
+from smp.core.errors import BadArg, EmulatorTimeout, SchedulerLost, SmpError, check_seconds
 from smp.core.placement import owner
 from smp.core.terms import Pid, atom_of
 from smp.endpoints import plan_endpoints, plan_security, tcp_endpoints
@@ -234,14 +234,15 @@ class Emulator(TraceBifs, TracePorts, DispatcherControl, StatisticsCalls):
         except ValueError as e:
             raise BadArg(str(e)) from None
 
-    def _sync_dispatcher(self, limit: float | None = None) -> dict:
+    def _sync_dispatcher(self, limit: float | None = None, answer: float = 30.0) -> dict:
         """Wait until the dispatcher has taken every batch the schedulers sent
         (with ``limit``, at most that many seconds); returns each scheduler's
-        status as it was asked."""
+        status as it was asked.  ``answer``: the seconds a peer has to answer
+        beyond that (``Unanswered`` naming it)."""
         if not self.smp:
             return {}
         items = [0] * (self.nsched + 1)
-        sts = self._all_scheds("status")
+        sts = self._all_scheds("status", timeout=answer)
         for k, st in sts.items():
             items[k] = st["sys_items"]
         capped = False
@@ -249,7 +250,8 @@ class Emulator(TraceBifs, TracePorts, DispatcherControl, StatisticsCalls):
             left = self._bounds.run - time.monotonic() - 0.05
             if limit is None or left < limit:
                 limit, capped = max(0.0, left), True
-        if not self._disp_call("wait_ingested", items, limit) and capped:
+        wait = answer if limit is None else limit + answer
+        if not self._disp_call("wait_ingested", items, limit, timeout=wait) and capped:
             raise OutOfTime(
                 "the dispatcher had not taken every batch the schedulers sent "
                 "(push-back from a receiver that does not keep up)"
@@ -339,6 +341,7 @@ class Emulator(TraceBifs, TracePorts, DispatcherControl, StatisticsCalls):
         """Run for at most ``seconds``; True when the system became quiet,
         False when it is still busy (it is paused again either way; what
         was busy is in ``last_busy``)."""
+        check_seconds("run_for: seconds", seconds)
         try:
             self.run(timeout=seconds)
             self.last_busy = None
@@ -354,6 +357,7 @@ class Emulator(TraceBifs, TracePorts, DispatcherControl, StatisticsCalls):
         ``timeout`` + 1 s whatever the processes do: a scheduler or the
         dispatcher that does not answer in time (stopped, or held by a process
         that does not yield) is named in the ``EmulatorTimeout``."""
+        check_seconds("run: timeout", timeout)
         self._sup.check_open()
         deadline = time.monotonic() + timeout
         self._bounds.run = deadline + RUN_GRACE_S

@@ -109,6 +109,31 @@ def test_run_and_close_in_time_with_a_process_stopped(who):
         assert e.value.took <= 2.0 + RUN_BOUND, f"run(2) took {e.value.took:.2f} s"
         result, took = timed(vm.run_for, 1.0)
         assert result is False and took <= 1.0 + RUN_BOUND, f"run_for(1) took {took:.2f} s"
+        # statistics() names the peer that does not answer (it waited 30 s)
+        from smp.api.statistics import STATS_ANSWER_S
+        from smp.core.errors import Unanswered
+
+        with pytest.raises(Unanswered, match=f"{name} did not answer") as e:
+            timed(vm.statistics)
+        bound = 1.0 + STATS_ANSWER_S + RUN_BOUND
+        assert e.value.took <= bound, f"statistics() took {e.value.took:.2f} s"
+    finally:
+        closed_in_time(vm)
+
+
+@pytest.mark.parametrize("mode", ["nonsmp", "smp"])
+def test_a_time_that_is_no_finite_number_of_seconds_is_refused(mode):
+    """``run(timeout=nan)`` waited for ever with a process running (NaN never
+    comes); ``run(timeout=-1)`` blamed the dispatcher."""
+    vm = smp.Emulator(mode=mode, schedulers=1 if mode == "nonsmp" else 2)
+    try:
+        vm.spawn(flood, vm.spawn_collector())
+        for bad in (float("nan"), -1, float("inf"), True, "1"):
+            with pytest.raises(smp.BadArg, match="run: timeout must be a finite number"):
+                vm.run(timeout=bad)
+            with pytest.raises(smp.BadArg, match="run_for: seconds must be a finite number"):
+                vm.run_for(bad)
+        assert vm.run_for(0.2) is False  # (the flood goes on: busy, in time)
     finally:
         closed_in_time(vm)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 
-from smp.core.errors import BadArg, EmulatorTimeout, SmpError
+from smp.core.errors import BadArg, EmulatorTimeout, SmpError, check_seconds
 
 __all__ = ["DispatcherControl"]
 
@@ -48,6 +48,7 @@ class DispatcherControl:
             )
         if type(n) is not int or n < 1:
             raise BadArg(f"step_dispatcher: n must be an integer >= 1, not {n!r}")
+        check_seconds("step_dispatcher: timeout", timeout)
         if unit not in ("message", "run"):
             raise BadArg(f"step_dispatcher: unit must be 'message' or 'run', not {unit!r}")
         self._sync_dispatcher()
@@ -62,7 +63,14 @@ class DispatcherControl:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise EmulatorTimeout(f"step_dispatcher: deliveries not taken within {timeout:g} s")
-            self.run(timeout=left)
+            try:
+                self.run(timeout=left)
+            except EmulatorTimeout as e:
+                # (its processes still run: the deliveries may be taken, but
+                # the run is never quiet)
+                raise EmulatorTimeout(
+                    f"step_dispatcher: deliveries not taken within {timeout:g} s ({e})"
+                ) from None
 
     def queued_messages(self) -> list:
         """``erts_foreach_sys_msg_in_q``: ``(From, To, Msg)`` of each queued

@@ -65,6 +65,12 @@ class Statistics:
         return dataclasses.asdict(self)
 
 
+#: the seconds a scheduler or the dispatcher has to answer ``statistics()``
+#: (past its one second of waiting for the batches on their way): one that
+#: does not (stopped, held) is named in an ``Unanswered``, not waited for
+STATS_ANSWER_S = 4.0
+
+
 class StatisticsCalls:
     """The statistics and sampling calls of ``smp.Emulator``."""
 
@@ -77,11 +83,14 @@ class StatisticsCalls:
         what it has not decided yet (the batch being dispatched included),
         and ``in_transit`` what the schedulers made that is still on its way
         to the queue (push-back from a slow port holds it there).  Returns
-        within about a second whatever the dispatcher is doing."""
-        scheds = list(self._all_scheds("stats").values())
+        within about a second whatever the dispatcher is doing; raises
+        ``Unanswered`` naming the dispatcher or scheduler that did not answer
+        at all within ``STATS_ANSWER_S`` (stopped, or held by a process that
+        does not yield)."""
+        scheds = list(self._all_scheds("stats", timeout=STATS_ANSWER_S).values())
         if self.smp:
-            sts = self._sync_dispatcher(limit=1.0)
-            d = self._disp_call("stats")
+            sts = self._sync_dispatcher(limit=1.0, answer=STATS_ANSWER_S)
+            d = self._disp_call("stats", timeout=STATS_ANSWER_S)
             ingested = d.pop("ingested", None)
             d["in_transit"] = (
                 0

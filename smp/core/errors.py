@@ -12,6 +12,7 @@ from smp.core.pretty import format_term
 from smp.core.terms import Term
 
 __all__ = [
+    "check_seconds",
     "SmpError",
     "BadArg",
     "EmulatorTimeout",
@@ -37,6 +38,13 @@ class SmpError(Exception):
 
 class BadArg(SmpError, ValueError):
     """A BIF was called with a bad argument; the message names the bad part."""
+
+
+def check_seconds(what: str, v: object) -> None:
+    """Refuse (``BadArg``) a time that is not a finite number of seconds >=
+    0: a NaN never comes, and a wait for it lasts for ever."""
+    if not (isinstance(v, (int, float)) and type(v) is not bool and 0 <= v < float("inf")):
+        raise BadArg(f"{what} must be a finite number of seconds >= 0, not {v!r}")
 
 
 class EmulatorTimeout(SmpError, TimeoutError):
