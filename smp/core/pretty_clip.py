@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from smp.core.pretty_atomic import ELIDED, _printable_latin1
+from smp.core.quoting import _string_char
 from smp.core.terms import (
     Atom,
     BitString,
@@ -139,16 +140,50 @@ def clip_message(term: Term, max_chars: int) -> Term:
     return term if all(a is b for a, b in zip(parts, term, strict=True)) else tuple(parts)
 
 
-def _partial(x: Term, left: int) -> Term:
-    """What of a binary or a string fits in ``left`` characters (None: not
-    one)."""
+def _partial(x: Term, left: int) -> tuple[Term, int]:
+    """What of a binary or a string fits in ``left`` characters, and the
+    characters it prints in: ``x`` itself when it all fits (``_cost`` is
+    high: four characters a byte), else its first bytes or codes, counted
+    as they print (a printable binary's one or two a character, another's
+    digits and commas; the whole scanned is at most ``left`` long);
+    ``(None, 0)`` for a term of another type."""
     tp = type(x)
-    keep = max((left - 5) // 4, 0)
+    left = max(left, 0)
     if tp is bytes or tp is bytearray or tp is memoryview:
-        return ClippedBinary(bytes(x[:keep]), len(x))
+        data = bytes(x[:left])  # (every byte prints in a character or more)
+        size = len(x)
+        if data and _printable_latin1(data):
+            widths = [len(_string_char(c, 34)) for c in data]
+            whole, over = 6, 9  # <<"ab">>, <<"ab"...>>
+        else:
+            widths = [_DIGITS[c] + 1 for c in data]
+            whole, over = 3, 7  # <<1,2>> (a comma fewer), <<1,2,...>>
+        if len(data) == size and sum(widths) + whole <= left:
+            return x, sum(widths) + whole
+        keep, used = _fit(widths, left - over)
+        return ClippedBinary(data[:keep], size), used + over
     if tp is list and x and _printable_latin1(x):
-        return ImproperList(x[:keep], ELIDED) if keep else [ELIDED]
-    return None
+        text = [len(_string_char(c, 34)) for c in x[:left]]
+        if len(text) == len(x) and sum(text) + 2 <= left:
+            return x, sum(text) + 2  # "ab"
+        # cut, it prints as its codes: [104,105|...]
+        keep, used = _fit([_DIGITS[c] + 1 for c in x[:left]], left - 5)
+        return (ImproperList(x[:keep], ELIDED) if keep else [ELIDED]), used + 5
+    return None, 0
+
+
+#: the digits of each byte's value (how ``<<1,2>>`` prints it)
+_DIGITS = [len(str(i)) for i in range(256)]
+
+
+def _fit(widths: list[int], room: int) -> tuple[int, int]:
+    """How many of ``widths`` fit in ``room``, and the room they take."""
+    used = 0
+    for k, w in enumerate(widths):
+        if used + w > room:
+            return k, used
+        used += w
+    return len(widths), used
 
 
 def _cut(x: Term, parts: list[Term], more: bool) -> Term:
@@ -176,7 +211,7 @@ def _clip(term: Term, max_chars: int) -> Term:
     left = max_chars - _cost(term, 0)
     elements = _elements(term)
     if left < 0 or not elements:
-        return (_partial(term, max_chars) or ELIDED) if left < 0 else term
+        return (_partial(term, max_chars)[0] or ELIDED) if left < 0 else term
     # a frame's items are of several types (mypy cannot type a list's items
     # by position): each frame is a list[Any]
     stack: list[list[Any]] = [[term, elements, 0, [], 0, False]]
@@ -204,7 +239,11 @@ def _clip(term: Term, max_chars: int) -> Term:
             else:
                 parts.append(e)
             continue
-        part = _partial(e, left)
+        part, used = _partial(e, left)
+        if part is e:  # (it fits, counted as it prints)
+            parts.append(e)
+            left -= used
+            continue
         if part is not None:
             parts.append(part)
         else:

@@ -231,6 +231,11 @@ def _read_ip(host: str, port: int, timeout: Optional[float], limits: Limits) -> 
                 return sock.recv(_CHUNK)
             except ConnectionResetError:
                 return b""
+            except TimeoutError:
+                # (the socket's own words, "timed out", named no source)
+                raise TimeoutError(
+                    f"trace port {where}: nothing arrived within the timeout of {timeout:g} s"
+                ) from None
 
         yield from _frames(read_chunk, where, limits)
 

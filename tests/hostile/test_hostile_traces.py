@@ -423,3 +423,53 @@ def test_a_small_max_print_cuts_each_term_of_a_message_and_prints_every_message(
         assert all("..." in x for x in lines) if chars != "80" else True
     r = run_cli("read", node_file, "--max-print", "20", "--format", "terms")
     assert r.stdout.splitlines()[0].startswith("{trace,<node1@host.86.0>,send,{ping,...},")
+
+
+@pytest.mark.parametrize(
+    "data",
+    [b"a" * 3000, b"x\n" * 1500, bytes(range(256)) * 12, list(b"hello " * 500)],
+    ids=["text", "escapes", "bytes", "string"],
+)
+def test_a_binary_or_string_is_cut_at_about_its_print_limit(data):
+    """A binary was cut at a quarter of the limit (``--max-print 1000``
+    printed 280 characters of a 3,000-byte text binary; the default limit a
+    quarter of a large one): its bytes were counted at four characters
+    each.  Now each is counted as it prints; one that fits is whole."""
+    from smp.core.pretty import format_term
+    from smp.core.pretty_clip import clip_term
+
+    for limit in (100, 1000, 2000):
+        text = format_term(clip_term(data, limit))
+        assert limit - 8 <= len(text) <= limit + 4, (limit, len(text), text[-30:])
+        assert text.endswith(("...>>", "...]")), text[-30:]
+    whole = data[:300]
+    assert clip_term(whole, 2000) is whole  # (about 600 characters at most: it fits)
+    t = (A.m, whole, 7)
+    assert clip_term(t, 2000) is t  # (and the rest of a tuple after it is kept)
+
+
+@pytest.mark.parametrize("payload", [b"", b"\x00\x00\x00"], ids=["silent", "half a frame"])
+def test_an_ip_port_that_goes_quiet_is_named_when_the_timeout_ends(payload):
+    """A trace port that accepts, then sends nothing more: the line said
+    only "smp-emu: timed out"."""
+    sock = socket.create_server(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    done = threading.Event()
+
+    def serve() -> None:
+        conn, _ = sock.accept()
+        with conn:
+            conn.sendall(payload)
+            done.wait(30)
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    try:
+        r = run_cli("read", "--timeout", "0.5", f"127.0.0.1:{port}")
+    finally:
+        done.set()
+        t.join(5)
+        sock.close()
+    line = assert_one_line(r, 2, contains=f"trace port 127.0.0.1:{port}")
+    assert "nothing arrived within the timeout of 0.5 s" in line, line
+    assert r.seconds < 10, r.seconds
