@@ -331,6 +331,13 @@ def _throughput_plot(runs: dict) -> str:
         "sampling interval it was measured over ("
         + _sampling_note(have)
         + ")."
+        + (
+            " smp counts a message made when the dispatcher queues it: a scheduler sends "
+            "what it made in batches, so under load the made line rises in bursts as "
+            "batches arrive, not as the processes made them."
+            if any(runs[m].get("mode") == "smp" for _, m, _ in have)
+            else ""
+        )
         + _missing_note(missing)
     )
     return line_chart(
@@ -366,9 +373,11 @@ def _queue_plot(runs: dict) -> str:
         )
     gap_spans, partial = _time_extras(have, len(have) > 1)
     note = (
-        "The deepest the dispatcher's queue was (messages made but not yet delivered or "
-        "dropped) in each sampling interval, as the dispatcher sampled it: the chart's "
-        "highest point is the run's peak. Queueing delay shows in the latency histogram below."
+        "The deepest the dispatcher's queue was (messages queued and not yet delivered or "
+        "dropped; not those a scheduler made and has not sent yet) in each sampling "
+        "interval, as the dispatcher sampled it: the chart's highest point is the run's "
+        "peak. Queueing delay, the wait on a scheduler included, shows in the latency "
+        "histogram below."
     )
     if any(runs[m].get("mode") == "nonsmp" for _, m, _ in have):
         note += (

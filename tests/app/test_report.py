@@ -662,3 +662,23 @@ def test_a_trace_port_that_failed_fails_the_run_and_says_so(tmp_path, mode):
     assert "No space left on device" in json.loads(r.stdout)["tracers"]["f"]["port"]["error"]
     html = _page_of(tmp_path, r.stdout)
     assert html.index("tracer f: its trace port failed") < html.index("<table")
+
+
+def test_the_charts_say_what_smp_counts_as_made_and_queued(saved):
+    """Under load an smp run's made line rose in bursts of 50,000 where the
+    schedulers made 200,000 a second, under a caption that said messages
+    made: smp counts one made as the dispatcher queues it."""
+    run, compare = (" ".join(_parse(saved[k][1]).text) for k in ("run", "compare"))
+    said = "smp counts a message made when the dispatcher queues it"
+    modes = {saved["run"][0]["mode"]}
+    assert (said in run) == ("smp" in modes)
+    assert said in compare  # (smp beside nonsmp)
+    assert "not those a scheduler made and has not sent yet" in run
+
+
+def test_an_explore_page_counts_in_words_that_agree_with_the_count():
+    """The seq page said "1 changes"."""
+    from smp.app.explore.html import explore_html
+
+    _title, body = explore_html(json.loads(_cli(["explore", "seq", "--json"])))
+    assert "3 queued messages, 1 change: 4 schedules possible, 4 classes" in body, body[:300]

@@ -27,11 +27,12 @@ def explore_html(d: dict) -> tuple[str, str]:
     s = d["schedules"]
     title = f"smp-emu explore: {d['scenario']}"
     parts = [
-        f"<p>{len(d['queue'])} queued messages, {len(d['changes'])} changes: "
-        f"{s['possible']} schedules possible, {s['classes']} classes, {s['run']} run"
+        f"<p>{_n(len(d['queue']), 'queued message')}, {_n(len(d['changes']), 'change')}: "
+        f"{_n(s['possible'], 'schedule')} possible, {_n(s['classes'], 'class', 'classes')}, "
+        f"{s['run']} run"
         f"{' (exhaustive)' if s['exhaustive'] else ''}"
         f"{'' if s['exhaustive'] or s['seed'] is None else ', seed ' + str(s['seed'])}, "
-        f"{s['outcomes']} outcomes, {s['elapsed_s']:.1f} s.</p>"
+        f"{_n(s['outcomes'], 'outcome')}, {s['elapsed_s']:.1f} s.</p>"
     ]
     parts.append(
         "<h2>Queue</h2><table><tr><th>#</th><th>type</th><th>from</th><th>message</th>"
@@ -325,3 +326,8 @@ def explore_replay_html(d: dict) -> tuple[str, str]:
         + _execution_html(x, f"<p>Schedule: <code>{escape(x['schedule'])}</code></p>")
     )
     return title, body
+
+
+def _n(n: int, one: str, many: str | None = None) -> str:
+    """``n`` and its noun, singular for 1 ("1 change", it said "1 changes")."""
+    return f"{n} {one if n == 1 else many or one + 's'}"
