@@ -682,3 +682,28 @@ def test_an_explore_page_counts_in_words_that_agree_with_the_count():
 
     _title, body = explore_html(json.loads(_cli(["explore", "seq", "--json"])))
     assert "3 queued messages, 1 change: 4 schedules possible, 4 classes" in body, body[:300]
+
+
+def test_smp_s_made_is_also_drawn_as_the_schedulers_made_it(saved):
+    """Beside the made line the dispatcher counts (in bursts, as batches
+    arrive), smp's chart draws the schedulers' own counts summed: each
+    scheduler's as its sampler last took it at the run's sample times."""
+    from smp.app.report import _made_at_schedulers
+
+    data, html = saved["run"]
+    ts = data["timeseries"]
+    at = _made_at_schedulers(ts)
+    assert at is not None and len(at) == len(ts["t_s"])
+    assert all(a <= b for a, b in zip(at, at[1:], strict=False))  # (counts: never down)
+    last = ts["t_s"][-1]
+    want = 0
+    for s in ts["schedulers"]:
+        taken = [v for t, v in zip(s["t_s"], s["made"], strict=True) if t <= last]
+        want += taken[-1] if taken else 0
+    assert at[-1] == want and 0 < at[-1] <= data["stats"]["made"] + data["stats"].get(
+        "in_transit", 0
+    )
+    fig = _parse(html).figures["plot-throughput"]
+    assert _has(fig, "series-smp-sched-made") and "smp: made at the schedulers/s" in fig["text"]
+    compare = _parse(saved["compare"][1]).figures["plot-throughput"]
+    assert _has(compare, "series-smp-sched-made") and not _has(compare, "series-nonsmp-sched-made")
