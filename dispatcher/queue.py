@@ -625,10 +625,17 @@ class SysMsgQueue:
             d[key] = d.get(key, 0) + n
         return d
 
-    def made_total(self) -> int:
-        """The messages queued in all (the journal's ``end`` record)."""
-        with self.smq:
+    def made_total(self, wait: float = 1.0) -> int | None:
+        """The messages queued in all (the journal's ``end`` record); None
+        when the queue's lock is not free within ``wait`` seconds (a thread
+        still holds it at the close: the journal is then left without its
+        end, as one cut short)."""
+        if not self.smq.acquire(timeout=wait):
+            return None
+        try:
             return sum(self.made.values())
+        finally:
+            self.smq.release()
 
     def statistics(self) -> dict:
         """The counts (``smp.core.stats.totals``: made = delivered + dropped +

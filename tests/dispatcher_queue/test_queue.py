@@ -357,3 +357,28 @@ def test_the_queue_module_imports_no_socket_process_or_thread_library():
         if isinstance(n, ast.Attribute) and getattr(n.value, "id", None) == "threading"
     }
     assert used == {"Condition", "Lock"}
+
+
+def test_the_count_for_the_journals_end_does_not_wait_for_a_lock_held_at_the_close(q):
+    """A thread that still holds the queue's lock when the dispatcher
+    closes its journal: no count (the journal is left as one cut short),
+    not a close that waits for ever."""
+    import threading
+    import time
+
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with q.smq:
+            held.set()
+            release.wait(5)
+
+    t = threading.Thread(target=hold)
+    t.start()
+    assert held.wait(5)
+    t0 = time.monotonic()
+    assert q.made_total(wait=0.2) is None
+    assert time.monotonic() - t0 < 1.0
+    release.set()
+    t.join(5)
+    assert q.made_total() == 0
