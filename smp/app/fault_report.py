@@ -119,10 +119,10 @@ def fault_report(
                     if type(death) is int and "retraced_us" in eff
                     else None
                 )
-                victim_terms = messages.get(rec["victim"], [])
-                repl_terms = messages.get(rec["replacement"], [])
-                out_eff["lost_before_retrace"] = lost_in_gap(victim_terms, repl_terms)
-                out_eff["lost_streams_uncounted"] = streams_not_counted(victim_terms, repl_terms)
+                before = _streams(messages.get(rec["victim"], []), True)
+                after = _streams(messages.get(rec["replacement"], []), False)
+                out_eff["lost_before_retrace"] = _lost(before, after)
+                out_eff["lost_streams_uncounted"] = _unseen(before, after)
         elif rec["action"].startswith("replace_"):
             prev = eff.get("previous")
             if type(prev) is tuple and prev:  # {Tracer, Options}
@@ -191,19 +191,21 @@ def lost_in_gap(victim_terms: list, replacement_terms: list) -> int | None:
     two received is not counted, so this is a lower bound; an event the
     tracee did not trace meanwhile (a process made sensitive) would count.
     None when no stream is in both."""
-    before, after = _streams(victim_terms, True), _streams(replacement_terms, False)
+    return _lost(_streams(victim_terms, True), _streams(replacement_terms, False))
+
+
+def _lost(before: dict, after: dict) -> int | None:
     both = before.keys() & after.keys()
     if not both:
         return None
     return sum(max(0, after[k] - before[k] - 1) for k in both)
 
 
-def streams_not_counted(victim_terms: list, replacement_terms: list) -> int:
-    """The streams of workload messages the replacement received and the
-    victim did not: ``lost_in_gap`` cannot tell how many of their events
-    went to nobody (their numbers before the replacement's first may have
-    been made before the tracee was traced, or sent to an earlier tracer)."""
-    before, after = _streams(victim_terms, True), _streams(replacement_terms, False)
+def _unseen(before: dict, after: dict) -> int:
+    """The streams (``_streams``) the replacement received and the victim
+    did not: ``lost_in_gap`` cannot tell how many of their events went to
+    nobody (their numbers before the replacement's first may have been made
+    before the tracee was traced, or sent to an earlier tracer)."""
     return sum(1 for k, first in after.items() if k not in before and first > 0)
 
 
