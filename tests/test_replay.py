@@ -325,7 +325,7 @@ def test_a_journal_the_disk_could_not_hold_fails_the_run_in_one_line():
 
 
 def test_the_frame_walk_counts_a_whole_journal_and_refuses_one_cut_short(raced, tmp_path):
-    """What run --journal checks after a run, without decoding a record."""
+    """What run --journal checks after a run, decoding no record but the last."""
     from smp.app.journal_records import BadRecord, frames_whole, read_records
 
     path, _ = raced
@@ -334,6 +334,11 @@ def test_the_frame_walk_counts_a_whole_journal_and_refuses_one_cut_short(raced, 
     cut = tmp_path / "cut.journal"
     cut.write_bytes(data[:-3])
     with pytest.raises(BadRecord, match="cut short"):
+        frames_whole(str(cut))
+    # cut where a record ends: whole frames, no end record (the walk took it for whole)
+    _, records, _ = read_records(path)
+    cut.write_bytes(data[: -len(encode_record(records[-1]))])
+    with pytest.raises(BadRecord, match="the journal has no end record"):
         frames_whole(str(cut))
 
 

@@ -303,6 +303,13 @@ def _check_lost(rec: tuple, nsched: int) -> None:
 VERSIONS = (2, JOURNAL_MAGIC[1])
 
 
+#: why a version 3 journal whose last record is not its end is refused
+NO_END = (
+    "the journal has no end record (cut short: the run was killed, a write failed, or the "
+    "file was cut)"
+)
+
+
 def _check_end(rec: tuple) -> None:
     if len(rec) != 3:
         raise _Refused(f"an end record has 3 fields, this one {len(rec)}")
@@ -419,13 +426,7 @@ def _read(path: str) -> tuple[tuple, list, set]:
             head = f.read(head_len)
             if not head:
                 if header[1] >= 3 and (not records or records[-1][1] != "end"):
-                    raise BadRecord(
-                        path,
-                        offset,
-                        None,
-                        "the journal has no end record (cut short: the run was killed, a "
-                        "write failed, or the file was cut)",
-                    )
+                    raise BadRecord(path, offset, None, NO_END)
                 return header, records, big
             if records and records[-1][1] == "end":
                 raise BadRecord(path, offset, seq, "a record after the journal's end record")
@@ -467,25 +468,43 @@ def _read(path: str) -> tuple[tuple, list, set]:
 def frames_whole(path: str) -> int:
     """Walk the journal's record frames without decoding them: how many
     there are, or ``NotAJournal``/``BadRecord`` as ``read_records`` raises
-    them when the header is wrong or the file ends inside a frame.  What a
+    them when the header is wrong, the file ends inside a frame or (version
+    3) its last record is no end record (that one decoded).  What a
     run checks of the journal it wrote (decoding every record would take
     about as long as the run did: 3 s for 27 MB)."""
-    f, size, _header = _opened(path)
+    f, size, header = _opened(path)
     with f:
         try:
-            n, head_len = 0, RECORD_HEAD.size
+            n, head_len, last = 0, RECORD_HEAD.size, None
             while True:
                 offset = f.tell()
                 head = f.read(head_len)
                 if not head:
+                    if header[1] >= 3 and not _is_end(f, last):
+                        raise BadRecord(path, offset, None, NO_END)
                     return n
                 length = RECORD_HEAD.unpack(head)[0] if len(head) == head_len else size
                 if length > size - offset - head_len:
                     raise BadRecord(path, offset, n + 1, "the file ends inside it (cut short)")
+                last = (offset + head_len, length)
                 f.seek(length, os.SEEK_CUR)
                 n += 1
         except OSError as e:
             raise _unreadable(path, e) from None
+
+
+def _is_end(f, last: tuple | None) -> bool:
+    """Whether the record whose pickle is at ``last`` (offset, length) is an
+    end record, decoded alone (an end record's pickle is a few dozen bytes:
+    a longer one is not)."""
+    if last is None or last[1] > 64:
+        return False
+    f.seek(last[0])
+    try:
+        rec = load_record(io.BytesIO(f.read(last[1])))
+    except Exception:
+        return False
+    return type(rec) is tuple and len(rec) == 3 and rec[1] == "end"
 
 
 def read_records(path: str) -> tuple[tuple, list, None]:
