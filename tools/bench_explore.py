@@ -11,7 +11,7 @@ counted (it warms the caches up).
 
     python tools/bench_explore.py [--brute-seconds S] [--repeat N] [--min-cpu S]
         [--seeds N] [--scenario-executions N] [--jobs N] [--jobs-executions N]
-        [--json FILE]
+        [--sample-runs N] [--json FILE]
 
 Each race runs with optimal DPOR (the default) and with Source-DPOR beside
 it: the latter's sleep-set blocked executions and its CPU time against the
@@ -42,7 +42,9 @@ executions, explored as one tree and shared with ``--jobs`` - 1 workers,
 ``--repeat`` times each, alternating (median wall seconds, their ratio,
 the branches taken from workers and those explored again, and whether
 the two searches found the same outcomes with the same counts and first
-schedules).
+schedules); and ``--sample-runs`` random and PCT runs of ``churn`` in
+this process against their chunks run by ``--jobs`` workers, the same
+way.
 """
 
 from __future__ import annotations
@@ -250,6 +252,57 @@ def _jobs(args) -> list[dict]:
     return rows
 
 
+def _jobs_sample(args) -> list[dict]:
+    """Random and PCT runs of ``churn`` (the command's default bounds) in
+    this process against their chunks shared among ``--jobs`` workers
+    (``_Workers``, as ``smp-emu explore --jobs`` runs them), side by side,
+    wall seconds, and whether the two found the same result."""
+    from smp.app.explore.simulate import _Workers
+    from smp.app.explore.workload import Bounds, ScenarioWorkload
+    from smp.app.scenario import load_scenario
+
+    wl = ScenarioWorkload(load_scenario("churn"), Bounds())
+    print()
+    print(
+        f"--jobs {args.jobs} on --random and --pct (chunks of runs in {args.jobs} worker(s), "
+        f"started before the clock) against this process, churn, {args.sample_runs} runs, "
+        f"{args.repeat} runs each, alternating"
+    )
+    print(f"{'method':40} {'one s':>8} {'shared s':>9} {'ratio':>6} {'same':>5}")
+    rows = []
+    workers = _Workers(args.jobs, pinned=False)
+    try:
+        list(workers(abs, range(args.jobs)))  # (the workers started)
+        for method in ("random", "pct"):
+            kw = dict(method=method, seed=1, depth=3, schedulers=wl.schedulers, nonsmp=False)
+            one_s, shared_s, same = [], [], True
+            for _ in range(args.repeat):
+                t0 = time.perf_counter()
+                one = sample(wl.setup, args.sample_runs, **kw)
+                one_s.append(time.perf_counter() - t0)
+                t0 = time.perf_counter()
+                two = sample(wl.setup, args.sample_runs, mapper=workers, **kw)
+                shared_s.append(time.perf_counter() - t0)
+                same = same and [(g.count, g.first.schedule) for g in one.outcomes] == [
+                    (g.count, g.first.schedule) for g in two.outcomes
+                ]
+            a, b = statistics.median(one_s), statistics.median(shared_s)
+            label = f"churn --{method} {args.sample_runs}"
+            rows.append(
+                {
+                    "method": label,
+                    "one_s": one_s,
+                    "shared_s": shared_s,
+                    "ratio": a / b,
+                    "same": same,
+                }
+            )
+            print(f"{label:40} {a:>8.2f} {b:>9.2f} {a / b:>6.2f} {'yes' if same else 'NO':>5}")
+    finally:
+        workers.close()
+    return rows
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--brute-seconds", type=float, default=20.0)
@@ -265,6 +318,7 @@ def main(argv=None) -> int:
     ap.add_argument("--scenario-executions", type=int, default=1000)
     ap.add_argument("--jobs", type=int, default=2, help="processes of the shared search")
     ap.add_argument("--jobs-executions", type=int, default=2000)
+    ap.add_argument("--sample-runs", type=int, default=1000, help="runs of --random and --pct")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
     rows = []
@@ -299,10 +353,11 @@ def main(argv=None) -> int:
     scenarios = _scenario_rates(args)
     violation = _first_violation(args)
     jobs = _jobs(args)
+    jobs_sample = _jobs_sample(args)
     if args.json:
         with open(args.json, "w") as f:
             out = {"rates": rows, "scenarios": scenarios, "first_violation": violation}
-            json.dump({**out, "jobs": jobs}, f, indent=2)
+            json.dump({**out, "jobs": jobs, "jobs_sample": jobs_sample}, f, indent=2)
     return 0
 
 

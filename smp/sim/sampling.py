@@ -23,6 +23,13 @@ steps until no thread can:
 
 Each run's races are the pairs of events in race in that execution (what a
 replay of its schedule would reverse), not the explorer's branches.
+
+The runs are cut into chunks of ``CHUNK`` runs, the first from the seed's
+own random stream, each other from one of its own made from the seed and
+the chunk's number, and PCT's ``n`` and ``k`` start again from the
+default order in each: a chunk depends on nothing run before it, so
+worker processes can run chunks side by side (``sample``'s ``mapper``)
+and the result is the one a single process gets.
 """
 
 from __future__ import annotations
@@ -32,11 +39,18 @@ import time
 from functools import partial
 
 from .dpor import MAX_EVENTS
-from .explorer import Explorer, ExploreResult, execution_races, stop_requested
+from .explorer import (
+    Explorer,
+    ExploreResult,
+    checks_of,
+    execution_races,
+    merge,
+    stop_requested,
+)
 from .nodes import AFTER_TIMEOUT_MS
 from .world import SimError
 
-__all__ = ["sample", "pct_bound"]
+__all__ = ["sample", "pct_bound", "run_chunk", "CHUNK"]
 
 
 def pct_bound(n: int, k: int, depth: int) -> float:
@@ -76,49 +90,34 @@ def _pct_run(w, rng: random.Random, depth: int, k: int, max_events: int) -> str:
             prio[t] = change[step]
 
 
-def sample(
-    setup,
-    runs: int,
-    method: str = "random",
-    seed: int | None = None,
-    depth: int = 3,
-    schedulers: int = 2,
-    reductions: int = 200,
-    after_timeout: int = AFTER_TIMEOUT_MS,
-    max_events: int = MAX_EVENTS,
-    time_budget: float | None = None,
-    checks=(),
-    nonsmp: bool = True,
-    blocked_ok: bool = False,
-    graph: bool = False,
-    stop_at_violation: bool = False,
-    progress=None,
-) -> ExploreResult:
-    """``runs`` schedules of ``setup``'s workload, random or PCT (``method``),
-    from ``seed`` (a fresh one, returned in the result, when None);
-    ``progress(done, 0, runs)`` as they go (see ``Explorer``)."""
-    if method not in ("random", "pct"):
-        raise SimError(f"method must be random or pct, not {method!r}")
-    if depth < 1:
-        raise SimError("depth must be >= 1")
-    if seed is None:
-        seed = random.SystemRandom().randrange(1 << 32)
-    rng = random.Random(seed)
-    ex = Explorer(
-        setup,
-        schedulers=schedulers,
-        reductions=reductions,
-        after_timeout=after_timeout,
-        max_events=max_events,
-        checks=checks,
-        nonsmp=nonsmp,
-        blocked_ok=blocked_ok,
-        graph=graph,
-        # (the estimate of a sample is the runs asked for)
-        progress=None if progress is None else (lambda n, b, _e: progress(n, b, float(runs))),
-    )
-    t0 = ex._t0 = time.monotonic()
-    deadline = None if time_budget is None else t0 + time_budget
+#: runs in a chunk of a sample: a sample's runs are cut into chunks of this
+#: many, each from its own random stream of the seed (``_stream``), so
+#: that worker processes can run the chunks apart and the result is still
+#: the one a single process gets (the chunks counted in order)
+CHUNK = 100
+
+
+def _stream(seed: int, c: int) -> random.Random:
+    """Chunk ``c``'s random numbers: the first chunk's are the seed's own."""
+    return random.Random(seed if c == 0 else f"{seed}/{c}")
+
+
+def run_chunk(args: tuple, progress=None):
+    """Run one chunk of a sample: ``(setup, options, method, depth, seed, c,
+    runs, deadline, stop_at_violation)``, ``deadline`` a ``time.monotonic()``
+    instant (one clock for every process of the machine).  Gives ``(result,
+    n, k, violation_at)``: its ``ExploreResult`` (executions numbered from
+    0), PCT's largest thread and step counts, and the instant of its first
+    broken invariant; or None when its deadline had passed or a stop was
+    asked before it started.  Module-level, so a worker process can run it;
+    ``progress`` (in the caller's process only) is the explorer's."""
+    setup, options, method, depth, seed, c, runs, deadline, stop_at_violation = args
+    if stop_requested() or (deadline is not None and time.monotonic() > deadline):
+        return None
+    max_events = options["max_events"]
+    ex = Explorer(setup, nonsmp=False, progress=progress, **options)
+    ex._t0 = time.monotonic()
+    rng = _stream(seed, c)
     n = k = 0
     cut_by = []
     if method == "pct":  # n and k from the default order
@@ -154,33 +153,129 @@ def sample(
         if stop_requested() and ex.executions < runs:
             cut_by.append("interrupted")
             break
-    notes = []
-    if method == "random":
-        notes.append(f"{ex.executions} random schedule(s), seed {seed}")
-    else:
-        p = pct_bound(n, k, depth)
-        total = 1 - (1 - p) ** max(1, ex.executions)
-        notes.append(
-            f"PCT, depth {depth}, seed {seed}: with n = {n} threads and k = {k} steps, a bug "
-            f"of depth {depth} is found with probability at least 1/(n·k^{depth - 1}) = "
-            f"{p:.3g} per run, {total:.3g} in {ex.executions} run(s)"
-        )
-    return ExploreResult(
-        schedulers=schedulers,
+    r = ExploreResult(
+        schedulers=ex.schedulers,
         executions=ex.executions,
         blocked=0,
         cut_events=ex.cut_events,
         outcomes=list(ex.groups.values()),
-        nonsmp=ex.run_nonsmp() if nonsmp else None,
+        nonsmp=None,
         exhausted=False,
         cut_by=cut_by,
         estimate=0.0,
-        elapsed=time.monotonic() - t0,
+        elapsed=time.monotonic() - ex._t0,
         events=ex.events,
-        method=method,
-        seed=seed,
-        notes=notes,
         first_violation=ex.first_violation,
-        first_violation_s=ex.first_violation_s,
         graph=ex.graph,
     )
+    for g in r.outcomes:
+        # (each new outcome's events in words now, as a worker sends them:
+        # kept until the chunks are counted, the events they are made from
+        # were a thousand objects an outcome for the collector to go over)
+        g.first.events  # noqa: B018
+    at = None if ex.first_violation_s is None else ex._t0 + ex.first_violation_s
+    return r, n, k, at
+
+
+def _chunks(mapper, chunks: list, parts: list, runs: int, progress):
+    """``mapper(run_chunk, chunks)``; with ``map`` (this process) each chunk
+    tells ``progress`` as it goes, after the runs of those before it."""
+    if progress is None or mapper is not map:
+        return mapper(run_chunk, chunks)
+
+    def one(args):
+        before = sum(p.executions for p in parts)
+        return run_chunk(args, lambda m, b, _e: progress(before + m, b, float(runs)))
+
+    return map(one, chunks)
+
+
+def sample(
+    setup,
+    runs: int,
+    method: str = "random",
+    seed: int | None = None,
+    depth: int = 3,
+    schedulers: int = 2,
+    reductions: int = 200,
+    after_timeout: int = AFTER_TIMEOUT_MS,
+    max_events: int = MAX_EVENTS,
+    time_budget: float | None = None,
+    checks=(),
+    nonsmp: bool = True,
+    blocked_ok: bool = False,
+    graph: bool = False,
+    stop_at_violation: bool = False,
+    progress=None,
+    mapper=map,
+) -> ExploreResult:
+    """``runs`` schedules of ``setup``'s workload, random or PCT (``method``),
+    from ``seed`` (a fresh one, returned in the result, when None);
+    ``progress(done, 0, runs)`` as they go (see ``Explorer``).  The runs
+    are cut into chunks of ``CHUNK``, each from its own random stream of
+    the seed (``run_chunk``), and ``mapper(run_chunk, chunks)`` runs them
+    (a pool of worker processes can: the result is the same, the chunks
+    counted in order)."""
+    if method not in ("random", "pct"):
+        raise SimError(f"method must be random or pct, not {method!r}")
+    if depth < 1:
+        raise SimError("depth must be >= 1")
+    if type(runs) is not int or runs < 1:
+        raise SimError(f"runs must be an int >= 1, not {runs!r}")
+    if seed is None:
+        seed = random.SystemRandom().randrange(1 << 32)
+    t0 = time.monotonic()
+    deadline = None if time_budget is None else t0 + time_budget
+    options = dict(
+        schedulers=schedulers,
+        reductions=reductions,
+        after_timeout=after_timeout,
+        max_events=max_events,
+        checks=checks_of(checks),
+        blocked_ok=blocked_ok,
+        graph=graph,
+    )
+    chunks = [
+        (setup, options, method, depth, seed, c, min(CHUNK, runs - c * CHUNK), deadline,
+         stop_at_violation)
+        for c in range(-(-runs // CHUNK))
+    ]  # fmt: skip
+    parts: list[ExploreResult] = []
+    n = k = 0
+    violation_at = None
+    cut_by: list[str] = []
+    for got in _chunks(mapper, chunks, parts, runs, progress):
+        if got is None:  # (not started: its time had passed, or a stop was asked)
+            cut_by.append("interrupted" if stop_requested() else "time")
+            break
+        r, cn, ck, at = got
+        parts.append(r)
+        n, k = max(n, cn), max(k, ck)
+        if violation_at is None:
+            violation_at = at
+        if progress is not None:
+            progress(sum(p.executions for p in parts), 0, float(runs))
+        if r.cut_by:  # (time, a violation or a stop: the chunks after it are not counted)
+            break
+    checker = Explorer(setup, schedulers=schedulers, reductions=reductions,
+                       after_timeout=after_timeout, checks=checks, blocked_ok=blocked_ok)  # fmt: skip
+    r = merge(parts, 0.0, checker.run_nonsmp() if nonsmp else None)
+    executions = r.executions
+    notes = []
+    if method == "random":
+        notes.append(f"{executions} random schedule(s), seed {seed}")
+    else:
+        p = pct_bound(n, k, depth)
+        total = 1 - (1 - p) ** max(1, executions)
+        notes.append(
+            f"PCT, depth {depth}, seed {seed}: with n = {n} threads and k = {k} steps, a bug "
+            f"of depth {depth} is found with probability at least 1/(n·k^{depth - 1}) = "
+            f"{p:.3g} per run, {total:.3g} in {executions} run(s)"
+        )
+    r.schedulers = schedulers
+    r.method, r.seed, r.notes = method, seed, notes
+    r.cut_by = sorted(set(r.cut_by) | set(cut_by))
+    r.exhausted, r.estimate, r.tasks, r.dpor = False, 0.0, 1, ""
+    r.first_violation_s = None if violation_at is None else violation_at - t0
+    r.elapsed = time.monotonic() - t0
+    return r

@@ -229,6 +229,21 @@ def test_two_jobs_give_what_one_gives(monkeypatch):
     ]
 
 
+@pytest.mark.parametrize("method", ["--random", "--pct"])
+def test_two_jobs_run_the_chunks_of_a_sample_with_one_jobs_result(method):
+    """Random and PCT runs past one chunk, shared among two workers: the
+    result of one job (its counts, outcomes, first executions and notes),
+    and no worker left behind."""
+    args = ("churn", method, "230", "--seed", "4", *KEEP)
+    one = _explore(*args, "--jobs", "1")["result"]
+    two = _explore(*args, "--jobs", "2")["result"]
+    assert not psutil.Process().children(recursive=True)
+    for r in (one, two):
+        del r["elapsed"]
+    assert one["executions"] == 230 and len(one["outcomes"]) > 1
+    assert one == two
+
+
 def test_a_small_search_runs_as_one_tree():
     """The probe of a split (Source-DPOR) search: a search one tree finishes
     soon (or estimates small) is not split; split at once, the same search

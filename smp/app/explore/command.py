@@ -186,7 +186,8 @@ def _make_command():
         "--jobs",
         type=click.IntRange(1, 256),
         default=None,
-        help="run scenario: processes sharing the search, this one and N - 1 workers (default: the cores)",
+        help="run scenario: processes sharing the search, this one and N - 1 workers, or N workers "
+        "running the chunks of --random or --pct runs (default: the cores)",
     )
     @click.option(
         "--operations",

@@ -51,7 +51,7 @@ from smp.sim.explorer import (
 )
 from smp.sim.nodes import AFTER_TIMEOUT_MS
 from smp.sim.report import format_execution, format_report, nonsmp_verdict
-from smp.sim.sampling import sample
+from smp.sim.sampling import CHUNK, sample
 
 from .proof import proof_lines, prove
 
@@ -123,15 +123,24 @@ def _run(wl: ScenarioWorkload, o: SimOptions, checks: list):
     )
     if o.random is not None or o.pct is not None:
         method, runs = ("random", o.random) if o.random is not None else ("pct", o.pct)
-        return sample(
-            wl.setup,
-            runs,
-            method=method,
-            seed=o.seed,
-            depth=o.depth,
-            time_budget=o.time_budget,
-            **common,
-        )
+        kw = dict(method=method, seed=o.seed, depth=o.depth, time_budget=o.time_budget, **common)
+        if o.jobs <= 1 or runs <= CHUNK:
+            return sample(wl.setup, runs, **kw)
+        # the chunks of runs shared among the workers, whichever is free
+        # taking the next; this process counts them in order
+        t0 = time.monotonic()
+        workers = _Workers(min(o.jobs, os.cpu_count() or 1), pinned=False)
+        try:
+            r = sample(wl.setup, runs, mapper=workers, **kw)
+        finally:
+            workers.close()
+        if workers.lost:
+            r.notes.append(
+                f"A worker died under way: the {workers.lost} chunk(s) of runs it was running "
+                "were run by this process instead (the result is the same)."
+            )
+        r.elapsed = time.monotonic() - t0  # (the workers' start and end included)
+        return r
     opts = dict(max_executions=o.max_executions, time_budget=o.time_budget, **common)
     if o.preemptions is not None:
         opts["preemptions"] = o.preemptions
