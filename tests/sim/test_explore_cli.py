@@ -688,12 +688,13 @@ def test_the_report_of_one_schedule_shows_its_execution(tmp_path):
     assert all(html.escape(e) in page for e in x["events"])
 
 
-@pytest.mark.parametrize("jobs", ["1", "2"])
+@pytest.mark.parametrize("jobs", ["1", "2", "random"])
 def test_ctrl_c_stops_the_search_and_prints_what_it_found(jobs):
     """Ctrl-C during a search (its progress line on a terminal shows it under
     way) ends it at the next execution, in every worker: the outcomes found
     so far are printed, marked interrupted, and the command exits 130 with no
-    process left.  It printed nothing and lost thousands of executions."""
+    process left.  It printed nothing and lost thousands of executions.
+    ``random``: random runs, their chunks in two workers."""
     import pty
     import select
     import signal
@@ -702,7 +703,10 @@ def test_ctrl_c_stops_the_search_and_prints_what_it_found(jobs):
 
     master, slave = pty.openpty()
     cmd = [sys.executable, "-c", "from smp.app.entry import main; main()", "explore", "churn"]
-    cmd += ["--max-executions", "0", "--no-events", "--jobs", jobs, "--json"]
+    if jobs == "random":
+        cmd += ["--random", "1000000", "--no-events", "--jobs", "2", "--json"]
+    else:
+        cmd += ["--max-executions", "0", "--no-events", "--jobs", jobs, "--json"]
     seen = [""]
 
     def progress_shown() -> bool:  # the progress line: the search began
@@ -715,7 +719,7 @@ def test_ctrl_c_stops_the_search_and_prints_what_it_found(jobs):
     def run_a_while() -> bool:  # in this process (one job) or in its workers
         me = psutil.Process(p.pid)
         kids[:] = me.children(recursive=True)  # (workers start with the split)
-        procs = kids if jobs == "2" else [me]
+        procs = kids if jobs != "1" else [me]
         return sum(x.cpu_times().user for x in procs if x.is_running()) >= 2.0
 
     try:
@@ -732,25 +736,28 @@ def test_ctrl_c_stops_the_search_and_prints_what_it_found(jobs):
     assert d["interrupted"] and "interrupted" in d["result"]["cut_by"]
     assert d["result"]["executions"] > 0 and d["result"]["outcomes"]
     assert not d["result"]["exhausted"]
-    if jobs == "2":  # (workers ran: run_a_while counted their time)
+    if jobs != "1":  # (workers ran: run_a_while counted their time)
         assert kids
     gone = psutil.wait_procs(kids, timeout=10)[1]
     assert gone == [], gone
 
 
-@pytest.mark.parametrize("dpor", ["optimal", "source"])
+@pytest.mark.parametrize("dpor", ["optimal", "source", "random"])
 def test_a_worker_killed_under_way_leaves_its_branch_to_the_search(dpor):
     """A worker killed from outside while it explores a branch (optimal
-    DPOR's shared search) or a subtree (Source-DPOR's split): its pool
-    starts another and the task never ends.  The search gives it up,
-    explores that part itself, says so, and ends with what one job finds;
-    it waited for ever."""
+    DPOR's shared search), a subtree (Source-DPOR's split) or a chunk of
+    random runs: its pool starts another and the task never ends.  The
+    search gives it up, explores that part itself, says so, and ends with
+    what one job finds; it waited for ever."""
     import signal
 
     from helpers import own_group, until
 
-    args = ["churn", "--operations", "2", "--max-executions", "3000", "--no-nonsmp"]
-    args += ["--dpor", dpor]
+    if dpor == "random":
+        args = ["churn", "--operations", "1", "--random", "1500", "--seed", "5", "--no-nonsmp"]
+    else:
+        args = ["churn", "--operations", "2", "--max-executions", "3000", "--no-nonsmp"]
+        args += ["--dpor", dpor]
     cmd = [sys.executable, "-c", "from smp.app.entry import main; main()", "explore", *args]
     cmd += ["--no-events", "--jobs", "2", "--json"]
     with own_group(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True) as p:
@@ -776,7 +783,7 @@ def test_a_worker_killed_under_way_leaves_its_branch_to_the_search(dpor):
     r = json.loads(out)["result"]
     assert any(n.startswith("A worker died under way") for n in r["notes"]), r["notes"]
     one = _explore(*args, "--no-events", "--jobs", "1")["result"]
-    assert r["executions"] == one["executions"] == 3000
+    assert r["executions"] == one["executions"] == (1500 if dpor == "random" else 3000)
     assert r["outcomes"] == one["outcomes"]
 
 
