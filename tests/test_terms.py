@@ -61,3 +61,27 @@ def test_pid_order_serial_first():
     # the VM compares the pid data word serial<<15|number, so <0.1.1> > <0.2.0>
     assert Pid(1, 1) > Pid(2, 0)
     assert pickle.loads(pickle.dumps(Pid(80, 2))) == Pid(80, 2)
+
+
+@pytest.mark.parametrize(
+    "make, words",
+    [
+        (lambda: Port(0, 5), "Port: node must be an Atom (the local node is LOCAL_NODE), not 5"),
+        (lambda: Pid("a"), "Pid: number must be an int in 0..2**32-1, not 'a'"),
+        (lambda: Pid(1, -2), "Pid: serial must be an int in 0..2**32-1, not -2"),
+        (lambda: Pid(1, 0, "node@host"), "Pid: node must be an Atom"),
+        (lambda: Port(1 << 64), "Port: number must be an int in 0..2**64-1"),
+        (lambda: Ref([1, "x"]), "Ref: ids[1] must be an int in 0..2**32-1, not 'x'"),
+        (lambda: Ref([]), "Ref: ids must be one word or more, not none"),
+        (lambda: Ref([1], creation=True), "Ref: creation must be an int in 0..2**32-1, not True"),
+    ],
+)
+def test_an_id_with_a_field_the_external_format_cannot_hold_is_refused_in_one_line(make, words):
+    """``Port(0, 5)`` (meant as #Port<0.5>) made a port whose node was 5, and
+    printing it raised; a pid or reference took any field too."""
+    with pytest.raises((TypeError, ValueError)) as e:
+        make()
+    assert str(e.value).startswith(words) and "\n" not in str(e.value)
+    # what the formats hold is still taken: a V4 port's 64-bit number, the local node
+    assert repr(Port(1 << 40)) == f"#Port<0.{1 << 40}>" and repr(Port(5)) == "#Port<0.5>"
+    assert repr(Pid(0, 5)) == "<0.0.5>" and repr(Ref([1, 2, 3])) == "#Ref<0.3.2.1>"

@@ -159,6 +159,20 @@ class _Id:
         return _order_key(self) < _order_key(other)
 
 
+def _check_id(kind: str, node: object, *fields: tuple[str, object, int]) -> None:
+    """Refuse an identifier's field that is not what the external format
+    holds, in one line: each ``(name, value, bits)`` an int of ``bits`` bits
+    at most, the node an :class:`Atom` (``Port(0, 5)`` gave a port whose
+    node was ``5``, and printing it raised)."""
+    for name, v, bits in fields:
+        if type(v) is not int or not 0 <= v < 1 << bits:
+            raise ValueError(f"{kind}: {name} must be an int in 0..2**{bits}-1, not {v!r}")
+    if type(node) is not Atom:
+        raise TypeError(
+            f"{kind}: node must be an Atom (the local node is LOCAL_NODE), not {node!r}"
+        )
+
+
 class Pid(_Id):
     """An Erlang pid.  ``number`` is the process index shown in the middle.
 
@@ -187,6 +201,13 @@ class Pid(_Id):
         with _intern_lock:
             self = cache.get(key)
             if self is None:
+                _check_id(
+                    "Pid",
+                    node,
+                    ("number", number, 32),
+                    ("serial", serial, 32),
+                    ("creation", creation, 32),
+                )
                 if len(cache) >= _next_sweep[_PIDS]:
                     _sweep_grown(cache, _PIDS)
                 self = object.__new__(cls)
@@ -241,6 +262,8 @@ class Port(_Id):
     creation: int
 
     def __init__(self, number: int, node: Atom = LOCAL_NODE, creation: int = 0) -> None:
+        # (V4_PORT_EXT: a 64-bit number)
+        _check_id("Port", node, ("number", number, 64), ("creation", creation, 32))
         object.__setattr__(self, "number", number)
         object.__setattr__(self, "node", node)
         object.__setattr__(self, "creation", creation)
@@ -272,7 +295,16 @@ class Ref(_Id):
     creation: int
 
     def __init__(self, ids: Iterable[int], node: Atom = LOCAL_NODE, creation: int = 0) -> None:
-        object.__setattr__(self, "ids", tuple(ids))
+        ids = tuple(ids)
+        if not ids:
+            raise ValueError("Ref: ids must be one word or more, not none")
+        _check_id(
+            "Ref",
+            node,
+            ("creation", creation, 32),
+            *((f"ids[{i}]", w, 32) for i, w in enumerate(ids)),
+        )
+        object.__setattr__(self, "ids", ids)
         object.__setattr__(self, "node", node)
         object.__setattr__(self, "creation", creation)
 

@@ -251,9 +251,10 @@ def test_non_finite_floats_refused(value):
 
 
 def test_out_of_range_pid_refused():
-    with pytest.raises(TypeError, match="pid"):
+    # (no such pid or reference is made, so none reaches the encoder)
+    with pytest.raises(ValueError, match="Pid: number"):
         encode(Pid(2**32))
-    with pytest.raises(TypeError, match="reference"):
+    with pytest.raises(ValueError, match=r"Ref: ids\[0\]"):
         encode(Ref((2**32,)))
 
 

@@ -98,7 +98,17 @@ async def send_raw(proc, where, frames):
 
 # pids of no process: P1 belongs to scheduler 1, P2 to scheduler 2 (of 2)
 P1, P2 = Pid(1000, 0), Pid(1001, 0)
-FLOAT_PID = Pid(1.5, 0)  # a pid whose number is a float
+
+
+class _FloatPid:
+    """Pickled as ``Pid(1.5, 0)``: a pid whose number is a float, which a
+    peer can send though ``Pid`` refuses to make one."""
+
+    def __reduce__(self):
+        return (Pid, (1.5, 0))
+
+
+FLOAT_PID = _FloatPid()
 
 
 def P(obj) -> bytes:
