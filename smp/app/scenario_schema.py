@@ -179,7 +179,8 @@ BOUNDS: dict[str, Bound] = {
     "duration.operations": Bound(
         int, 1, _MANY, "operations each workload process does", optional=True
     ),
-    "tracers[].wrap_size": Bound(int, 1, 1 << 32, "bytes of a wrap file before the next"),
+    # (dbg:trace_port takes 0 =< WrapSize < 1 bsl 32; 0: every message ends its file)
+    "tracers[].wrap_size": Bound(int, 0, (1 << 32) - 1, "bytes of a wrap file before the next"),
     "tracers[].wrap_count": Bound(int, 1, 1000, "wrap files kept"),
     "tracers[].port": Bound(int, 0, 65535, "TCP port of an ip tracer (0: any free one)"),
     "tracers[].queue_size": Bound(

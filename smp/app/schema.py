@@ -151,7 +151,7 @@ RUN_KEYS: tuple[Key, ...] = (
     Key("tracers[].kind", "string", "collector", "a collector process or a tracer port (trace_file_drv, trace_ip_drv, memory, null)", _TRACER_KINDS),
     Key("tracers[].path", "string", None, "the trace file (or, for a wrap log, the name before the counter); required for a file", when="kind = file"),
     Key("tracers[].wrap_suffix", "string", None, "write a wrap log: files PATH0SUFFIX, PATH1SUFFIX, ...", when="kind = file"),
-    Key("tracers[].wrap_size", "integer", 1 << 20, "bytes after which a wrap log moves on to its next file", low=1, when="kind = file"),
+    Key("tracers[].wrap_size", "integer", 1 << 20, "bytes after which a wrap log moves on to its next file (0, as dbg takes it: after every message)", low=0, high=(1 << 32) - 1, when="kind = file"),
     Key("tracers[].wrap_count", "integer", 8, "how many files a wrap log cycles through", low=1, high=1000, when="kind = file"),
     Key("tracers[].port", "integer", 0, "the TCP port an ip tracer listens on (0: any free port)", low=0, high=65535, when="kind = ip"),
     Key("tracers[].queue_size", "integer", 1000, "messages an ip tracer queues before it drops (and writes a drop record)", low=1, when="kind = ip"),

@@ -100,6 +100,61 @@ def test_read_trace_file_written_by_a_run(small):
     assert "exception_from {wl_calls,check,1} {error,badarg}" in r.output
 
 
+WRAPPED = """\
+name = "wrapped"
+mode = "{mode}"
+seed = 1
+[duration]
+operations = 4
+[[tracers]]
+name = "w"
+kind = "file"
+path = "{path}"
+wrap_suffix = ".trc"
+wrap_size = {size}
+wrap_count = 3
+[[groups]]
+name = "pp"
+workload = "ping_pong"
+trace = ["send"]
+tracer = "w"
+"""
+
+
+@pytest.mark.parametrize("mode", ["smp", "nonsmp"])
+@pytest.mark.parametrize("size", [0, 200])
+def test_a_run_writes_a_wrap_log_the_reader_reads(tmp_path, mode, size):
+    """A file tracer with a wrap log, its size 0 as dbg takes it (each
+    message ends its file) or 200 bytes: the run leaves the wrap log's 3
+    files, and ``read --wrap`` prints the messages they kept; a size the
+    driver cannot hold is refused in one line."""
+    base = tmp_path / "w"
+    p = tmp_path / "wrapped.toml"
+    p.write_text(WRAPPED.format(mode=mode, path=base, size=size))
+    r = CliRunner().invoke(cli, ["run", str(p), "--json"])
+    assert r.exit_code == 0, r.output
+    s = json.loads(r.stdout)
+    delivered, w = s["stats"]["delivered"], s["tracers"]["w"]
+    assert w["port"]["messages"] == delivered > 3 and w["port"]["wraps"] > 0
+    assert s["invariants"]["ok"]
+    # (3 files kept, numbered from 0 to 3 as trace_file_drv cycles them)
+    files = sorted(f for f in os.listdir(tmp_path) if f.endswith(".trc"))
+    assert len(files) == 3 and set(files) <= {f"w{i}.trc" for i in range(4)}, files
+    if size == 0:  # (one message at most each: a file ends after every one)
+        assert all(os.path.getsize(tmp_path / f) < 200 for f in files)
+    r = CliRunner().invoke(cli, ["read", str(base), "--wrap", ".trc", "--wrap-count", "3"])
+    assert r.exit_code == 0, r.output
+    lines = r.output.splitlines()
+    # (what the kept files hold: the run's received for a file tracer)
+    assert all(" ! {" in x for x in lines) and 0 < len(lines) == w["received"] < delivered
+    big = WRAPPED.format(mode=mode, path=base, size=1 << 32)
+    p.write_text(big)
+    r = CliRunner().invoke(cli, ["run", str(p)])
+    assert r.exit_code == 2 and "tracers[0].wrap_size: must be an integer <= 4294967295" in (
+        r.output
+    )
+
+
 def test_read_missing_file_fails():
     r = CliRunner().invoke(cli, ["read", "/nonexistent/trace.bin"])
     assert r.exit_code == 2

@@ -193,7 +193,7 @@ def test_a_message_smp_made_and_dropped_gets_erts_check_my_tracer_proc():
     from smp.core.terms import A, Pid
 
     item = {
-        "term": (A.trace, Pid(0, 80, 0), A.send, 1, Pid(0, 81, 0)),
+        "term": (A.trace, Pid(80), A.send, 1, Pid(81)),
         "mode": "smp",
         "fate": "dropped receiver_dead",
     }

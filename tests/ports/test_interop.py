@@ -152,8 +152,11 @@ receive stop -> ok after 20000 -> ok end, halt()."""
     )
 
 
-def test_real_trace_file_drv_wrap_files_equal_ours(tmp_path):
-    """Same payloads through the real trace_file_drv and FileTracePort: same files, same modes."""
+@pytest.mark.parametrize("size", [60, 0])
+def test_real_trace_file_drv_wrap_files_equal_ours(tmp_path, size):
+    """Same payloads through the real trace_file_drv and FileTracePort: same
+    files, same modes; also with a wrap size of 0, which dbg takes (every
+    message ends its file)."""
     real, mine = tmp_path / "real", tmp_path / "mine"
     real.mkdir()
     mine.mkdir()
@@ -167,7 +170,7 @@ def test_real_trace_file_drv_wrap_files_equal_ours(tmp_path):
         + "),"
         + "F1 = dbg:trace_port(file, {"
         + estr(real / "w")
-        + ', wrap, ".trc", 60, 3}),'
+        + f', wrap, ".trc", {size}, 3}}),'
         + "P1 = F1(), [erlang:port_command(P1, B) || B <- Split(In)], port_close(P1),"
         + "F2 = dbg:trace_port(file, "
         + estr(real / "plain")
@@ -176,7 +179,7 @@ def test_real_trace_file_drv_wrap_files_equal_ours(tmp_path):
         + "halt()."
     )
     run_erl(code)
-    with FileTracePort(mine / "w", wrap=(".trc", 60, 3)) as p:
+    with FileTracePort(mine / "w", wrap=(".trc", size, 3)) as p:
         for pl in payloads:
             p.write(pl)
     with FileTracePort(mine / "plain") as p:
