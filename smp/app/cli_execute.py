@@ -167,7 +167,10 @@ def _run_and_report(
     journal=None,
     emulator_options=None,
     sample_interval=None,
+    notes=(),
 ):
+    """Run ``sc`` and report it; ``notes`` (said on stderr before the run)
+    are kept in the summary's ``notes`` too, for the JSON."""
     _outputs_apart(out, journal)
     if journal:
         _writable(journal, "--journal")
@@ -194,6 +197,7 @@ def _run_and_report(
             stream.close()
     _shield() if outcome.summary["interrupted"] else None
     s = outcome.summary
+    s["notes"] = list(notes)
 
     violations = check_invariants(outcome)
     s["invariants"] = {"ok": not violations, "violations": violations}

@@ -111,8 +111,9 @@ def dispatcher(
         _warn_insecure(bind)
     try:
         _run_and_report(
-            sc, "smp", schedulers, fmt, out, as_json, summary, check, emulator_options=opts
-        )
+            sc, "smp", schedulers, fmt, out, as_json, summary, check, emulator_options=opts,
+            notes=sc.get("notes", []),
+        )  # fmt: skip
     except (BadArg, SmpError) as e:
         click.echo(f"smp-emu: {e}", err=True)
         sys.exit(EXIT_USAGE if isinstance(e, BadArg) else EXIT_FAILED)

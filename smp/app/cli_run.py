@@ -109,8 +109,10 @@ def run(
     if seed is not None:
         sc["seed"] = seed
     _apply_tp_and_limit(sc, tps, limit)
+    notes = list(sc.get("notes", []))  # (the file's, said as it was read)
     if (mode or sc["mode"]) == "nonsmp" and schedulers not in (None, 1):
-        click.echo(f"smp-emu: note: --schedulers {schedulers}: {NONSMP_RULE}", err=True)
+        notes.append(f"--schedulers {schedulers}: {NONSMP_RULE}")
+        click.echo(f"smp-emu: note: {notes[-1]}", err=True)
     if journal_path and (mode or sc["mode"]) != "smp":
         raise click.UsageError("--journal records the dispatcher's queue: it needs smp mode")
     _run_and_report(
@@ -124,6 +126,7 @@ def run(
         check,
         journal=journal_path,
         sample_interval=sample_interval,
+        notes=notes,
     )
 
 

@@ -177,15 +177,19 @@ def test_nonsmp_with_schedulers_is_one_rule_in_the_file_and_on_the_command_line(
     r = _invoke(["run", str(p), "--json"])
     assert r.exit_code == 0, r.output
     assert f"{p}:3: schedulers: {NONSMP_RULE}" in r.stderr
+    # (each note in the JSON too, as the guide says of the notes on stderr)
     assert json.loads(r.stdout)["schedulers"] == 1
+    assert json.loads(r.stdout)["notes"] == [f"{p}:3: schedulers: {NONSMP_RULE}"]
     p = _scenario(tmp_path, mode="smp", extra="schedulers = 2\n")
     r = _invoke(["run", str(p), "--mode", "nonsmp", "--schedulers", "2", "--json"])
     assert r.exit_code == 0, r.output
     assert f"--schedulers 2: {NONSMP_RULE}" in r.stderr
     assert json.loads(r.stdout)["schedulers"] == 1
+    assert json.loads(r.stdout)["notes"] == [f"--schedulers 2: {NONSMP_RULE}"]
     # the file's count is the smp one: --mode nonsmp alone says nothing
     r = _invoke(["run", str(p), "--mode", "nonsmp", "--json"])
     assert r.exit_code == 0 and "note" not in r.stderr
+    assert json.loads(r.stdout)["notes"] == []
     with open(os.path.join(ROOT, "smp", "app", "examples", "default.toml"), encoding="utf-8") as f:
         assert "nonsmp always runs 1 and does not use it" in f.read()
 
