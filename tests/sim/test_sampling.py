@@ -76,3 +76,41 @@ def test_a_sample_shared_among_workers_is_the_one_process_sample(method):
         assert CHUNK < one.first_violation == one.executions < runs
         assert _key(two) == _key(one)
         assert two.first_violation_s is not None and two.first_violation_s <= two.elapsed
+
+
+def test_smp_explore_takes_random_pct_and_jobs_as_the_command_does():
+    """From Python, ``random=``/``pct=`` (with ``seed=``, ``depth=``) sample
+    a race or a run scenario, and ``jobs=`` shares the runs or the search,
+    each with the one process's result; the options the command refuses
+    together are refused in one line."""
+    import smp
+    from smp.app.explore.workload import Bounds
+
+    race = by_name("tracer_killed_before_a_burst")
+    r = smp.explore(race.name, pct=230, seed=2, depth=2, nonsmp=False)
+    alone = sample(race.setup, 230, "pct", seed=2, depth=2, schedulers=race.schedulers,
+                   checks=race.checks, nonsmp=False)  # fmt: skip
+    assert r.method == "pct" and _key(r) == _key(alone) and r.violations
+    assert _key(smp.explore(race.name, pct=230, seed=2, depth=2, nonsmp=False, jobs=2)) == _key(r)
+    # a run scenario: no default execution bound beside the runs
+    wl = dict(bounds=Bounds(operations=1), nonsmp=False)
+    one = smp.explore("churn", random=150, seed=4, **wl)
+    assert one.method == "random" and one.executions == 150 and one.seed == 4
+    searched = smp.explore("churn", max_executions=120, **wl)
+    shared = smp.explore("churn", max_executions=120, jobs=2, **wl)
+    assert searched.method == "dpor" and _key(shared) == _key(searched)
+    # (Source-DPOR with jobs= is split as the command splits it, for any jobs)
+    src = dict(max_executions=300, dpor="source", **wl)
+    split_one = smp.explore("churn", jobs=1, **src)
+    assert _key(smp.explore("churn", jobs=2, **src)) == _key(split_one)
+    for kw, words in (
+        (dict(random=3, pct=3), "explore: give random= or pct=, not both"),
+        (dict(random=3, max_executions=3), "max_executions is for the exhaustive search"),
+        (dict(random=3, depth=2), "explore: depth= is the depth of pct= runs"),
+        (dict(depth=2), "explore: depth= is the depth of pct= runs"),
+        (dict(seed=1), "explore: seed= seeds random= and pct= runs"),
+        (dict(jobs=0), "jobs must be an int >= 1, not 0"),
+        (dict(random=0), "runs must be an int >= 1, not 0"),
+    ):
+        with pytest.raises((TypeError, smp.sim.SimError), match=words):
+            smp.explore(race.name, **kw)

@@ -50,7 +50,13 @@ from smp.app.explore.schedules import (
     message_footprint,
     parse_schedule,
 )
-from smp.app.explore.simulate import DEFAULT_MAX_EXECUTIONS, is_run_scenario, no_such_scenario
+from smp.app.explore.simulate import (
+    DEFAULT_MAX_EXECUTIONS,
+    is_run_scenario,
+    no_such_scenario,
+    sample_shared,
+    search_shared,
+)
 from smp.app.explore.text import format_text
 from smp.app.explore.workload import Bounds, ScenarioWorkload
 from smp.app.scenario import load_scenario
@@ -296,9 +302,43 @@ def _run_scenario_setup(scenario, schedulers, sim_options: dict):
         return None
     wl = ScenarioWorkload(load_scenario(path), sim_options.pop("bounds", Bounds()), schedulers)
     sim_options["checks"] = (*expect_checks(wl.sc), *sim_options.get("checks", ()))
-    if "time_budget" not in sim_options:
+    if not {"time_budget", "random", "pct"} & set(sim_options):
         sim_options.setdefault("max_executions", DEFAULT_MAX_EXECUTIONS)
     return wl.setup, wl.schedulers
+
+
+def _simulate(fn, n: int, nonsmp: bool, checks: tuple, seed, sim_options: dict):
+    """A setup function's search, as ``smp-emu explore`` runs it when given
+    ``random``, ``pct`` or ``jobs`` (the options the command refuses
+    together refused here too: a Source-DPOR search is split, so its
+    result is the same for any ``jobs``); else the one tree's."""
+    given_jobs = "jobs" in sim_options
+    jobs = sim_options.pop("jobs", 1)
+    runs = {k: sim_options.pop(k) for k in ("random", "pct") if k in sim_options}
+    depth = sim_options.pop("depth", None)
+    if len(runs) > 1:
+        raise TypeError("explore: give random= or pct=, not both")
+    if runs:
+        ((method, n_runs),) = runs.items()
+        for k in ("max_executions", "preemptions", "dpor", "stop_at_violation"):
+            if k in sim_options:
+                raise TypeError(f"explore: {k} is for the exhaustive search, not {method}= runs")
+        if depth is not None and method != "pct":
+            raise TypeError("explore: depth= is the depth of pct= runs")
+        return sample_shared(
+            fn, n, n_runs, method, jobs, seed=seed, depth=3 if depth is None else depth,
+            nonsmp=nonsmp, checks=checks, **sim_options,
+        )  # fmt: skip
+    if depth is not None:
+        raise TypeError("explore: depth= is the depth of pct= runs")
+    if seed is not None:
+        raise TypeError(
+            "explore: seed= seeds random= and pct= runs (or an explore scenario's sample), "
+            "not the exhaustive search"
+        )
+    if given_jobs:
+        return search_shared(fn, n, jobs, nonsmp=nonsmp, checks=checks, **sim_options)
+    return sim_explore(fn, schedulers=n, nonsmp=nonsmp, checks=checks, **sim_options)
 
 
 def _setup_of(scenario):
@@ -367,7 +407,7 @@ def explore(
         checks = (*checks, *checks_of(sim_options.pop("checks", ())))
         if schedule is not None:
             return sim_replay(fn, schedule, schedulers=n, checks=checks)
-        return sim_explore(fn, schedulers=n, nonsmp=nonsmp, checks=checks, **sim_options)
+        return _simulate(fn, n, nonsmp, checks, seed, sim_options)
     if (
         not isinstance(scenario, dict)
         and not os.path.exists(os.fspath(scenario))

@@ -52,6 +52,7 @@ from smp.sim.explorer import (
 from smp.sim.nodes import AFTER_TIMEOUT_MS
 from smp.sim.report import format_execution, format_report, nonsmp_verdict
 from smp.sim.sampling import CHUNK, sample
+from smp.sim.world import SimError
 
 from .proof import proof_lines, prove
 
@@ -112,52 +113,69 @@ def _replay_command(scenario: str, o: SimOptions):
 
 
 def _run(wl: ScenarioWorkload, o: SimOptions, checks: list):
-    graph = o.graph is not None
     common = dict(
-        schedulers=wl.schedulers,
         nonsmp=o.nonsmp,
-        graph=graph,
+        graph=o.graph is not None,
         checks=checks,
         progress=o.progress,
         after_timeout=o.after_timeout,
+        time_budget=o.time_budget,
     )
     if o.random is not None or o.pct is not None:
         method, runs = ("random", o.random) if o.random is not None else ("pct", o.pct)
-        kw = dict(method=method, seed=o.seed, depth=o.depth, time_budget=o.time_budget, **common)
-        if o.jobs <= 1 or runs <= CHUNK:
-            return sample(wl.setup, runs, **kw)
-        # the chunks of runs shared among the workers, whichever is free
-        # taking the next; this process counts them in order
-        t0 = time.monotonic()
-        workers = _Workers(min(o.jobs, os.cpu_count() or 1), pinned=False)
-        try:
-            r = sample(wl.setup, runs, mapper=workers, **kw)
-        finally:
-            workers.close()
-        if workers.lost:
-            r.notes.append(
-                f"A worker died under way: the {workers.lost} chunk(s) of runs it was running "
-                "were run by this process instead (the result is the same)."
-            )
-        r.elapsed = time.monotonic() - t0  # (the workers' start and end included)
-        return r
-    opts = dict(max_executions=o.max_executions, time_budget=o.time_budget, **common)
+        return sample_shared(
+            wl.setup, wl.schedulers, runs, method, o.jobs, seed=o.seed, depth=o.depth, **common
+        )
+    opts = dict(max_executions=o.max_executions, **common)
     if o.preemptions is not None:
         opts["preemptions"] = o.preemptions
     if o.dpor is not None:
         opts["dpor"] = o.dpor
-    if o.jobs <= 1:
-        return explore_split(wl.setup, **opts)
+    return search_shared(wl.setup, wl.schedulers, o.jobs, **opts)
+
+
+def sample_shared(setup, schedulers: int, runs: int, method: str, jobs: int = 1, **options):
+    """``smp.sim.sample``'s runs of ``setup``, their chunks shared among
+    ``jobs`` worker processes (no more than the cores) when there are
+    more than one, whichever is free taking the next while this process
+    counts them in order: the result one process gets."""
+    _check_jobs(jobs)
+    if jobs <= 1 or runs <= CHUNK:
+        return sample(setup, runs, method=method, schedulers=schedulers, **options)
+    t0 = time.monotonic()
+    workers = _Workers(min(jobs, os.cpu_count() or 1), pinned=False)
+    try:
+        r = sample(setup, runs, method=method, schedulers=schedulers, mapper=workers, **options)
+    finally:
+        workers.close()
+    if workers.lost:
+        r.notes.append(
+            f"A worker died under way: the {workers.lost} chunk(s) of runs it was running "
+            "were run by this process instead (the result is the same)."
+        )
+    r.elapsed = time.monotonic() - t0  # (the workers' start and end included)
+    return r
+
+
+def search_shared(setup, schedulers: int, jobs: int = 1, **options):
+    """``smp.sim.explorer.explore_split``'s search of ``setup``, shared with
+    ``jobs`` - 1 worker processes (optimal DPOR) or among ``jobs`` of them
+    (Source-DPOR's subtrees) when there are more than one."""
+    _check_jobs(jobs)
+    if jobs <= 1:
+        return explore_split(setup, schedulers, **options)
     t0 = time.monotonic()
     # a bound shares executions in rounds: subtree i always goes to worker
     # i mod jobs, which goes on with it where it stopped (run_task); with
     # none, one round: whichever worker is free takes the next subtree
-    workers = _Workers(o.jobs, pinned=o.max_executions is not None)
+    workers = _Workers(jobs, pinned=options.get("max_executions") is not None)
     try:
         # (a shared search: this process explores too, beside jobs - 1
         # workers, no more than the cores leave: more would only wait)
-        shared = max(1, min(o.jobs, os.cpu_count() or 1) - 1)
-        r = explore_split(wl.setup, mapper=workers, submit=workers.submit, window=shared, **opts)
+        shared = max(1, min(jobs, os.cpu_count() or 1) - 1)
+        r = explore_split(
+            setup, schedulers, mapper=workers, submit=workers.submit, window=shared, **options
+        )
     finally:
         workers.close()
     if workers.lost:
@@ -167,6 +185,11 @@ def _run(wl: ScenarioWorkload, o: SimOptions, checks: list):
         )
     r.elapsed = time.monotonic() - t0  # (the workers' start and end included)
     return r
+
+
+def _check_jobs(jobs) -> None:
+    if type(jobs) is not int or jobs < 1:
+        raise SimError(f"jobs must be an int >= 1, not {jobs!r}")
 
 
 def _quiet_on_interrupt() -> None:
