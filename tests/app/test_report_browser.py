@@ -148,3 +148,35 @@ def test_the_explored_tree_is_drawn_in_a_browser(tmp_path):
     assert got["leaves"] == result["executions"] + result["blocked"] == 20, got
     assert got["branches"] >= got["leaves"] and got["tips"] == got["branches"], got
     assert got["xlabel"].startswith("steps from the initial state"), got
+
+
+LABELS_APART = """(() => {
+  const boxes = [...document.querySelectorAll('figure#explore-tree svg text')].map(t => {
+    const b = t.getBBox(); return {x0: b.x, x1: b.x + b.width, y0: b.y, y1: b.y + b.height,
+                                   text: t.textContent}; });
+  const over = [];
+  for (let i = 0; i < boxes.length; i++) for (let j = i + 1; j < boxes.length; j++) {
+    const a = boxes[i], b = boxes[j];
+    if (a.x0 < b.x1 && b.x0 < a.x1 && a.y0 < b.y1 && b.y0 < a.y1) over.push([a.text, b.text]);
+  }
+  return {labels: boxes.length, over: over};
+})()"""
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("scenario", ["seq", "races"])
+def test_the_outcome_tree_of_an_explore_scenario_has_no_label_over_another(tmp_path, scenario):
+    """The columns of the outcome tree are as wide as their headings: on
+    ``seq`` "m1 SEQTRACE" ran into "m2 SEQTRACE" (the column was as wide as
+    the fates, "new" and "old")."""
+    page = tmp_path / f"{scenario}.html"
+    data = tmp_path / f"{scenario}.json"
+    data.write_text(json.dumps(_json(["explore", scenario, "--json"])))
+    r = CliRunner().invoke(cli, ["report", str(data), "-o", str(page)])
+    assert r.exit_code == 0, r.output
+    with Browser() as browser:
+        p = browser.open(str(page))
+        got = p.evaluate(LABELS_APART)
+        assert p.errors() == [], p.errors()
+        p.close()
+    assert got["labels"] > 5 and got["over"] == [], got

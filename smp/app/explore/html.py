@@ -93,7 +93,10 @@ def _tree_svg(d: dict) -> str:
         }
         node["kids"][f"#{o['index']}"] = leaf
     cw = 7  # about a character at 12 px
-    longest = max([len(f) for o in outs for f in o["fates"]] + [5])
+    heads = [f"m{i + 1} {q['type']}" for i, q in enumerate(d["queue"])]
+    # (a column as wide as its longest fate and its heading, which the
+    # fates' width alone let run into the next one: "m1 SEQTRACE")
+    longest = max([len(f) for o in outs for f in o["fates"]] + [len(h) for h in heads] + [5])
     col_w, row_h, pad = cw * longest + 40, 26, 12
     leaves: list = []
     pos: dict[int, tuple] = {}
@@ -136,17 +139,17 @@ def _tree_svg(d: dict) -> str:
         )
 
     draw(root)
-    heads = "".join(
+    head_text = "".join(
         f"<text x='{pad + (i + 1) * col_w}' y='{height - 6}' font-size='11' "
-        f"fill='#666'>m{i + 1} {escape(d['queue'][i]['type'])}</text>"
-        for i in range(nq)
+        f"fill='#666'>{escape(h)}</text>"
+        for i, h in enumerate(heads)
     )
     return (
         f"<figure class='plot' id='explore-tree'><figcaption>outcomes of "
         f"{escape(d['scenario'])}</figcaption><svg class='chart' xmlns='http://www.w3.org/2000/svg' "
         f"width='{width}' height='{height}' viewBox='0 0 {width} {height}' role='img'>"
         + "".join(el)
-        + heads
+        + head_text
         + "</svg></figure>"
     )
 
