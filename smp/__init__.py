@@ -106,7 +106,15 @@ _LAZY = {
 }
 
 
+#: the subpackages ``smp.NAME`` reaches without an import of its own (the
+#: docs name ``smp.sim.SimError``, ``smp.sim.sample``, ...), loaded when
+#: first used
+_SUBPACKAGES = frozenset({"api", "app", "core", "ports", "sim", "wire"})
+
+
 def __getattr__(name: str):
+    if name in _SUBPACKAGES:
+        return importlib.import_module(f"smp.{name}")
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'smp' has no attribute {name!r}")

@@ -6,7 +6,8 @@ logical schedulers and the dispatcher in this one process, with the engine
 the real emulator runs, and explores every order the SMP build allows up to
 equivalence (optimal DPOR with wakeup trees; Source-DPOR with sleep sets
 under a preemption bound or when asked, ``dpor="source"``).  ``replay(setup, schedule)``
-runs one order again from its schedule string.
+runs one order again from its schedule string.  ``sample(setup, runs,
+"random" | "pct")`` runs random or PCT schedules instead.
 
 Layers: ``deps`` (the dependency relation), ``world`` (the simulated build),
 ``vm`` (the setup facade), ``dpor`` (the exploration tree and the brute
@@ -24,15 +25,19 @@ from .explorer import (
     brute_force,
     explore,
     replay,
+    shrink_failures,
 )
 from .outcome import Outcome
 from .report import format_report
+from .sampling import sample
 from .vm import SimVM
 from .world import SimError
 
 __all__ = [
     "explore",
     "replay",
+    "sample",
+    "shrink_failures",
     "brute_force",
     "Explorer",
     "ExploreResult",

@@ -29,11 +29,14 @@ own random stream, each other from one of its own made from the seed and
 the chunk's number, and PCT's ``n`` and ``k`` start again from the
 default order in each: a chunk depends on nothing run before it, so
 worker processes can run chunks side by side (``sample``'s ``mapper``)
-and the result is the one a single process gets.
+and the result is the one a single process gets.  Under a time budget
+the chunks are counted in order up to the first one not started: a chunk
+the budget cut is followed by those other workers ran meanwhile.
 """
 
 from __future__ import annotations
 
+import math
 import random
 import time
 from functools import partial
@@ -51,6 +54,16 @@ from .nodes import AFTER_TIMEOUT_MS
 from .world import SimError
 
 __all__ = ["sample", "pct_bound", "run_chunk", "CHUNK"]
+
+
+def _chance(p: float) -> str:
+    """A probability in words short enough for a line, never rounded up to
+    a certainty nor down to nothing."""
+    if p >= 1.0:
+        return "1"
+    if p > 0.999:
+        return f"1 - {1 - p:.2g}"
+    return f"{p:.3g}"
 
 
 def pct_bound(n: int, k: int, depth: int) -> float:
@@ -98,8 +111,10 @@ CHUNK = 100
 
 
 def _stream(seed: int, c: int) -> random.Random:
-    """Chunk ``c``'s random numbers: the first chunk's are the seed's own."""
-    return random.Random(seed if c == 0 else f"{seed}/{c}")
+    """Chunk ``c``'s random numbers: the first chunk's are the seed's own
+    (a seed of 0 or more), the others' made from the seed and ``c``."""
+    # (random.Random takes an int's absolute value: -1 and 1 were one stream)
+    return random.Random(seed if c == 0 and seed >= 0 else f"{seed}/{c}")
 
 
 def run_chunk(args: tuple, progress=None):
@@ -218,10 +233,18 @@ def sample(
     counted in order)."""
     if method not in ("random", "pct"):
         raise SimError(f"method must be random or pct, not {method!r}")
-    if depth < 1:
-        raise SimError("depth must be >= 1")
+    if type(depth) is not int or depth < 1:
+        raise SimError(f"depth must be an int >= 1, not {depth!r}")
     if type(runs) is not int or runs < 1:
         raise SimError(f"runs must be an int >= 1, not {runs!r}")
+    if seed is not None and type(seed) is not int:
+        raise SimError(f"seed must be an int or None (a fresh one), not {seed!r}")
+    if type(max_events) is not int or max_events < 1:
+        raise SimError(f"max_events must be an int >= 1, not {max_events!r}")
+    if time_budget is not None and not (
+        type(time_budget) in (int, float) and 0 < time_budget < float("inf")
+    ):
+        raise SimError(f"time_budget must be a number of seconds > 0 or None, not {time_budget!r}")
     if seed is None:
         seed = random.SystemRandom().randrange(1 << 32)
     t0 = time.monotonic()
@@ -235,11 +258,13 @@ def sample(
         blocked_ok=blocked_ok,
         graph=graph,
     )
-    chunks = [
+    # (made as they are handed out: a billion runs asked for under a time
+    # budget are ten million chunks, most never run)
+    chunks = (
         (setup, options, method, depth, seed, c, min(CHUNK, runs - c * CHUNK), deadline,
          stop_at_violation)
         for c in range(-(-runs // CHUNK))
-    ]  # fmt: skip
+    )  # fmt: skip
     parts: list[ExploreResult] = []
     n = k = 0
     violation_at = None
@@ -255,8 +280,10 @@ def sample(
             violation_at = at
         if progress is not None:
             progress(sum(p.executions for p in parts), 0, float(runs))
-        if r.cut_by:  # (time, a violation or a stop: the chunks after it are not counted)
-            break
+        if "violation" in r.cut_by or "interrupted" in r.cut_by:
+            break  # (the chunks after it are not counted)
+        # (a chunk the time budget cut: those after it that other workers
+        # ran meanwhile are counted too, up to the first one not started)
     checker = Explorer(setup, schedulers=schedulers, reductions=reductions,
                        after_timeout=after_timeout, checks=checks, blocked_ok=blocked_ok)  # fmt: skip
     r = merge(parts, 0.0, checker.run_nonsmp() if nonsmp else None)
@@ -266,12 +293,19 @@ def sample(
         notes.append(f"{executions} random schedule(s), seed {seed}")
     else:
         p = pct_bound(n, k, depth)
-        total = 1 - (1 - p) ** max(1, executions)
+        # (1 - (1 - p)^runs, exact for a p far below the float's step)
+        total = -math.expm1(max(1, executions) * math.log1p(-p)) if p < 1 else 1.0
         notes.append(
             f"PCT, depth {depth}, seed {seed}: with n = {n} threads and k = {k} steps, a bug "
             f"of depth {depth} is found with probability at least 1/(n·k^{depth - 1}) = "
-            f"{p:.3g} per run, {total:.3g} in {executions} run(s)"
+            f"{p:.3g} per run, {_chance(total)} over {executions} run(s)"
         )
+        if depth - 1 >= k:
+            notes.append(
+                f"With depth {depth}, each of a run's {k} steps is one of its {depth - 1} "
+                "change points: every thread drops to a low priority after each step, and "
+                "the runs differ little; a depth well below k samples more orders."
+            )
     r.schedulers = schedulers
     r.method, r.seed, r.notes = method, seed, notes
     r.cut_by = sorted(set(r.cut_by) | set(cut_by))

@@ -31,9 +31,9 @@ KEEP = [  # every option a replay of the same workload needs
 ]
 
 
-def _explore(*args) -> dict:
+def _explore(*args, ok=(0,)) -> dict:
     r = CliRunner().invoke(cli, ["explore", *args, "--json"])
-    assert r.exit_code == 0, r.output
+    assert r.exit_code in ok, r.output
     return json.loads(r.stdout)
 
 
@@ -242,6 +242,22 @@ def test_two_jobs_run_the_chunks_of_a_sample_with_one_jobs_result(method):
         del r["elapsed"]
     assert one["executions"] == 230 and len(one["outcomes"]) > 1
     assert one == two
+
+
+def test_a_sample_is_reported_as_a_sample(tmp_path):
+    """A random sample's JSON gives its runs as its limit (not the search's
+    500 executions) and its page says it is a sample of so many runs, not
+    a search a bound cut with an estimate of 0; a race of the catalogue has
+    no workload bounds to print."""
+    d = _explore("churn", "--random", "7", "--seed", "2", *KEEP)
+    assert d["limits"] == {"runs": 7, "time_budget": None}
+    page = _report_page(tmp_path, "sample", json.dumps(d))
+    assert "a sample of 7 runs: it does not say how many orders there are" in page
+    assert "estimated total" not in page and "cut by" not in page
+    race = _explore("tracer_killed_before_a_burst", "--random", "5", "--seed", "1", ok=(0, 1))
+    assert race["bounds"] == {} and race["limits"] == {"runs": 5, "time_budget": None}
+    assert "Bounds: none." in _report_page(tmp_path, "race", json.dumps(race))
+    assert _explore("churn", "--max-executions", "3", *KEEP)["limits"]["max_executions"] == 3
 
 
 def test_a_small_search_runs_as_one_tree():

@@ -5,11 +5,17 @@ invariant included."""
 
 from __future__ import annotations
 
+import re
+import subprocess
+import sys
+import time
+
 import pytest
 
 from smp.app.explore.simulate import _Workers
 from smp.sim.catalogue import by_name
 from smp.sim.sampling import CHUNK, run_chunk, sample
+from smp.sim.world import SimError
 
 
 def _key(r):
@@ -114,3 +120,78 @@ def test_smp_explore_takes_random_pct_and_jobs_as_the_command_does():
     ):
         with pytest.raises((TypeError, smp.sim.SimError), match=words):
             smp.explore(race.name, **kw)
+
+
+def test_a_huge_sample_under_a_time_budget_ends_in_its_time():
+    """A billion runs asked for under a budget of one second: the chunks
+    are made as they are handed out (all of them were made first, and the
+    budget was spent on that, or the memory ran out), in this process and
+    in two workers."""
+    race = by_name("tracer_replaced_on_down")
+    kw = dict(seed=1, schedulers=race.schedulers, nonsmp=False, time_budget=1.0)
+    workers = _Workers(2, pinned=False)
+    try:
+        for mapper in (map, workers):
+            t0 = time.monotonic()
+            r = sample(race.setup, 10**12, "random", mapper=mapper, **kw)
+            assert time.monotonic() - t0 < 2.5
+            assert r.cut_by == ["time"] and r.executions > 0
+    finally:
+        workers.close()
+
+
+@pytest.mark.parametrize(
+    "kw, words",
+    [
+        (dict(time_budget=-1), "time_budget must be a number of seconds > 0 or None, not -1"),
+        (dict(depth=2.5), "depth must be an int >= 1, not 2.5"),
+        (dict(seed="x"), "seed must be an int or None (a fresh one), not 'x'"),
+        (dict(max_events=0), "max_events must be an int >= 1, not 0"),
+        (dict(method="dfs"), "method must be random or pct, not 'dfs'"),
+    ],
+)
+def test_a_bad_argument_of_sample_is_refused_in_one_line(kw, words):
+    race = by_name("tracer_replaced_on_down")
+    with pytest.raises(SimError, match=re.escape(words)):
+        sample(race.setup, 10, **{"method": "pct", **kw})
+
+
+def test_a_negative_seed_is_a_stream_of_its_own():
+    """``random.Random`` takes an int's absolute value: seeds -1 and 1 gave
+    the same first chunk."""
+    race = by_name("tracer_replaced_on_down")
+    kw = dict(schedulers=race.schedulers, nonsmp=False)
+    one = sample(race.setup, 30, "random", seed=1, **kw)
+    minus = sample(race.setup, 30, "random", seed=-1, **kw)
+    assert [g.first.schedule for g in one.outcomes] != [g.first.schedule for g in minus.outcomes]
+
+
+def test_pct_says_when_its_depth_leaves_every_step_a_change_point():
+    """A depth past a run's steps makes every step a change point and the
+    runs nearly one order: the notes say so; the chance over the runs is
+    never printed as 0 or 1 when it is neither."""
+    race = by_name("tracer_killed_before_a_burst")
+    kw = dict(seed=9, schedulers=race.schedulers, nonsmp=False)
+    deep = sample(race.setup, 50, "pct", depth=20, **kw)
+    assert any("each of a run's" in n and "change points" in n for n in deep.notes), deep.notes
+    chance = re.search(r"per run, (\S+(?: - \S+)?) over 50 run\(s\)", deep.notes[0])
+    assert chance and chance.group(1) not in ("0", "1"), deep.notes[0]
+    assert 0 < float(chance.group(1)) < 1e-10
+    shallow = sample(race.setup, 150, "pct", depth=1, **kw)
+    assert "over 150 run(s)" in shallow.notes[0] and len(shallow.notes) == 1
+    assert re.search(r"per run, (1 - \S+|0\.9\d*) over", shallow.notes[0]), shallow.notes[0]
+
+
+def test_smp_sim_is_reached_from_import_smp():
+    """The docs name ``smp.sim.sample``, ``smp.sim.SimError`` and
+    ``smp.sim.shrink_failures``: ``import smp`` reaches them."""
+    code = (
+        "import smp; print(smp.sim.sample.__name__, smp.sim.SimError.__name__, "
+        "smp.sim.shrink_failures.__name__)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.split() == [
+        "sample",
+        "SimError",
+        "shrink_failures",
+    ], out.stderr

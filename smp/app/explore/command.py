@@ -415,9 +415,13 @@ def _simulate(scenario, schedule, as_json, seed, no_nonsmp, kw, given) -> None:
     m = kw["max_executions"]
     tty = sys.stderr.isatty()
 
+    sampled = kw["random_runs"] is not None or kw["pct"] is not None
+
     def progress(n: int, blocked: int, estimate: float) -> None:
         more = f" ({blocked:,} blocked)" if blocked else ""
-        sys.stderr.write(f"\r\x1b[K{n:,} execution(s){more}, about {estimate:,.0f} in all")
+        # (a sample's total is the runs asked for, not an estimate)
+        total = f"of {estimate:,.0f}" if sampled else f"about {estimate:,.0f} in all"
+        sys.stderr.write(f"\r\x1b[K{n:,} execution(s){more}, {total}")
         sys.stderr.flush()
 
     o = SimOptions(

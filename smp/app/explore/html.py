@@ -77,6 +77,19 @@ def explore_html(d: dict) -> tuple[str, str]:
     return title, "".join(parts)
 
 
+def _sample_end(r: dict, limits: dict) -> str:
+    """How a random or PCT sample ended, as the terminal says it: a sample
+    has no estimate of the whole."""
+    asked = limits.get("runs")
+    of = "" if asked is None or asked == r["executions"] else f" of the {asked:,} asked for"
+    why = {"time": " (the time budget cut the runs)", "interrupted": " (interrupted)"}
+    cut = "".join(why.get(c, f" (cut by {escape(c)})") for c in r["cut_by"])
+    return (
+        f"a sample of {r['executions']:,} runs{of}{cut}: it does not say how many orders "
+        "there are, nor that none is left."
+    )
+
+
 def _tree_svg(d: dict) -> str:
     outs = d["outcomes"]
     nq = len(d["queue"])
@@ -214,6 +227,8 @@ def explore_sim_html(d: dict) -> tuple[str, str]:
         + (
             "exhaustive."
             if r["exhausted"]
+            else _sample_end(r, d.get("limits") or {})
+            if r["method"] in ("random", "pct")
             else f"cut by {escape(cut or 'a bound')} (estimated total {r['estimate']:,.0f})."
         )
         + (

@@ -28,6 +28,7 @@ import signal
 import textwrap
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
@@ -251,41 +252,54 @@ class _Workers:
         self.lost = 0
 
     def __call__(self, f, args):
-        args = list(args)
+        if not self.pinned and not isinstance(args, list):
+            args = iter(args)  # (taken one at a time, as workers are free)
+        else:
+            args = list(args)
         if not self.pools:
-            n = min(self.jobs, len(args))
+            n = self.jobs if not isinstance(args, list) else min(self.jobs, len(args))
             self.pools = [multiprocess.Pool(1, initializer=_quiet_on_interrupt) for _ in range(n)]
             self._last = [None] * n
         return self._results(f, args)
 
-    def _results(self, f, args: list):
+    def _results(self, f, args):
         last, n = self._last, len(self.pools)
-        handles: list = [None] * len(args)
-        nxt = 0  # the next task to hand out
+        todo = iter(args)
+        handed: deque = deque()  # (arg, handle) handed out, in order
+        count = 0  # tasks handed out
+        ended = False  # (args has no more)
 
         def hand_out() -> None:
-            nonlocal nxt
-            while nxt < len(args):
+            nonlocal count, ended
+            while not ended:
                 if self.pinned:
-                    k = nxt % n
+                    k = count % n
                 else:
                     k = next((k for k in range(n) if last[k] is None or last[k].ready()), None)
                     if k is None:
                         return
+                arg = next(todo, _END)
+                if arg is _END:
+                    ended = True
+                    return
                 pool = self._pool(k)
-                handles[nxt] = last[k] = _Watched(pool, pool.apply_async(f, (args[nxt],)))
-                nxt += 1
+                h = last[k] = _Watched(pool, pool.apply_async(f, (arg,)))
+                handed.append((arg, h))
+                count += 1
 
-        for i in range(len(args)):
+        while True:
             hand_out()
-            h = handles[i]  # (handed out: the ones before it are done, their workers free)
+            if not handed:
+                return
+            arg, h = handed[0]  # (handed out: the ones before it are done, their workers free)
             while not h.ready():
                 h.result.wait(WATCH_S)
                 hand_out()  # (a worker that ended its task takes the next meanwhile)
+            handed.popleft()
             r = h.get()
             if h.gone:
                 self.lost += 1
-                r = f(args[i])  # (from its start: the same result, run_task says)
+                r = f(arg)  # (from its start: the same result, run_task says)
             yield r
 
     def _pool(self, k: int):
@@ -337,6 +351,9 @@ def _stop(pool) -> None:
                 w.kill()
                 w.join(1)
 
+
+#: the end of a worker's task list
+_END = object()
 
 #: how long closing a pool of workers may take before its workers are killed
 STOP_S = 2.0
@@ -482,7 +499,8 @@ def simulate(scenario: str, o: SimOptions) -> tuple[str, dict]:
         "scenario": wl.name,
         "source": source,
         "schedulers": wl.schedulers,
-        "bounds": asdict(o.bounds),
+        # (a race of the catalogue is its own workload: no bound cuts it)
+        "bounds": {} if isinstance(wl, _RaceWorkload) else asdict(o.bounds),
         "after_timeout": o.after_timeout,
         "notes": list(wl.notes),
     }
@@ -550,8 +568,12 @@ def simulate(scenario: str, o: SimOptions) -> tuple[str, dict]:
         od["nonsmp_verdict"] = nonsmp_verdict(g.outcome, r.nonsmp)
     data["result"] = d
     data["jobs"] = o.jobs
-    # the bounds the search ran under (None: none)
-    data["limits"] = {"max_executions": o.max_executions, "time_budget": o.time_budget}
+    # the bounds the search ran under (None: none); a sample's, its runs
+    if o.random is not None or o.pct is not None:
+        runs = o.random if o.random is not None else o.pct
+        data["limits"] = {"runs": runs, "time_budget": o.time_budget}
+    else:
+        data["limits"] = {"max_executions": o.max_executions, "time_budget": o.time_budget}
     data["expect"] = _expect_report(checks, r)
     head += [_expect_line(e) for e in data["expect"]]
     text = (
