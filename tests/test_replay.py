@@ -396,3 +396,25 @@ def test_a_journal_without_its_end_record_is_cut_short_and_one_of_version_2_is_r
     cut.write_bytes(v2)
     res = CliRunner().invoke(cli, ["replay", str(cut)])
     assert res.exit_code == 0 and ": 2 scheduler(s), no records\n" in res.output, res.output
+
+
+def test_a_listing_gives_every_run_in_its_window_its_decision(tmp_path):
+    """The runs listed beside the chosen ones around a seq were all said to
+    be "(undecided)" though the replay had decided every one; and a message
+    dbg prints on several lines lost its indentation after the first."""
+    j = tmp_path / "stress.journal"
+    args = ["stress", "--duration", "1", "--faults", "2", "--journal", str(j), "--json"]
+    res = CliRunner().invoke(cli, args)
+    assert res.exit_code == 0, res.output
+    r = replay(str(j))
+    assert r.totals["queued"] == 0
+    seqs = sorted(rec[0] for rec in read_all(str(j))[1:])
+    mid = seqs[len(seqs) // 2]
+    text = format_listing(queue_listing(str(j), r, mid, 20), mid)
+    queued = [x for x in text.splitlines() if " queued " in x]
+    assert queued, text[:2000]
+    assert [x for x in queued if "(undecided)" in x] == []
+    assert [x for x in text.splitlines() if not x.startswith(("  ", ">>"))] == []
+    # (the stress example's gc group: a gc_start's list breaks over lines)
+    wide = format_listing(queue_listing(str(j), r, seqs[0], 400), seqs[0])
+    assert any(x.startswith(" " * 12 + "{") for x in wide.splitlines()), wide[:3000]

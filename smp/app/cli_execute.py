@@ -211,7 +211,9 @@ def _run_and_report(
     elif summary is None and not as_json and not (fmt == "json" and stream is sys.stdout):
         # off a terminal, and on Ctrl-C: one line (stdout's JSON holds the summary)
         click.echo(_summary_line(s, "run"), err=True)
-    _after_run_notes(s, every=not as_json)
+    # (a summary on stdout, --json's or --format json's last line, holds
+    # every fault: stderr says only those that did not take or fire)
+    _after_run_notes(s, every=not (as_json or (fmt == "json" and stream is sys.stdout)))
     _limit_note(s)
     broken = _expect_notes(s)
     port_failed = _port_notes(s) | (journal is not None and not _journal_whole(journal))

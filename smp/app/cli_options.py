@@ -107,12 +107,58 @@ def _load(scenario):
 
 def _open_out(path: str, option: str, mode: str = "w"):
     """Open an output file, or say in one line which option named a file that
-    cannot be written and why (exit 2)."""
+    cannot be written and why (exit 2).  A write that fails later (a full
+    disk) names the option and the file too (``Named``)."""
     try:
-        return open(path, mode, encoding="utf-8")
+        return Named(open(path, mode, encoding="utf-8"), f"{option} {path}")
     except OSError as e:
         click.echo(f"smp-emu: {option} {path}: cannot write it: {_why(e)}", err=True)
         sys.exit(EXIT_USAGE)
+
+
+class Named:
+    """A stream whose failed write, flush or close raises an ``OSError`` that
+    names it (``FILE: what``, as ``_os_text`` says it): ``--out FILE`` or
+    ``standard output`` rather than a bare "no space left on device".  A
+    reader gone (``BrokenPipeError``) is passed on as it is."""
+
+    def __init__(self, stream, name: str):
+        self._stream, self.name = stream, name
+
+    def _named(self, call, *args):
+        try:
+            return call(*args)
+        except BrokenPipeError:
+            raise
+        except OSError as e:
+            if e.filename is not None:
+                raise
+            raise OSError(e.errno, f"cannot write it: {_why(e)}", self.name) from None
+
+    def write(self, text):
+        return self._named(self._stream.write, text)
+
+    def flush(self) -> None:
+        self._named(self._stream.flush)
+
+    def close(self) -> None:
+        self._named(self._stream.close)
+
+    @property
+    def buffer(self):
+        """The bytes under a text stream (dbg's latin-1 text is written there),
+        named as the stream is; None when there are none."""
+        raw = getattr(self._stream, "buffer", None)
+        return None if raw is None else Named(raw, self.name)
+
+    def __enter__(self) -> Named:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __getattr__(self, attr):
+        return getattr(self._stream, attr)
 
 
 def _write_out(path: str, option: str, text: str) -> None:
@@ -123,8 +169,8 @@ def _write_out(path: str, option: str, text: str) -> None:
     try:
         with f:
             f.write(text)
-    except OSError as e:
-        click.echo(f"smp-emu: {option} {path}: cannot write it: {_why(e)}", err=True)
+    except OSError as e:  # (Named's: the option, the file and why)
+        click.echo(f"smp-emu: {_os_text(e)}", err=True)
         sys.exit(EXIT_USAGE)
 
 

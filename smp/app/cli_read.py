@@ -14,7 +14,7 @@ import sys
 import click
 from rich.table import Table
 
-from smp.app.cli_options import NumberRange, _clip_text, _stdout_gone, _write_out
+from smp.app.cli_options import Named, NumberRange, _clip_text, _os_text, _stdout_gone, _write_out
 from smp.app.cli_output import _console, _stderr_tty, _TraceWriter
 from smp.app.exitcodes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
 from smp.app.explore.tree_page import is_dot, load_tree
@@ -206,7 +206,8 @@ def read(
         )
     if mark is None:
         mark = len(srcs) > 1
-    writer = _TraceWriter(fmt, sys.stdout, False, NodeNumbers(known), latin1=True, every=every)
+    out = Named(sys.stdout, "standard output")  # (a write that fails names it)
+    writer = _TraceWriter(fmt, out, False, NodeNumbers(known), latin1=True, every=every)
     heard = set()
     try:
         if len(srcs) == 1:
@@ -221,7 +222,8 @@ def read(
     except BrokenPipeError:
         _stdout_gone()
     except (DecodeError, OSError, ValueError) as e:
-        click.echo(f"smp-emu: {_clip_text(str(e))}", err=True)
+        named = isinstance(e, OSError) and e.filename is not None
+        click.echo(f"smp-emu: {_clip_text(_os_text(e) if named else str(e))}", err=True)
         sys.exit(EXIT_USAGE)
     except MemoryError:
         click.echo(

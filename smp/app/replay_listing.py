@@ -45,9 +45,11 @@ def queue_listing(
     chosen = idx[lo_k : lo_k + max(1, limit)]
     if not chosen:
         return []
-    by_q = {e[0]: e for e in chosen}
     lo = min(min(e[0] for e in chosen), around)
     hi = max(max(e[1] for e in chosen), around)
+    # (every run queued in the window, with its decision: those of the
+    # runs listed beside the chosen ones were "undecided")
+    by_q = {e[0]: e for e in idx if lo <= e[0] <= hi}
     _, records, _ = read_records(path)
     out: list = []
     most = 10 * max(1, limit)
@@ -137,7 +139,9 @@ def format_listing(items: list[dict], around: int | None = None) -> str:
             else:
                 head += "  (undecided)"
             lines.append(head)
-            lines += [f"{' ' * 11}{m}" for m in it["messages"]]
+            # (a message printed on several lines, as dbg's ~p breaks a long
+            # one, keeps its indentation on each)
+            lines += [" " * 11 + m.replace("\n", "\n" + " " * 11) for m in it["messages"]]
         else:
             lines.append(
                 f"{mark}#{it['seq']:<7} {it['kind']:<6} "

@@ -447,6 +447,7 @@ def test_the_demo_refuses_an_argument_in_one_line_and_says_what_it_is():
             ["explore", "churn", "--max-executions", "2", "--no-nonsmp", "--graph", "/dev/full"],
             "--graph /dev/full",
         ),
+        (["run", "--mode", "nonsmp", "--out", "/dev/full"], "--out /dev/full"),
     ],
 )
 def test_a_full_disk_names_the_file_it_could_not_write(files, args, option):
@@ -457,3 +458,25 @@ def test_a_full_disk_names_the_file_it_could_not_write(files, args, option):
         pytest.fail("/dev/full is missing: the test needs a Linux /dev")
     r = run_cli(*[a.format(**files) for a in args], timeout=120)
     assert_one_line(r, EXIT_USAGE, contains=f"{option}: cannot write it: no space left on device")
+
+
+def test_a_trace_read_to_a_full_disk_names_standard_output(tmp_path):
+    """``smp-emu read FILE > /dev/full``: the write that fails names
+    standard output, in one line (it printed ``[Errno 28] No space left on
+    device``)."""
+    if not os.path.exists("/dev/full"):
+        pytest.fail("/dev/full is missing: the test needs a Linux /dev")
+    trace = tmp_path / "t.trace"
+    with FileTracePort(str(trace)) as p:
+        for i in range(3):
+            p.write(encode((A.trace, Pid(80), A.send, i, Pid(81))))
+    for fmt in ("dbg", "terms", "json"):
+        with open("/dev/full", "w") as full:
+            r = subprocess.run(
+                [sys.executable, "-c", "from smp.app.cli import main; main()", "read", str(trace),
+                 "--format", fmt],
+                stdout=full, stderr=subprocess.PIPE, text=True, timeout=60,
+            )  # fmt: skip
+        lines = r.stderr.strip().splitlines()
+        assert r.returncode == EXIT_USAGE and len(lines) == 1, (fmt, r.stderr)
+        assert lines[0] == "smp-emu: standard output: cannot write it: no space left on device"

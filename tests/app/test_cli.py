@@ -395,3 +395,22 @@ def test_a_second_ctrl_c_while_a_run_is_cut_short_is_ignored():
         signal.raise_signal(signal.SIGINT)  # (ignored: no exception)
         signal.raise_signal(signal.SIGTERM)
     assert signal.getsignal(signal.SIGINT) is before
+
+
+def test_format_json_says_on_stderr_what_json_says():
+    """``--format json`` ends stdout with the summary, as ``--json`` prints
+    it: stderr then names only the faults that did not take, fire or keep
+    their time, as under ``--json`` (it printed every fault's line)."""
+    for how in (["--json"], ["--format", "json"]):
+        r = CliRunner().invoke(cli, ["run", "churn", *how])
+        assert r.exit_code == 0, r.output
+        summary = (
+            json.loads(r.stdout) if how == ["--json"] else json.loads(r.stdout.splitlines()[-1])
+        )
+        assert summary["faults"], how
+        for line in r.stderr.splitlines():
+            if ": fault " in line:
+                assert "LATE" in line or "DID NOT TAKE" in line or "did not fire" in line, (
+                    how,
+                    line,
+                )
