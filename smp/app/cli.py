@@ -60,7 +60,7 @@ cli.add_command(explore_command)
 
 
 @cli.command(epilog="\b\nExample:\n  smp-emu schema run\n  smp-emu schema explore")
-@click.argument("kind", type=click.Choice(SCHEMA_KINDS), default="run")
+@click.argument("kind", type=click.Choice(SCHEMA_KINDS), default="run", metavar="[run|explore]")
 def schema(kind):
     """Print every key of a scenario file: for run, stress and compare
     (run) or for explore (explore), with its type, default, allowed values

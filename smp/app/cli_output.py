@@ -115,6 +115,9 @@ def _print_summary_table(s: dict) -> None:
         f"queued {st.get('queued', 0)}, suppressed {st.get('suppressed', 0)}, fake schedule "
         f"pairs {st.get('fake_schedule_pairs', 0)}; {s['elapsed_s']:.3f} s, "
         f"{s['throughput']['made_per_s']:.0f} made/s"
+        # (the seed, as the one-line summary gives it: what runs it again)
+        + f"; seed {s['seed']}"
+        + (f", fault seed {s['fault_seed']}" if s.get("fault_seed") is not None else "")
         + (
             f"; latency per run p50 {lat['p50'] / 1e3:.0f} us, p90 {lat['p90'] / 1e3:.0f} us, "
             f"p99 {lat['p99'] / 1e3:.0f} us"

@@ -68,8 +68,9 @@ __all__ = ["stress"]
     "--journal",
     "journal_path",
     type=click.Path(dir_okay=False, writable=True),
-    help="record the dispatcher's queue and decisions here (smp; default: a temporary "
-    "file, kept and named only when an invariant fails)",
+    help="record the dispatcher's queue and decisions here, and keep them (smp; default: "
+    "a temporary file, kept and named only when an invariant fails, the run fails or it is "
+    "interrupted)",
 )
 @click.option("--json", "as_json", is_flag=True, help="print the result as JSON on stdout")
 @_sample_interval_option

@@ -414,3 +414,11 @@ def test_format_json_says_on_stderr_what_json_says():
                     how,
                     line,
                 )
+
+
+def test_the_summary_table_gives_the_seed():
+    """The table ``--summary`` prints records the seed, as the one-line
+    summary and the JSON do (the guide says the summary records it)."""
+    r = CliRunner().invoke(cli, ["run", "--mode", "nonsmp", "--summary", "--seed", "77"])
+    assert r.exit_code == 0, r.output
+    assert "; seed 77" in r.stderr

@@ -140,14 +140,14 @@ def _make_command():
         "--time-budget",
         type=NumberRange(0, min_open=True),
         default=None,
-        help="run scenario: stop after this many seconds (given alone, the only bound: no "
+        help="run scenario or race: stop after this many seconds (given alone, the only bound: no "
         "default --max-executions beside it)",
     )
     @click.option(
         "--preemptions",
         type=click.IntRange(0),
         default=None,
-        help="run scenario: explore only executions with at most this many preemptions "
+        help="run scenario or race: explore only executions with at most this many preemptions "
         "(a thread other than the last one chosen while it could go on); the output says "
         "when the bound cut the search",
     )
@@ -155,7 +155,7 @@ def _make_command():
         "--dpor",
         type=click.Choice(["optimal", "source"]),
         default=None,
-        help="run scenario: the partial-order reduction: optimal (wakeup trees: no "
+        help="run scenario or race: the partial-order reduction: optimal (wakeup trees: no "
         "sleep-set blocked execution on the catalogue and the tests' workloads; "
         "the default) or source (backtrack and sleep sets: the one --preemptions takes, "
         "and its default)",
@@ -165,13 +165,13 @@ def _make_command():
         "random_runs",
         type=click.IntRange(1),
         default=None,
-        help="run scenario: N random schedules instead of the exhaustive search",
+        help="run scenario or race: N random schedules instead of the exhaustive search",
     )
     @click.option(
         "--pct",
         type=click.IntRange(1),
         default=None,
-        help="run scenario: N PCT runs (probabilistic concurrency testing) of depth --depth",
+        help="run scenario or race: N PCT runs (probabilistic concurrency testing) of depth --depth",
     )
     @click.option(
         "--depth", type=click.IntRange(1, 20), default=3, help="the depth of PCT (default 3)"
@@ -180,13 +180,13 @@ def _make_command():
         "--graph",
         type=click.Path(dir_okay=False, writable=True),
         default=None,
-        help="run scenario: write the explored tree to this file (graphviz DOT)",
+        help="run scenario or race: write the explored tree to this file (graphviz DOT)",
     )
     @click.option(
         "--jobs",
         type=click.IntRange(1, 256),
         default=None,
-        help="run scenario: processes sharing the search, this one and N - 1 workers, or N workers "
+        help="run scenario or race: processes sharing the search, this one and N - 1 workers, or N workers "
         "running the chunks of --random or --pct runs (default: the cores)",
     )
     @click.option(
@@ -234,20 +234,20 @@ def _make_command():
     @click.option(
         "--prove",
         is_flag=True,
-        help="run scenario: run each outcome's schedule again on a fresh smp emulator, its "
+        help="run scenario or race: run each outcome's schedule again on a fresh smp emulator, its "
         "real processes stepped event by event, and check the same fates (exit 1 if not)",
     )
     @click.option(
         "--shrink",
         type=click.IntRange(0, 10_000),
         default=SHRINK_OUTCOMES,
-        help=f"run scenario: shrink the schedule of the first N outcomes that break an "
+        help=f"run scenario or race: shrink the schedule of the first N outcomes that break an "
         f"invariant or an expect clause (default {SHRINK_OUTCOMES}; 0: none)",
     )
     @click.option(
         "--events/--no-events",
         default=True,
-        help="run scenario: list each outcome's events (default yes)",
+        help="run scenario or race: list each outcome's events (default yes)",
     )
     @click.pass_context
     def explore_command(ctx, scenario, schedule, as_json, seed, no_nonsmp, **kw):
