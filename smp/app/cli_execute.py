@@ -155,6 +155,21 @@ def _journal_whole(journal: str) -> bool:
     return True
 
 
+def _tp_notes(sc: dict) -> list[str]:
+    """A note, said on stderr and kept for the JSON, for each --tp pattern
+    that matched no function when it was set (dbg:tp's ``{matched, Node,
+    0}``): the emulator's functions are its workloads' (``wl_calls``)."""
+    out = []
+    for p in sc["patterns"]:
+        if p.get("tp") is not None and p.get("matched") == 0:
+            out.append(
+                f"--tp {p['tp']}: matched no function (dbg:tp's {{matched,Node,0}}): the "
+                "emulator's functions are its workloads' (wl_calls:...), so it traces nothing"
+            )
+            click.echo(f"smp-emu: note: {out[-1]}", err=True)
+    return out
+
+
 def _run_and_report(
     sc,
     mode,
@@ -197,7 +212,7 @@ def _run_and_report(
             stream.close()
     _shield() if outcome.summary["interrupted"] else None
     s = outcome.summary
-    s["notes"] = list(notes)
+    s["notes"] = list(notes) + _tp_notes(sc)
 
     violations = check_invariants(outcome)
     s["invariants"] = {"ok": not violations, "violations": violations}

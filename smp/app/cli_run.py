@@ -167,6 +167,7 @@ def _parse_tp(text: str) -> dict:
         "match_spec": ms,
         "flags": ["global"],
         "meta_tracer": None,
+        "tp": text,  # (run notes a --tp pattern that matched no function)
     }
 
 

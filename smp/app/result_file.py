@@ -67,15 +67,35 @@ def read_text(path: str, max_bytes: int, kind: str) -> str:
         ) from None
 
 
-class _LongNumber(Exception):
-    """An integer longer than any a result holds (Python would refuse past
-    4,300 digits with its own ValueError; a long one is slow to convert)."""
+class _LongNumber:
+    """An integer longer than any a result holds, left as its digit count
+    (Python would refuse past 4,300 digits with its own ValueError; a long
+    one is slow to convert): the file is refused naming where it is."""
+
+    __slots__ = ("digits",)
+
+    def __init__(self, digits: int):
+        self.digits = digits
 
 
-def _int(text: str) -> int:
-    if len(text.lstrip("-")) > MAX_INT_DIGITS:
-        raise _LongNumber
-    return int(text)
+def _int(text: str) -> int | _LongNumber:
+    digits = len(text.lstrip("-"))
+    return _LongNumber(digits) if digits > MAX_INT_DIGITS else int(text)
+
+
+def _long_number_at(doc) -> tuple[str, int] | None:
+    """Where the first ``_LongNumber`` of ``doc`` is (``stats.made``,
+    ``rows[2].n``) and its digits; None when there is none."""
+    stack: list = [(doc, "")]
+    while stack:
+        x, where = stack.pop()
+        if type(x) is _LongNumber:
+            return where or "the file", x.digits
+        if isinstance(x, dict):
+            stack.extend((v, f"{where}.{k}" if where else str(k)) for k, v in reversed(x.items()))
+        elif isinstance(x, list):
+            stack.extend((v, f"{where}[{i}]") for i, v in reversed(list(enumerate(x))))
+    return None
 
 
 def load_result(path: str, text: str | None = None) -> dict:
@@ -89,10 +109,6 @@ def load_result(path: str, text: str | None = None) -> dict:
         text = read_text(path, MAX_RESULT_BYTES, "a saved result")
     try:
         doc = json.loads(text, parse_int=_int)
-    except _LongNumber:
-        raise ResultFileError(
-            f"{path}: an integer of more than {MAX_INT_DIGITS} digits: not a saved result"
-        ) from None
     except json.JSONDecodeError as e:
         raise ResultFileError(f"{path}:{e.lineno}: not JSON: {e.msg} (column {e.colno})") from None
     except RecursionError:
@@ -112,6 +128,13 @@ def load_result(path: str, text: str | None = None) -> dict:
             )
         items = x.values() if isinstance(x, dict) else x
         stack.extend((v, depth + 1) for v in items if isinstance(v, (dict, list)))
+    long = _long_number_at(doc)
+    if long is not None:
+        where, digits = long
+        raise ResultFileError(
+            f"{path}: {where} is an integer of more than {MAX_INT_DIGITS} digits ({digits:,}): "
+            "not a saved result"
+        )
     check_counts(path, doc)
     return doc
 

@@ -165,7 +165,9 @@ def set_up(vm, env, sc: dict, tracers: dict, labels: dict, check=lambda: None) -
             flags.append(("meta", tracers[p["meta_tracer"]]))
         if mfa[0] == "wl_calls":
             env.define_calls()
-        vm.trace_pattern(mfa, p["match_spec"], flags)
+        # (how many functions it matched, as dbg:tp's {matched, Node, N}:
+        # run says when a --tp pattern matched none)
+        p["matched"] = vm.trace_pattern(mfa, p["match_spec"], flags)
     if sc["seq_trace"] is not None:
         vm.set_system_seq_tracer(tracers[sc["seq_trace"]["tracer"]])
     if sc["system_monitor"] is not None:

@@ -422,3 +422,17 @@ def test_the_summary_table_gives_the_seed():
     r = CliRunner().invoke(cli, ["run", "--mode", "nonsmp", "--summary", "--seed", "77"])
     assert r.exit_code == 0, r.output
     assert "; seed 77" in r.stderr
+
+
+@pytest.mark.parametrize("mode", ["smp", "nonsmp"])
+def test_a_tp_pattern_that_matches_no_function_is_said(mode):
+    """``--tp nosuchmod`` matched nothing and the run said nothing; it now
+    notes it on stderr and in the JSON, as dbg:tp's {matched,Node,0} would
+    show it, and says nothing of a pattern that matched."""
+    r = CliRunner().invoke(
+        cli, ["run", "--mode", mode, "--tp", "nosuchmod", "--tp", "wl_calls:check/1", "--json"]
+    )
+    assert r.exit_code == 0, r.output
+    notes = json.loads(r.stdout)["notes"]
+    assert len(notes) == 1 and notes[0].startswith("--tp nosuchmod: matched no function"), notes
+    assert f"smp-emu: note: {notes[0]}" in r.stderr and "wl_calls:check" not in r.stderr

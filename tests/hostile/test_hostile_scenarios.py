@@ -422,8 +422,14 @@ REPORT_CASES = {
     "not-json": ('{"kind": "run",\n nope}', ":2: not JSON"),
     "not-an-object": ("[1, 2, 3]", "not a JSON object"),
     # past 4,300 digits Python's int() raises its own ValueError: it was a traceback
-    "long-number": ('{"kind": "run", "made": ' + "9" * 5000 + "}", "more than 40 digits"),
-    "long-negative": ('{"kind": "run", "seed": -' + "9" * 41 + "}", "more than 40 digits"),
+    "long-number": (
+        '{"kind": "run", "made": ' + "9" * 5000 + "}",
+        "made is an integer of more than 40 digits (5,000)",
+    ),
+    "long-negative": (
+        '{"kind": "run", "stats": [{"seed": -' + "9" * 41 + "}]}",
+        "stats[0].seed is an integer of more than 40 digits (41)",
+    ),
 }
 
 
