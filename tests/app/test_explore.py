@@ -442,3 +442,17 @@ def test_an_interrupted_exhaustive_run_is_not_said_to_be_exhaustive():
     assert s["run"] == 3 and 0 < s["coverage"] < 1  # (the first and two more)
     line = next(ln for ln in format_text(d).splitlines() if ln.startswith("schedules:"))
     assert "(interrupted, coverage" in line and "exhaustive" not in line
+
+
+def test_a_seed_an_exhaustive_explore_scenario_does_not_use_is_said():
+    """``explore seq --seed 4``: every class is run, so nothing is drawn with
+    the seed; it was taken silently, now a note says so (and a sample that
+    draws with it says nothing of the kind)."""
+    r = CliRunner().invoke(cli, ["explore", "seq", "--seed", "4", "--json"])
+    assert r.exit_code == 0, r.output
+    assert any(n.startswith("seed 4 not used") for n in json.loads(r.stdout)["notes"])
+    r = CliRunner().invoke(
+        cli, ["explore", "races", "--seed", "4", "--max-messages", "1", "--json"]
+    )
+    assert r.exit_code in (0, 1), r.output
+    assert not any("not used" in n for n in json.loads(r.stdout)["notes"])

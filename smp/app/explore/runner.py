@@ -426,6 +426,7 @@ def explore(
     max_messages = ex["max_messages"] if max_messages is None else max_messages
     max_changes = ex["max_changes"] if max_changes is None else max_changes
     samples = ex["samples"] if samples is None else samples
+    seed_given = seed
     seed = ex["seed"] if seed is None else seed
     t0 = time.monotonic()
     changes = sc["changes"]
@@ -471,6 +472,11 @@ def explore(
         ]
     elif exhaustive:
         todo = [c for c in canonical_classes(deps) if c != first_pos]
+        if seed_given is not None:
+            notes.append(
+                f"seed {seed_given} not used: every class is run (within --max-messages and "
+                "--max-changes), none drawn at random"
+            )
     else:
         if seed is None:
             seed = random.SystemRandom().randrange(1 << 32)
