@@ -189,9 +189,9 @@ def _print_stress_text(
     st = s["stats"]
     sys.stdout.write(
         f"stress, scenario {s['scenario']} ({s['mode']}, {s['schedulers']} scheduler(s), "
-        f"{len(extra)} faults, {s['elapsed_s']:.2f} s): made {st['made']}, "
-        f"delivered {st['delivered']}, dropped {st['dropped']}, queued "
-        f"{st.get('queued', 0)}, suppressed {st.get('suppressed', 0)}\n"
+        f"{len(extra)} faults, {s['elapsed_s']:.2f} s): made {st['made']:,}, "
+        f"delivered {st['delivered']:,}, dropped {st['dropped']:,}, queued "
+        f"{st.get('queued', 0):,}, suppressed {st.get('suppressed', 0):,}\n"
     )
     if rep is not None:
         sys.stdout.write(
