@@ -290,11 +290,36 @@ def line_chart(
 
 
 # ---------------------------------------------------------------- latency histogram
+#: the colour of a histogram's marks (p50, p99): dark over any bar
+_MARK = "#222222"
+
+
+def _ns_minor_formatter():
+    """A log axis's minor-tick labels as matplotlib picks them (on a narrow
+    range, a few between the decades), written in ns/µs/ms as the major
+    ones are."""
+    ticker = _mpl().ticker
+
+    class _NsMinor(ticker.LogFormatterSciNotation):
+        def __call__(self, x, pos=None):
+            return fmt_ns(x * 1.0) if super().__call__(x, pos) else ""
+
+    return _NsMinor(labelOnlyBase=False, minor_thresholds=(2, 0.4))
+
+
 def log_histogram(
-    chart_id: str, title: str, bars: list[Bars], per_decade: int, x_label: str, note: str = ""
+    chart_id: str,
+    title: str,
+    bars: list[Bars],
+    per_decade: int,
+    x_label: str,
+    note: str = "",
+    y_label: str = "messages",
 ) -> str:
     """Bucket counts on a log x axis (bucket ``e`` spans ``10**(e/per_decade)``
-    up to the next), runs side by side in each bucket, marks as dashed lines."""
+    up to the next), runs side by side in each bucket, marks as dashed lines
+    (dark, over the bars: in the bars' colour they were hidden inside them);
+    ``y_label`` says what a bar counts."""
     fig, ax = _new()
     n = max(1, len(bars))
     handles = []
@@ -327,15 +352,23 @@ def log_histogram(
             if not v:
                 continue
             ls = "--" if k == 0 else ":"
-            ax.axvline(v, color=b.colour, linestyle=ls, linewidth=1.4)
+            # (dark over a white rim: in the bars' colour it hid inside them)
+            ax.axvline(v, color="white", linewidth=3.2, zorder=3)
+            ax.axvline(v, color=_MARK, linestyle=ls, linewidth=1.6, zorder=4)
             handles.append(
-                _mpl().Line2D([], [], color=b.colour, linestyle=ls, label=f"{label} {fmt_ns(v)}")
-            )
+                _mpl().Line2D(
+                    [], [], color=_MARK, linestyle=ls,
+                    label=f"{label} {fmt_ns(v)}",
+                )
+            )  # fmt: skip
     ax.set_xscale("log")
     ax.xaxis.set_major_formatter(_mpl().ticker.FuncFormatter(lambda v, _: fmt_ns(v * 1.0)))
+    # (the minor ticks matplotlib labels, in the same units: they read
+    # 3×10⁵ beside "1 ms")
+    ax.xaxis.set_minor_formatter(_ns_minor_formatter())
     ax.set_ylim(bottom=0)
     ax.yaxis.set_major_formatter(_mpl().ticker.FuncFormatter(lambda v, _: si(v)))
-    _labels(ax, x_label, "messages")
+    _labels(ax, x_label, y_label)
     if handles:
         ax.legend(
             handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False

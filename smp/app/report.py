@@ -91,7 +91,8 @@ figure.plot svg.chart{max-width:100%;height:auto}
 p.note{color:#555;font-size:90%;margin:.2em 0 0 0;max-width:56em}
 p.empty{font-size:110%;margin:.5em 0}td.why{font-size:90%;color:#444;max-width:34em}
 ul.only li{margin:.2em 0}code{font-size:90%}
-p.bad{background:#f8d7da;padding:.5em;border:1px solid #f5c2c7}"""
+p.bad{background:#f8d7da;padding:.5em;border:1px solid #f5c2c7}
+pre{white-space:pre-wrap;overflow-wrap:anywhere}"""
 
 
 def _num(v) -> str:
@@ -317,20 +318,28 @@ def _sampling_note(have) -> str:
 
 def _made_at_schedulers(ts: dict) -> list | None:
     """The schedulers' own counts of messages made, summed at the run's
-    sample times (each scheduler's as its sampler last took it by then);
-    None without per-scheduler series."""
+    sample times: each scheduler's count at a sample time read off its own
+    samples, linearly between the two around it (from 0 at the run's start;
+    held after its last).  Taken as the last sample before each time, a
+    scheduler sampled on a grid beside the run's counted nothing in the
+    intervals its samples fell outside, and the line dropped to 0 while the
+    schedulers were busy.  None without per-scheduler series."""
     scheds = [s for s in ts.get("schedulers") or [] if s.get("t_s") and s.get("made")]
     if not scheds:
         return None
     grid = ts["t_s"]
-    total = [0] * len(grid)
+    total = [0.0] * len(grid)
     for s in scheds:
         t, v, j = s["t_s"], s["made"], -1
         for k, g in enumerate(grid):
             while j + 1 < len(t) and t[j + 1] <= g:
                 j += 1
-            if j >= 0:
+            if j + 1 == len(t):  # (past its last sample)
                 total[k] += v[j]
+                continue
+            t0, v0 = (0.0, 0) if j < 0 else (t[j], v[j])
+            t1, v1 = t[j + 1], v[j + 1]
+            total[k] += v0 + (v1 - v0) * (g - t0) / (t1 - t0) if t1 > t0 else v0
     return total
 
 
@@ -360,7 +369,8 @@ def _throughput_plot(runs: dict) -> str:
             " smp counts a message made when the dispatcher queues it: a scheduler sends "
             "what it made in batches, so under load the made line rises in bursts as "
             "batches arrive; the made at the schedulers line sums each scheduler's own "
-            "count as its sampler last took it, which is when the processes made them."
+            "count, read off its samples (between two, in proportion), which is when the "
+            "processes made them."
             if any(runs[m].get("mode") == "smp" for _, m, _ in have)
             else ""
         )
@@ -519,8 +529,9 @@ def _latency_plot(runs: dict) -> str:
         "recent runs. " + " ".join(notes)
     )
     return log_histogram(
-        "plot-latency", title, bars, per_decade, "make-to-dispatch latency (log scale)", note=note
-    )
+        "plot-latency", title, bars, per_decade, "make-to-dispatch latency (log scale)",
+        note=note, y_label="runs of messages",
+    )  # fmt: skip
 
 
 def _pct(p: float) -> str:

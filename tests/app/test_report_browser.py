@@ -180,3 +180,24 @@ def test_the_outcome_tree_of_an_explore_scenario_has_no_label_over_another(tmp_p
         assert p.errors() == [], p.errors()
         p.close()
     assert got["labels"] > 5 and got["over"] == [], got
+
+
+@pytest.mark.timeout(120)
+def test_an_explore_page_keeps_its_long_lines_on_the_page(tmp_path):
+    """Race pairs and events are lines of 300 characters: the page wraps
+    them rather than running past its right edge (they were cut off)."""
+    data = tmp_path / "ex.json"
+    data.write_text(json.dumps(_json(["explore", "churn", "--max-executions", "5", "--json"])))
+    page = tmp_path / "ex.html"
+    r = CliRunner().invoke(cli, ["report", str(data), "-o", str(page)])
+    assert r.exit_code == 0, r.output
+    with Browser() as browser:
+        p = browser.open(str(page))
+        got = p.evaluate(
+            "(() => { const pres = [...document.querySelectorAll('pre')];"
+            " return {pres: pres.length, wide: pres.filter(e => e.scrollWidth > e.clientWidth + 1)"
+            ".length, page: document.documentElement.scrollWidth, view: window.innerWidth}; })()"
+        )
+        assert p.errors() == [], p.errors()
+        p.close()
+    assert got["pres"] > 0 and got["wide"] == 0 and got["page"] <= got["view"], got

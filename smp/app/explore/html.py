@@ -59,7 +59,8 @@ def explore_html(d: dict) -> tuple[str, str]:
         + "<p class='note'>One column per queued message, in queue order: a branch is "
         "the receiver that got it or <code>drop:reason</code>; a leaf is an outcome "
         "with its shortest schedule (<code>change@k</code>: made after k queued "
-        "messages were dispatched).</p>"
+        "messages were dispatched). A leaf in green is an outcome nonsmp has too, one "
+        "in red an outcome only smp can have; a drop is in orange.</p>"
     )
     rows = "".join(
         f"<tr><td>#{o['index']}</td><td><code>{escape(o['schedule'])}</code></td>"
