@@ -616,6 +616,20 @@ def _compare_body(data: dict) -> str:
     wl = data.get("workload")
     if wl and wl.get("note"):
         parts.append(f"<p><b>work</b>: {escape(wl['note'])}</p>")
+    # (the same work, but not the same faults when some did not fire or
+    # take in one mode: said beside the work, the table is below)
+    uneven = []
+    for m, r in runs.items():
+        faults = r.get("faults") or []
+        off = [f for f in faults if not f.get("took")]
+        if off:
+            uneven.append(f"in {m} {len(off)} of {len(faults)} did not take or fire")
+    if uneven:
+        parts.append(
+            "<p class=bad><b>faults</b>: "
+            + escape("; ".join(uneven))
+            + " (see <a href='#faults'>faults</a>): the modes did not meet the same faults.</p>"
+        )
     table = [
         "<table><tr><th></th>"
         + "".join(f"<th>{escape(m)}</th>" for m in (ma, mb))
@@ -719,30 +733,47 @@ def _messages_section(data: dict) -> str:
 
 
 # ---------------------------------------------------------------- stress
+def _faults_table(faults: list) -> str:
+    """A run's fault events: how many took, did not, did not fire or came
+    late, then one row each (its time, what it did, and its result)."""
+    took = sum(1 for f in faults if f.get("took"))
+    missed = sum(1 for f in faults if f.get("took") is False)
+    unfired = sum(1 for f in faults if str(f.get("result", "")).startswith("not fired"))
+    late = sum(1 for f in faults if f.get("late"))
+    return (
+        f"<p>{_num(took)} of {_num(len(faults))} took"
+        + (f"; {_num(missed)} did not (the result says why)" if missed else "")
+        + (f"; {_num(unfired)} did not fire (the result says why)" if unfired else "")
+        + (f"; {_num(late)} were carried out late" if late else "")
+        + "</p>"
+        + "<table><tr><th>at s</th><th>action</th><th>target</th><th>result</th></tr>"
+        + "".join(
+            f"<tr><td class=n>{_num(f.get('at'))}</td><td>{escape(str(f.get('action')))}</td>"
+            f"<td>{escape(_text(f.get('target')))}</td><td>{escape(_fault_result(f))}</td></tr>"
+            for f in sorted(faults, key=lambda f: f.get("at") or 0)
+        )
+        + "</table>"
+    )
+
+
+def _faults_of_runs(runs: dict) -> str:
+    """A run's or a compare's faults (each mode's), when it had any: a
+    fault that did not fire or came late changes what the figures are of
+    (they were on stderr only, and the page read as if all had)."""
+    with_faults = {m: r["faults"] for m, r in runs.items() if r.get("faults")}
+    if not with_faults:
+        return ""
+    if len(runs) == 1:
+        return "<h2 id=faults>faults</h2>" + _faults_table(next(iter(with_faults.values())))
+    return "<h2 id=faults>faults</h2>" + "".join(
+        f"<h3>{escape(str(m))}</h3>" + _faults_table(f) for m, f in with_faults.items()
+    )
+
+
 def _stress_section(data: dict) -> str:
     parts = ["<h2>faults</h2>"]
     faults = data.get("faults") or []
-    if faults:
-        took = sum(1 for f in faults if f.get("took"))
-        missed = sum(1 for f in faults if f.get("took") is False)
-        late = sum(1 for f in faults if f.get("late"))
-        parts.append(
-            f"<p>{_num(took)} of {_num(len(faults))} took"
-            + (f"; {_num(missed)} did not (the result says why)" if missed else "")
-            + (f"; {_num(late)} were carried out late" if late else "")
-            + "</p>"
-        )
-        parts.append(
-            "<table><tr><th>at s</th><th>action</th><th>target</th><th>result</th></tr>"
-            + "".join(
-                f"<tr><td class=n>{_num(f.get('at'))}</td><td>{escape(str(f.get('action')))}</td>"
-                f"<td>{escape(_text(f.get('target')))}</td><td>{escape(_fault_result(f))}</td></tr>"
-                for f in sorted(faults, key=lambda f: f.get("at") or 0)
-            )
-            + "</table>"
-        )
-    else:
-        parts.append("<p>(none)</p>")
+    parts.append(_faults_table(faults) if faults else "<p>(none)</p>")
     rep = data.get("replay")
     if rep:
         parts.append(
@@ -817,7 +848,7 @@ def render_report(data: dict) -> str:
         runs = data["runs"]
         title = f"smp-emu compare: {next(iter(runs.values()))['scenario']}"
         not_run = tuple(m for m in data["modes"] if m not in runs)
-        body = _unfinished(runs, not_run) + _compare_body(data)
+        body = _unfinished(runs, not_run) + _compare_body(data) + _faults_of_runs(runs)
     else:
         runs = {data["mode"]: data}
         title = f"smp-emu {kind}: {data['scenario']} ({data['mode']})"
@@ -826,7 +857,7 @@ def render_report(data: dict) -> str:
             + f"<p>{escape(_duration_text(data))}</p>"
             + _over_time(runs)
             + _totals(runs)
-            + (_stress_section(data) if kind == "stress" else "")
+            + (_stress_section(data) if kind == "stress" else _faults_of_runs(runs))
             + _run_section(data["mode"], data)
         )
     return _page(title, body)

@@ -744,3 +744,34 @@ def test_the_latency_histogram_counts_runs_in_one_unit_with_its_marks_in_sight(s
     ticks = [t for t in texts if re.fullmatch(r"[\d.]+( ns| µs| ms| s)?", t) and " " in t]
     assert ticks and not any("×" in t or "10^" in t for t in texts), texts
     assert fig.count("#222222") >= 2  # (a p50 and a p99 line, or their legend keys)
+
+
+def test_a_run_or_compare_page_shows_its_faults_and_those_that_did_not_fire(saved):
+    """A compare whose nonsmp run ended before two of its three tracer kills
+    said only "both modes run the same work"; a run's page showed no fault
+    at all.  Each now lists its faults, and a compare says near its top when
+    the modes did not meet the same faults."""
+    import copy
+
+    from smp.app.report import render_report
+
+    took = {"action": "kill_tracer", "target": "t", "at": 0.05, "took": True, "result": "ok"}
+    unfired = {
+        "action": "kill_tracer", "target": "t", "at": 0.15, "took": None,
+        "result": "not fired: the workload was over",
+    }  # fmt: skip
+    data = copy.deepcopy(saved["compare"][0])
+    data["runs"]["nonsmp"]["faults"] = [took, unfired]
+    data["runs"]["smp"]["faults"] = [took, dict(took, at=0.15)]
+    page = render_report(data)
+    assert "in nonsmp 1 of 2 did not take or fire" in page
+    assert "1 of 2 took; 1 did not fire (the result says why)" in page and "2 of 2 took" in page
+    assert "not fired: the workload was over" in page and page.count("<h3>") >= 2
+    even = copy.deepcopy(saved["compare"][0])
+    even["runs"]["nonsmp"]["faults"] = even["runs"]["smp"]["faults"] = [took]
+    assert "did not take or fire" not in render_report(even)
+    run = copy.deepcopy(saved["run"][0])
+    run["faults"] = [took, dict(took, late=True, late_why="done 0.7 s after its time")]
+    page = render_report(run)
+    assert "<h2 id=faults>faults</h2>" in page and "2 of 2 took; 1 were carried out late" in page
+    assert "LATE: done 0.7 s after its time" in page
