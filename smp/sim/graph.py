@@ -68,11 +68,14 @@ class Trie:
         for steps, leaf in other.paths():
             self.add(steps, leaf)
 
-    def to_dot(self, outcome_number=None, title: str = "explore") -> str:
+    def to_dot(self, outcome_number=None, title: str = "explore", search: str = "") -> str:
         """The tree as DOT.  ``outcome_number(leaf)`` names a leaf's outcome
-        (``Outcome 3``); leaves that are not outcomes say how they ended."""
+        (``Outcome 3``); leaves that are not outcomes say how they ended.
+        ``search``: how the search ended, in words (complete, or what cut
+        it), kept as the graph's ``comment``."""
         lines = [
             f"digraph {_quote(title)} {{",
+            *([f"  comment={_quote(search)};"] if search else []),
             "  rankdir=TB;",
             '  node [shape=point, width=0.08, label=""];',
             "  edge [fontsize=9];",

@@ -350,6 +350,27 @@ def test_the_explored_tree_is_written_as_dot(tmp_path):
     assert dot.startswith('digraph "explore churn" {') and dot.rstrip().endswith("}")
     assert dot.count('label="outcome ') == 4  # a leaf per complete execution
     assert '[label="S1", tooltip="scheduler 1 runs ' in dot
+    # how the search ended is in the file, and its page says it (a cut
+    # search's page read as a whole one); a file without it says it cannot tell
+    assert '  comment="cut by executions, about ' in dot
+    out = tmp_path / "tree.html"
+    r = CliRunner().invoke(cli, ["report", str(path), "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    page = out.read_text()
+    assert "The search: cut by executions, about " in page
+    old = tmp_path / "old.dot"
+    old.write_text("\n".join(x for x in dot.splitlines() if "comment=" not in x) + "\n")
+    r = CliRunner().invoke(cli, ["report", str(old), "-o", str(out)])
+    assert r.exit_code == 0 and "does not say whether the search was complete" in out.read_text()
+    late = tmp_path / "late.dot"
+    lines = dot.splitlines()
+    late.write_text("\n".join([lines[0], *lines[2:-1], lines[1], lines[-1]]) + "\n")
+    r = CliRunner().invoke(cli, ["report", str(late), "-o", str(out)])
+    assert r.exit_code == 2 and "a second comment, or one after the tree's edges" in r.output
+    whole = tmp_path / "whole.dot"
+    r = CliRunner().invoke(cli, ["explore", "seq_tracer_replaced", "--graph", str(whole)])
+    assert r.exit_code == 0, r.output
+    assert '  comment="complete: every equivalence class was explored";' in whole.read_text()
 
 
 def test_a_port_tracer_is_a_sink_the_dispatcher_writes_to(tmp_path):

@@ -188,6 +188,20 @@ def search_shared(setup, schedulers: int, jobs: int = 1, **options):
     return r
 
 
+def _search_words(r) -> str:
+    """How a search ended, for its tree's file: complete, or what cut it."""
+    if r.method != "dpor":
+        return f"a sample of {r.executions:,} {r.method} runs, not the whole of the orders"
+    if r.exhausted:
+        return "complete: every equivalence class was explored" + (
+            " within the preemption bound" if "preemptions" in r.cut_by else ""
+        )
+    return (
+        f"cut by {', '.join(r.cut_by) or 'a bound'}, about {r.estimate:,.0f} executions in "
+        "all (estimate)"
+    )
+
+
 def _check_jobs(jobs) -> None:
     if type(jobs) is not int or jobs < 1:
         raise SimError(f"jobs must be an int >= 1, not {jobs!r}")
@@ -550,7 +564,7 @@ def simulate(scenario: str, o: SimOptions) -> tuple[str, dict]:
         data["interrupted"] = True
     if o.graph is not None and r.graph is not None:
         number = {g.outcome: i for i, g in enumerate(r.outcomes, 1)}
-        dot = r.graph.to_dot(number.get, title=f"explore {wl.name}")
+        dot = r.graph.to_dot(number.get, title=f"explore {wl.name}", search=_search_words(r))
         try:
             with open(o.graph, "w", encoding="utf-8") as f:
                 f.write(dot)

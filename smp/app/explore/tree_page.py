@@ -4,8 +4,9 @@ self-contained HTML page.
 
 Runs in the user's process.  The file is a stranger's: it is read whole
 once (at most ``MAX_TREE_BYTES``), each line must be one that ``to_dot``
-writes (the header, an edge from a node already in the tree to a new one,
-a leaf and its edge, the closing brace), and anything else is refused in
+writes (the header, how the search ended as the graph's ``comment``, an
+edge from a node already in the tree to a new one, a leaf and its edge,
+the closing brace), and anything else is refused in
 one line naming the file and the line (``ResultFileError``).
 
 The drawing is a dendrogram: one row per execution in the order the search
@@ -42,6 +43,7 @@ _FIXED = {
     "edge [fontsize=9];",
     'n0 [shape=circle, width=0.2, label="", tooltip="initial state"];',
 }
+_SEARCH = re.compile(r"comment=" + _Q + ";")
 _EDGE = re.compile(r"n(\d{1,9}) -> n(\d{1,9}) \[label=" + _Q + ", tooltip=" + _Q + r"\];")
 _LEAF = re.compile(
     r"l(\d{1,9}) \[shape=box, style=(solid|filled|dashed), width=0\.5, label=" + _Q + r"\];"
@@ -62,6 +64,8 @@ class ExploredTree:
 
     title: str
     kids: dict[int, list[tuple[str, str, int]]] = field(default_factory=lambda: {0: []})
+    #: how the search ended, as the file says it ("" when it does not)
+    search: str = ""
     leaves: dict[int, list[tuple[str, str]]] = field(default_factory=dict)
 
     def executions(self) -> int:
@@ -114,6 +118,11 @@ def _read_lines(path: str, text: str | None = None) -> list[str]:
 def _take_line(tree: ExploredTree, defined: dict, line: str) -> str | None:
     """Add one line of the body to ``tree``; what is wrong with it, if anything."""
     if line in _FIXED:
+        return None
+    if m := _SEARCH.fullmatch(line):
+        if tree.search or len(tree.kids) > 1:
+            return "a second comment, or one after the tree's edges"
+        tree.search = _unquote(m.group(1))
         return None
     if m := _EDGE.fullmatch(line):
         a, b = int(m.group(1)), int(m.group(2))
@@ -198,7 +207,13 @@ def tree_page(tree: ExploredTree) -> tuple[str, str]:
         f"<p>{total:,} executions over {len(tree.kids):,} states; "
         f"{len(outcomes)} distinct outcomes, {ends.get('blocked', 0):,} sleep-set blocked, "
         f"{ends.get('cut', 0):,} cut; the longest is {depth_max:,} steps; {drawn}. "
-        "A line is a run of steps with no branch; its tooltip names its first step. "
+        + (
+            f"The search: {escape(tree.search)}. "
+            if tree.search
+            else "The file does not say whether the search was complete (an older smp-emu "
+            "wrote it). "
+        )
+        + "A line is a run of steps with no branch; its tooltip names its first step. "
         "Blue: an outcome; red: an outcome that breaks an invariant; grey: an execution "
         "that ended blocked or cut.</p>"
         f"<figure class='plot' id='explore-tree'><figcaption>the executions of "
