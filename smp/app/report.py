@@ -19,6 +19,7 @@ an integer of 0 or more) is one ``ResultFileError``.
 
 from __future__ import annotations
 
+import bisect
 from html import escape
 
 from smp.app.compare_causes import death_text
@@ -38,7 +39,7 @@ from smp.app.plots import (
 from smp.app.result_file import MAX_RESULT_DEPTH, ResultFileError, load_result
 from smp.app.result_file import result_kind as report_kind
 from smp.app.run_summary import port_failures
-from smp.app.series import held
+from smp.app.series import held, missing_intervals
 
 __all__ = [
     "render_report",
@@ -257,9 +258,23 @@ def _interval(ts: dict) -> float:
 
 
 def _gap_indexes(ts: dict) -> tuple:
-    """k whose interval (t[k-1], t[k]] had a missing sample."""
+    """k whose interval (t[k-1], t[k]] (before the first sample: from 0)
+    holds an interval of the sampling grid with no sample in it: the rule
+    of the series' own ``gaps`` (``series.missing_intervals``).  Two samples
+    more than 1.5 intervals apart were called a gap before, and a sample
+    0.6 ms late on a 1 ms grid was "an interval without a sample"."""
     t, iv = ts["t_s"], _interval(ts)
-    return tuple(k for k in range(1, len(t)) if t[k] - t[k - 1] > 1.5 * iv)
+    ks: list[int] = []
+    for j in missing_intervals(t, iv):
+        k = bisect.bisect_left(t, (j + 1) * iv - 1e-6)
+        if k < len(t) and (not ks or ks[-1] != k):
+            ks.append(k)
+    return tuple(ks)
+
+
+def _span(t: list, k: int) -> tuple[float, float]:
+    """The interval a gap index ``k`` stands for (the first: from 0)."""
+    return (t[k - 1] if k else 0.0), t[k]
 
 
 def _rates(ts: dict, key: str) -> list:
@@ -277,7 +292,7 @@ def _time_extras(have, multi: bool) -> tuple[list, list]:
     gaps, partial = [], []
     for _, mode, ts in have:
         t = ts["t_s"]
-        gaps += [[t[k - 1], t[k]] for k in _gap_indexes(ts)]
+        gaps += [list(_span(t, k)) for k in _gap_indexes(ts)]
         if ts.get("partial_last") and len(t) > 1:
             partial.append((t[-2], t[-1], f"{mode}: " if multi else ""))
     return gaps, partial
@@ -294,8 +309,9 @@ def _sampling_note(have) -> str:
         text = f"{escape(mode)}: {len(ts['t_s'])} samples every {_interval(ts) * 1000:.0f} ms"
         if g:
             t, pauses = ts["t_s"], held(ts)
-            longest = max(t[k] - t[k - 1] for k in g)
-            explained = sum(1 for k in g if any(a < t[k] and b > t[k - 1] for a, b in pauses))
+            spans = [_span(t, k) for k in g]
+            longest = max(b - a for a, b in spans)
+            explained = sum(1 for a0, b0 in spans if any(a < b0 and b > a0 for a, b in pauses))
             causes = []
             if explained:
                 causes.append(

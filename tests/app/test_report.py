@@ -775,3 +775,20 @@ def test_a_run_or_compare_page_shows_its_faults_and_those_that_did_not_fire(save
     page = render_report(run)
     assert "<h2 id=faults>faults</h2>" in page and "2 of 2 took; 1 were carried out late" in page
     assert "LATE: done 0.7 s after its time" in page
+
+
+def test_an_interval_without_a_sample_is_one_of_the_grid_as_the_series_say():
+    """The page counted two samples more than 1.5 intervals apart as an
+    interval without a sample, so a sample 0.6 ms late on a 1 ms grid was
+    one, where the series' own gaps (``series.missing_intervals``) are the
+    intervals of the grid that hold no sample, the first one's included."""
+    from smp.app.report import _gap_indexes, _sampling_note
+    from smp.app.series import missing_intervals
+
+    late = {"t_s": [0.0004, 0.0014, 0.00295, 0.0036, 0.0045], "interval_s": 0.001}
+    assert missing_intervals(late["t_s"], 0.001) == [] and _gap_indexes(late) == ()
+    holed = {"t_s": [0.0024, 0.0034, 0.0065, 0.0075], "interval_s": 0.001}
+    assert missing_intervals(holed["t_s"], 0.001) == [0, 1, 4, 5]
+    assert _gap_indexes(holed) == (0, 2)  # (before the first sample, and 3.4-6.5 ms)
+    note = _sampling_note([(None, "smp", holed)])
+    assert "2 interval(s) without a sample (the longest 3 ms;" in note, note
