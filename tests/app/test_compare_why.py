@@ -106,12 +106,21 @@ def test_why_names_only_causes_whose_counters_are_not_zero():
     assert text.startswith("nonsmp made 20 more") and "no_error_logger" in text
     for absent in ("suppress", "receiver_dead", "fake", "REST"):
         assert absent not in text, absent
+    # delivered = made - dropped - queued: its difference is named by those
+    # (each counter that differs), and what they leave (smp's 10 made and
+    # neither delivered, dropped nor queued) has no counter
     b["delivered"] = b["delivered_by_type"]["TRACE"] = 90
     text = explain_row("delivered", a, b, "nonsmp", "smp", "REST")
-    assert (
-        text
-        == "nonsmp delivered 10 more: 10 more delivered by nonsmp than smp with no counter for it: REST"
+    assert text == (
+        "nonsmp delivered 10 more: made: nonsmp 120, smp 100 (the made row says why); "
+        "dropped no_error_logger: nonsmp 20, smp 0; 10 more delivered by nonsmp than smp "
+        "with no counter for it: REST"
     )
+    b["delivered"] = b["delivered_by_type"]["TRACE"] = 80  # (balanced: 100 = 80 + 20)
+    b["dropped_by_reason"] = {"receiver_dead": {"TRACE": 20}}
+    text = explain_row("delivered", a, b, "nonsmp", "smp", "REST")
+    assert text.startswith("nonsmp delivered 20 more: made: nonsmp 120, smp 100")
+    assert "dropped receiver_dead: nonsmp 0, smp 20" in text and "no counter" not in text
 
 
 def test_a_made_difference_is_put_down_to_the_messages_one_build_made_alone():
