@@ -560,15 +560,17 @@ def _pct(p: float) -> str:
 
 def _scheduler_plot(runs: dict) -> str:
     rows, notes, span, modes = [], [], 0.0, []
+    unprofiled: list = []
     for mode, s in runs.items():
         tl = s.get("scheduler_timeline")
         if not tl or not tl.get("profiled"):
-            notes.append(
-                f"{escape(mode)}: {_HOW_TO_PROFILE}"
-                if tl
-                else f"{escape(mode)}: no scheduler timeline in this result (it was saved "
-                f"by an older smp-emu)."
-            )
+            if tl:
+                unprofiled.append(mode)  # (said once for them all: it is long)
+            else:
+                notes.append(
+                    f"{escape(mode)}: no scheduler timeline in this result (it was saved "
+                    f"by an older smp-emu)."
+                )
             continue
         if not tl.get("schedulers"):
             notes.append(f"{escape(mode)}: the profiler got no profile scheduler messages.")
@@ -591,6 +593,8 @@ def _scheduler_plot(runs: dict) -> str:
                     r["scheduler"],
                 )
             )
+    if unprofiled:
+        notes.append(f"{escape(' and '.join(unprofiled))}: {_HOW_TO_PROFILE}")
     title = PLOT_TITLES["plot-schedulers"]
     if not rows:
         return figure_html(
@@ -694,8 +698,13 @@ def _causes_section(causes: dict) -> str:
             )
         see = ""
         if ex.get("queue_seq") is not None:
-            j = causes.get("journal") or "FILE"
-            see = f"<br><code>smp-emu replay {escape(j)} --around {ex['queue_seq']}</code>"
+            j = causes.get("journal")
+            see = (
+                f"<br><code>smp-emu replay {escape(j)} --around {ex['queue_seq']}</code>"
+                if j
+                else "<br>compare with <code>--journal FILE</code> keeps smp's journal; then "
+                f"<code>smp-emu replay FILE --around {ex['queue_seq']}</code>"
+            )
         out.append(
             f"<tr><td>{escape(k['class'])}<br><small>{escape(k['title'])}</small></td>"
             f"<td class=n>{_num(k['count'])}</td><td class=why>{escape(k['seed'])}</td>"

@@ -792,3 +792,20 @@ def test_an_interval_without_a_sample_is_one_of_the_grid_as_the_series_say():
     assert _gap_indexes(holed) == (0, 2)  # (before the first sample, and 3.4-6.5 ms)
     note = _sampling_note([(None, "smp", holed)])
     assert "2 interval(s) without a sample (the longest 3 ms;" in note, note
+
+
+def test_a_compare_page_says_how_to_profile_once_and_how_to_keep_the_journal(saved):
+    """The paragraph on turning scheduler profiling on was printed once per
+    mode, word for word; a cause's replay hint named a FILE no run wrote."""
+    import copy
+
+    from smp.app.report import render_report
+
+    data = copy.deepcopy(saved["compare"][0])
+    for r in data["runs"].values():
+        r["scheduler_timeline"] = {"profiled": False}
+    html = render_report(data)
+    assert html.count("scheduler profiling is off") == 1
+    assert f"{' and '.join(data['runs'])}: scheduler profiling is off" in html
+    if "--around" in html and not (data.get("causes") or {}).get("journal"):
+        assert "compare with <code>--journal FILE</code> keeps smp's journal" in html
