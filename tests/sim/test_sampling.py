@@ -135,7 +135,9 @@ def test_a_huge_sample_under_a_time_budget_ends_in_its_time():
             t0 = time.monotonic()
             r = sample(race.setup, 10**12, "random", mapper=mapper, **kw)
             assert time.monotonic() - t0 < 2.5
-            assert r.cut_by == ["time"] and r.executions > 0
+            # (the workers start within the budget: on a loaded machine they
+            # may take all of it, and run nothing)
+            assert r.cut_by == ["time"] and (r.executions > 0 or mapper is workers)
     finally:
         workers.close()
 
