@@ -213,6 +213,7 @@ def _run_section(name: str, s: dict) -> str:
             )
             + "</table>"
         )
+    parts.append(_tracers_table(s.get("tracers") or {}))
     inv = s.get("invariants")
     if inv:
         parts.append(
@@ -227,6 +228,30 @@ def _run_section(name: str, s: dict) -> str:
             + "</p>"
         )
     return "".join(parts)
+
+
+def _tracers_table(tracers: dict) -> str:
+    """What each tracer got: a collector's messages received, a port's
+    messages written (a file tracer's received: what its files hold after
+    the run, a wrap log's last files only).  A replacement a fault made
+    (``t~1``) that received nothing shows as 0: the page said nothing of
+    its tracers."""
+    if not tracers:
+        return ""
+    rows = []
+    for name, t in tracers.items():
+        port = t.get("port") or {}
+        kind = port.get("kind", "collector")
+        written = _num(port["messages"]) if "messages" in port else "-"
+        rows.append(
+            f"<tr><td>{escape(str(name))}</td><td>{escape(str(kind))}</td>"
+            f"<td class=n>{_num(t.get('received'))}</td><td class=n>{written}</td></tr>"
+        )
+    return (
+        "<table><tr><th>tracer</th><th>kind</th><th>received</th><th>written (a port)</th></tr>"
+        + "".join(rows)
+        + "</table>"
+    )
 
 
 # ---------------------------------------------------------------- over time

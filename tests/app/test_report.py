@@ -809,3 +809,27 @@ def test_a_compare_page_says_how_to_profile_once_and_how_to_keep_the_journal(sav
     assert f"{' and '.join(data['runs'])}: scheduler profiling is off" in html
     if "--around" in html and not (data.get("causes") or {}).get("journal"):
         assert "compare with <code>--journal FILE</code> keeps smp's journal" in html
+
+
+def test_a_run_page_gives_each_tracer_what_it_got(saved):
+    """Each tracer's received count (and a port's messages written) is on
+    the page: a replacement a fault made that received nothing showed
+    nowhere."""
+    import copy
+
+    from smp.app.report import render_report
+
+    data = copy.deepcopy(saved["run"][0])
+    data["tracers"] = {
+        "t": {"received": 443},
+        "t~1": {"received": 0},
+        "f": {"received": 3, "port": {"kind": "file", "messages": 9}},
+    }
+    page = render_report(data)
+    assert "<th>tracer</th><th>kind</th><th>received</th><th>written (a port)</th>" in page
+    for row in (
+        "<td>t</td><td>collector</td><td class=n>443</td><td class=n>-</td>",
+        "<td>t~1</td><td>collector</td><td class=n>0</td><td class=n>-</td>",
+        "<td>f</td><td>file</td><td class=n>3</td><td class=n>9</td>",
+    ):
+        assert row in page, row
