@@ -15,7 +15,7 @@ from smp.app.compare import expect_broken
 from smp.app.limits import trip_note
 from smp.app.run_summary import port_drops, port_failures
 from smp.app.workloads import duration_note, fault_notes
-from smp.core.pretty import format_term
+from smp.core.pretty import format_term, write_one_line
 from smp.ports.dbgfmt import format_dbg, json_record
 
 
@@ -38,23 +38,29 @@ class _TraceWriter:
         # dbg's text is latin-1 (what a node writes on its latin-1 device)
         self.raw = getattr(stream, "buffer", None) if latin1 and fmt == "dbg" else None
 
+    def _text(self, term) -> str:
+        """A term on one line, other nodes' ids numbered as the dbg text
+        numbers them (``<1.86.0>``, ``--node-number``) when told the nodes:
+        the terms and JSON formats printed ``<node1@host.86.0>``."""
+        return format_term(term) if self.nodes is None else write_one_line(term, self.nodes)
+
     def __call__(self, tracer: str, term, source: str | None = None) -> None:
         """Write one term; ``source`` (smp-emu read of several files) marks
         it: a ``source`` key in JSON, ``SOURCE: `` before every line else."""
         if self.stream is None:
             return
         if self.fmt == "json":
-            rec = {"kind": "trace", "tracer": tracer, "term": term, "text": format_term(term)}
+            rec = {"kind": "trace", "tracer": tracer, "term": term, "text": self._text(term)}
             if source is not None:
                 rec["source"] = source
             # json.dumps(rec) with the term's JSON written without recursion
             line = json_record(rec) + "\n"
         elif self.fmt == "terms":
-            line = format_term(term) + ".\n"
+            line = self._text(term) + ".\n"
         else:
             # dbg's handler prints nothing for what it does not know (monitor
             # and profile messages, {dbg, ok} receives, ...)
-            line = format_dbg(term, self.nodes) or (format_term(term) + "\n" if self.every else "")
+            line = format_dbg(term, self.nodes) or (self._text(term) + "\n" if self.every else "")
             if not line:
                 return
         if source is not None and self.fmt != "json":

@@ -436,3 +436,18 @@ def test_a_tp_pattern_that_matches_no_function_is_said(mode):
     notes = json.loads(r.stdout)["notes"]
     assert len(notes) == 1 and notes[0].startswith("--tp nosuchmod: matched no function"), notes
     assert f"smp-emu: note: {notes[0]}" in r.stderr and "wl_calls:check" not in r.stderr
+
+
+@pytest.mark.parametrize("fmt", ["terms", "json"])
+def test_read_numbers_other_nodes_ids_in_every_format(fmt):
+    """The guide says ids of other nodes print as the reading node prints
+    them, ``<N.X.Y>``: the dbg text did, the terms and JSON formats printed
+    ``<node1@host.86.0>``; ``--node-number`` gives the number in each."""
+    trace = os.path.join(ROOT, "docs", "examples", "node1.trace")
+    for extra, pid in (([], "<1.86.0>"), (["--node-number", "node1@host=0"], "<0.86.0>")):
+        r = CliRunner().invoke(cli, ["read", trace, "--format", fmt, *extra])
+        assert r.exit_code == 0, r.output
+        first = r.stdout.splitlines()[0]
+        text = first if fmt == "terms" else json.loads(first)["text"]
+        assert text.startswith(f"{{trace,{pid},send,{{ping,1}},"), text
+        assert "node1@host" not in text
