@@ -268,6 +268,16 @@ class Port(_Id):
         object.__setattr__(self, "node", node)
         object.__setattr__(self, "creation", creation)
 
+    @classmethod
+    def from_checked(cls, number: int, node: Atom, creation: int) -> Port:
+        """A port of fields a decoder has checked already (``Port()`` checks
+        them again, a third of a microsecond a port)."""
+        self = object.__new__(cls)
+        object.__setattr__(self, "number", number)
+        object.__setattr__(self, "node", node)
+        object.__setattr__(self, "creation", creation)
+        return self
+
     def __eq__(self, other: object) -> bool:
         return (
             type(other) is Port
@@ -307,6 +317,16 @@ class Ref(_Id):
         object.__setattr__(self, "ids", ids)
         object.__setattr__(self, "node", node)
         object.__setattr__(self, "creation", creation)
+
+    @classmethod
+    def from_checked(cls, ids: tuple[int, ...], node: Atom, creation: int) -> Ref:
+        """A reference of fields a decoder has checked already (see
+        ``Port.from_checked``)."""
+        self = object.__new__(cls)
+        object.__setattr__(self, "ids", ids)
+        object.__setattr__(self, "node", node)
+        object.__setattr__(self, "creation", creation)
+        return self
 
     def __eq__(self, other: object) -> bool:
         return (

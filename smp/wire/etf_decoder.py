@@ -228,20 +228,20 @@ def _id_body(
         if p + 8 > n:
             raise _truncated("NEW_PORT_EXT", p)
         num, cre = _S_II.unpack_from(data, p)
-        return Port(num, node, cre), p + 8
+        return Port.from_checked(num, node, cre), p + 8
     if tag == V4_PORT_EXT:
         if p + 12 > n:
             raise _truncated("V4_PORT_EXT", p)
         num, cre = _S_QI.unpack_from(data, p)
-        return Port(num, node, cre), p + 12
+        return Port.from_checked(num, node, cre), p + 12
     if tag == PORT_EXT:
         if p + 5 > n:
             raise _truncated("PORT_EXT", p)
-        return Port(_S_I.unpack_from(data, p)[0], node, data[p + 4]), p + 5
+        return Port.from_checked(_S_I.unpack_from(data, p)[0], node, data[p + 4]), p + 5
     if tag == REFERENCE_EXT:
         if p + 5 > n:
             raise _truncated("REFERENCE_EXT", p)
-        return Ref((_S_I.unpack_from(data, p)[0],), node, data[p + 4]), p + 5
+        return Ref.from_checked((_S_I.unpack_from(data, p)[0],), node, data[p + 4]), p + 5
     # NEWER_REFERENCE_EXT / NEW_REFERENCE_EXT
     csize = 4 if tag == NEWER_REFERENCE_EXT else 1
     end = p + csize + 4 * count
@@ -249,7 +249,7 @@ def _id_body(
         raise _truncated("reference body", p)
     cre = _S_I.unpack_from(data, p)[0] if csize == 4 else data[p]
     ids = struct.unpack_from(">%dI" % count, data, p + csize)
-    return Ref(ids, node, cre), end
+    return Ref.from_checked(ids, node, cre), end
 
 
 _ID_TAGS = frozenset(
