@@ -77,7 +77,7 @@ def fault_report(
         if got is None:
             e["took"] = None
             if not_fired_after is not None and rec["planned_at"] > not_fired_after:
-                e["result"] = "not fired: the workload was over"
+                e["result"] = NOT_FIRED + ": the workload was over"
             elif not_fired_after is not None:
                 e["result"] = "cut short: the workload was over while it was carried out"
                 e["late"] = not_fired_after - rec["planned_at"] > FAULT_LATE_S
@@ -225,6 +225,15 @@ def fault_failures(summary: dict) -> list[str]:
     return out
 
 
+#: the result of a fault event the workload ended before
+NOT_FIRED = "not fired"
+
+
+def not_fired(f: dict) -> bool:
+    """Whether a fault event never came: the workload was over before it."""
+    return f.get("took") is None and str(f.get("result", "")).startswith(NOT_FIRED)
+
+
 def fault_notes(summary: dict, every: bool = True) -> list[str]:
     """One line per fault event with its result and effect (the faults that
     did not fire as one line per fault), naming the file and line; with
@@ -232,7 +241,7 @@ def fault_notes(summary: dict, every: bool = True) -> list[str]:
     those carried out late and the faults that did not fire."""
     out = []
     for f in summary.get("faults") or []:
-        if f["took"] is None and f["result"].startswith("not fired"):
+        if not_fired(f):
             continue  # listed below, once per fault
         if every or (f["took"] is False and not f.get("may_fail")) or f.get("late"):
             out.append(_fault_line(f))

@@ -25,6 +25,7 @@ from html import escape
 from smp.app.compare_causes import death_text
 from smp.app.explore import explore_html, explore_replay_html, explore_sim_html
 from smp.app.explore.tree_page import ExploredTree, tree_page
+from smp.app.fault_report import not_fired
 from smp.app.plots import (
     Bars,
     Line,
@@ -788,7 +789,7 @@ def _faults_table(faults: list) -> str:
     late, then one row each (its time, what it did, and its result)."""
     took = sum(1 for f in faults if f.get("took"))
     missed = sum(1 for f in faults if f.get("took") is False)
-    unfired = sum(1 for f in faults if str(f.get("result", "")).startswith("not fired"))
+    unfired = sum(1 for f in faults if not_fired(f))
     late = sum(1 for f in faults if f.get("late"))
     return (
         f"<p>{_num(took)} of {_num(len(faults))} took"
