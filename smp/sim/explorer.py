@@ -269,6 +269,22 @@ def _thread_text(thread: str, namer: Namer) -> str:
     return thread
 
 
+def check_time_budget(time_budget) -> None:
+    """Refuse a time budget that is no number of seconds > 0 (None: none)."""
+    if time_budget is not None and not (
+        type(time_budget) in (int, float) and 0 < time_budget < float("inf")
+    ):
+        raise SimError(f"time_budget must be a number of seconds > 0 or None, not {time_budget!r}")
+
+
+def nonsmp_outcome(setup, schedulers: int, **options) -> Outcome:
+    """nonsmp's outcome of ``setup`` (its one order), with the options of a
+    search that bear on it (the rest are a search's and ignored)."""
+    keep = ("reductions", "after_timeout", "checks", "blocked_ok")
+    ex = Explorer(setup, schedulers=schedulers, **{k: v for k, v in options.items() if k in keep})
+    return ex.run_nonsmp()
+
+
 class Explorer:
     """Explore a workload: ``Explorer(setup, schedulers=2).run()``."""
 
@@ -301,12 +317,7 @@ class Explorer:
             raise SimError(
                 f"max_executions must be an int >= 1 or None (no bound), not {max_executions!r}"
             )
-        if time_budget is not None and not (
-            type(time_budget) in (int, float) and 0 < time_budget < float("inf")
-        ):
-            raise SimError(
-                f"time_budget must be a number of seconds > 0 or None, not {time_budget!r}"
-            )
+        check_time_budget(time_budget)
         #: ``progress(executions, blocked, estimate)`` after the first
         #: execution, then at most every ``PROGRESS_EVERY`` seconds
         self.progress = progress
@@ -1107,11 +1118,7 @@ def explore_split(
     skipped = [b for r, b in zip(results, budgets, strict=True) if r is None]
     nonsmp_oc = None
     if nonsmp:
-        keep = ("reductions", "after_timeout", "checks", "blocked_ok")
-        ex = Explorer(
-            setup, schedulers=schedulers, **{k: v for k, v in options.items() if k in keep}
-        )
-        nonsmp_oc = ex.run_nonsmp()
+        nonsmp_oc = nonsmp_outcome(setup, schedulers, **options)
     r = merge(parts, time.monotonic() - t0, nonsmp_oc)
     r.schedulers = schedulers
     r.tasks = n

@@ -45,9 +45,11 @@ from .dpor import MAX_EVENTS
 from .explorer import (
     Explorer,
     ExploreResult,
+    check_time_budget,
     checks_of,
     execution_races,
     merge,
+    nonsmp_outcome,
     stop_requested,
 )
 from .nodes import AFTER_TIMEOUT_MS
@@ -192,7 +194,7 @@ def run_chunk(args: tuple, progress=None):
     return r, n, k, at
 
 
-def _chunks(mapper, chunks: list, parts: list, runs: int, progress):
+def _chunks(mapper, chunks, parts: list, runs: int, progress):
     """``mapper(run_chunk, chunks)``; with ``map`` (this process) each chunk
     tells ``progress`` as it goes, after the runs of those before it."""
     if progress is None or mapper is not map:
@@ -241,10 +243,7 @@ def sample(
         raise SimError(f"seed must be an int or None (a fresh one), not {seed!r}")
     if type(max_events) is not int or max_events < 1:
         raise SimError(f"max_events must be an int >= 1, not {max_events!r}")
-    if time_budget is not None and not (
-        type(time_budget) in (int, float) and 0 < time_budget < float("inf")
-    ):
-        raise SimError(f"time_budget must be a number of seconds > 0 or None, not {time_budget!r}")
+    check_time_budget(time_budget)
     if seed is None:
         seed = random.SystemRandom().randrange(1 << 32)
     t0 = time.monotonic()
@@ -284,9 +283,7 @@ def sample(
             break  # (the chunks after it are not counted)
         # (a chunk the time budget cut: those after it that other workers
         # ran meanwhile are counted too, up to the first one not started)
-    checker = Explorer(setup, schedulers=schedulers, reductions=reductions,
-                       after_timeout=after_timeout, checks=checks, blocked_ok=blocked_ok)  # fmt: skip
-    r = merge(parts, 0.0, checker.run_nonsmp() if nonsmp else None)
+    r = merge(parts, 0.0, nonsmp_outcome(setup, **options) if nonsmp else None)
     executions = r.executions
     notes = []
     if method == "random":
