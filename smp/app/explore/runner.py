@@ -320,7 +320,7 @@ def _simulate(fn, n: int, nonsmp: bool, checks: tuple, seed, sim_options: dict):
         raise TypeError("explore: give random= or pct=, not both")
     if runs:
         ((method, n_runs),) = runs.items()
-        for k in ("max_executions", "preemptions", "dpor", "stop_at_violation"):
+        for k in ("max_executions", "preemptions", "dpor"):
             if k in sim_options:
                 raise TypeError(f"explore: {k} is for the exhaustive search, not {method}= runs")
         if depth is not None and method != "pct":

@@ -96,6 +96,12 @@ class SimOptions:
     #: ``progress(executions, blocked, estimate)`` as the search goes
     progress: Callable[[int, int, float], object] | None = None
 
+    def sampled(self) -> tuple[str, int] | None:
+        """``(method, runs)`` of a random or PCT sample; None for a search."""
+        if self.random is not None:
+            return "random", self.random
+        return None if self.pct is None else ("pct", self.pct)
+
 
 def _replay_command(scenario: str, o: SimOptions):
     """``smp-emu explore SCENARIO [bounds] --schedule '...'``: the options that
@@ -122,8 +128,8 @@ def _run(wl: ScenarioWorkload, o: SimOptions, checks: list):
         after_timeout=o.after_timeout,
         time_budget=o.time_budget,
     )
-    if o.random is not None or o.pct is not None:
-        method, runs = ("random", o.random) if o.random is not None else ("pct", o.pct)
+    if o.sampled() is not None:
+        method, runs = o.sampled()
         return sample_shared(
             wl.setup, wl.schedulers, runs, method, o.jobs, seed=o.seed, depth=o.depth, **common
         )
@@ -143,19 +149,11 @@ def sample_shared(setup, schedulers: int, runs: int, method: str, jobs: int = 1,
     _check_jobs(jobs)
     if jobs <= 1 or runs <= CHUNK:
         return sample(setup, runs, method=method, schedulers=schedulers, **options)
-    t0 = time.monotonic()
-    workers = _Workers(min(jobs, os.cpu_count() or 1), pinned=False)
-    try:
-        r = sample(setup, runs, method=method, schedulers=schedulers, mapper=workers, **options)
-    finally:
-        workers.close()
-    if workers.lost:
-        r.notes.append(
-            f"A worker died under way: the {workers.lost} chunk(s) of runs it was running "
-            "were run by this process instead (the result is the same)."
-        )
-    r.elapsed = time.monotonic() - t0  # (the workers' start and end included)
-    return r
+    return _on_workers(
+        _Workers(min(jobs, os.cpu_count() or 1), pinned=False),
+        lambda w: sample(setup, runs, method=method, schedulers=schedulers, mapper=w, **options),
+        "chunk(s) of runs it was running were run",
+    )
 
 
 def search_shared(setup, schedulers: int, jobs: int = 1, **options):
@@ -165,26 +163,36 @@ def search_shared(setup, schedulers: int, jobs: int = 1, **options):
     _check_jobs(jobs)
     if jobs <= 1:
         return explore_split(setup, schedulers, **options)
-    t0 = time.monotonic()
+    # (a shared search: this process explores too, beside jobs - 1
+    # workers, no more than the cores leave: more would only wait)
+    shared = max(1, min(jobs, os.cpu_count() or 1) - 1)
     # a bound shares executions in rounds: subtree i always goes to worker
     # i mod jobs, which goes on with it where it stopped (run_task); with
     # none, one round: whichever worker is free takes the next subtree
-    workers = _Workers(jobs, pinned=options.get("max_executions") is not None)
+    return _on_workers(
+        _Workers(jobs, pinned=options.get("max_executions") is not None),
+        lambda w: explore_split(
+            setup, schedulers, mapper=w, submit=w.submit, window=shared, **options
+        ),
+        "subtree(s) it was exploring were explored",
+    )
+
+
+def _on_workers(workers: _Workers, run, lost_words: str):
+    """``run(workers)``, the workers closed after it, whatever happens; a
+    note when one died under way (what it had, ``lost_words``, done here
+    instead); the time taken with the workers' start and end."""
+    t0 = time.monotonic()
     try:
-        # (a shared search: this process explores too, beside jobs - 1
-        # workers, no more than the cores leave: more would only wait)
-        shared = max(1, min(jobs, os.cpu_count() or 1) - 1)
-        r = explore_split(
-            setup, schedulers, mapper=workers, submit=workers.submit, window=shared, **options
-        )
+        r = run(workers)
     finally:
         workers.close()
     if workers.lost:
         r.notes.append(
-            f"A worker died under way: the {workers.lost} subtree(s) it was exploring were "
-            "explored by this process instead (the result is the same)."
+            f"A worker died under way: the {workers.lost} {lost_words} by this process "
+            "instead (the result is the same)."
         )
-    r.elapsed = time.monotonic() - t0  # (the workers' start and end included)
+    r.elapsed = time.monotonic() - t0
     return r
 
 
@@ -266,12 +274,10 @@ class _Workers:
         self.lost = 0
 
     def __call__(self, f, args):
-        if not self.pinned and not isinstance(args, list):
-            args = iter(args)  # (taken one at a time, as workers are free)
-        else:
-            args = list(args)
+        if self.pinned:
+            args = list(args)  # (all handed out at once; else one at a time)
         if not self.pools:
-            n = self.jobs if not isinstance(args, list) else min(self.jobs, len(args))
+            n = min(self.jobs, len(args)) if isinstance(args, list) else self.jobs
             self.pools = [multiprocess.Pool(1, initializer=_quiet_on_interrupt) for _ in range(n)]
             self._last = [None] * n
         return self._results(f, args)
@@ -583,9 +589,8 @@ def simulate(scenario: str, o: SimOptions) -> tuple[str, dict]:
     data["result"] = d
     data["jobs"] = o.jobs
     # the bounds the search ran under (None: none); a sample's, its runs
-    if o.random is not None or o.pct is not None:
-        runs = o.random if o.random is not None else o.pct
-        data["limits"] = {"runs": runs, "time_budget": o.time_budget}
+    if o.sampled() is not None:
+        data["limits"] = {"runs": o.sampled()[1], "time_budget": o.time_budget}
     else:
         data["limits"] = {"max_executions": o.max_executions, "time_budget": o.time_budget}
     data["expect"] = _expect_report(checks, r)
