@@ -455,4 +455,6 @@ def test_a_seed_an_exhaustive_explore_scenario_does_not_use_is_said():
         cli, ["explore", "races", "--seed", "4", "--max-messages", "1", "--json"]
     )
     assert r.exit_code in (0, 1), r.output
-    assert not any("not used" in n for n in json.loads(r.stdout)["notes"])
+    drawn = json.loads(r.stdout)
+    assert drawn["schedules"]["exhaustive"] is False and drawn["schedules"]["seed"] == 4
+    assert not any("not used" in n for n in drawn["notes"])

@@ -807,8 +807,10 @@ def test_a_compare_page_says_how_to_profile_once_and_how_to_keep_the_journal(sav
     html = render_report(data)
     assert html.count("scheduler profiling is off") == 1
     assert f"{' and '.join(data['runs'])}: scheduler profiling is off" in html
-    if "--around" in html and not (data.get("causes") or {}).get("journal"):
-        assert "compare with <code>--journal FILE</code> keeps smp's journal" in html
+    # (a cause with a queued example, and no journal kept: the hint says how)
+    assert any(k["example"].get("queue_seq") is not None for k in data["causes"]["classes"])
+    assert not data["causes"].get("journal") and "--around" in html
+    assert "compare with <code>--journal FILE</code> keeps smp's journal" in html
 
 
 def test_a_run_page_gives_each_tracer_what_it_got(saved):
